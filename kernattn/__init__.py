@@ -1,0 +1,21 @@
+"""kernattn: attention as a kernel smoother.
+
+Every estimator here predicts with the Nadaraya–Watson estimate
+``ŷ(x) = Σ_i w_i(x) y_i``, ``w_i(x) = κ(x, x_i) / Σ_j κ(x, x_j)`` — a soft dictionary lookup
+with the query ``x``, the training inputs as keys and the targets as values. They differ in
+the kernel κ: a fixed smoothing kernel (:class:`KernelSmoother`), a learned dot-product
+kernel (:class:`AttentionRegressor`), or an explicit random-feature map
+(:class:`LinearAttentionRegressor`).
+"""
+
+from kernattn.attention import linear_attention, softmax_attention
+from kernattn.smoother import KernelSmoother
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "KernelSmoother",
+    "linear_attention",
+    "softmax_attention",
+    "__version__",
+]
