@@ -21,6 +21,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from kernattn._blocks import iter_query_blocks
+from kernattn.attention import _exp_shifted
 
 # A row whose exponentiated logits sum below this has underflowed (its nearest key is far
 # away on the logit scale): it is recomputed with the row maximum subtracted.
@@ -127,15 +128,15 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """
         logits = self._block_logits(X)
         if self._nonpositive_logits:
-            kernel = np.exp(logits, out=logits)
+            kernel = _exp_shifted(logits)
             underflow = kernel.sum(axis=1) < _UNDERFLOW
             if np.any(underflow):
                 redo = self._block_logits(X[underflow])
                 redo -= redo.max(axis=1, keepdims=True)
-                kernel[underflow] = np.exp(redo, out=redo)
+                kernel[underflow] = _exp_shifted(redo)
             return kernel
         logits -= logits.max(axis=1, keepdims=True)
-        return np.exp(logits, out=logits)
+        return _exp_shifted(logits)
 
     def _block_weights(self, X):
         """Normalised weights (rows sum to 1) of a block against the positive-weight rows."""

@@ -23,6 +23,18 @@ from kernattn._blocks import iter_query_blocks
 __all__ = ["softmax", "log_softmax", "softmax_attention", "linear_attention"]
 
 
+# exp(-700) ≈ 1e-304: relative to a row maximum of exp(0) = 1, anything below is zero in
+# float64 sums, but numpy's exp takes a slow path (several times slower) for arguments below
+# about -708 that underflow. Shifted logits are floored here before exp.
+_EXP_FLOOR = -700.0
+
+
+def _exp_shifted(logits):
+    """In-place ``exp`` of logits that are ≤ 0 after a per-row shift, floored at −700."""
+    np.maximum(logits, _EXP_FLOOR, out=logits)
+    return np.exp(logits, out=logits)
+
+
 def log_softmax(logits, axis=-1):
     """Log of :func:`softmax`, computed as ``logits - logsumexp(logits)``.
 
@@ -66,7 +78,7 @@ def softmax(logits, axis=-1, out=None):
             "logits are all -inf, +inf or NaN"
         )
     np.subtract(logits, top, out=out)
-    np.exp(out, out=out)
+    _exp_shifted(out)
     out /= np.sum(out, axis=axis, keepdims=True)
     return out
 

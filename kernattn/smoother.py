@@ -19,6 +19,7 @@ from scipy.optimize import minimize
 
 from kernattn._base import NadarayaWatsonRegressor
 from kernattn._blocks import iter_query_blocks
+from kernattn.attention import _exp_shifted
 from kernattn.kernels import KERNELS, log_kernel, log_kernel_derivative, squared_distances
 
 _BANDWIDTH_RULES = ("scott", "silverman", "loo")
@@ -98,65 +99,114 @@ class _LeaveOneOut:
     def __init__(self, X, Y, sample_weight, kernel):
         self.X = X - np.average(X, axis=0, weights=sample_weight)
         self.Y = Y - np.average(Y, axis=0, weights=sample_weight)
+        self.Y1 = np.hstack([self.Y, np.ones((len(Y), 1))])
         self.sw = sample_weight
-        self.log_sw = np.log(sample_weight / sample_weight.max())
+        log_sw = np.log(sample_weight / sample_weight.max())
+        self.log_sw = log_sw if np.any(log_sw != 0) else None
         self.kernel = kernel
-        self.groups = _duplicate_groups(X)
         self.total = sample_weight.sum()
+        # The (query, key) pairs to leave out: each row with every row of identical input.
+        groups = _duplicate_groups(X)
+        self.n_groups = groups.max() + 1
+        order = np.argsort(groups, kind="stable")
+        starts = np.searchsorted(groups[order], np.arange(self.n_groups + 1))
+        sizes = np.diff(starts)
+        rows = np.repeat(order, sizes[groups[order]])
+        cols = np.concatenate([order[starts[g] : starts[g + 1]] for g in groups[order]])
+        by_row = np.argsort(rows, kind="stable")
+        self.left_out_rows, self.left_out_cols = rows[by_row], cols[by_row]
 
     def _blocks(self):
         n = len(self.X)
-        return iter_query_blocks(n, n, n_arrays=4, cache=False)
+        return iter_query_blocks(n, n, n_arrays=3, cache=False)
 
-    def _weights(self, logits, rows):
-        logits += self.log_sw
-        logits[self.groups[rows][:, None] == self.groups[None, :]] = -np.inf
-        logits -= logits.max(axis=1, keepdims=True)
-        w = np.exp(logits, out=logits)
-        w /= w.sum(axis=1, keepdims=True)
-        return w
+    def _distances(self, K, K_aug, rows):
+        """Scaled squared distances of a block, +inf on the left-out pairs.
+
+        One product: [q, ‖q‖², 1] · [−2k, 1, ‖k‖²]. Not clipped at 0: a rounding error of
+        −1e-16 only shifts a logit by as much.
+        """
+        Q = K[rows]
+        Q_aug = np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((len(Q), 1))])
+        r2 = Q_aug @ K_aug
+        lo, hi = np.searchsorted(self.left_out_rows, [rows.start, rows.stop])
+        r2[self.left_out_rows[lo:hi] - rows.start, self.left_out_cols[lo:hi]] = np.inf
+        return r2
+
+    @staticmethod
+    def _augment(K):
+        return np.vstack([-2.0 * K.T, np.ones(len(K)), np.einsum("ij,ij->i", K, K)])
+
+    def _kernel(self, r2, factor=1.0, out=None):
+        """exp(logits − shift) of a block, the shift a per-row upper bound of the logits.
+
+        For the Gaussian kernel, ``r2`` must already have its row minimum (the nearest kept
+        key) subtracted: that is the shift, exact when the sample weights are equal, and
+        it saves a pass over the block.
+        """
+        if self.kernel == "gaussian":
+            logits = np.multiply(r2, -0.5 / factor**2, out=out)
+        else:
+            logits = log_kernel(r2 / factor**2, self.kernel)
+        if self.log_sw is not None:
+            logits += self.log_sw
+        if self.kernel != "gaussian" or self.log_sw is not None:
+            logits -= logits.max(axis=1, keepdims=True)
+        return _exp_shifted(logits)
+
+    def _prepare(self, r2):
+        if self.kernel == "gaussian":
+            r2 -= r2.min(axis=1, keepdims=True)
+        return r2
 
     def grid_losses(self, bandwidth, factors):
         """Loss at ``bandwidth * c`` for every common factor ``c``, sharing the distances."""
         K = self.X / bandwidth
-        K_sq = np.einsum("ij,ij->i", K, K)
+        K_aug = self._augment(K)
         losses = np.zeros(len(factors))
+        t = self.Y.shape[1]
         for rows in self._blocks():
-            r2 = squared_distances(K[rows], K, K_sq=K_sq)
+            r2 = self._prepare(self._distances(K, K_aug, rows))
+            buffer = np.empty_like(r2)
             for c, factor in enumerate(factors):
-                w = self._weights(log_kernel(r2 / factor**2, self.kernel), rows)
-                residual = self.Y[rows] - w @ self.Y
+                sums = self._kernel(r2, factor, out=buffer) @ self.Y1
+                residual = self.Y[rows] - sums[:, :t] / sums[:, t:]
                 losses[c] += self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
         return losses / self.total
 
     def loss_and_grad(self, log_bandwidth):
         K = self.X / np.exp(log_bandwidth)
-        K_sq = np.einsum("ij,ij->i", K, K)
-        Y = self.Y
+        K_aug = self._augment(K)
+        n, d = K.shape
+        t = self.Y.shape[1]
+        # Key moments M_j = [1, k_j, k_j²], alone and times each target column: one product
+        # with the kernel block gives the normaliser, the estimate and every gradient sum.
+        M = np.hstack([np.ones((n, 1)), K, K**2])
+        columns = np.hstack([M] + [self.Y[:, [c]] * M for c in range(t)])
         loss = 0.0
-        grad = np.zeros(K.shape[1])
+        grad = np.zeros(d)
         for rows in self._blocks():
-            r2 = squared_distances(K[rows], K, K_sq=K_sq)
-            w = self._weights(log_kernel(r2, self.kernel), rows)
-            fitted = w @ Y
-            residual = Y[rows] - fitted
-            loss += self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
-            # B_ij = w_ij <r_i, y_j - ŷ_i> f'(r²_ij), weighted by s_i.
-            B = residual @ Y.T
-            B -= np.einsum("ij,ij->i", residual, fitted)[:, None]
-            B *= w
+            r2 = self._prepare(self._distances(K, K_aug, rows))
+            kernel = self._kernel(r2 if self.kernel == "gaussian" else r2.copy())
+            sums = (kernel @ columns).reshape(len(kernel), t + 1, 2 * d + 1)
             if self.kernel != "gaussian":
-                B *= log_kernel_derivative(r2, self.kernel)
+                kernel *= log_kernel_derivative(np.where(np.isfinite(r2), r2, 0.0), self.kernel)
+                derivative_sums = (kernel @ columns).reshape(sums.shape)
             else:
-                B *= -0.5
-            B *= self.sw[rows][:, None]
+                derivative_sums = -0.5 * sums
+            denominator = sums[:, 0, 0]
+            fitted = sums[:, 1:, 0] / denominator[:, None]
+            residual = self.Y[rows] - fitted
+            loss += self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
+            # C_i = Σ_j w_ij f'_ij <r_i, y_j − ŷ_i> M_j, up to the factor 1/denominator_i.
+            C = np.einsum("ic,icm->im", residual, derivative_sums[:, 1:, :])
+            C -= np.einsum("ic,ic->i", residual, fitted)[:, None] * derivative_sums[:, 0, :]
+            C *= (self.sw[rows] / denominator)[:, None]
             Q = K[rows]
-            # Σ_j B_ij (q_if − k_jf)² = q² ΣB − 2 q (BK) + B K².
-            grad += (
-                (Q**2 * B.sum(axis=1)[:, None]).sum(axis=0)
-                - 2.0 * np.einsum("if,if->f", Q, B @ K)
-                + (B @ K**2).sum(axis=0)
-            )
+            # Σ_j (...) (q_f − k_jf)² = q_f² C_0 − 2 q_f C_f + C_{d+f}.
+            grad += np.einsum("if,i->f", Q**2, C[:, 0])
+            grad -= 2.0 * np.einsum("if,if->f", Q, C[:, 1 : d + 1])
+            grad += C[:, d + 1 :].sum(axis=0)
         return loss / self.total, 4.0 * grad / self.total
 
 
@@ -183,7 +233,7 @@ def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
             f"bandwidth='loo' needs at least 2 samples to leave one out; got {len(X)} sample"
         )
     objective = _LeaveOneOut(X, Y, sw, kernel)
-    if objective.groups.max() < 1:
+    if objective.n_groups < 2:
         raise ValueError(
             "bandwidth='loo' needs at least 2 distinct training inputs; every row of X is the "
             "same. Give a bandwidth or use 'scott'."
