@@ -215,7 +215,10 @@ def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
 
     First the best common multiple ``c · h_scott`` over a log grid (all factors evaluated on
     one set of distances), then all log-bandwidths refined together by L-BFGS-B with the
-    analytic gradient, within a factor 1000 of the Scott bandwidth either way.
+    analytic gradient, within a factor 1000 of the Scott bandwidth either way. Last, each
+    feature is tried with its largest bandwidth (smoothed away: irrelevant features want
+    that, but a small bandwidth on a feature with gaps is a flat plateau the gradient cannot
+    leave), and the refinement is repeated from any improvement.
 
     Returns
     -------
@@ -243,17 +246,39 @@ def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
     best = np.exp(np.log(start) + np.log(_LOO_GRID[np.argmin(grid)]))
     lower = np.log(start / _LOO_RANGE)
     upper = np.log(start * _LOO_RANGE)
-    result = minimize(
-        objective.loss_and_grad,
-        np.log(best),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=list(zip(lower, upper, strict=True)),
-        options={"maxiter": 100, "ftol": 1e-9, "gtol": 1e-7},
-    )
-    log_h = result.x if result.fun <= grid.min() else np.log(best)
+    bounds = list(zip(lower, upper, strict=True))
+    options = {"maxiter": 100, "ftol": 1e-9, "gtol": 1e-7}
+
+    def refine(log_h):
+        result = minimize(
+            objective.loss_and_grad,
+            log_h,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options=options,
+        )
+        return result.x, result.fun
+
+    log_h, loss = refine(np.log(best))
+    if grid.min() < loss:
+        log_h, loss = np.log(best), grid.min()
+    # A small bandwidth on a feature with gaps (integer codes, say) is a plateau: the
+    # gradient vanishes before the feature is smoothed away. Try dropping each feature
+    # (its bandwidth to the upper edge) and refine again from any improvement.
+    dropped, dropped_loss = log_h.copy(), loss
+    for j in range(len(log_h)):
+        candidate = dropped.copy()
+        candidate[j] = upper[j]
+        candidate_loss = objective.loss_and_grad(candidate)[0]
+        if candidate_loss < dropped_loss:
+            dropped, dropped_loss = candidate, candidate_loss
+    if np.any(dropped != log_h):
+        candidate, candidate_loss = refine(dropped)
+        if candidate_loss < loss:
+            log_h, loss = candidate, candidate_loss
     at_bound = (log_h <= lower + 1e-6) | (log_h >= upper - 1e-6)
-    return np.exp(log_h), float(min(result.fun, grid.min())), at_bound
+    return np.exp(log_h), float(loss), at_bound
 
 
 class KernelSmoother(NadarayaWatsonRegressor):

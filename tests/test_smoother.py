@@ -1,0 +1,328 @@
+"""KernelSmoother: the estimate against direct formulas, numerics and bad input."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn import clone, config_context
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from kernattn import KernelSmoother
+from kernattn.attention import softmax_attention
+from kernattn.smoother import loo_bandwidth, rule_of_thumb_bandwidth
+
+PROFILES = {
+    "gaussian": lambda r2: np.exp(-0.5 * r2),
+    "epanechnikov": lambda r2: np.clip(1 - r2, 0, None),
+    "tricube": lambda r2: np.clip(1 - r2**1.5, 0, None) ** 3,
+}
+
+
+def direct_nadaraya_watson(X, y, queries, h, kernel="gaussian", sample_weight=None):
+    """O(n²) reference: Σ_i s_i κ((x − x_i)/h) y_i / Σ_i s_i κ((x − x_i)/h)."""
+    r2 = (((queries[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=-1)
+    weights = PROFILES[kernel](r2)
+    if sample_weight is not None:
+        weights = weights * sample_weight
+    total = weights.sum(axis=1)
+    return weights @ y / (total[:, None] if y.ndim == 2 else total)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(120, 3))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=120)
+    return X, y, rng.uniform(-1, 1, size=(40, 3))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube"])
+def test_predictions_equal_the_direct_formula(data, kernel):
+    X, y, queries = data
+    h = np.array([0.4, 0.7, 1.1]) if kernel == "gaussian" else np.array([1.2, 1.5, 2.0])
+    model = KernelSmoother(kernel=kernel, bandwidth=h).fit(X, y)
+    expected = direct_nadaraya_watson(X, y, queries, h, kernel)
+    np.testing.assert_allclose(model.predict(queries), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_sample_weights_and_multi_output_equal_the_direct_formula(data):
+    X, y, queries = data
+    Y = np.column_stack([y, np.cos(X[:, 2]), -3 * y])
+    sw = np.random.default_rng(1).uniform(0.1, 3.0, size=len(X))
+    model = KernelSmoother(bandwidth=0.5).fit(X, Y, sample_weight=sw)
+    expected = direct_nadaraya_watson(X, Y, queries, 0.5, sample_weight=sw)
+    np.testing.assert_allclose(model.predict(queries), expected, rtol=1e-12, atol=1e-12)
+    assert model.predict(queries).shape == (40, 3)
+
+
+def test_gaussian_smoother_is_softmax_attention_with_a_key_bias(data):
+    X, y, queries = data
+    h = np.array([0.3, 0.5, 0.9])
+    keys = X / h
+    expected = softmax_attention(
+        queries / h, keys, y, scale=1.0, key_bias=-0.5 * (keys**2).sum(axis=1)
+    )
+    model = KernelSmoother(bandwidth=h).fit(X, y)
+    np.testing.assert_allclose(model.predict(queries), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_attention_weights_reproduce_predictions_and_sum_to_one(data):
+    X, y, queries = data
+    for degree in (0, 1):
+        model = KernelSmoother(bandwidth=0.5, degree=degree).fit(X, y)
+        weights = model.attention_weights(queries)
+        assert weights.shape == (len(queries), len(X))
+        np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(weights @ y, model.predict(queries), rtol=1e-10, atol=1e-12)
+
+
+def test_return_std_is_the_weighted_spread_of_the_targets(data):
+    X, y, queries = data
+    model = KernelSmoother(bandwidth=0.4).fit(X, y)
+    mean, std = model.predict(queries, return_std=True)
+    weights = model.attention_weights(queries)
+    expected = np.sqrt((weights * (y[None, :] - mean[:, None]) ** 2).sum(axis=1))
+    np.testing.assert_allclose(std, expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(mean, model.predict(queries))
+
+
+def test_blocked_prediction_matches_one_block(data):
+    X, y, queries = data
+    model = KernelSmoother(bandwidth=0.4).fit(X, y)
+    expected = model.predict(queries, return_std=True)
+    with config_context(working_memory=1e-6):
+        blocked = model.predict(queries, return_std=True)
+    np.testing.assert_allclose(blocked, expected, rtol=1e-13, atol=1e-15)
+
+
+# ------------------------------------------------------------------- local linear
+
+
+def direct_local_linear(X, y, queries, h):
+    out = []
+    for q in queries:
+        w = np.exp(-0.5 * (((X - q) / h) ** 2).sum(axis=1))
+        design = np.column_stack([np.ones(len(X)), X - q])
+        coef = np.linalg.solve(design.T @ (w[:, None] * design), design.T @ (w * y))
+        out.append(coef[0])
+    return np.array(out)
+
+
+def test_local_linear_equals_weighted_least_squares_at_each_query(data):
+    X, y, queries = data
+    model = KernelSmoother(bandwidth=0.5, degree=1).fit(X, y)
+    expected = direct_local_linear(X, y, queries, 0.5)
+    np.testing.assert_allclose(model.predict(queries), expected, rtol=1e-9, atol=1e-10)
+
+
+def test_local_linear_reproduces_a_linear_target_and_removes_boundary_bias():
+    X = np.linspace(0, 1, 60)[:, None]
+    y = 2.0 + 3.0 * X[:, 0]
+    edges = np.array([[0.0], [1.0]])
+    linear = KernelSmoother(bandwidth=0.2, degree=1).fit(X, y).predict(edges)
+    constant = KernelSmoother(bandwidth=0.2, degree=0).fit(X, y).predict(edges)
+    np.testing.assert_allclose(linear, [2.0, 5.0], atol=1e-10)
+    # Local-constant averaging pulls the edges towards the inside.
+    assert constant[0] > 2.3 and constant[1] < 4.7
+
+
+def test_local_linear_falls_back_to_local_constant_on_a_degenerate_neighbourhood():
+    X = np.array([[0.0], [10.0]])
+    y = np.array([1.0, 5.0])
+    # With a tiny bandwidth all the weight is on one point: no line is determined.
+    model = KernelSmoother(bandwidth=0.01, degree=1).fit(X, y)
+    np.testing.assert_allclose(model.predict([[0.1], [9.0]]), [1.0, 5.0])
+
+
+# ------------------------------------------------------------------------ numerics
+
+
+def test_far_query_gets_nearest_target():
+    X = np.array([[0.0], [1.0], [3.0]])
+    y = np.array([1.0, 2.0, 7.0])
+    for kernel in ["gaussian", "epanechnikov", "tricube"]:
+        model = KernelSmoother(kernel=kernel, bandwidth=0.1).fit(X, y)
+        np.testing.assert_allclose(model.predict([[1e4], [-50.0], [2.2]]), [7.0, 1.0, 7.0])
+
+
+def test_far_query_between_exact_ties_gets_their_mean():
+    X = np.array([[-1.0], [1.0], [1.0], [5.0]])
+    y = np.array([0.0, 2.0, 4.0, 9.0])
+    model = KernelSmoother(bandwidth=1e-3).fit(X, y)
+    np.testing.assert_allclose(model.predict([[1.3]]), [3.0])
+    np.testing.assert_allclose(
+        KernelSmoother(kernel="epanechnikov", bandwidth=1e-3).fit(X, y).predict([[1.3]]), [3.0]
+    )
+
+
+def test_tiny_bandwidth_interpolates_the_training_targets(data):
+    X, y, _ = data
+    model = KernelSmoother(bandwidth=1e-6).fit(X, y)
+    np.testing.assert_allclose(model.predict(X), y, rtol=1e-12)
+    assert np.all(np.isfinite(model.predict(X + 0.5, return_std=True)))
+
+
+def test_large_offsets_and_float32_keep_their_accuracy(data):
+    X, y, queries = data
+    expected = KernelSmoother(bandwidth=0.3).fit(X, y).predict(queries)
+    shifted = KernelSmoother(bandwidth=0.3).fit(X + 1e6, y).predict(queries + 1e6)
+    np.testing.assert_allclose(shifted, expected, rtol=1e-7, atol=1e-8)
+    X32, q32 = X.astype(np.float32), queries.astype(np.float32)
+    reference = direct_nadaraya_watson(X32.astype(float), y, q32.astype(float), np.float64(0.3))
+    np.testing.assert_allclose(
+        KernelSmoother(bandwidth=0.3).fit(X32, y).predict(q32), reference, rtol=1e-10
+    )
+
+
+def test_constant_features_and_constant_target_work(data):
+    X, y, queries = data
+    Xc = np.column_stack([X, np.full(len(X), 4.0)])
+    qc = np.column_stack([queries, np.full(len(queries), 9.0)])
+    for bandwidth in ["scott", "silverman", "loo"]:
+        model = KernelSmoother(bandwidth=bandwidth).fit(Xc, y)
+        assert model.bandwidth_[-1] > 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reduced = KernelSmoother(bandwidth=model.bandwidth_[:3]).fit(X, y)
+        np.testing.assert_allclose(model.predict(qc), reduced.predict(queries), rtol=1e-10)
+    constant = KernelSmoother(bandwidth="loo").fit(X, np.full(len(X), 2.5))
+    mean, std = constant.predict(queries, return_std=True)
+    np.testing.assert_allclose(mean, 2.5)
+    np.testing.assert_allclose(std, 0.0, atol=1e-12)
+
+
+# ----------------------------------------------------------------- bandwidths
+
+
+def test_rules_of_thumb_follow_their_formulas():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 2)) * [1.0, 5.0]
+    n, d = X.shape
+    sigma = X.std(axis=0)
+    np.testing.assert_allclose(rule_of_thumb_bandwidth(X, rule="scott"), sigma * n ** (-1 / 6))
+    iqr = np.subtract(*np.percentile(X, [75, 25], axis=0, method="inverted_cdf"))
+    expected = (
+        (4 / (d + 2)) ** (1 / (d + 4)) * n ** (-1 / (d + 4)) * np.minimum(sigma, iqr / 1.349)
+    )
+    np.testing.assert_allclose(rule_of_thumb_bandwidth(X, rule="silverman"), expected)
+
+
+def test_integer_sample_weights_equal_repeated_rows(data):
+    X, y, queries = data
+    counts = np.random.default_rng(4).integers(0, 4, size=len(X))
+    repeated = np.repeat(np.arange(len(X)), counts)
+    for bandwidth in ["scott", "silverman", "loo"]:
+        weighted = KernelSmoother(bandwidth=bandwidth).fit(X, y, sample_weight=counts)
+        plain = KernelSmoother(bandwidth=bandwidth).fit(X[repeated], y[repeated])
+        np.testing.assert_allclose(weighted.bandwidth_, plain.bandwidth_, rtol=1e-6)
+        np.testing.assert_allclose(weighted.predict(queries), plain.predict(queries), rtol=1e-6)
+
+
+def leave_one_out_error(X, y, h):
+    logits = -0.5 * (((X[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=-1)
+    np.fill_diagonal(logits, -np.inf)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return np.mean((y - weights @ y / weights.sum(axis=1)) ** 2)
+
+
+def test_loo_bandwidth_minimises_the_leave_one_out_error():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(300, 2))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=300)
+    model = KernelSmoother(bandwidth="loo").fit(X, y)
+    h = model.bandwidth_
+    reached = leave_one_out_error(X, y, h)
+    np.testing.assert_allclose(model.loo_error_, reached, rtol=1e-10)
+    for factor in [0.8, 1.25]:
+        for j in range(2):
+            other = h.copy()
+            other[j] *= factor
+            assert leave_one_out_error(X, y, other) > reached
+    # The target varies fast along x0 and slowly along x1: per-feature bandwidths differ,
+    # and a single common multiple of Scott's bandwidths is clearly worse.
+    assert h[1] > 3 * h[0]
+    scott = rule_of_thumb_bandwidth(X)
+    best_common = min(leave_one_out_error(X, y, c * scott) for c in np.geomspace(0.01, 10, 200))
+    assert reached < 0.85 * best_common
+
+
+def test_loo_smooths_away_an_irrelevant_coded_feature_and_warns():
+    rng = np.random.default_rng(6)
+    # Feature 1 is an integer code the target ignores: a small bandwidth on it is a flat
+    # plateau (gaps of 1 between codes), which the search must leave.
+    X = np.column_stack([rng.uniform(-1, 1, size=150), rng.integers(0, 3, size=150)])
+    y = np.sin(3 * X[:, 0])
+    with pytest.warns(UserWarning, match=r"feature\(s\) \[1\] ended on the edge"):
+        model = KernelSmoother(bandwidth="loo").fit(X, y)
+    assert model.bandwidth_[1] > 100 and model.bandwidth_[0] < 0.1
+
+
+def test_loo_needs_two_distinct_samples():
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        KernelSmoother(bandwidth="loo").fit([[1.0]], [2.0])
+    with pytest.raises(ValueError, match="2 distinct training inputs"):
+        KernelSmoother(bandwidth="loo").fit([[1.0], [1.0], [1.0]], [2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        loo_bandwidth(np.ones((1, 2)), np.ones(1))
+
+
+# ------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "bandwidth", [0.0, -1.0, np.nan, np.inf, "nope", [1.0, 2.0], [1.0, -1.0, 1.0], "SCOTT"]
+)
+def test_bad_bandwidth_gets_a_message_listing_the_options(data, bandwidth):
+    X, y, _ = data
+    with pytest.raises(ValueError, match="one of 'scott', 'silverman', 'loo'"):
+        KernelSmoother(bandwidth=bandwidth).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [({"kernel": "box"}, "kernel must be one of"), ({"degree": 2}, "degree must be 0")],
+)
+def test_bad_parameters_are_rejected(data, params, match):
+    X, y, _ = data
+    with pytest.raises(ValueError, match=match):
+        KernelSmoother(**params).fit(X, y)
+
+
+def test_failed_fit_leaves_an_earlier_fit_intact(data):
+    X, y, queries = data
+    model = KernelSmoother(bandwidth=0.5).fit(X, y)
+    before = model.predict(queries)
+    with pytest.raises(ValueError, match="NaN"):
+        model.fit(np.full_like(X, np.nan), y)
+    model.set_params(bandwidth=-1.0)
+    with pytest.raises(ValueError, match="bandwidth must be"):
+        model.fit(X[:50], y[:50])
+    np.testing.assert_array_equal(model.predict(queries), before)
+    assert len(model.X_fit_) == len(X)
+
+
+def test_wrong_feature_count_in_predict_is_rejected(data):
+    X, y, _ = data
+    model = KernelSmoother().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.ones((2, 2)))
+
+
+# ------------------------------------------------------------ scikit-learn use
+
+
+def test_pipeline_grid_search_cross_validation_clone_and_pickle(data):
+    X, y, queries = data
+    pipeline = make_pipeline(StandardScaler(), KernelSmoother())
+    scores = cross_val_score(pipeline, X, y, cv=3)
+    assert scores.shape == (3,) and np.all(scores > 0.3)
+    search = GridSearchCV(KernelSmoother(), {"bandwidth": [0.05, 0.3, 3.0]}, cv=3).fit(X, y)
+    assert search.best_params_["bandwidth"] == 0.3
+    model = KernelSmoother(bandwidth="loo").fit(X, y)
+    copy = clone(model)
+    assert copy.get_params() == model.get_params() and not hasattr(copy, "bandwidth_")
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict(queries), model.predict(queries))
