@@ -44,7 +44,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
       block of validated queries against those rows.
 
     A subclass whose logits are never positive sets ``_nonpositive_logits = True``: the row
-    maximum is then skipped (one pass less) and only underflowing rows are recomputed.
+    maximum is then skipped (one pass less) and only rows that underflow are recomputed,
+    from ``_far_logits(X)`` (by default the same logits) with the maximum subtracted.
 
     After ``fit`` the base holds ``X_fit_``, ``y_fit_`` and ``sample_weight_`` (the training
     data as given, so ``attention_weights`` has one column per training row), and private
@@ -126,17 +127,26 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         (log-sum-exp), so a query far from every key still gets its nearest key's target
         instead of 0/0.
         """
-        logits = self._block_logits(X)
-        if self._nonpositive_logits:
-            kernel = _exp_shifted(logits)
-            underflow = kernel.sum(axis=1) < _UNDERFLOW
-            if np.any(underflow):
-                redo = self._block_logits(X[underflow])
-                redo -= redo.max(axis=1, keepdims=True)
-                kernel[underflow] = _exp_shifted(redo)
-            return kernel
-        logits -= logits.max(axis=1, keepdims=True)
-        return _exp_shifted(logits)
+        if not self._nonpositive_logits:
+            logits = self._block_logits(X)
+            logits -= logits.max(axis=1, keepdims=True)
+            return _exp_shifted(logits)
+        with np.errstate(over="ignore", invalid="ignore"):
+            kernel = _exp_shifted(self._block_logits(X))
+            # Also catches NaN: a query so far away that its logits overflowed.
+            redo = ~(kernel.sum(axis=1) >= _UNDERFLOW)
+        if np.any(redo):
+            logits = self._far_logits(X[redo])
+            logits -= logits.max(axis=1, keepdims=True)
+            kernel[redo] = _exp_shifted(logits)
+        return kernel
+
+    def _far_logits(self, X):
+        """Logits up to a per-query constant, for queries whose logits underflowed.
+
+        Only used when ``_nonpositive_logits`` is set; the row maximum is subtracted after.
+        """
+        return self._block_logits(X)
 
     def _block_weights(self, X):
         """Normalised weights (rows sum to 1) of a block against the positive-weight rows."""

@@ -20,7 +20,13 @@ from scipy.optimize import minimize
 from kernattn._base import NadarayaWatsonRegressor
 from kernattn._blocks import iter_query_blocks
 from kernattn.attention import _exp_shifted
-from kernattn.kernels import KERNELS, log_kernel, log_kernel_derivative, squared_distances
+from kernattn.kernels import (
+    _OUTSIDE_SLOPE,
+    KERNELS,
+    log_kernel,
+    log_kernel_derivative,
+    squared_distances,
+)
 
 _BANDWIDTH_RULES = ("scott", "silverman", "loo")
 # Common factors of the rule-of-thumb bandwidth tried before the per-feature refinement.
@@ -440,8 +446,25 @@ default="scott"
         if self.kernel == "gaussian":
             half_sq = -0.5 * np.einsum("ij,ij->i", Q, Q)[:, None]
             return np.hstack([Q, half_sq, np.ones((len(Q), 1))]) @ self._keys_aug.T
-        r2 = squared_distances(Q, self._keys, K_sq=self._keys_sq)
-        logits = log_kernel(r2, self.kernel)
+        logits = log_kernel(squared_distances(Q, self._keys, K_sq=self._keys_sq), self.kernel)
+        logits += self._log_sample_weight
+        return logits
+
+    def _far_logits(self, X):
+        """qᵀk − ½‖k‖² (+ log s): the Gaussian logits without the query's own −½‖q‖².
+
+        That term is the same for every key, so it cancels in the weights, but for a query
+        far from the data it swamps the differences between keys (or overflows). Without it
+        the logits keep those differences, and the nearest key wins. Outside a compact
+        support the log-kernel is −10⁶ r², hence the factor 2·10⁶ there.
+        """
+        logits = self._queries(X) @ self._keys.T
+        logits -= 0.5 * self._keys_sq
+        if self.kernel != "gaussian":
+            # Shift before scaling, so that the nearest key's logit is 0, not an overflow.
+            logits -= logits.max(axis=1, keepdims=True)
+            with np.errstate(over="ignore"):
+                logits *= 2.0 * _OUTSIDE_SLOPE
         logits += self._log_sample_weight
         return logits
 

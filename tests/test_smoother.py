@@ -148,6 +148,16 @@ def test_far_query_gets_nearest_target():
         np.testing.assert_allclose(model.predict([[1e4], [-50.0], [2.2]]), [7.0, 1.0, 7.0])
 
 
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube"])
+def test_astronomically_far_query_still_gets_the_nearest_target(kernel):
+    X = np.array([[0.0], [1.0], [3.0]])
+    y = np.array([1.0, 2.0, 7.0])
+    model = KernelSmoother(kernel=kernel, bandwidth=1e-3).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(model.predict([[1e300], [-1e300], [1e150]]), [7.0, 1.0, 7.0])
+
+
 def test_far_query_between_exact_ties_gets_their_mean():
     X = np.array([[-1.0], [1.0], [1.0], [5.0]])
     y = np.array([0.0, 2.0, 4.0, 9.0])
