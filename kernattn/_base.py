@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from kernattn._blocks import iter_query_blocks
+from kernattn._blocks import map_query_blocks
 from kernattn.attention import _exp_shifted
 
 # A row whose exponentiated logits sum below this has underflowed (its nearest key is far
@@ -40,12 +40,17 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
       fitted attributes that ``_block_logits`` needs. ``X`` (float64, shape (n, d)),
       ``Y`` (float64, shape (n, n_outputs)) and ``sample_weight`` hold only the rows with
       positive weight;
+    - blocks are predicted from several threads at once: the block methods must not write to
+      ``self``;
     - ``_block_logits(X)``: the (n_queries, n) logits ``log κ(x, x_i) + log s_i`` of a
       block of validated queries against those rows.
 
     A subclass whose logits are never positive sets ``_nonpositive_logits = True``: the row
     maximum is then skipped (one pass less) and only rows that underflow are recomputed,
-    from ``_far_logits(X)`` (by default the same logits) with the maximum subtracted.
+    from ``_far_logits(X)`` (by default the same logits) with the maximum subtracted. Its
+    ``_block_logits(X, floor=True)`` must then floor logits that can fall below
+    ``kernattn.attention._EXP_FLOOR`` (numpy's ``exp`` is several times slower on arguments
+    that underflow); it may skip that pass when it knows none can.
 
     After ``fit`` the base holds ``X_fit_``, ``y_fit_`` and ``sample_weight_`` (the training
     data as given, so ``attention_weights`` has one column per training row), and private
@@ -131,8 +136,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             logits = self._block_logits(X)
             logits -= logits.max(axis=1, keepdims=True)
             return _exp_shifted(logits)
-        with np.errstate(over="ignore", invalid="ignore"):
-            kernel = _exp_shifted(self._block_logits(X))
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            logits = self._block_logits(X, floor=True)
+            kernel = np.exp(logits, out=logits)
             # Also catches NaN: a query so far away that its logits overflowed.
             redo = ~(kernel.sum(axis=1) >= _UNDERFLOW)
         if np.any(redo):
@@ -200,11 +206,14 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         t = self._values.shape[1]
         mean = np.empty((len(X), t))
         variance = np.empty((len(X), t)) if return_std else None
-        for rows in iter_query_blocks(len(X), self._n_block_keys()):
+
+        def predict_rows(rows):
             block_mean, block_var = self._predict_block(X[rows], return_std)
             mean[rows] = block_mean
             if return_std:
                 variance[rows] = block_var
+
+        map_query_blocks(predict_rows, len(X), self._n_block_keys())
         mean += self._y_offset
         shape = (len(X),) + self.y_fit_.shape[1:]
         if return_std:
@@ -228,6 +237,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """
         X = self._validate_queries(X)
         weights = np.zeros((len(X), len(self.X_fit_)))
-        for rows in iter_query_blocks(len(X), self._n_block_keys(), cache=False):
+
+        def weigh_rows(rows):
             weights[rows, self._active] = self._block_weights(X[rows])
+
+        map_query_blocks(weigh_rows, len(X), self._n_block_keys())
         return weights

@@ -18,7 +18,7 @@ Nothing here holds state; the estimators call these functions.
 
 import numpy as np
 
-from kernattn._blocks import iter_query_blocks
+from kernattn._blocks import map_query_blocks
 
 __all__ = ["softmax", "log_softmax", "softmax_attention", "linear_attention"]
 
@@ -159,7 +159,8 @@ def softmax_attention(Q, K, V, *, scale=None, key_bias=None, return_weights=Fals
     out = np.empty((n_queries, V2.shape[1]))
     weights = np.empty((n_queries, n_keys)) if return_weights else None
     K_scaled = K * scale
-    for rows in iter_query_blocks(n_queries, n_keys):
+
+    def attend(rows):
         logits = Q[rows] @ K_scaled.T
         if bias is not None:
             logits += bias
@@ -167,6 +168,8 @@ def softmax_attention(Q, K, V, *, scale=None, key_bias=None, return_weights=Fals
         out[rows] = w @ V2
         if return_weights:
             weights[rows] = w
+
+    map_query_blocks(attend, n_queries, n_keys)
     out = out.reshape((n_queries,) + V.shape[1:])
     return (out, weights) if return_weights else out
 

@@ -18,8 +18,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 from kernattn._base import NadarayaWatsonRegressor
-from kernattn._blocks import iter_query_blocks
-from kernattn.attention import _exp_shifted
+from kernattn._blocks import iter_query_blocks, single_threaded_blas
+from kernattn.attention import _EXP_FLOOR, _exp_shifted
 from kernattn.kernels import (
     _OUTSIDE_SLOPE,
     KERNELS,
@@ -241,6 +241,11 @@ def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
         raise ValueError(
             f"bandwidth='loo' needs at least 2 samples to leave one out; got {len(X)} sample"
         )
+    with single_threaded_blas():
+        return _search_loo_bandwidth(X, Y, sw, kernel)
+
+
+def _search_loo_bandwidth(X, Y, sw, kernel):
     objective = _LeaveOneOut(X, Y, sw, kernel)
     if objective.n_groups < 2:
         raise ValueError(
@@ -430,6 +435,7 @@ default="scott"
         keys = (X - self._centre) / h
         self._keys = keys
         self._keys_sq = np.einsum("ij,ij->i", keys, keys)
+        self._key_radius = np.sqrt(self._keys_sq.max())
         half_sq = 0.5 * self._keys_sq
         # Gaussian logits in one product: [q, −½‖q‖², 1] · [k, 1, −½‖k‖² + log s].
         self._keys_aug = np.hstack(
@@ -441,13 +447,19 @@ default="scott"
     def _queries(self, X):
         return (X - self._centre) / self.bandwidth_
 
-    def _block_logits(self, X):
+    def _block_logits(self, X, floor=False):
         Q = self._queries(X)
-        if self.kernel == "gaussian":
-            half_sq = -0.5 * np.einsum("ij,ij->i", Q, Q)[:, None]
-            return np.hstack([Q, half_sq, np.ones((len(Q), 1))]) @ self._keys_aug.T
-        logits = log_kernel(squared_distances(Q, self._keys, K_sq=self._keys_sq), self.kernel)
-        logits += self._log_sample_weight
+        if self.kernel != "gaussian":
+            r2 = squared_distances(Q, self._keys, K_sq=self._keys_sq)
+            logits = log_kernel(r2, self.kernel)
+            logits += self._log_sample_weight
+            return np.maximum(logits, _EXP_FLOOR, out=logits) if floor else logits
+        half_sq = 0.5 * np.einsum("ij,ij->i", Q, Q)
+        logits = np.hstack([Q, -half_sq[:, None], np.ones((len(Q), 1))]) @ self._keys_aug.T
+        # −½‖q − k‖² ≥ −½(‖q‖ + max‖k‖)²: floor only blocks that can reach the slow range.
+        lowest = -0.5 * (np.sqrt(2.0 * half_sq.max()) + self._key_radius) ** 2
+        if floor and lowest + self._log_sample_weight.min() < _EXP_FLOOR:
+            np.maximum(logits, _EXP_FLOOR, out=logits)
         return logits
 
     def _far_logits(self, X):
