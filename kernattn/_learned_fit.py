@@ -79,6 +79,9 @@ def initial_projections(init, Z, sample_weight, n_heads, head_dim, rng):
         base = np.zeros((d, head_dim))
         k = min(d, head_dim)
         base[:, :k] = eigenvectors[:, order[:k]]
+        # Directions without variance (d > n) are an arbitrary basis of the null space, and
+        # project every training input to the same value: drop them.
+        base[:, :k] *= eigenvalues[order[:k]] > 1e-10 * max(eigenvalues.max(), 1e-300)
         # A deterministic sign (the largest entry positive): eigh's sign is arbitrary.
         signs = np.sign(base[np.argmax(np.abs(base), axis=0), np.arange(head_dim)])
         base *= np.where(signs == 0, 1.0, signs)
