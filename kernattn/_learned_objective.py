@@ -18,11 +18,13 @@ repeated rows would not act as integer weights). The heads are mixed affinely,
 
 .. math::
 
-    L = \frac{1}{V \sum_i s_i} \sum_i s_i \|\hat y_i - y_i\|^2
-        + \alpha \sum \|W\|_F^2,
+    L = \frac{1}{\sum_i s_i} \Big(\frac{1}{V}\sum_i s_i \|\hat y_i - y_i\|^2
+        + \alpha \sum \|W\|_F^2\Big),
 
-with :math:`V` the weighted variance of the targets (so ``L`` reads as a leave-one-out
-:math:`1 - R^2` and ``alpha``, ``tol`` do not depend on the targets' units). With
+with :math:`V` the weighted variance of the targets: the data term reads as a
+leave-one-out :math:`1 - R^2`, so ``alpha`` and ``tol`` do not depend on the targets' units,
+and ``alpha`` weighs the penalty against the sum of squared errors (as in ridge
+regression), so the penalty matters less as the sample grows. With
 :math:`r_i = \hat y_i - y_i`, its gradient with respect to the logits is
 
 .. math::
@@ -134,7 +136,7 @@ class LeaveOneOutObjective:
     tau : ndarray of shape (n_heads,)
         The temperatures when they are not learned.
     alpha : float
-        L2 penalty on the projections.
+        L2 penalty on the projections (against the sum of squared errors / V).
     """
 
     def __init__(self, Z, Y, sample_weight, groups, layout, similarity, tau, alpha):
@@ -146,7 +148,7 @@ class LeaveOneOutObjective:
         self.layout = layout
         self.similarity = similarity
         self.tau = tau
-        self.alpha = alpha
+        self.alpha = alpha / sample_weight.sum()
         variance = np.sum(sample_weight @ Y**2) / sample_weight.sum()
         self.variance = variance if variance > 0 else 1.0
         self.penalised = layout.penalised()

@@ -92,8 +92,10 @@ class AttentionRegressor(AttentionDiagnosticsMixin, NadarayaWatsonRegressor):
         after the first are perturbed randomly. An array of shape
         ``(n_features, head_dim)`` (every head) or ``(n_heads, n_features, head_dim)`` is used
         as given, for queries and keys.
-    alpha : float, default=1e-4
-        L2 penalty on the projections (in units of the leave-one-out :math:`1 - R^2`).
+    alpha : float, default=3.0
+        L2 penalty on the projections, weighed against the sum of squared leave-one-out
+        errors divided by the targets' variance (as ridge regression's ``alpha`` against
+        its sum of squares), so it fades as the sample grows.
     optimizer : {"lbfgs", "adam"}, default="lbfgs"
         Full-batch L-BFGS with the analytic gradient, or Adam over mini-batches of queries
         (whole duplicate groups) attending to all keys, or to ``key_subsample`` of them.
@@ -176,7 +178,7 @@ class AttentionRegressor(AttentionDiagnosticsMixin, NadarayaWatsonRegressor):
         tie_qk=False,
         scale="sqrt",
         init="identity",
-        alpha=1e-4,
+        alpha=3.0,
         optimizer="lbfgs",
         learning_rate=0.01,
         batch_size=256,
