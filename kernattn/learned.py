@@ -8,12 +8,10 @@ projections, the mixture and optionally the temperatures minimise the leave-one-
 error (see :mod:`kernattn._learned_objective` for the objective and its gradient).
 """
 
-import copy
 import numbers
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
 from kernattn._base import NadarayaWatsonRegressor
 from kernattn._learned_fit import (
@@ -91,7 +89,8 @@ class AttentionRegressor(AttentionDiagnosticsMixin, NadarayaWatsonRegressor):
         the initial logits have unit within-query variance, whatever ``head_dim`` is. Heads
         after the first are perturbed randomly. An array of shape
         ``(n_features, head_dim)`` (every head) or ``(n_heads, n_features, head_dim)`` is used
-        as given, for queries and keys.
+        as given, for queries and keys (heads that start identical receive identical
+        gradients and stay identical: give one array per head).
     alpha : float, default=3.0
         L2 penalty on the projections, weighed against the sum of squared leave-one-out
         errors divided by the targets' variance (as ridge regression's ``alpha`` against
@@ -394,93 +393,3 @@ class AttentionRegressor(AttentionDiagnosticsMixin, NadarayaWatsonRegressor):
             self._keys.append(K / self.temperature_[h])
             bias = key_bias(K, self.similarity, self.temperature_[h])
             self._key_bias.append(bias + self._log_sample_weight)
-
-    # --------------------------------------------------------------- heads
-
-    def prune_heads(self, heads, refit_mixture=True):
-        """A copy that keeps only ``heads``, to measure what the other heads contribute.
-
-        Parameters
-        ----------
-        heads : array_like of int
-            Indices of the heads to keep.
-        refit_mixture : bool, default=True
-            Re-estimate ``head_weights_`` and ``head_bias_`` of the kept heads by weighted
-            least squares on their leave-one-out estimates over the training set (the
-            projections are not retrained). Otherwise keep their weights and replace each
-            dropped head by the training mean (as ``predict(X, heads=...)`` does).
-
-        Returns
-        -------
-        pruned : AttentionRegressor
-            With ``n_heads = len(heads)``.
-        """
-        check_is_fitted(self)
-        keep = self._check_heads(heads)
-        pruned = copy.deepcopy(self)
-        pruned.n_heads = len(keep)
-        pruned.query_weights_ = self.query_weights_[keep].copy()
-        pruned.key_weights_ = self.key_weights_[keep].copy()
-        pruned.temperature_ = self.temperature_[keep].copy()
-        pruned._keys = [self._keys[h] for h in keep]
-        pruned._key_bias = [self._key_bias[h] for h in keep]
-        a = self.head_weights_[keep].copy()
-        b = self._centred_bias()
-        if refit_mixture:
-            a, b = pruned._refit_mixture()
-        pruned.head_weights_ = a
-        pruned.head_bias_ = b + (1.0 - a.sum()) * self._y_offset
-        if isinstance(self.init, np.ndarray) and self.init.ndim == 3:
-            pruned.init = self.init[keep]
-        return pruned
-
-    def _refit_mixture(self):
-        """Weighted least squares of the targets on the heads' leave-one-out estimates."""
-        active = self._active
-        Z = (self.X_fit_[active] - self.x_mean_) / self.x_scale_
-        sw = self.sample_weight_[active]
-        H = len(self.temperature_)
-        t = self._values.shape[1]
-        layout = Layout(H, Z.shape[1], self.query_weights_.shape[2], t, False, False)
-        objective = LeaveOneOutObjective(
-            Z,
-            self._values,
-            sw,
-            _duplicate_groups(self.X_fit_[active]),
-            layout,
-            self.similarity,
-            self.temperature_,
-            0.0,
-        )
-        theta = layout.pack(self.query_weights_, self.key_weights_, None, np.ones(H), np.zeros(t))
-        F = objective.head_estimates(theta)  # (n, H, t)
-        ok = ~np.isnan(F[:, 0, 0])
-        # Rows (i, output): y_io ≈ Σ_h a_h F_iho + b_o.
-        design = np.concatenate(
-            [F[ok].transpose(0, 2, 1), np.broadcast_to(np.eye(t), (ok.sum(), t, t))], axis=2
-        ).reshape(-1, H + t)
-        target = self._values[ok].ravel()
-        root = np.sqrt(np.repeat(sw[ok], t))
-        coef = np.linalg.lstsq(design * root[:, None], target * root, rcond=None)[0]
-        return coef[:H], coef[H:]
-
-    def _centred_bias(self):
-        return self.head_bias_ - (1.0 - self.head_weights_.sum()) * self._y_offset
-
-    def _check_heads(self, heads):
-        H = len(self.temperature_)
-        if heads is None:
-            return np.arange(H)
-        keep = np.atleast_1d(np.asarray(heads))
-        if (
-            keep.ndim != 1
-            or len(keep) == 0
-            or not np.issubdtype(keep.dtype, np.integer)
-            or np.any((keep < 0) | (keep >= H))
-            or len(np.unique(keep)) != len(keep)
-        ):
-            raise ValueError(
-                f"heads must be distinct integers in [0, {H - 1}] (the model has {H} "
-                f"head(s)); got {heads!r}"
-            )
-        return keep
