@@ -245,6 +245,7 @@ class AttentionDiagnosticsMixin:
             a, b = pruned._refit_mixture()
         pruned.head_weights_ = a
         pruned.head_bias_ = b + (1.0 - a.sum()) * self._y_offset
+        pruned._centred_b = b
         if isinstance(self.init, np.ndarray) and self.init.ndim == 3:
             pruned.init = self.init[keep]
         return pruned
@@ -280,7 +281,7 @@ class AttentionDiagnosticsMixin:
         return coef[:H], coef[H:]
 
     def _centred_bias(self):
-        return self.head_bias_ - (1.0 - self.head_weights_.sum()) * self._y_offset
+        return self._centred_b
 
     def _check_heads(self, heads):
         H = len(self.temperature_)

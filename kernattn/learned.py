@@ -350,16 +350,18 @@ class AttentionRegressor(AttentionDiagnosticsMixin, NadarayaWatsonRegressor):
     def _initial_theta(self, objective, layout, d, head_dim, tau, probe, sample_weight):
         t = layout.n_outputs
         previous = getattr(self, "query_weights_", None)
+        # The previous bias in centred units: the new data may have another mean.
+        previous_bias = getattr(self, "_centred_b", None)
         if (
             self.warm_start
             and previous is not None
+            and previous_bias is not None
             and previous.shape == layout.shape
             and self.head_bias_.shape == (t,)
         ):
             log_tau = np.log(self.temperature_)
-            b = self.head_bias_ - (1.0 - self.head_weights_.sum()) * self._y_offset
             return layout.pack(
-                self.query_weights_, self.key_weights_, log_tau, self.head_weights_, b
+                self.query_weights_, self.key_weights_, log_tau, self.head_weights_, previous_bias
             )
         if isinstance(self.init, str):
             W = initial_projections(
@@ -381,6 +383,7 @@ class AttentionRegressor(AttentionDiagnosticsMixin, NadarayaWatsonRegressor):
         self.head_weights_ = a.copy()
         # b is in centred target units; head_bias_ is in the targets' own units.
         self.head_bias_ = b + (1.0 - a.sum()) * self._y_offset
+        self._centred_b = b.copy()
         self.n_iter_ = n_iter
         self._cache_keys(Z)
 

@@ -370,3 +370,12 @@ def test_bad_head_index_raises(three_heads, smooth_task):
         three_heads.attention_weights(X, head=[0, 1])
     with pytest.raises(ValueError, match="heads must be distinct integers"):
         three_heads.attention_weights(X, head=5)
+
+
+def test_warm_start_keeps_mixture_when_targets_shift(smooth_task):
+    X, y = smooth_task
+    model = fit_quiet(AttentionRegressor(n_heads=2, max_iter=5, random_state=0), X, y)
+    before = model.predict(X)
+    model.set_params(warm_start=True, max_iter=0)
+    model.fit(X, y + 100.0)
+    np.testing.assert_allclose(model.predict(X), before + 100.0, rtol=1e-12)
