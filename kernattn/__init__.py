@@ -9,11 +9,13 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 """
 
 from kernattn.attention import linear_attention, softmax_attention
+from kernattn.learned import AttentionRegressor
 from kernattn.smoother import KernelSmoother
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttentionRegressor",
     "KernelSmoother",
     "linear_attention",
     "softmax_attention",

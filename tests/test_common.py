@@ -2,7 +2,7 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kernattn import KernelSmoother
+from kernattn import AttentionRegressor, KernelSmoother
 
 ESTIMATORS = [
     KernelSmoother(),
@@ -10,6 +10,19 @@ ESTIMATORS = [
     KernelSmoother(bandwidth="loo"),
     KernelSmoother(kernel="epanechnikov", bandwidth=0.5),
     KernelSmoother(kernel="tricube", bandwidth="loo"),
+    AttentionRegressor(max_iter=5, random_state=0),
+    AttentionRegressor(similarity="cosine", scale="learned", max_iter=5, random_state=0),
+    AttentionRegressor(similarity="gaussian", tie_qk=True, n_heads=3, max_iter=5, random_state=0),
+    AttentionRegressor(n_heads=3, optimizer="adam", batch_size=8, max_iter=3, random_state=0),
+    AttentionRegressor(
+        similarity="gaussian",
+        optimizer="adam",
+        init="pca",
+        batch_size=16,
+        learning_rate=0.1,
+        max_iter=5,
+        random_state=0,
+    ),
 ]
 
 
