@@ -9,12 +9,14 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 """
 
 from kernattn.attention import linear_attention, softmax_attention
+from kernattn.linear import LinearAttentionRegressor
 from kernattn.smoother import KernelSmoother
 
 __version__ = "0.1.0"
 
 __all__ = [
     "KernelSmoother",
+    "LinearAttentionRegressor",
     "linear_attention",
     "softmax_attention",
     "__version__",
