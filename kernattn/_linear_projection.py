@@ -58,6 +58,17 @@ class FeatureLeaveOneOut:
         self.log_sw = np.log(sample_weight)
         self.omega = omega
         self.total = sample_weight.sum()
+        # Exact duplicates of a query are left out with it (as in the exact leave-one-out):
+        # otherwise a repeated row would see its twin and integer weights would not act as
+        # repeats. Identical inputs have proportional key features, b_k = (s_k/s_i) b_i, so
+        # the left-out sums are (a_iᵀb_i)·[Σ_G s_k y_k, Σ_G s_k] / s_i over the group G.
+        _, groups = np.unique(Z, axis=0, return_inverse=True)
+        groups = groups.ravel()
+        group_weight = np.bincount(groups, weights=sample_weight)
+        group_values = np.zeros((groups.max() + 1, self.V.shape[1]))
+        np.add.at(group_values, groups, sample_weight[:, None] * self.V)
+        self.own_weight = group_weight[groups] / sample_weight
+        self.own_values = group_values[groups] / sample_weight[:, None]
 
     def loss_and_grad(self, flat_projection):
         d = self.Z.shape[1]
@@ -76,13 +87,14 @@ class FeatureLeaveOneOut:
         full = A @ z
         # Positive features: the sum over the other keys is positive; guard the rounding
         # when the query's own key carries nearly all of its weight.
-        D = np.maximum(full - own, 1e-12 * full)
-        Yhat = (A @ S - own[:, None] * V) / D[:, None]
+        D = np.maximum(full - own * self.own_weight, 1e-12 * full)
+        Yhat = (A @ S - own[:, None] * self.own_values) / D[:, None]
         E = Yhat - V
         loss = self.sw @ np.einsum("ij,ij->i", E, E) / self.total
         G = (2.0 / self.total) * (self.sw / D)[:, None] * E
         h = np.einsum("ij,ij->i", Yhat, G)
-        rho = np.einsum("ij,ij->i", E, G)
+        # Coefficient of d(a_iᵀb_i): (w_i ŷ_i − m_i)ᵀ g_i with the left-out group's sums.
+        rho = np.einsum("ij,ij->i", self.own_weight[:, None] * Yhat - self.own_values, G)
         Ca = A * (G @ S.T - h[:, None] * z[None, :]) + AB * rho[:, None]
         Cb = B * (V @ (A.T @ G).T - (A.T @ h)[None, :]) + AB * rho[:, None]
         grad_U = (Ca + Cb) @ self.omega - 2.0 * U * Cb.sum(axis=1)[:, None]

@@ -19,7 +19,9 @@ cancel (it would reweight the keys), so there is none.
 
 **Unreliable denominators.** A denominator :math:`\phi(q)^\top z` that is not above
 ``_RELATIVE_TINY`` times :math:`|\phi(q)|^\top |z|` (cancellation among signed features, or
-a negative sum) or that underflows is not trusted: the query is computed exactly with the
+a negative sum), that underflows, or — for signed random features — that is within
+``_SIGNED_Z`` standard errors of 0 (the r terms :math:`\phi_j(q) z_j` are random draws whose
+mean is the denominator, so their spread estimates its error) is not trusted: the query is computed exactly with the
 kernel :math:`\exp(q^\top k + b_k + \log s_k)` and the stored training keys.
 """
 
@@ -33,6 +35,8 @@ from kernattn.attention import softmax_attention
 
 # Denominators below this fraction of Σ_j |φ_j(q) z_j| are dominated by cancellation.
 _RELATIVE_TINY = 1e-6
+# Signed features: denominators within this many standard errors of 0 are not trusted.
+_SIGNED_Z = 3.0
 # Denominators below this (with the row maximum of the query features at 1) have underflowed.
 _ABSOLUTE_TINY = 1e-280
 # A block of (rows × r) feature entries this large stays within a few MiB.
@@ -137,6 +141,13 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
         bound = np.abs(features) @ np.abs(self._key_sums[h][:, -1])
         reliable = (denominator > _RELATIVE_TINY * bound) & (denominator > _ABSOLUTE_TINY)
         reliable &= np.all(np.isfinite(sums), axis=1)
+        if getattr(self.feature_maps_[h], "signed", False):
+            # den = Σ_j T_j over r random terms T_j = φ_j(q) z_j: its standard error is
+            # √(Σ T_j² − den²/r). A denominator within a few standard errors of 0 is noise.
+            r = features.shape[1]
+            squares = features**2 @ self._key_sums[h][:, -1] ** 2
+            error = np.sqrt(np.maximum(squares - denominator**2 / r, 0.0))
+            reliable &= denominator > _SIGNED_Z * error
         t = self._n_outputs
         moments = np.zeros((len(X), 2 * t))
         moments[reliable] = sums[reliable, :-1] / denominator[reliable, None]

@@ -109,6 +109,8 @@ class _FeatureMap:
     #: The kernel the features estimate in mean ("softmax" for exp(qᵀk), "gaussian" for
     #: exp(-‖q-k‖²/2)), or None when the map defines its own kernel.
     approximates = None
+    #: Whether features can be negative (then so can a linear-attention denominator).
+    signed = False
 
     def _check_fitted(self):
         if not hasattr(self, "n_features_out_"):
@@ -244,6 +246,7 @@ class TrigonometricRandomFeatures(_FeatureMap):
     """
 
     approximates = "gaussian"
+    signed = True
 
     def __init__(self, n_features=256, orthogonal=False):
         self.n_features = n_features

@@ -187,6 +187,15 @@ default="positive"
         self.n_subsample = n_subsample
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # scikit-learn's training-score check fits 10 standardised features at Scott's
+        # bandwidth, where the exact smoother scores by (nearly) memorising each point; a
+        # few hundred random features of such a small-bandwidth kernel cannot (see
+        # "Centre and scale" above), so that check's R² > 0.5 is not claimed.
+        tags.regressor_tags.poor_score = True
+        return tags
+
     # ----------------------------------------------------------------- checks
 
     def _check_params(self):
