@@ -71,6 +71,14 @@ class FeatureLeaveOneOut:
         self.own_values = group_values[groups] / sample_weight[:, None]
 
     def loss_and_grad(self, flat_projection):
+        """Loss and gradient; ``(inf, 0)`` where a trial projection overflows the features."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            loss, grad = self._loss_and_grad(flat_projection)
+        if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
+            return np.inf, np.zeros_like(flat_projection)
+        return loss, grad
+
+    def _loss_and_grad(self, flat_projection):
         d = self.Z.shape[1]
         P = flat_projection.reshape(d, -1)
         U = self.Z @ P
@@ -87,7 +95,7 @@ class FeatureLeaveOneOut:
         full = A @ z
         # Positive features: the sum over the other keys is positive; guard the rounding
         # when the query's own key carries nearly all of its weight.
-        D = np.maximum(full - own * self.own_weight, 1e-12 * full)
+        D = np.maximum(full - own * self.own_weight, np.maximum(1e-12 * full, 1e-300))
         Yhat = (A @ S - own[:, None] * self.own_values) / D[:, None]
         E = Yhat - V
         loss = self.sw @ np.einsum("ij,ij->i", E, E) / self.total

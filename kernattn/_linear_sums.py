@@ -21,8 +21,9 @@ cancel (it would reweight the keys), so there is none.
 ``_RELATIVE_TINY`` times :math:`|\phi(q)|^\top |z|` (cancellation among signed features, or
 a negative sum), that underflows, or — for signed random features — that is within
 ``_SIGNED_Z`` standard errors of 0 (the r terms :math:`\phi_j(q) z_j` are random draws whose
-mean is the denominator, so their spread estimates its error) is not trusted: the query is computed exactly with the
-kernel :math:`\exp(q^\top k + b_k + \log s_k)` and the stored training keys.
+mean is the denominator, so their spread estimates its error) is not trusted: the query is
+computed exactly with the kernel :math:`\exp(q^\top k + b_k + \log s_k)` and the stored
+training keys.
 """
 
 import warnings

@@ -2,7 +2,7 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kernattn import KernelSmoother
+from kernattn import KernelSmoother, LinearAttentionRegressor
 
 ESTIMATORS = [
     KernelSmoother(),
@@ -10,6 +10,12 @@ ESTIMATORS = [
     KernelSmoother(bandwidth="loo"),
     KernelSmoother(kernel="epanechnikov", bandwidth=0.5),
     KernelSmoother(kernel="tricube", bandwidth="loo"),
+    LinearAttentionRegressor(),
+    LinearAttentionRegressor(feature_map="trig", orthogonal=False),
+    LinearAttentionRegressor(feature_map="hyperbolic", bandwidth="loo"),
+    LinearAttentionRegressor(feature_map="elu", bandwidth=1.0),
+    LinearAttentionRegressor(feature_map="relu", n_features=16),
+    LinearAttentionRegressor(learn_projection=True),
 ]
 
 

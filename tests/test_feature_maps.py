@@ -58,9 +58,7 @@ def test_trigonometric_features_match_formula_and_self_kernel_is_one():
 def test_elu_and_relu_maps():
     U = np.array([[-2.0, 0.0, 3.0]])
     np.testing.assert_allclose(EluFeatureMap().fit(3).transform(U), [[np.exp(-2.0), 1.0, 4.0]])
-    np.testing.assert_allclose(
-        EluFeatureMap().fit(3).log_transform(U), [[-2.0, 0.0, np.log(4.0)]]
-    )
+    np.testing.assert_allclose(EluFeatureMap().fit(3).log_transform(U), [[-2.0, 0.0, np.log(4.0)]])
     np.testing.assert_array_equal(ReluFeatureMap().fit(3).transform(U), [[0.0, 0.0, 3.0]])
 
 
