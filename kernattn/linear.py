@@ -275,7 +275,7 @@ default="positive"
 
     def _setup_gaussian(self, X, Y, sample_weight, rng):
         smoother = KernelSmoother(bandwidth=self.bandwidth)
-        if self.bandwidth == "loo":
+        if isinstance(self.bandwidth, str) and self.bandwidth == "loo":
             rows = self._subsample(len(X), rng)
             h, self.loo_error_, _ = loo_bandwidth(X[rows], Y[rows], sample_weight[rows])
             # Scott's rate: the optimal bandwidth shrinks like n^(-1/(d+4)).

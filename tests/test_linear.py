@@ -398,6 +398,15 @@ def test_loo_bandwidth_on_small_data_matches_kernel_smoother():
     )
 
 
+def test_array_bandwidth_same_as_kernel_smoother():
+    X, y = _data(200)
+    h = np.array([0.9, 1.3])
+    model = LinearAttentionRegressor(n_features=8192, bandwidth=h, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(model.bandwidth_, h)
+    exact = KernelSmoother(bandwidth=h).fit(X, y).predict(X[:20])
+    assert np.max(np.abs(model.predict(X[:20]) - exact)) < 0.03
+
+
 def test_loo_bandwidth_on_subsample_scaled_to_full_size():
     X, y = _data(400)
     model = LinearAttentionRegressor(bandwidth="loo", n_subsample=100, random_state=0)
