@@ -404,7 +404,7 @@ def test_array_bandwidth_same_as_kernel_smoother():
     model = LinearAttentionRegressor(n_features=8192, bandwidth=h, random_state=0).fit(X, y)
     np.testing.assert_array_equal(model.bandwidth_, h)
     exact = KernelSmoother(bandwidth=h).fit(X, y).predict(X[:20])
-    assert np.max(np.abs(model.predict(X[:20]) - exact)) < 0.03
+    assert np.max(np.abs(model.predict(X[:20]) - exact)) < 0.05
 
 
 def test_loo_bandwidth_on_subsample_scaled_to_full_size():
