@@ -48,15 +48,19 @@ class FeatureLeaveOneOut:
     sample_weight : ndarray of shape (n,)
         Positive.
     omega : ndarray of shape (r, p)
-        The frequencies of the positive features (``[Ω; −Ω]`` for hyperbolic ones).
+        The frequencies of the positive features (``[Ω; −Ω]`` for hyperbolic ones; scaled
+        by B for generalised ones).
+    log_offset : ndarray of shape (r,), optional
+        Per-feature log-offset of the features (generalised features).
     """
 
-    def __init__(self, Z, V, sample_weight, omega):
+    def __init__(self, Z, V, sample_weight, omega, log_offset=None):
         self.Z = Z
         self.V = V - np.average(V, axis=0, weights=sample_weight)
         self.sw = sample_weight
         self.log_sw = np.log(sample_weight)
         self.omega = omega
+        self.log_offset = np.zeros(len(omega)) if log_offset is None else log_offset
         self.total = sample_weight.sum()
         # Exact duplicates of a query are left out with it (as in the exact leave-one-out):
         # otherwise a repeated row would see its twin and integer weights would not act as
@@ -83,7 +87,7 @@ class FeatureLeaveOneOut:
         P = flat_projection.reshape(d, -1)
         U = self.Z @ P
         sq = np.einsum("ij,ij->i", U, U)
-        logits = U @ self.omega.T
+        logits = U @ self.omega.T + self.log_offset
         log_a = logits - logits.max(axis=1, keepdims=True)
         log_b = logits - sq[:, None] + self.log_sw[:, None]
         log_b -= log_b.max()
@@ -109,7 +113,7 @@ class FeatureLeaveOneOut:
         return float(loss), (self.Z.T @ grad_U).ravel()
 
 
-def learn_projection(Z, V, sample_weight, omega, initial):
+def learn_projection(Z, V, sample_weight, omega, initial, log_offset=None):
     """Minimise the feature leave-one-out loss over ``P`` from ``initial`` (L-BFGS).
 
     Returns
@@ -118,7 +122,7 @@ def learn_projection(Z, V, sample_weight, omega, initial):
     loss : float
         The leave-one-out mean squared error reached (never worse than at ``initial``).
     """
-    objective = FeatureLeaveOneOut(Z, V, sample_weight, omega)
+    objective = FeatureLeaveOneOut(Z, V, sample_weight, omega, log_offset)
     start_loss, _ = objective.loss_and_grad(initial.ravel())
     result = minimize(
         objective.loss_and_grad,

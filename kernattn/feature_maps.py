@@ -11,7 +11,8 @@ so the sums over the keys are taken once (see :func:`kernattn.attention.linear_a
 
 - :class:`PositiveRandomFeatures`: :math:`\phi(u) = \exp(\Omega u - \|u\|^2/2)/\sqrt r`,
   unbiased for the softmax kernel :math:`\exp(q^\top k)` (``hyperbolic=True``: the pairs
-  :math:`e^{\pm\Omega u}`, same kernel, lower variance);
+  :math:`e^{\pm\Omega u}`, same kernel, lower variance; ``A < 0``: generalised features that
+  damp large frequencies, far lower variance for inputs of large norm);
 - :class:`TrigonometricRandomFeatures`:
   :math:`\phi(u) = [\cos \Omega u, \sin \Omega u]/\sqrt{r/2}`,
   unbiased for the Gaussian kernel :math:`\exp(-\|q - k\|^2/2)`;
@@ -52,10 +53,11 @@ __all__ = [
     "EluFeatureMap",
     "ReluFeatureMap",
     "make_feature_map",
+    "optimal_positive_parameter",
     "kernel_approximation_error",
 ]
 
-FEATURE_MAPS = ("positive", "hyperbolic", "trig", "elu", "relu")
+FEATURE_MAPS = ("positive", "hyperbolic", "optimal", "trig", "elu", "relu")
 
 
 def _check_n_features(n_features, even=False):
@@ -126,6 +128,36 @@ class _FeatureMap:
         return {}
 
 
+def optimal_positive_parameter(mean_sq_sum, d):
+    r"""The variance-optimal :math:`A` of generalised positive features for a given data scale.
+
+    With :math:`t = 1 - 8A`, the relative second moment of the estimate of
+    :math:`\exp(q^\top k)` is :math:`((1 + t)^2 / 4t)^{d/2} \exp(\rho / t)` for
+    :math:`\rho = \|q + k\|^2`; it is smallest at
+
+    .. math::
+
+        t^* = \frac{d/2 + \rho + \sqrt{(d/2 + \rho)^2 + 2 d \rho}}{d},
+
+    so :math:`A^* = (1 - t^*)/8 \le 0` (:math:`A^* = 0`, plain FAVOR+, only for
+    :math:`\rho = 0`). ``mean_sq_sum`` is :math:`\rho` averaged over the (query, key) pairs
+    (Likhosherstov et al., 2022).
+
+    Examples
+    --------
+    >>> print(optimal_positive_parameter(0.0, 4))
+    0.0
+    >>> bool(optimal_positive_parameter(20.0, 8) < 0)
+    True
+    """
+    rho = float(mean_sq_sum)
+    if not (np.isfinite(rho) and rho >= 0):
+        raise ValueError(f"mean_sq_sum must be a finite number >= 0; got {mean_sq_sum!r}")
+    half = d / 2 + rho
+    t = (half + np.sqrt(half**2 + 2 * d * rho)) / d
+    return float((1.0 - t) / 8.0)
+
+
 class PositiveRandomFeatures(_FeatureMap):
     r"""Positive random features (FAVOR+), unbiased for the softmax kernel :math:`\exp(q^\top k)`.
 
@@ -140,6 +172,15 @@ class PositiveRandomFeatures(_FeatureMap):
     :math:`\exp(\pm\omega^\top u)` (an antithetic estimate of
     :math:`\cosh(\omega^\top(q + k))`, lower variance, still positive).
 
+    **Generalised features.** With ``A < 0`` (Likhosherstov et al., 2022) each feature is
+    :math:`(1 - 4A)^{d/4} \exp(A\|\omega\|^2 + B\omega^\top u - \|u\|^2/2)/\sqrt r` with
+    :math:`B = \sqrt{1 - 4A}`: still positive and unbiased for :math:`\exp(q^\top k)`, but
+    frequencies of large norm are damped, and the relative second moment drops from
+    :math:`\exp(\|q + k\|^2)` to :math:`((1 - 4A)^2/(1 - 8A))^{d/2}
+    \exp(\|q + k\|^2/(1 - 8A))` — by many orders of magnitude for inputs of large norm.
+    ``A="optimal"`` takes :func:`optimal_positive_parameter` of the ``mean_sq_sum`` given to
+    ``fit``.
+
     Parameters
     ----------
     n_features : int, default=256
@@ -147,12 +188,22 @@ class PositiveRandomFeatures(_FeatureMap):
     orthogonal : bool, default=False
         Draw orthogonal blocks of frequencies with chi-distributed norms.
     hyperbolic : bool, default=False
+    A : float or "optimal", default=0.0
+        Below 1/8; 0 is FAVOR+.
 
     Attributes
     ----------
     omega_ : ndarray of shape (n_features_out_, d)
         The frequencies, ``[Ω; −Ω]`` when hyperbolic.
+    A_ : float
+        The parameter used.
     n_features_out_ : int
+
+    References
+    ----------
+    .. [1] K. Choromanski et al., "Rethinking attention with Performers", ICLR 2021.
+    .. [2] V. Likhosherstov et al., "Chefs' random tables: non-trigonometric random
+       features", NeurIPS 2022.
 
     Examples
     --------
@@ -165,37 +216,57 @@ class PositiveRandomFeatures(_FeatureMap):
 
     approximates = "softmax"
 
-    def __init__(self, n_features=256, orthogonal=False, hyperbolic=False):
+    def __init__(self, n_features=256, orthogonal=False, hyperbolic=False, A=0.0):
         self.n_features = n_features
         self.orthogonal = orthogonal
         self.hyperbolic = hyperbolic
+        self.A = A
 
     def _params(self):
         return {
             "n_features": self.n_features,
             "orthogonal": self.orthogonal,
             "hyperbolic": self.hyperbolic,
+            "A": self.A,
         }
 
-    def fit(self, d, random_state=None):
-        """Draw the frequencies for inputs of dimension ``d``; returns self."""
+    def fit(self, d, random_state=None, mean_sq_sum=None):
+        """Draw the frequencies for inputs of dimension ``d``; returns self.
+
+        ``mean_sq_sum``, the mean of ``‖q + k‖²`` over the pairs to be compared, is needed
+        (only) for ``A="optimal"``.
+        """
         d = _check_dim(d)
         r = _check_n_features(self.n_features, even=bool(self.hyperbolic))
+        if isinstance(self.A, str) and self.A == "optimal":
+            if mean_sq_sum is None:
+                raise ValueError("A='optimal' needs mean_sq_sum, the mean of ‖q + k‖², in fit")
+            A = optimal_positive_parameter(mean_sq_sum, d)
+        elif isinstance(self.A, numbers.Real) and not isinstance(self.A, bool) and self.A < 0.125:
+            A = float(self.A)
+        else:
+            raise ValueError(f"A must be a float below 1/8 or 'optimal'; got {self.A!r}")
         if self.hyperbolic:
             omega = gaussian_rows(r // 2, d, self.orthogonal, random_state)
             self.omega_ = np.vstack([omega, -omega])
         else:
             self.omega_ = gaussian_rows(r, d, self.orthogonal, random_state)
+        self.A_ = A
         self.n_features_in_ = d
         self.n_features_out_ = r
+        # log φ(u) = (Bω)ᵀu − ½‖u‖² + offset, with a per-feature offset.
+        self.scaled_omega_ = np.sqrt(1.0 - 4.0 * A) * self.omega_
+        self.log_offset_ = (
+            A * np.sum(self.omega_**2, axis=1) + 0.25 * d * np.log1p(-4.0 * A) - 0.5 * np.log(r)
+        )
         return self
 
     def log_transform(self, U):
-        r"""``log φ(U)`` = :math:`\Omega u - \|u\|^2/2 - \log\sqrt r`, shape (n, r)."""
+        r"""``log φ(U)`` = :math:`B\Omega u - \|u\|^2/2` + a per-feature offset, shape (n, r)."""
         self._check_fitted()
         U = _as_inputs(U, self.n_features_in_)
         half_sq = 0.5 * np.einsum("ij,ij->i", U, U)
-        return U @ self.omega_.T - half_sq[:, None] - 0.5 * np.log(self.n_features_out_)
+        return U @ self.scaled_omega_.T - half_sq[:, None] + self.log_offset_
 
     def shifted_log_transform(self, U):
         """``log φ(U)`` minus its row maximum (every row's largest entry is 0).
@@ -205,7 +276,7 @@ class PositiveRandomFeatures(_FeatureMap):
         linear-attention sums is unchanged by a per-query factor, so this is what queries use.
         """
         self._check_fitted()
-        logits = _as_inputs(U, self.n_features_in_) @ self.omega_.T
+        logits = _as_inputs(U, self.n_features_in_) @ self.scaled_omega_.T + self.log_offset_
         logits -= logits.max(axis=1, keepdims=True)
         return logits
 
@@ -337,7 +408,8 @@ def make_feature_map(feature_map="positive", n_features=256, orthogonal=False):
 
     Parameters
     ----------
-    feature_map : {"positive", "hyperbolic", "trig", "elu", "relu"}
+    feature_map : {"positive", "hyperbolic", "optimal", "trig", "elu", "relu"}
+        "optimal" is positive features with ``A="optimal"`` (fit needs ``mean_sq_sum``).
     n_features : int
         r, for the random maps (the deterministic ones have r = d).
     orthogonal : bool
@@ -347,6 +419,8 @@ def make_feature_map(feature_map="positive", n_features=256, orthogonal=False):
         return PositiveRandomFeatures(n_features, orthogonal=orthogonal)
     if feature_map == "hyperbolic":
         return PositiveRandomFeatures(n_features, orthogonal=orthogonal, hyperbolic=True)
+    if feature_map == "optimal":
+        return PositiveRandomFeatures(n_features, orthogonal=orthogonal, A="optimal")
     if feature_map == "trig":
         return TrigonometricRandomFeatures(n_features, orthogonal=orthogonal)
     if feature_map == "elu":
@@ -411,7 +485,16 @@ def kernel_approximation_error(
         else feature_map
     )
     if not hasattr(phi, "n_features_out_"):
-        phi.fit(Q.shape[1], random_state)
+        if getattr(phi, "A", None) == "optimal":
+            # The mean of ‖q + k‖² over all pairs, from the means and mean squared norms.
+            rho = (
+                np.mean(np.sum(Q**2, axis=1))
+                + np.mean(np.sum(K**2, axis=1))
+                + 2 * Q.mean(axis=0) @ K.mean(axis=0)
+            )
+            phi.fit(Q.shape[1], random_state, mean_sq_sum=rho)
+        else:
+            phi.fit(Q.shape[1], random_state)
     logits = Q @ K.T
     key_bias = None
     if phi.approximates == "gaussian":

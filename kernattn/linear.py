@@ -86,10 +86,12 @@ class LinearAttentionRegressor(LinearSumsMixin):
 
     Parameters
     ----------
-    feature_map : {"positive", "hyperbolic", "trig", "elu", "relu"} or object, \
+    feature_map : {"positive", "hyperbolic", "optimal", "trig", "elu", "relu"} or object, \
 default="positive"
-        Positive random features (FAVOR+), their hyperbolic variant, random Fourier
-        features, elu + 1, relu (see :mod:`kernattn.feature_maps`), or an unfitted
+        Positive random features (FAVOR+), their hyperbolic variant, generalised positive
+        features with the variance-optimal parameter for the training data's
+        :math:`\overline{\|q + k\|^2}` (much lower variance at small bandwidths), random
+        Fourier features, elu + 1, relu (see :mod:`kernattn.feature_maps`), or an unfitted
         feature-map object (copied and fitted per head).
     n_features : int, default=256
         r, the number of random features (named random maps only).
@@ -232,7 +234,7 @@ default="positive"
             if not isinstance(self._feature_map_template(), PositiveRandomFeatures):
                 raise ValueError(
                     "learn_projection=True needs positive random features (feature_map="
-                    f"'positive' or 'hyperbolic'); got feature_map={self.feature_map!r}"
+                    f"'positive', 'hyperbolic' or 'optimal'); got feature_map={self.feature_map!r}"
                 )
 
     def _feature_map_template(self):
@@ -262,9 +264,20 @@ default="positive"
             self._setup_attention(X, Y, sample_weight, rng)
         template = self._feature_map_template()
         p = self.query_projection_.shape[2]
-        self.feature_maps_ = [
-            clone(template, safe=False).fit(p, rng) for _ in range(len(self.head_weights_))
-        ]
+        self.feature_maps_ = []
+        for h in range(len(self.head_weights_)):
+            feature_map = clone(template, safe=False)
+            if isinstance(getattr(feature_map, "A", None), str):
+                # The mean of ‖q + k‖² over all pairs of training queries and keys.
+                Q, K = self._project(X, h, "query"), self._project(X, h, "key")
+                mean_sq = [np.average(np.sum(U**2, axis=1), weights=sample_weight) for U in (Q, K)]
+                cross = np.average(Q, axis=0, weights=sample_weight) @ np.average(
+                    K, axis=0, weights=sample_weight
+                )
+                feature_map.fit(p, rng, mean_sq_sum=sum(mean_sq) + 2 * cross)
+            else:
+                feature_map.fit(p, rng)
+            self.feature_maps_.append(feature_map)
         if self.learn_projection:
             self._learn_projection(X, Y, sample_weight, rng)
 
@@ -346,9 +359,14 @@ default="positive"
 
     def _learn_projection(self, X, Y, sample_weight, rng):
         rows = self._subsample(len(X), rng)
-        omega = self.feature_maps_[0].omega_
+        feature_map = self.feature_maps_[0]
         projection, self.loo_error_ = learn_projection(
-            X[rows] - self.centre_, Y[rows], sample_weight[rows], omega, self.query_projection_[0]
+            X[rows] - self.centre_,
+            Y[rows],
+            sample_weight[rows],
+            feature_map.scaled_omega_,
+            self.query_projection_[0],
+            log_offset=feature_map.log_offset_,
         )
         self.query_projection_ = projection[None]
         self.key_projection_ = projection[None].copy()

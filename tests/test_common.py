@@ -13,6 +13,7 @@ ESTIMATORS = [
     LinearAttentionRegressor(),
     LinearAttentionRegressor(feature_map="trig", orthogonal=False),
     LinearAttentionRegressor(feature_map="hyperbolic", bandwidth="loo"),
+    LinearAttentionRegressor(feature_map="optimal"),
     LinearAttentionRegressor(feature_map="elu", bandwidth=1.0),
     LinearAttentionRegressor(feature_map="relu", n_features=16),
     LinearAttentionRegressor(learn_projection=True),

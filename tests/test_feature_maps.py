@@ -12,6 +12,7 @@ from kernattn.feature_maps import (
     gaussian_rows,
     kernel_approximation_error,
     make_feature_map,
+    optimal_positive_parameter,
 )
 
 
@@ -37,6 +38,43 @@ def test_positive_features_match_formula():
     np.testing.assert_allclose(phi.log_transform(U), np.log(expected), atol=1e-12)
     shifted = np.log(expected) - np.log(expected).max(axis=1, keepdims=True)
     np.testing.assert_allclose(phi.shifted_log_transform(U), shifted, atol=1e-12)
+
+
+def test_generalised_positive_features_match_formula():
+    rng = np.random.default_rng(1)
+    U = rng.standard_normal((5, 3))
+    A = -0.7
+    phi = PositiveRandomFeatures(n_features=6, A=A).fit(3, random_state=0)
+    omega = phi.omega_
+    expected = (
+        (1 - 4 * A) ** (3 / 4)
+        * np.exp(
+            A * np.sum(omega**2, axis=1)
+            + np.sqrt(1 - 4 * A) * U @ omega.T
+            - 0.5 * np.sum(U**2, axis=1, keepdims=True)
+        )
+        / np.sqrt(6)
+    )
+    np.testing.assert_allclose(phi.transform(U), expected, rtol=1e-12)
+    shifted = np.log(expected) - np.log(expected).max(axis=1, keepdims=True)
+    np.testing.assert_allclose(phi.shifted_log_transform(U), shifted, atol=1e-12)
+
+
+def test_optimal_parameter_minimises_second_moment():
+    d, rho = 6, 12.0
+    A = np.linspace(-20, 0.12, 400001)
+    t = 1 - 8 * A
+    log_moment = d / 2 * np.log((1 - 4 * A) ** 2 / t) + rho / t
+    assert optimal_positive_parameter(rho, d) == pytest.approx(A[np.argmin(log_moment)], abs=1e-3)
+    with pytest.raises(ValueError, match="mean_sq_sum"):
+        optimal_positive_parameter(-1.0, d)
+
+
+def test_generalised_parameter_validated():
+    with pytest.raises(ValueError, match="A must be a float below 1/8"):
+        PositiveRandomFeatures(A=0.2).fit(2)
+    with pytest.raises(ValueError, match="needs mean_sq_sum"):
+        PositiveRandomFeatures(A="optimal").fit(2)
 
 
 def test_hyperbolic_features_are_antithetic_pairs():
@@ -117,11 +155,11 @@ def _estimates(make, q, k, seeds):
 
 
 @pytest.mark.parametrize("orthogonal", [False, True])
-@pytest.mark.parametrize("hyperbolic", [False, True])
-def test_positive_features_unbiased_for_softmax_kernel(orthogonal, hyperbolic):
+@pytest.mark.parametrize(("hyperbolic", "A"), [(False, 0.0), (True, 0.0), (False, -0.6)])
+def test_positive_features_unbiased_for_softmax_kernel(orthogonal, hyperbolic, A):
     q, k = _pair(norm=0.6)
     est = _estimates(
-        lambda: PositiveRandomFeatures(8, orthogonal=orthogonal, hyperbolic=hyperbolic),
+        lambda: PositiveRandomFeatures(8, orthogonal=orthogonal, hyperbolic=hyperbolic, A=A),
         q,
         k,
         range(2000),
@@ -157,7 +195,13 @@ def test_orthogonal_features_lower_error_than_iid(feature_map):
     assert orthogonal < 0.9 * iid
 
 
-@pytest.mark.parametrize("feature_map", ["positive", "hyperbolic", "trig"])
+def test_optimal_features_lower_error_for_large_inputs():
+    plain = _mean_kernel_error("positive", False, 64, range(30), scale=0.5)
+    optimal = _mean_kernel_error("optimal", False, 64, range(30), scale=0.5)
+    assert optimal < 0.5 * plain
+
+
+@pytest.mark.parametrize("feature_map", ["positive", "hyperbolic", "optimal", "trig"])
 def test_error_falls_like_inverse_square_root_of_r(feature_map):
     rs = np.array([16, 64, 256, 1024])
     rmse = [np.sqrt(_mean_kernel_error(feature_map, False, r, range(20))) for r in rs]

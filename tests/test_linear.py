@@ -81,6 +81,31 @@ def test_positive_outputs_inside_target_range(bandwidth):
     assert np.all(pred >= y.min() - 1e-12) and np.all(pred <= y.max() + 1e-12)
 
 
+def test_optimal_features_closer_to_exact_at_small_bandwidth():
+    X, y = _data(1000, d=3)
+    Xq = _data(200, d=3, seed=5)[0]
+    exact = KernelSmoother(bandwidth=0.3).fit(X, y).predict(Xq)
+    errors = {}
+    for feature_map in ("positive", "optimal"):
+        errors[feature_map] = np.mean(
+            [
+                np.mean(
+                    (
+                        LinearAttentionRegressor(
+                            feature_map=feature_map, bandwidth=0.3, random_state=s
+                        )
+                        .fit(X, y)
+                        .predict(Xq)
+                        - exact
+                    )
+                    ** 2
+                )
+                for s in range(3)
+            ]
+        )
+    assert errors["optimal"] < 0.7 * errors["positive"]
+
+
 def test_predict_is_attention_weights_times_targets():
     X, y = _data(200)
     w = np.random.default_rng(0).integers(0, 3, len(y)).astype(float)
@@ -118,7 +143,9 @@ def test_same_seed_same_predictions_and_pickle():
 # ------------------------------------------------------------------ partial_fit
 
 
-@pytest.mark.parametrize("feature_map", ["positive", "trig", "elu"])
+@pytest.mark.parametrize(
+    "feature_map", ["positive", "trig", "elu", PositiveRandomFeatures(64, hyperbolic=True, A=-0.3)]
+)
 def test_partial_fit_on_chunks_equals_fit(feature_map):
     X, y = _data(300, d=3)
     Y = np.column_stack([y, np.cos(X[:, 1])])
