@@ -106,7 +106,7 @@ default="positive"
         The softmax kernel being approximated, see above.
     learn_projection : bool, default=False
         Train the Gaussian kernel's input map through positive features (Gaussian kernel
-        and positive or hyperbolic features only).
+        and positive, hyperbolic or optimal features only).
     n_subsample : int, default=2000
         Most rows used for what costs more than linear time (the "loo" bandwidth, fitting an
         AttentionRegressor, training the projection).

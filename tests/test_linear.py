@@ -361,6 +361,19 @@ def test_unfitted_attention_model_is_fitted_on_subsample():
     assert np.all(np.isfinite(model.predict(X[:10])))
 
 
+def test_attention_regressor_fitted_inside_fit_or_used_as_given():
+    learned = pytest.importorskip("kernattn.learned")
+    X, y = _data(300, d=3)
+    model = LinearAttentionRegressor(kernel="attention", n_subsample=100, random_state=0)
+    model.fit(X, y)
+    assert isinstance(model.attention_model_, learned.AttentionRegressor)
+    assert np.all(np.isfinite(model.predict(X[:20])))
+    given = model.attention_model_
+    again = LinearAttentionRegressor(kernel=given, random_state=0).fit(X, y)
+    assert again.attention_model_ is given
+    np.testing.assert_allclose(again.query_projection_, model.query_projection_)
+
+
 # ------------------------------------------------------- learned projection
 
 
