@@ -68,8 +68,11 @@ class LinearAttentionRegressor(LinearKernelMixin):
     :math:`\exp(\|q\|^2 + \|k\|^2)` with the norms of the inputs in kernel units. The inputs
     are therefore centred (``centre``, the weighted mean by default), and the approximation
     is good only where the bandwidth is not small compared with the spread of the data —
-    a large bandwidth, few features, or both. With a small bandwidth the estimate stays
-    finite and inside the range of the targets, but it is a different, coarser smoother.
+    a large bandwidth, few input dimensions, or both. With a small bandwidth the estimate
+    stays finite and inside the range of the targets, but it is a different, coarser
+    smoother: in ``examples/benchmarks/bench_linear.py`` (d = 8, leave-one-out bandwidth,
+    r = 256) its test MSE is about 80 % above the exact smoother's, about 30 % with
+    ``feature_map="optimal"``, and within 5 % at four times that bandwidth.
 
     **Numerics.** Query log-features have their row maximum subtracted, key log-features one
     global constant (both cancel in the ratio); never a per-key constant, which would not.
@@ -85,7 +88,7 @@ class LinearAttentionRegressor(LinearKernelMixin):
 default="positive"
         Positive random features (FAVOR+), their hyperbolic variant, generalised positive
         features with the variance-optimal parameter for the training data's
-        :math:`\overline{\|q + k\|^2}` (much lower variance at small bandwidths), random
+        :math:`\overline{\|q + k\|^2}` (lower variance at small bandwidths), random
         Fourier features, elu + 1, relu (see :mod:`kernattn.feature_maps`), or an unfitted
         feature-map object (copied and fitted per head).
     n_features : int, default=256
@@ -101,7 +104,8 @@ default="positive"
         ``AttentionRegressor``.
     centre : array_like of shape (n_features_in_,), optional
         Subtracted from the inputs; default the weighted mean of the training inputs (of
-        the first chunk, with ``partial_fit``).
+        the first chunk, with ``partial_fit``). Ignored when ``kernel`` is an
+        ``AttentionRegressor`` (its ``x_mean_`` is used).
     kernel : "gaussian", "attention" or AttentionRegressor, default="gaussian"
         The softmax kernel being approximated, see above.
     learn_projection : bool, default=False
