@@ -10,6 +10,7 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 
 from kernattn.attention import linear_attention, softmax_attention
 from kernattn.learned import AttentionRegressor
+from kernattn.linear import LinearAttentionRegressor
 from kernattn.smoother import KernelSmoother
 
 __version__ = "0.1.0"
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AttentionRegressor",
     "KernelSmoother",
+    "LinearAttentionRegressor",
     "linear_attention",
     "softmax_attention",
     "__version__",

@@ -2,7 +2,7 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from kernattn import AttentionRegressor, KernelSmoother
+from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
 
 ESTIMATORS = [
     KernelSmoother(),
@@ -23,6 +23,13 @@ ESTIMATORS = [
         max_iter=5,
         random_state=0,
     ),
+    LinearAttentionRegressor(),
+    LinearAttentionRegressor(feature_map="trig", orthogonal=False),
+    LinearAttentionRegressor(feature_map="hyperbolic", bandwidth="loo"),
+    LinearAttentionRegressor(feature_map="optimal"),
+    LinearAttentionRegressor(feature_map="elu", bandwidth=1.0),
+    LinearAttentionRegressor(feature_map="relu", n_features=16),
+    LinearAttentionRegressor(learn_projection=True),
 ]
 
 

@@ -1,0 +1,253 @@
+"""Feature maps: definitions, unbiasedness, variance, and the approximation diagnostic."""
+
+import numpy as np
+import pytest
+
+from kernattn.attention import softmax_attention
+from kernattn.feature_maps import (
+    EluFeatureMap,
+    PositiveRandomFeatures,
+    ReluFeatureMap,
+    TrigonometricRandomFeatures,
+    gaussian_rows,
+    kernel_approximation_error,
+    make_feature_map,
+    optimal_positive_parameter,
+)
+
+
+def _pair(d=4, norm=0.4, seed=0):
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((2, d))
+    return norm * q / np.linalg.norm(q), norm * k / np.linalg.norm(k)
+
+
+def _gaussian(q, k):
+    return np.exp(-0.5 * np.sum((q - k) ** 2))
+
+
+# ------------------------------------------------------------------ definitions
+
+
+def test_positive_features_match_formula():
+    rng = np.random.default_rng(1)
+    U = rng.standard_normal((5, 3))
+    phi = PositiveRandomFeatures(n_features=7).fit(3, random_state=0)
+    expected = np.exp(U @ phi.omega_.T - 0.5 * np.sum(U**2, axis=1, keepdims=True)) / np.sqrt(7)
+    np.testing.assert_allclose(phi.transform(U), expected, rtol=1e-13)
+    np.testing.assert_allclose(phi.log_transform(U), np.log(expected), atol=1e-12)
+    shifted = np.log(expected) - np.log(expected).max(axis=1, keepdims=True)
+    np.testing.assert_allclose(phi.shifted_log_transform(U), shifted, atol=1e-12)
+
+
+def test_generalised_positive_features_match_formula():
+    rng = np.random.default_rng(1)
+    U = rng.standard_normal((5, 3))
+    A = -0.7
+    phi = PositiveRandomFeatures(n_features=6, A=A).fit(3, random_state=0)
+    omega = phi.omega_
+    expected = (
+        (1 - 4 * A) ** (3 / 4)
+        * np.exp(
+            A * np.sum(omega**2, axis=1)
+            + np.sqrt(1 - 4 * A) * U @ omega.T
+            - 0.5 * np.sum(U**2, axis=1, keepdims=True)
+        )
+        / np.sqrt(6)
+    )
+    np.testing.assert_allclose(phi.transform(U), expected, rtol=1e-12)
+    shifted = np.log(expected) - np.log(expected).max(axis=1, keepdims=True)
+    np.testing.assert_allclose(phi.shifted_log_transform(U), shifted, atol=1e-12)
+
+
+def test_optimal_parameter_minimises_second_moment():
+    d, rho = 6, 12.0
+    A = np.linspace(-20, 0.12, 400001)
+    t = 1 - 8 * A
+    log_moment = d / 2 * np.log((1 - 4 * A) ** 2 / t) + rho / t
+    assert optimal_positive_parameter(rho, d) == pytest.approx(A[np.argmin(log_moment)], abs=1e-3)
+    with pytest.raises(ValueError, match="mean_sq_sum"):
+        optimal_positive_parameter(-1.0, d)
+
+
+def test_generalised_parameter_validated():
+    with pytest.raises(ValueError, match="A must be a float below 1/8"):
+        PositiveRandomFeatures(A=0.2).fit(2)
+    with pytest.raises(ValueError, match="needs mean_sq_sum"):
+        PositiveRandomFeatures(A="optimal").fit(2)
+
+
+def test_hyperbolic_features_are_antithetic_pairs():
+    phi = PositiveRandomFeatures(n_features=8, hyperbolic=True).fit(3, random_state=0)
+    np.testing.assert_array_equal(phi.omega_[4:], -phi.omega_[:4])
+    assert phi.transform(np.ones((2, 3))).shape == (2, 8)
+
+
+def test_trigonometric_features_match_formula_and_self_kernel_is_one():
+    rng = np.random.default_rng(2)
+    U = rng.standard_normal((6, 3))
+    phi = TrigonometricRandomFeatures(n_features=10).fit(3, random_state=0)
+    angles = U @ phi.omega_.T
+    expected = np.hstack([np.cos(angles), np.sin(angles)]) * np.sqrt(2 / 10)
+    np.testing.assert_allclose(phi.transform(U), expected, rtol=1e-13)
+    np.testing.assert_allclose(np.sum(phi.transform(U) ** 2, axis=1), 1.0, rtol=1e-13)
+
+
+def test_elu_and_relu_maps():
+    U = np.array([[-2.0, 0.0, 3.0]])
+    np.testing.assert_allclose(EluFeatureMap().fit(3).transform(U), [[np.exp(-2.0), 1.0, 4.0]])
+    np.testing.assert_allclose(EluFeatureMap().fit(3).log_transform(U), [[-2.0, 0.0, np.log(4.0)]])
+    np.testing.assert_array_equal(ReluFeatureMap().fit(3).transform(U), [[0.0, 0.0, 3.0]])
+
+
+def test_shifted_log_features_finite_for_huge_inputs():
+    phi = PositiveRandomFeatures(n_features=16).fit(2, random_state=0)
+    U = np.array([[1e200, -3e199], [1e-300, 0.0]])
+    logs = phi.shifted_log_transform(U)
+    assert np.all(np.isfinite(logs))
+    np.testing.assert_array_equal(logs.max(axis=1), 0.0)
+
+
+def test_orthogonal_rows_are_orthogonal_within_blocks_and_seeded():
+    omega = gaussian_rows(10, 4, orthogonal=True, random_state=3)
+    gram = omega[:4] @ omega[:4].T
+    np.testing.assert_allclose(gram - np.diag(np.diag(gram)), 0.0, atol=1e-12)
+    np.testing.assert_array_equal(omega, gaussian_rows(10, 4, True, 3))
+    assert omega.shape == (10, 4)
+
+
+def test_orthogonal_row_norms_are_chi_distributed():
+    omega = gaussian_rows(20000, 5, orthogonal=True, random_state=0)
+    # E‖ω‖² = d for ω ~ N(0, I_d).
+    assert abs(np.mean(np.sum(omega**2, axis=1)) - 5) < 0.1
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="even"):
+        PositiveRandomFeatures(n_features=3, hyperbolic=True).fit(2)
+    with pytest.raises(ValueError, match="positive integer"):
+        PositiveRandomFeatures(n_features=0).fit(2)
+    with pytest.raises(ValueError, match="dimension d"):
+        EluFeatureMap().fit(0)
+
+
+def test_unfitted_and_wrong_shape_raise():
+    with pytest.raises(ValueError, match="not fitted"):
+        TrigonometricRandomFeatures().transform(np.ones((1, 2)))
+    phi = TrigonometricRandomFeatures(n_features=4).fit(2, random_state=0)
+    with pytest.raises(ValueError, match=r"shape \(n, 2\)"):
+        phi.transform(np.ones((1, 3)))
+    with pytest.raises(ValueError, match="even"):
+        TrigonometricRandomFeatures(n_features=5).fit(2)
+    with pytest.raises(ValueError, match="feature_map must be one of"):
+        make_feature_map("softplus")
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def _estimates(make, q, k, seeds):
+    out = []
+    for seed in seeds:
+        phi = make().fit(len(q), random_state=seed)
+        out.append((phi.transform(q[None]) @ phi.transform(k[None]).T).item())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("orthogonal", [False, True])
+@pytest.mark.parametrize(("hyperbolic", "A"), [(False, 0.0), (True, 0.0), (False, -0.6)])
+def test_positive_features_unbiased_for_softmax_kernel(orthogonal, hyperbolic, A):
+    q, k = _pair(norm=0.6)
+    est = _estimates(
+        lambda: PositiveRandomFeatures(8, orthogonal=orthogonal, hyperbolic=hyperbolic, A=A),
+        q,
+        k,
+        range(2000),
+    )
+    standard_error = est.std(ddof=1) / np.sqrt(len(est))
+    assert abs(est.mean() - np.exp(q @ k)) < 4 * standard_error
+
+
+@pytest.mark.parametrize("orthogonal", [False, True])
+def test_trigonometric_features_unbiased_for_gaussian_kernel(orthogonal):
+    q, k = _pair(norm=0.8, seed=5)
+    est = _estimates(lambda: TrigonometricRandomFeatures(8, orthogonal), q, k, range(2000))
+    standard_error = est.std(ddof=1) / np.sqrt(len(est))
+    assert abs(est.mean() - _gaussian(q, k)) < 4 * standard_error
+
+
+def _mean_kernel_error(feature_map, orthogonal, r, seeds, scale=0.3):
+    rng = np.random.default_rng(7)
+    Q, K = scale * rng.standard_normal((2, 20, 8))
+    errors = [
+        kernel_approximation_error(
+            Q, K, feature_map=feature_map, n_features=r, orthogonal=orthogonal, random_state=s
+        )["kernel_rmse"]
+        for s in seeds
+    ]
+    return float(np.mean(np.square(errors)))
+
+
+@pytest.mark.parametrize("feature_map", ["positive", "trig"])
+def test_orthogonal_features_lower_error_than_iid(feature_map):
+    iid = _mean_kernel_error(feature_map, False, 16, range(100))
+    orthogonal = _mean_kernel_error(feature_map, True, 16, range(100))
+    assert orthogonal < 0.9 * iid
+
+
+def test_optimal_features_lower_error_for_large_inputs():
+    plain = _mean_kernel_error("positive", False, 64, range(60), scale=0.35)
+    optimal = _mean_kernel_error("optimal", False, 64, range(60), scale=0.35)
+    assert optimal < 0.75 * plain
+
+
+@pytest.mark.parametrize("feature_map", ["positive", "hyperbolic", "optimal", "trig"])
+def test_error_falls_like_inverse_square_root_of_r(feature_map):
+    rs = np.array([16, 64, 256, 1024])
+    rmse = [np.sqrt(_mean_kernel_error(feature_map, False, r, range(20))) for r in rs]
+    slope = np.polyfit(np.log(rs), np.log(rmse), 1)[0]
+    assert -0.7 <= slope <= -0.3
+
+
+# ------------------------------------------------------------------ diagnostic
+
+
+def test_kernel_approximation_error_matches_direct_computation():
+    rng = np.random.default_rng(4)
+    Q, K, V = 0.5 * rng.standard_normal((4, 3)), 0.5 * rng.standard_normal((9, 3)), rng.random(9)
+    phi = PositiveRandomFeatures(32).fit(3, random_state=1)
+    errors = kernel_approximation_error(Q, K, V, feature_map=phi)
+    approx = phi.transform(Q) @ phi.transform(K).T
+    exact = np.exp(Q @ K.T)
+    assert errors["kernel_error"] == pytest.approx(
+        np.linalg.norm(approx - exact) / np.linalg.norm(exact), rel=1e-12
+    )
+    linear = approx @ V / approx.sum(axis=1)
+    softmax = softmax_attention(Q, K, V, scale=1.0)
+    assert errors["output_rmse"] == pytest.approx(
+        np.sqrt(np.mean((linear - softmax) ** 2)), rel=1e-10
+    )
+    assert errors["n_nonpositive"] == 0
+
+
+def test_kernel_approximation_error_counts_nonpositive_denominators():
+    rng = np.random.default_rng(0)
+    Q, K = 3 * rng.standard_normal((50, 2)), 3 * rng.standard_normal((5, 2))
+    errors = kernel_approximation_error(
+        Q, K, np.ones(5), feature_map="trig", n_features=2, random_state=0
+    )
+    phi = TrigonometricRandomFeatures(2).fit(2, random_state=0)
+    expected = int(np.sum(phi.transform(Q) @ phi.transform(K).sum(axis=0) <= 0))
+    assert errors["n_nonpositive"] == expected > 0
+    assert np.isfinite(errors["output_rmse"])
+
+
+def test_kernel_approximation_error_small_at_large_r():
+    rng = np.random.default_rng(0)
+    Q, K = 0.3 * rng.standard_normal((10, 4)), 0.3 * rng.standard_normal((40, 4))
+    for name in ("positive", "trig"):
+        errors = kernel_approximation_error(
+            Q, K, rng.random(40), feature_map=name, n_features=8192, random_state=0
+        )
+        assert errors["kernel_error"] < 0.03
+        assert errors["output_rmse"] < 0.02

@@ -1,0 +1,480 @@
+"""LinearAttentionRegressor: agreement with exact smoothing, partial_fit, numerics, kernels."""
+
+import pickle
+import re
+import warnings
+
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+
+from kernattn import KernelSmoother, LinearAttentionRegressor
+from kernattn._linear_projection import FeatureLeaveOneOut
+from kernattn.feature_maps import PositiveRandomFeatures
+
+
+def _data(n=400, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, d))
+    y = np.sin(2 * X[:, 0]) + X[:, -1] ** 2 + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+def _exact_count(record):
+    counts = [
+        int(re.match(r"(\d+) of", str(w.message)).group(1))
+        for w in record
+        if "denominator" in str(w.message)
+    ]
+    return sum(counts)
+
+
+# ------------------------------------------------------- agreement with exact
+
+
+@pytest.mark.parametrize("feature_map", ["positive", "hyperbolic", "trig"])
+def test_large_r_close_to_kernel_smoother(feature_map):
+    X, y = _data()
+    exact = KernelSmoother(bandwidth=1.0).fit(X, y)
+    linear = LinearAttentionRegressor(
+        feature_map=feature_map, n_features=8192, bandwidth=1.0, random_state=0
+    ).fit(X, y)
+    Xq = _data(100, seed=1)[0]
+    mean, std = linear.predict(Xq, return_std=True)
+    exact_mean, exact_std = exact.predict(Xq, return_std=True)
+    assert np.max(np.abs(mean - exact_mean)) < 0.03
+    assert np.max(np.abs(std - exact_std)) < 0.03
+
+
+def test_error_shrinks_with_r():
+    X, y = _data()
+    exact = KernelSmoother(bandwidth=1.5).fit(X, y).predict(X)
+    errors = [
+        np.mean(
+            [
+                np.sqrt(
+                    np.mean(
+                        (
+                            LinearAttentionRegressor(n_features=r, bandwidth=1.5, random_state=s)
+                            .fit(X, y)
+                            .predict(X)
+                            - exact
+                        )
+                        ** 2
+                    )
+                )
+                for s in range(3)
+            ]
+        )
+        for r in (64, 1024)
+    ]
+    assert errors[1] < 0.5 * errors[0]
+
+
+@pytest.mark.parametrize("bandwidth", [0.05, 0.3, 2.0])
+def test_positive_outputs_inside_target_range(bandwidth):
+    X, y = _data(300, d=3)
+    model = LinearAttentionRegressor(bandwidth=bandwidth, random_state=0).fit(X, y)
+    rng = np.random.default_rng(3)
+    Xq = np.vstack([rng.uniform(-3, 3, (200, 3)), [[1e6, -1e6, 1e6]]])
+    pred = model.predict(Xq)
+    assert np.all(pred >= y.min() - 1e-12) and np.all(pred <= y.max() + 1e-12)
+
+
+def test_optimal_features_closer_to_exact_at_small_bandwidth():
+    X, y = _data(1000, d=3)
+    Xq = _data(200, d=3, seed=5)[0]
+    exact = KernelSmoother(bandwidth=0.3).fit(X, y).predict(Xq)
+    errors = {}
+    for feature_map in ("positive", "optimal"):
+        errors[feature_map] = np.mean(
+            [
+                np.mean(
+                    (
+                        LinearAttentionRegressor(
+                            feature_map=feature_map, bandwidth=0.3, random_state=s
+                        )
+                        .fit(X, y)
+                        .predict(Xq)
+                        - exact
+                    )
+                    ** 2
+                )
+                for s in range(3)
+            ]
+        )
+    assert errors["optimal"] < 0.7 * errors["positive"]
+
+
+def test_predict_is_attention_weights_times_targets():
+    X, y = _data(200)
+    w = np.random.default_rng(0).integers(0, 3, len(y)).astype(float)
+    model = LinearAttentionRegressor(bandwidth=0.5, random_state=0).fit(X, y, sample_weight=w)
+    Xq = X[:20] + 0.05
+    weights = model.attention_weights(Xq)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
+    assert np.all(weights[:, w == 0] == 0) and np.all(weights >= 0)
+    mean, std = model.predict(Xq, return_std=True)
+    np.testing.assert_allclose(mean, weights @ y, rtol=1e-10, atol=1e-12)
+    spread = np.sqrt(np.sum(weights * (y[None, :] - mean[:, None]) ** 2, axis=1))
+    np.testing.assert_allclose(std, spread, rtol=1e-7, atol=1e-10)
+
+
+def test_implied_weights_match_feature_formula():
+    X, y = _data(50)
+    model = LinearAttentionRegressor(n_features=16, bandwidth=0.7, random_state=2).fit(X, y)
+    phi = model.feature_maps_[0]
+    Q = (X[:5] + 0.1 - model.centre_) / model.bandwidth_
+    K = (X - model.centre_) / model.bandwidth_
+    kernel = phi.transform(Q) @ (phi.transform(K) * np.exp(-0.5 * np.sum(K**2, axis=1))[:, None]).T
+    np.testing.assert_allclose(
+        model.attention_weights(X[:5] + 0.1), kernel / kernel.sum(axis=1, keepdims=True), rtol=1e-9
+    )
+
+
+def test_same_seed_same_predictions_and_pickle():
+    X, y = _data(100)
+    a = LinearAttentionRegressor(random_state=5).fit(X, y)
+    b = LinearAttentionRegressor(random_state=5).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).predict(X), a.predict(X))
+
+
+# ------------------------------------------------------------------ partial_fit
+
+
+@pytest.mark.parametrize(
+    "feature_map", ["positive", "trig", "elu", PositiveRandomFeatures(64, hyperbolic=True, A=-0.3)]
+)
+def test_partial_fit_on_chunks_equals_fit(feature_map):
+    X, y = _data(300, d=3)
+    Y = np.column_stack([y, np.cos(X[:, 1])])
+    w = np.random.default_rng(1).uniform(0, 2, len(X))
+    # The last chunk holds the farthest keys: the global key constant has to grow.
+    order = np.argsort(np.linalg.norm(X, axis=1))
+    X, Y, w = X[order], Y[order], w[order]
+    params = dict(
+        feature_map=feature_map,
+        n_features=64,
+        bandwidth=[1.8, 2.2, 2.0],
+        centre=[0.1, -0.2, 0.0],
+        random_state=3,
+    )
+    full = LinearAttentionRegressor(**params).fit(X, Y, sample_weight=w)
+    chunked = LinearAttentionRegressor(**params)
+    for rows in np.array_split(np.arange(len(X)), [7, 120, 121]):
+        chunked.partial_fit(X[rows], Y[rows], sample_weight=w[rows])
+    Xq = _data(50, d=3, seed=9)[0]
+    with warnings.catch_warnings():
+        # No query may need the exact fallback here: after partial_fit it has no keys.
+        warnings.simplefilter("error", UserWarning)
+        for a, b in zip(
+            full.predict(Xq, return_std=True), chunked.predict(Xq, return_std=True), strict=True
+        ):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_partial_fit_fixes_centre_from_first_chunk_and_keeps_no_keys():
+    X, y = _data(100)
+    model = LinearAttentionRegressor(random_state=0).partial_fit(X[:40], y[:40])
+    model.partial_fit(X[40:], y[40:])
+    np.testing.assert_allclose(model.centre_, X[:40].mean(axis=0))
+    assert not hasattr(model, "X_fit_")
+    assert model.n_features_in_ == 2
+    with pytest.raises(RuntimeError, match="partial_fit keeps only the sums"):
+        model.attention_weights(X[:2])
+
+
+def test_partial_fit_after_fit_adds_to_sums():
+    X, y = _data(120)
+    params = dict(bandwidth=0.8, centre=[0.0, 0.0], random_state=1)
+    a = LinearAttentionRegressor(**params).fit(X[:60], y[:60]).partial_fit(X[60:], y[60:])
+    b = LinearAttentionRegressor(**params).fit(X, y)
+    np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-10)
+
+
+def test_partial_fit_rejects_inconsistent_chunks_and_keeps_state():
+    X, y = _data(60)
+    model = LinearAttentionRegressor(random_state=0).partial_fit(X[:30], y[:30])
+    before = model.predict(X)
+    with pytest.raises(ValueError, match="features"):
+        model.partial_fit(X[30:, :1], y[30:])
+    with pytest.raises(ValueError, match="shape"):
+        model.partial_fit(X[30:], np.column_stack([y[30:], y[30:]]))
+    np.testing.assert_array_equal(model.predict(X), before)
+
+
+# ------------------------------------------------------------------- numerics
+
+
+def test_far_queries_finite_and_get_nearest_region():
+    X, y = _data(200)
+    model = LinearAttentionRegressor(bandwidth=0.3, random_state=0).fit(X, y)
+    far = np.array([[1e6, 0.0], [-1e8, 1e8], [0.0, -1e12]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        mean, std = model.predict(far, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+
+
+def test_huge_inputs_same_as_rescaled_inputs():
+    X, y = _data(200, d=3)
+    small = LinearAttentionRegressor(random_state=0).fit(X, y)
+    huge = LinearAttentionRegressor(random_state=0).fit(X * 1e150, y)
+    pred = huge.predict(X[:30] * 1e150)
+    assert np.all(np.isfinite(pred))
+    np.testing.assert_allclose(pred, small.predict(X[:30]), rtol=1e-8)
+
+
+def test_zero_denominators_fall_back_to_exact_kernel():
+    X, y = _data(200)
+    model = LinearAttentionRegressor(feature_map="relu", bandwidth=0.4, random_state=0)
+    model.fit(X, y)
+    # relu(q) = 0 for a query below the centre in every coordinate: φ(q)ᵀz = 0.
+    Xq = model.centre_ - np.array([[0.1, 0.3], [0.5, 0.01], [0.2, 0.2]])
+    with pytest.warns(UserWarning, match="3 of 3 queries"):
+        mean, std = model.predict(Xq, return_std=True)
+    exact_mean, exact_std = KernelSmoother(bandwidth=0.4).fit(X, y).predict(Xq, return_std=True)
+    np.testing.assert_allclose(mean, exact_mean, rtol=1e-10)
+    np.testing.assert_allclose(std, exact_std, rtol=1e-8)
+    weights = model.attention_weights(Xq)
+    exact_weights = KernelSmoother(bandwidth=0.4).fit(X, y).attention_weights(Xq)
+    np.testing.assert_allclose(weights, exact_weights, rtol=1e-10, atol=1e-300)
+
+
+def test_signed_feature_denominators_fall_back_and_stay_finite():
+    X, y = _data(300, d=3)
+    model = LinearAttentionRegressor(
+        feature_map="trig", n_features=16, bandwidth=0.15, random_state=0
+    ).fit(X, y)
+    Xq = _data(200, d=3, seed=4)[0]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        pred = model.predict(Xq)
+    n_exact = _exact_count(record)
+    assert 0 < n_exact <= len(Xq)
+    assert np.all(np.isfinite(pred))
+    exact = KernelSmoother(bandwidth=0.15).fit(X, y).predict(Xq)
+    assert np.sum(np.abs(pred - exact) < 1e-9) >= n_exact
+
+
+def test_fallback_without_keys_gives_training_mean():
+    X, y = _data(100)
+    model = LinearAttentionRegressor(feature_map="relu", centre=[0.0, 0.0], random_state=0)
+    model.partial_fit(X[:50], y[:50]).partial_fit(X[50:], y[50:])
+    with pytest.warns(UserWarning, match="training mean"):
+        pred = model.predict([[-0.5, -0.5]])
+    np.testing.assert_allclose(pred, y.mean(), rtol=1e-12)
+
+
+# --------------------------------------------------------------- kernels
+
+
+class _FittedAttention:
+    """An object with exactly the fitted-attribute contract of AttentionRegressor."""
+
+    def __init__(self, similarity, X, n_heads=2, head_dim=2, seed=0):
+        rng = np.random.default_rng(seed)
+        d = X.shape[1]
+        self.similarity = similarity
+        self.x_mean_ = X.mean(axis=0)
+        self.x_scale_ = X.std(axis=0)
+        self.query_weights_ = 0.3 * rng.standard_normal((n_heads, d, head_dim))
+        self.key_weights_ = 0.3 * rng.standard_normal((n_heads, d, head_dim))
+        self.temperature_ = rng.uniform(0.8, 1.5, n_heads)
+        self.head_weights_ = np.array([0.7, 0.5])[:n_heads]
+        self.head_bias_ = np.array([0.2])
+
+
+def _exact_attention(model, X, y, Xq):
+    """Multi-head softmax Nadaraya–Watson estimate, straight from the contract."""
+    Z, Zq = (X - model.x_mean_) / model.x_scale_, (Xq - model.x_mean_) / model.x_scale_
+    out = np.full(len(Xq), model.head_bias_[0])
+    for h in range(len(model.head_weights_)):
+        Q, K = Zq @ model.query_weights_[h], Z @ model.key_weights_[h]
+        tau = model.temperature_[h]
+        if model.similarity == "dot":
+            logits = Q @ K.T / tau
+        elif model.similarity == "cosine":
+            Q = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+            K = K / np.linalg.norm(K, axis=1, keepdims=True)
+            logits = Q @ K.T / tau
+        else:
+            logits = -0.5 * np.sum((Q[:, None] - K[None]) ** 2, axis=2) / tau
+        w = np.exp(logits - logits.max(axis=1, keepdims=True))
+        out += model.head_weights_[h] * (w @ y) / w.sum(axis=1)
+    return out
+
+
+@pytest.mark.parametrize("similarity", ["dot", "cosine", "gaussian"])
+def test_attention_kernel_approaches_exact_multi_head_estimate(similarity):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3)) * [1.0, 2.0, 0.5] + [0.0, 1.0, -2.0]
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1]
+    attention = _FittedAttention(similarity, X)
+    Xq = rng.normal(size=(40, 3)) * [1.0, 2.0, 0.5] + [0.0, 1.0, -2.0]
+    exact = _exact_attention(attention, X, y, Xq)
+    errors = []
+    for r in (64, 16384):
+        model = LinearAttentionRegressor(kernel=attention, n_features=r, random_state=0)
+        errors.append(np.sqrt(np.mean((model.fit(X, y).predict(Xq) - exact) ** 2)))
+    assert errors[1] < 0.02
+    assert errors[1] < 0.3 * errors[0]
+
+
+def test_attention_kernel_weights_are_mixture_of_heads():
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(80, 3)), rng.normal(size=80)
+    attention = _FittedAttention("dot", X)
+    model = LinearAttentionRegressor(kernel=attention, n_features=32, random_state=0).fit(X, y)
+    weights = model.attention_weights(X[:5])
+    np.testing.assert_allclose(weights.sum(axis=1), 1.2, rtol=1e-12)
+    np.testing.assert_allclose(model.predict(X[:5]), weights @ y + 0.2, rtol=1e-10)
+
+
+class _AttentionToFit:
+    """An unfitted stand-in: fit sets the contract and records how many rows it saw."""
+
+    def __init__(self, random_state=None):
+        self.random_state = random_state
+
+    def get_params(self, deep=True):
+        return {"random_state": self.random_state}
+
+    def set_params(self, **params):
+        self.__dict__.update(params)
+        return self
+
+    def fit(self, X, y, sample_weight=None):
+        template = _FittedAttention("gaussian", X)
+        self.__dict__.update({k: v for k, v in vars(template).items() if k.endswith("_")})
+        self.similarity = "gaussian"
+        self.n_seen_ = len(X)
+        return self
+
+
+def test_unfitted_attention_model_is_fitted_on_subsample():
+    X, y = _data(500, d=3)
+    model = LinearAttentionRegressor(kernel=_AttentionToFit(), n_subsample=100, random_state=0)
+    model.fit(X, y)
+    assert model.attention_model_.n_seen_ == 100
+    assert np.all(np.isfinite(model.predict(X[:10])))
+
+
+def test_attention_regressor_fitted_inside_fit_or_used_as_given():
+    learned = pytest.importorskip("kernattn.learned")
+    X, y = _data(300, d=3)
+    model = LinearAttentionRegressor(kernel="attention", n_subsample=100, random_state=0)
+    model.fit(X, y)
+    assert isinstance(model.attention_model_, learned.AttentionRegressor)
+    assert np.all(np.isfinite(model.predict(X[:20])))
+    given = model.attention_model_
+    again = LinearAttentionRegressor(kernel=given, random_state=0).fit(X, y)
+    assert again.attention_model_ is given
+    np.testing.assert_allclose(again.query_projection_, model.query_projection_)
+
+
+# ------------------------------------------------------- learned projection
+
+
+def test_projection_gradient_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((60, 3))
+    Z[10] = Z[11]  # a duplicated input is left out together with its twin
+    V, w = rng.standard_normal((60, 2)), rng.uniform(0.5, 2.0, 60)
+    omega = PositiveRandomFeatures(32, hyperbolic=True).fit(2, random_state=0).omega_
+    objective = FeatureLeaveOneOut(Z, V, w, omega)
+    P = 0.5 * rng.standard_normal((3, 2))
+    gradient = objective.loss_and_grad(P.ravel())[1]
+    error = check_grad(
+        lambda p: objective.loss_and_grad(p)[0],
+        lambda p: objective.loss_and_grad(p)[1],
+        P.ravel(),
+        epsilon=1e-7,
+    )
+    assert error < 1e-5 * np.linalg.norm(gradient)
+
+
+def test_projection_loss_is_leave_one_out_of_the_feature_estimate():
+    rng = np.random.default_rng(1)
+    Z, V = rng.standard_normal((30, 2)), rng.standard_normal((30, 1))
+    w = rng.uniform(0.5, 2.0, 30)
+    phi = PositiveRandomFeatures(16).fit(2, random_state=0)
+    P = np.array([[0.8, 0.1], [0.0, 0.6]])
+    U = Z @ P
+    keys = phi.transform(U) * (w * np.exp(-0.5 * np.sum(U**2, axis=1)))[:, None]
+    kernel = phi.transform(U) @ keys.T
+    np.fill_diagonal(kernel, 0.0)
+    Vc = V - np.average(V, axis=0, weights=w)
+    loo = kernel @ Vc / kernel.sum(axis=1, keepdims=True)
+    expected = np.sum(w[:, None] * (loo - Vc) ** 2) / w.sum()
+    loss = FeatureLeaveOneOut(Z, V, w, phi.omega_).loss_and_grad(P.ravel())[0]
+    assert loss == pytest.approx(expected, rel=1e-10)
+
+
+def test_learned_projection_lowers_loo_error_and_ignores_noise_feature():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(300)
+    model = LinearAttentionRegressor(
+        learn_projection=True, n_features=128, bandwidth=1.0, random_state=0
+    ).fit(X, y)
+    start = FeatureLeaveOneOut(
+        X - model.centre_, y[:, None], np.ones(300), model.feature_maps_[0].omega_
+    ).loss_and_grad(np.eye(2).ravel())[0]
+    assert model.loo_error_ < 0.8 * start
+    P = model.query_projection_[0]
+    assert np.linalg.norm(P[1]) < 0.5 * np.linalg.norm(P[0])
+
+
+# ------------------------------------------------------------------ parameters
+
+
+def test_loo_bandwidth_on_small_data_matches_kernel_smoother():
+    X, y = _data(80)
+    model = LinearAttentionRegressor(bandwidth="loo", random_state=0).fit(X, y)
+    np.testing.assert_allclose(
+        model.bandwidth_, KernelSmoother(bandwidth="loo").fit(X, y).bandwidth_, rtol=1e-10
+    )
+
+
+def test_array_bandwidth_same_as_kernel_smoother():
+    X, y = _data(200)
+    h = np.array([0.9, 1.3])
+    model = LinearAttentionRegressor(n_features=8192, bandwidth=h, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(model.bandwidth_, h)
+    exact = KernelSmoother(bandwidth=h).fit(X, y).predict(X[:20])
+    assert np.max(np.abs(model.predict(X[:20]) - exact)) < 0.05
+
+
+def test_loo_bandwidth_on_subsample_scaled_to_full_size():
+    X, y = _data(400)
+    model = LinearAttentionRegressor(bandwidth="loo", n_subsample=100, random_state=0)
+    model.fit(X, y)
+    assert np.all(np.isfinite(model.bandwidth_)) and np.all(model.bandwidth_ > 0)
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "match"),
+    [
+        ({"feature_map": "softplus"}, ValueError, "feature_map must be one of"),
+        ({"feature_map": 3}, TypeError, "feature_map must be one of"),
+        ({"n_features": 1}, ValueError, "n_features must be an integer"),
+        ({"orthogonal": "yes"}, TypeError, "orthogonal must be True or False"),
+        ({"bandwidth": "nope"}, ValueError, "bandwidth must be a positive float"),
+        ({"bandwidth": [1.0]}, ValueError, "bandwidth must be"),
+        ({"kernel": "rbf"}, ValueError, "kernel must be 'gaussian'"),
+        ({"kernel": 1.5}, TypeError, "kernel must be 'gaussian'"),
+        ({"learn_projection": True, "feature_map": "trig"}, ValueError, "positive random"),
+        ({"centre": [0.0]}, ValueError, "centre must be None"),
+        ({"feature_map": "trig", "n_features": 5}, ValueError, "even"),
+    ],
+)
+def test_bad_parameters_raise_and_keep_earlier_fit(params, error, match):
+    X, y = _data(50)
+    model = LinearAttentionRegressor(random_state=0).fit(X, y)
+    before = model.predict(X)
+    model.set_params(**params)
+    with pytest.raises(error, match=match):
+        model.fit(X, y)
+    np.testing.assert_array_equal(model.predict(X), before)
