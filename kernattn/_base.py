@@ -28,6 +28,12 @@ from kernattn.attention import _exp_shifted
 _UNDERFLOW = 1e-200
 
 
+def duplicate_groups(X):
+    """Group id per row: rows with identical inputs share an id."""
+    _, groups = np.unique(X, axis=0, return_inverse=True)
+    return groups.ravel()
+
+
 class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     """Base class: a Nadaraya–Watson regressor defined by its logits.
 
@@ -143,7 +149,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             redo = ~(kernel.sum(axis=1) >= _UNDERFLOW)
         if np.any(redo):
             logits = self._far_logits(X[redo])
-            logits -= logits.max(axis=1, keepdims=True)
+            # At astronomic distances the shift can overflow to −inf: a weight of 0, as meant.
+            with np.errstate(over="ignore"):
+                logits -= logits.max(axis=1, keepdims=True)
             kernel[redo] = _exp_shifted(logits)
         return kernel
 

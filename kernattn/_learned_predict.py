@@ -17,9 +17,9 @@ import numbers
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from kernattn._base import duplicate_groups
 from kernattn._blocks import iter_query_blocks
 from kernattn._learned_objective import Layout, LeaveOneOutObjective, project
-from kernattn.smoother import _duplicate_groups
 
 
 class AttentionDiagnosticsMixin:
@@ -262,7 +262,7 @@ class AttentionDiagnosticsMixin:
             Z,
             self._values,
             sw,
-            _duplicate_groups(self.X_fit_[active]),
+            duplicate_groups(self.X_fit_[active]),
             layout,
             self.similarity,
             self.temperature_,

@@ -14,8 +14,9 @@ from sklearn.utils import check_random_state
 
 from kernattn._linear_projection import learn_projection
 from kernattn._linear_sums import LinearSumsMixin
+from kernattn.bandwidth import loo_bandwidth, rule_of_thumb_bandwidth
 from kernattn.feature_maps import make_feature_map
-from kernattn.smoother import KernelSmoother, loo_bandwidth, rule_of_thumb_bandwidth
+from kernattn.smoother import KernelSmoother
 
 SIMILARITIES = ("dot", "cosine", "gaussian")
 #: The fitted attributes of an AttentionRegressor that define its kernel.

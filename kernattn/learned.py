@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
-from kernattn._base import NadarayaWatsonRegressor
+from kernattn._base import NadarayaWatsonRegressor, duplicate_groups
 from kernattn._learned_fit import (
     Trainer,
     initial_projections,
@@ -23,7 +23,6 @@ from kernattn._learned_fit import (
 )
 from kernattn._learned_objective import Layout, LeaveOneOutObjective, key_bias, project
 from kernattn._learned_predict import AttentionDiagnosticsMixin
-from kernattn.smoother import _duplicate_groups
 
 _SIMILARITIES = ("dot", "cosine", "gaussian")
 _SCALES = ("sqrt", "none", "learned")
@@ -300,7 +299,7 @@ class AttentionRegressor(AttentionDiagnosticsMixin, NadarayaWatsonRegressor):
         self._rng = check_random_state(self.random_state)
         x_mean, x_scale = self._standardise(X, sample_weight)
         Z = (X - x_mean) / x_scale
-        groups = _duplicate_groups(X)
+        groups = duplicate_groups(X)
         learn_tau = self.scale == "learned"
         layout = Layout(self.n_heads, d, head_dim, t, self.tie_qk, learn_tau)
         tau = self._temperatures(head_dim)

@@ -7,290 +7,24 @@ The Gaussian smoother is softmax attention in disguise: with :math:`q = x/h`, :m
     -\tfrac12 \|q - k\|^2 = q^\top k - \tfrac12\|k\|^2 - \tfrac12\|q\|^2,
 
 and the last term depends on the query only, so it cancels in the softmax: the weights are
-``softmax(q·k − ½‖k‖²)``, dot-product attention with scale 1 and a key bias. This module also
-holds the smoother's bandwidth selection (rules of thumb and leave-one-out).
+``softmax(q·k − ½‖k‖²)``, dot-product attention with scale 1 and a key bias. The bandwidth
+rules and the leave-one-out search live in :mod:`kernattn.bandwidth`.
 """
 
 import numbers
 import warnings
 
 import numpy as np
-from scipy.optimize import minimize
 
 from kernattn._base import NadarayaWatsonRegressor
-from kernattn._blocks import iter_query_blocks, single_threaded_blas
-from kernattn.attention import _EXP_FLOOR, _exp_shifted
-from kernattn.kernels import (
-    _OUTSIDE_SLOPE,
-    KERNELS,
-    log_kernel,
-    log_kernel_derivative,
-    squared_distances,
+from kernattn.attention import _EXP_FLOOR
+from kernattn.bandwidth import (
+    _LOO_RANGE,
+    BANDWIDTH_RULES,
+    loo_bandwidth,
+    rule_of_thumb_bandwidth,
 )
-
-_BANDWIDTH_RULES = ("scott", "silverman", "loo")
-# Common factors of the rule-of-thumb bandwidth tried before the per-feature refinement.
-_LOO_GRID = np.geomspace(1e-2, 1e1, 16)
-# The per-feature refinement keeps log-bandwidths within this factor of the rule of thumb.
-_LOO_RANGE = 1e3
-
-
-def _weighted_quantile(x, weights, q):
-    """Inverted-CDF quantile: integer weights give the quantile of the repeated sample."""
-    order = np.argsort(x)
-    cumulative = np.cumsum(weights[order])
-    index = np.searchsorted(cumulative, q * cumulative[-1], side="left")
-    return x[order][min(index, len(x) - 1)]
-
-
-def rule_of_thumb_bandwidth(X, sample_weight=None, rule="scott"):
-    r"""Normal-reference bandwidths, one per feature.
-
-    Scott: :math:`h_j = \sigma_j\, n^{-1/(d+4)}`. Silverman:
-    :math:`h_j = (4/(d+2))^{1/(d+4)}\, n^{-1/(d+4)} \min(\sigma_j, \mathrm{IQR}_j/1.349)`.
-    With sample weights, :math:`n` is their sum and :math:`\sigma_j`, the IQR are weighted,
-    so integer weights act as repeated rows. A constant feature gets bandwidth 1: it
-    shifts every key's logit by the same amount, so any bandwidth gives the same weights.
-
-    Examples
-    --------
-    >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 5.0], [3.0, 5.0]])
-    >>> rule_of_thumb_bandwidth(X).round(3)
-    array([0.887, 1.   ])
-    """
-    X = np.asarray(X, dtype=float)
-    n, d = X.shape
-    weights = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-    total = weights.sum()
-    mean = weights @ X / total
-    sigma = np.sqrt(np.maximum(weights @ (X - mean) ** 2 / total, 0.0))
-    if rule == "scott":
-        h = sigma * total ** (-1.0 / (d + 4))
-    elif rule == "silverman":
-        iqr = np.array(
-            [
-                _weighted_quantile(X[:, j], weights, 0.75)
-                - _weighted_quantile(X[:, j], weights, 0.25)
-                for j in range(d)
-            ]
-        )
-        spread = np.where(iqr > 0, np.minimum(sigma, iqr / 1.349), sigma)
-        h = (4.0 / (d + 2)) ** (1.0 / (d + 4)) * total ** (-1.0 / (d + 4)) * spread
-    else:
-        raise ValueError(f"rule must be 'scott' or 'silverman'; got {rule!r}")
-    # Relative to the feature's magnitude: a "constant" feature that differs only by rounding.
-    scale = np.max(np.abs(X), axis=0) if n else np.ones(d)
-    return np.where(sigma > 1e-12 * np.maximum(scale, 1e-300), h, 1.0)
-
-
-def _duplicate_groups(X):
-    """Group id per row: rows with identical inputs share an id."""
-    _, groups = np.unique(X, axis=0, return_inverse=True)
-    return groups.ravel()
-
-
-class _LeaveOneOut:
-    r"""Leave-one-out squared error of the smoother as a function of the log-bandwidths.
-
-    Query :math:`i`'s own key, and every exact duplicate of it, is left out: otherwise a
-    vanishing bandwidth would copy each target from itself (or from its twin, so that
-    repeated rows would not act like integer weights). The loss is
-    :math:`L = \sum_i s_i \|y_i - \hat y_{-i}\|^2 / \sum_i s_i` and its gradient with respect
-    to :math:`\log h_f` is
-    :math:`\frac{4}{S}\sum_i s_i \sum_j w_{ij} \langle y_i - \hat y_i, y_j - \hat y_i\rangle
-    f'(r_{ij}^2)\, u_{ijf}^2`, with :math:`f` the log-kernel and :math:`u = (x_i - x_j)/h`.
-    Everything is computed in query blocks bounded by ``working_memory``.
-    """
-
-    def __init__(self, X, Y, sample_weight, kernel):
-        self.X = X - np.average(X, axis=0, weights=sample_weight)
-        self.Y = Y - np.average(Y, axis=0, weights=sample_weight)
-        self.Y1 = np.hstack([self.Y, np.ones((len(Y), 1))])
-        self.sw = sample_weight
-        log_sw = np.log(sample_weight / sample_weight.max())
-        self.log_sw = log_sw if np.any(log_sw != 0) else None
-        self.kernel = kernel
-        self.total = sample_weight.sum()
-        # The (query, key) pairs to leave out: each row with every row of identical input.
-        groups = _duplicate_groups(X)
-        self.n_groups = groups.max() + 1
-        order = np.argsort(groups, kind="stable")
-        starts = np.searchsorted(groups[order], np.arange(self.n_groups + 1))
-        sizes = np.diff(starts)
-        rows = np.repeat(order, sizes[groups[order]])
-        cols = np.concatenate([order[starts[g] : starts[g + 1]] for g in groups[order]])
-        by_row = np.argsort(rows, kind="stable")
-        self.left_out_rows, self.left_out_cols = rows[by_row], cols[by_row]
-
-    def _blocks(self):
-        n = len(self.X)
-        return iter_query_blocks(n, n, n_arrays=3, cache=False)
-
-    def _distances(self, K, K_aug, rows):
-        """Scaled squared distances of a block, +inf on the left-out pairs.
-
-        One product: [q, ‖q‖², 1] · [−2k, 1, ‖k‖²]. Not clipped at 0: a rounding error of
-        −1e-16 only shifts a logit by as much.
-        """
-        Q = K[rows]
-        Q_aug = np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((len(Q), 1))])
-        r2 = Q_aug @ K_aug
-        lo, hi = np.searchsorted(self.left_out_rows, [rows.start, rows.stop])
-        r2[self.left_out_rows[lo:hi] - rows.start, self.left_out_cols[lo:hi]] = np.inf
-        return r2
-
-    @staticmethod
-    def _augment(K):
-        return np.vstack([-2.0 * K.T, np.ones(len(K)), np.einsum("ij,ij->i", K, K)])
-
-    def _kernel(self, r2, factor=1.0, out=None):
-        """exp(logits − shift) of a block, the shift a per-row upper bound of the logits.
-
-        For the Gaussian kernel, ``r2`` must already have its row minimum (the nearest kept
-        key) subtracted: that is the shift, exact when the sample weights are equal, and
-        it saves a pass over the block.
-        """
-        if self.kernel == "gaussian":
-            logits = np.multiply(r2, -0.5 / factor**2, out=out)
-        else:
-            logits = log_kernel(r2 / factor**2, self.kernel)
-        if self.log_sw is not None:
-            logits += self.log_sw
-        if self.kernel != "gaussian" or self.log_sw is not None:
-            logits -= logits.max(axis=1, keepdims=True)
-        return _exp_shifted(logits)
-
-    def _prepare(self, r2):
-        if self.kernel == "gaussian":
-            r2 -= r2.min(axis=1, keepdims=True)
-        return r2
-
-    def grid_losses(self, bandwidth, factors):
-        """Loss at ``bandwidth * c`` for every common factor ``c``, sharing the distances."""
-        K = self.X / bandwidth
-        K_aug = self._augment(K)
-        losses = np.zeros(len(factors))
-        t = self.Y.shape[1]
-        for rows in self._blocks():
-            r2 = self._prepare(self._distances(K, K_aug, rows))
-            buffer = np.empty_like(r2)
-            for c, factor in enumerate(factors):
-                sums = self._kernel(r2, factor, out=buffer) @ self.Y1
-                residual = self.Y[rows] - sums[:, :t] / sums[:, t:]
-                losses[c] += self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
-        return losses / self.total
-
-    def loss_and_grad(self, log_bandwidth):
-        K = self.X / np.exp(log_bandwidth)
-        K_aug = self._augment(K)
-        n, d = K.shape
-        t = self.Y.shape[1]
-        # Key moments M_j = [1, k_j, k_j²], alone and times each target column: one product
-        # with the kernel block gives the normaliser, the estimate and every gradient sum.
-        M = np.hstack([np.ones((n, 1)), K, K**2])
-        columns = np.hstack([M] + [self.Y[:, [c]] * M for c in range(t)])
-        loss = 0.0
-        grad = np.zeros(d)
-        for rows in self._blocks():
-            r2 = self._prepare(self._distances(K, K_aug, rows))
-            kernel = self._kernel(r2 if self.kernel == "gaussian" else r2.copy())
-            sums = (kernel @ columns).reshape(len(kernel), t + 1, 2 * d + 1)
-            if self.kernel != "gaussian":
-                kernel *= log_kernel_derivative(np.where(np.isfinite(r2), r2, 0.0), self.kernel)
-                derivative_sums = (kernel @ columns).reshape(sums.shape)
-            else:
-                derivative_sums = -0.5 * sums
-            denominator = sums[:, 0, 0]
-            fitted = sums[:, 1:, 0] / denominator[:, None]
-            residual = self.Y[rows] - fitted
-            loss += self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
-            # C_i = Σ_j w_ij f'_ij <r_i, y_j − ŷ_i> M_j, up to the factor 1/denominator_i.
-            C = np.einsum("ic,icm->im", residual, derivative_sums[:, 1:, :])
-            C -= np.einsum("ic,ic->i", residual, fitted)[:, None] * derivative_sums[:, 0, :]
-            C *= (self.sw[rows] / denominator)[:, None]
-            Q = K[rows]
-            # Σ_j (...) (q_f − k_jf)² = q_f² C_0 − 2 q_f C_f + C_{d+f}.
-            grad += np.einsum("if,i->f", Q**2, C[:, 0])
-            grad -= 2.0 * np.einsum("if,if->f", Q, C[:, 1 : d + 1])
-            grad += C[:, d + 1 :].sum(axis=0)
-        return loss / self.total, 4.0 * grad / self.total
-
-
-def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
-    """Per-feature bandwidths that minimise the leave-one-out squared error.
-
-    First the best common multiple ``c · h_scott`` over a log grid (all factors evaluated on
-    one set of distances), then all log-bandwidths refined together by L-BFGS-B with the
-    analytic gradient, within a factor 1000 of the Scott bandwidth either way. Last, each
-    feature is tried with its largest bandwidth (smoothed away: irrelevant features want
-    that, but a small bandwidth on a feature with gaps is a flat plateau the gradient cannot
-    leave), and the refinement is repeated from any improvement.
-
-    Returns
-    -------
-    bandwidth : ndarray of shape (n_features,)
-    loss : float
-        The leave-one-out mean squared error reached.
-    at_bound : ndarray of bool, shape (n_features,)
-        Which bandwidths ended on the edge of the search range.
-    """
-    X = np.asarray(X, dtype=float)
-    Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
-    sw = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-    if len(X) < 2:
-        raise ValueError(
-            f"bandwidth='loo' needs at least 2 samples to leave one out; got {len(X)} sample"
-        )
-    with single_threaded_blas():
-        return _search_loo_bandwidth(X, Y, sw, kernel)
-
-
-def _search_loo_bandwidth(X, Y, sw, kernel):
-    objective = _LeaveOneOut(X, Y, sw, kernel)
-    if objective.n_groups < 2:
-        raise ValueError(
-            "bandwidth='loo' needs at least 2 distinct training inputs; every row of X is the "
-            "same. Give a bandwidth or use 'scott'."
-        )
-    start = rule_of_thumb_bandwidth(X, sw, "scott")
-    grid = objective.grid_losses(start, _LOO_GRID)
-    best = np.exp(np.log(start) + np.log(_LOO_GRID[np.argmin(grid)]))
-    lower = np.log(start / _LOO_RANGE)
-    upper = np.log(start * _LOO_RANGE)
-    bounds = list(zip(lower, upper, strict=True))
-    options = {"maxiter": 100, "ftol": 1e-9, "gtol": 1e-7}
-
-    def refine(log_h):
-        result = minimize(
-            objective.loss_and_grad,
-            log_h,
-            jac=True,
-            method="L-BFGS-B",
-            bounds=bounds,
-            options=options,
-        )
-        return result.x, result.fun
-
-    log_h, loss = refine(np.log(best))
-    if grid.min() < loss:
-        log_h, loss = np.log(best), grid.min()
-    # A small bandwidth on a feature with gaps (integer codes, say) is a plateau: the
-    # gradient vanishes before the feature is smoothed away. Try dropping each feature
-    # (its bandwidth to the upper edge) and refine again from any improvement.
-    dropped, dropped_loss = log_h.copy(), loss
-    for j in range(len(log_h)):
-        candidate = dropped.copy()
-        candidate[j] = upper[j]
-        candidate_loss = objective.loss_and_grad(candidate)[0]
-        if candidate_loss < dropped_loss:
-            dropped, dropped_loss = candidate, candidate_loss
-    if np.any(dropped != log_h):
-        candidate, candidate_loss = refine(dropped)
-        if candidate_loss < loss:
-            log_h, loss = candidate, candidate_loss
-    # Within 1 %: the optimiser stops as the loss flattens, not exactly on the edge.
-    at_bound = (log_h <= lower + 0.01) | (log_h >= upper - 0.01)
-    return np.exp(log_h), float(loss), at_bound
+from kernattn.kernels import _OUTSIDE_SLOPE, KERNELS, log_kernel, squared_distances
 
 
 class KernelSmoother(NadarayaWatsonRegressor):
@@ -382,7 +116,7 @@ default="scott"
             raise ValueError(
                 f"degree must be 0 (Nadaraya-Watson) or 1 (local linear); got {self.degree!r}"
             )
-        if isinstance(self.bandwidth, str) and self.bandwidth not in _BANDWIDTH_RULES:
+        if isinstance(self.bandwidth, str) and self.bandwidth not in BANDWIDTH_RULES:
             raise ValueError(self._bandwidth_message())
 
     def _bandwidth_message(self, detail=""):

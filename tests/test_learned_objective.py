@@ -6,8 +6,8 @@ import pytest
 from scipy.optimize import check_grad
 from sklearn import config_context
 
+from kernattn._base import duplicate_groups
 from kernattn._learned_objective import Layout, LeaveOneOutObjective
-from kernattn.smoother import _duplicate_groups
 
 
 def _similarity(q, k, similarity):
@@ -53,7 +53,7 @@ def make_problem(similarity, tie_qk, learn_tau, n=24, d=3, head_dim=2, n_heads=2
     layout = Layout(n_heads, d, head_dim, 2, tie_qk, learn_tau)
     tau = np.array([1.3, 0.7])[:n_heads]
     objective = LeaveOneOutObjective(
-        X, Y, sw, _duplicate_groups(X), layout, similarity, tau, alpha=0.3
+        X, Y, sw, duplicate_groups(X), layout, similarity, tau, alpha=0.3
     )
     theta = 0.6 * rng.normal(size=layout.size)
     return objective, theta, X, Y, sw, layout, tau
@@ -110,7 +110,7 @@ def test_integer_weights_equal_repeated_rows():
     def build(X, Y, sw):
         Yc = Y - np.average(Y, axis=0, weights=sw)
         return LeaveOneOutObjective(
-            X, Yc, sw, _duplicate_groups(X), layout, "dot", np.ones(1), alpha=0.5
+            X, Yc, sw, duplicate_groups(X), layout, "dot", np.ones(1), alpha=0.5
         )
 
     weighted = build(X, Y, counts.astype(float)).loss_and_grad(theta)

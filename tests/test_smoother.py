@@ -12,7 +12,7 @@ from sklearn.preprocessing import StandardScaler
 
 from kernattn import KernelSmoother
 from kernattn.attention import softmax_attention
-from kernattn.smoother import loo_bandwidth, rule_of_thumb_bandwidth
+from kernattn.bandwidth import loo_bandwidth, rule_of_thumb_bandwidth
 
 PROFILES = {
     "gaussian": lambda r2: np.exp(-0.5 * r2),

@@ -28,8 +28,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from kernattn import AttentionRegressor, KernelSmoother
+from kernattn._base import duplicate_groups
 from kernattn._learned_objective import Layout, LeaveOneOutObjective
-from kernattn.smoother import _duplicate_groups
 
 
 def tuned_knn():
@@ -70,7 +70,7 @@ def gradient_time(model, X, y, repeats=3):
         Z,
         Y,
         np.ones(len(X)),
-        _duplicate_groups(X),
+        duplicate_groups(X),
         layout,
         model.similarity,
         model.temperature_,

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from kernattn import KernelSmoother
-from kernattn.smoother import _LOO_GRID, _LeaveOneOut, rule_of_thumb_bandwidth
+from kernattn.bandwidth import _LOO_GRID, _LeaveOneOut, rule_of_thumb_bandwidth
 
 
 def task(n, rng):
@@ -89,10 +89,7 @@ def memory_table(n_train, query_counts, rng):
 
 def loo_table(sizes, rng):
     print("bandwidth='loo' on y = sin(2πx₀) + 0.5·x₁ + noise")
-    header = (
-        f"{'n':>6} {'time s':>7} {'LOO MSE':>9} {'common-factor MSE':>18} "
-        f"{'h₀':>7} {'h₁':>7}"
-    )
+    header = f"{'n':>6} {'time s':>7} {'LOO MSE':>9} {'common-factor MSE':>18} {'h₀':>7} {'h₁':>7}"
     print(header)
     print("-" * len(header))
     for n in sizes:
