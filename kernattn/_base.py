@@ -34,6 +34,11 @@ def duplicate_groups(X):
     return groups.ravel()
 
 
+def _underflowed(row_sums):
+    """Rows whose exponentiated logits sum to (almost) nothing, or overflowed (inf, NaN)."""
+    return ~((row_sums >= _UNDERFLOW) & (row_sums < np.inf))
+
+
 class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     """Base class: a Nadaraya–Watson regressor defined by its logits.
 
@@ -123,6 +128,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         # does not cancel catastrophically for targets far from zero.
         self._y_offset = np.average(Y, axis=0, weights=sw)
         self._values = Y - self._y_offset
+        self._moments = np.hstack([self._values, self._values**2, np.ones((len(Y), 1))])
 
     # --------------------------------------------------------------- predicting
 
@@ -131,12 +137,13 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return np.asarray(X, dtype=np.float64)
 
-    def _block_kernel(self, X):
+    def _block_kernel(self, X, check=True):
         """Unnormalised weights ``exp(logits - c)`` for a block, ``c`` a per-row shift.
 
         The shift keeps ``exp`` finite and the largest entry of every row at 1 when needed
         (log-sum-exp), so a query far from every key still gets its nearest key's target
-        instead of 0/0.
+        instead of 0/0. With ``check=False`` (non-positive logits only) rows that underflowed
+        are left for the caller to find and pass to :meth:`_far_kernel`.
         """
         if not self._nonpositive_logits:
             logits = self._block_logits(X)
@@ -145,15 +152,20 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             logits = self._block_logits(X, floor=True)
             kernel = np.exp(logits, out=logits)
-            # Also catches NaN: a query so far away that its logits overflowed.
-            redo = ~(kernel.sum(axis=1) >= _UNDERFLOW)
-        if np.any(redo):
-            logits = self._far_logits(X[redo])
-            # At astronomic distances the shift can overflow to −inf: a weight of 0, as meant.
-            with np.errstate(over="ignore"):
-                logits -= logits.max(axis=1, keepdims=True)
-            kernel[redo] = _exp_shifted(logits)
+        if check:
+            with np.errstate(over="ignore", invalid="ignore"):
+                redo = _underflowed(kernel.sum(axis=1))
+            if np.any(redo):
+                kernel[redo] = self._far_kernel(X[redo])
         return kernel
+
+    def _far_kernel(self, X):
+        """Kernel rows, shifted by their maximum, for queries whose logits underflowed."""
+        logits = self._far_logits(X)
+        # At astronomic distances the shift can overflow to −inf: a weight of 0, as meant.
+        with np.errstate(over="ignore"):
+            logits -= logits.max(axis=1, keepdims=True)
+        return _exp_shifted(logits)
 
     def _far_logits(self, X):
         """Logits up to a per-query constant, for queries whose logits underflowed.
@@ -172,23 +184,23 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """Estimate (and weighted variance) for a block, in the centred target units.
 
         The normaliser and the weighted moments come out of one matrix product with
-        ``[values, values², 1]``, so the (block × n) weights are never divided.
+        ``[values, values², 1]``, so the (block × n) weights are never divided; the
+        normaliser also tells which rows underflowed.
         """
-        kernel = self._block_kernel(X)
+        kernel = self._block_kernel(X, check=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sums = kernel @ self._moments
+        if self._nonpositive_logits:
+            redo = _underflowed(sums[:, -1])
+            if np.any(redo):
+                sums[redo] = self._far_kernel(X[redo]) @ self._moments
         t = self._values.shape[1]
-        moments = self._moment_columns(return_std)
-        sums = kernel @ moments
         denominator = sums[:, -1:]
         mean = sums[:, :t] / denominator
         if not return_std:
             return mean, None
         variance = sums[:, t : 2 * t] / denominator - mean**2
         return mean, np.maximum(variance, 0.0)
-
-    def _moment_columns(self, return_std):
-        columns = [self._values, self._values**2] if return_std else [self._values]
-        columns.append(np.ones((self._values.shape[0], 1)))
-        return np.hstack(columns)
 
     def _n_block_keys(self):
         return len(self._values)

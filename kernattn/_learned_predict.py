@@ -64,7 +64,7 @@ class AttentionDiagnosticsMixin:
         Z = self._standardised(X)
         heads = range(self._n_heads_fitted()) if heads is None else heads
         t = self._values.shape[1]
-        moments = self._moment_columns(return_std)
+        moments = self._moments
         mean = np.zeros((len(X), t)) + self._centred_bias()
         per_head = []
         for h in heads:

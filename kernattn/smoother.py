@@ -75,6 +75,17 @@ default="scott"
     feature_names_in_ : ndarray of str
         Only when ``X`` has string column names.
 
+    Notes
+    -----
+    The logits come from one matrix product per block of queries, with the expansion
+    :math:`\|q - k\|^2 = \|q\|^2 + \|k\|^2 - 2q^\top k` of the inputs centred on the
+    training mean and divided by the bandwidth. Their absolute accuracy is about
+    :math:`10^{-16} (\text{spread}/h)^2`: predictions agree with a direct computation to
+    about 1e-12 for bandwidths above a thousandth of the data's spread, less below that.
+    A query whose kernel underflows for every key (far from the data, or outside every
+    compact support) is recomputed from logits without its own norm and gets its nearest
+    training target (the mean over exact ties), never 0/0.
+
     See Also
     --------
     kernattn.AttentionRegressor : the same estimate with a learned dot-product kernel.
@@ -202,10 +213,14 @@ default="scott"
         That term is the same for every key, so it cancels in the weights, but for a query
         far from the data it swamps the differences between keys (or overflows). Without it
         the logits keep those differences, and the nearest key wins. Outside a compact
-        support the log-kernel is −10⁶ r², hence the factor 2·10⁶ there.
+        support the log-kernel is −10⁶ r², hence the factor 2·10⁶ there. A query beyond
+        about 1e150 (in bandwidths) is scaled down with its logits, so qᵀk cannot overflow;
+        its weights are one-hot on the nearest key either way.
         """
-        logits = self._queries(X) @ self._keys.T
-        logits -= 0.5 * self._keys_sq
+        Q = self._queries(X)
+        shrink = np.maximum(np.abs(Q).max(axis=1, initial=0.0) / 1e150, 1.0)[:, None]
+        logits = (Q / shrink) @ self._keys.T
+        logits -= 0.5 * self._keys_sq / shrink
         if self.kernel != "gaussian":
             # Shift before scaling, so that the nearest key's logit is 0, not an overflow.
             logits -= logits.max(axis=1, keepdims=True)
