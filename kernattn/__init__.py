@@ -8,14 +8,21 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 (:class:`LinearAttentionRegressor`).
 """
 
+# ``kernattn.compare`` is the function; its module is ``sys.modules["kernattn.compare"]``.
+from kernattn import datasets, plotting
 from kernattn.attention import linear_attention, softmax_attention
+from kernattn.compare import ComparisonResult, compare
 from kernattn.smoother import KernelSmoother
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ComparisonResult",
     "KernelSmoother",
+    "compare",
+    "datasets",
     "linear_attention",
+    "plotting",
     "softmax_attention",
     "__version__",
 ]
