@@ -138,18 +138,22 @@ def _save_figure(result, path):
     from matplotlib.figure import Figure
 
     n_tasks = max(len(result.tasks), 1)
-    figure = Figure(figsize=(max(7.0, 1.6 * n_tasks + 3), 7.5), layout="constrained")
+    figure = Figure(figsize=(max(8.0, 1.6 * n_tasks + 4), 7.5), layout="constrained")
     top, bottom = figure.subplots(2, 1, sharex=True)
     result.plot("r2", ax=top)
     result.plot("time", ax=bottom)
-    top.set_title("kernattn compare: held-out R² (mean ± std over splits) and time per fit")
     bottom.get_legend().remove()
+    figure.suptitle(
+        "kernattn compare: held-out R² (mean ± std over the splits) and time per split"
+    )
     figure.savefig(path, dpi=120)
 
 
-def run_compare(args, out=sys.stdout):
+def run_compare(args, out=None):
+    """Run ``kernattn compare`` with parsed ``args``; print to ``out`` (default stdout)."""
     from kernattn.compare import compare, default_estimators, load_tasks
 
+    out = sys.stdout if out is None else out
     estimators = default_estimators(quick=args.quick)
     if args.estimators is not None:
         estimators = {name: estimators[name] for name in args.estimators}

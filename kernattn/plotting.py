@@ -306,5 +306,6 @@ def plot_comparison(result, metric="r2", *, ax=None):
     ax.set_xticks(x)
     ax.set_xticklabels(tasks)
     ax.set_ylabel(label)
-    ax.legend(fontsize="small", ncol=min(len(names), 3))
+    # Outside the axes, on the right: bars near R² = 1 would hide under a legend inside.
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return ax

@@ -1,0 +1,117 @@
+"""The ``kernattn`` command line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kernattn import ComparisonResult
+from kernattn.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_quick_compare_prints_progress_and_table_and_writes_three_files(tmp_path, capsys):
+    out = tmp_path / "results"
+    code = main(
+        [
+            "compare",
+            "--quick",
+            "--tasks",
+            "curve,irrelevant",
+            "--estimators",
+            "KernelSmoother,KNeighborsRegressor",
+            "--folds",
+            "2",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "[1/4] curve" in text and "[4/4] irrelevant" in text
+    assert "R² (held out)" in text
+    assert sorted(os.listdir(out)) == ["comparison.png", "results.csv", "results.json"]
+    assert (out / "comparison.png").stat().st_size > 10_000
+    loaded = ComparisonResult.from_json(out / "results.json")
+    assert loaded.tasks == ["curve", "irrelevant"]
+    assert loaded.estimators == ["KernelSmoother", "KNeighborsRegressor"]
+    assert all(row["n_splits"] == 2 for row in loaded.rows)
+    assert ComparisonResult.from_csv(out / "results.csv").rows == loaded.rows
+    assert json.loads((out / "results.json").read_text())["settings"]["random_state"] == 3
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compare", "--tasks", "nope"], "unknown task 'nope'; choose from curve"),
+        (["compare", "--estimators", "Foo"], "unknown estimator 'Foo'"),
+        (["compare", "--folds", "1"], "--folds must be at least 2; got 1"),
+        (["compare", "--folds", "three"], "--folds must be an integer; got 'three'"),
+        (["compare", "--seed", "-1"], "--seed must be at least 0"),
+        (["compare", "--repeats", "0"], "--repeats must be at least 1"),
+        (["compare", "--colour"], "unrecognized arguments: --colour"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_options_exit_2_with_a_one_line_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1
+    assert message in lines[0]
+    assert "Traceback" not in captured.err
+
+
+def test_more_folds_than_samples_exits_2(tmp_path, capsys):
+    code = main(
+        ["compare", "--quick", "--tasks", "curve", "--folds", "500", "--out", str(tmp_path)]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--folds 500 is more than the 120 samples of curve" in err[0]
+
+
+def test_help_explains_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--tasks", "--estimators", "--folds", "--repeats", "--seed", "--n-jobs"):
+        assert option in text
+    for option in ("--out", "--quick", "friedman1", "KernelRidge", "kernattn-results"):
+        assert option in text
+
+
+def test_python_dash_m_runs_the_command_line():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-m", "kernattn", "compare", "--tasks", "bad"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "kernattn compare: error: argument --tasks: unknown task 'bad'; choose from curve, "
+        "friedman1, friedman2, friedman3, diabetes, projection, irrelevant, large "
+        "(comma-separated) or all (see kernattn compare --help)"
+    )
+    version = subprocess.run(
+        [sys.executable, "-m", "kernattn", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+    assert version.returncode == 0 and version.stdout.startswith("kernattn ")
