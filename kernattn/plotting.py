@@ -95,7 +95,16 @@ def plot_fit(estimators, X, y, *, truth=None, n_grid=400, show_std=True, ax=None
     return ax
 
 
-def plot_attention(estimator, X, *, sort=True, title=None, ax=None, **kwargs):
+def _cell_edges(centres):
+    """Edges of cells centred on sorted ``centres`` (midpoints, extended at both ends)."""
+    centres = np.asarray(centres, dtype=float)
+    if len(centres) == 1:
+        return centres[0] + np.array([-0.5, 0.5])
+    middle = (centres[1:] + centres[:-1]) / 2
+    return np.concatenate([[2 * centres[0] - middle[0]], middle, [2 * centres[-1] - middle[-1]]])
+
+
+def plot_attention(estimator, X, *, sort=True, vmax=None, title=None, ax=None, **kwargs):
     """Heat map of the attention weights: one row per query, one column per training point.
 
     Parameters
@@ -105,8 +114,12 @@ def plot_attention(estimator, X, *, sort=True, title=None, ax=None, **kwargs):
     X : array_like of shape (n_queries, n_features)
         The queries.
     sort : bool
-        Order the queries and the training points by their first feature (for a 1-D task,
-        by x: a smoother then shows a band along the diagonal whose width is the bandwidth).
+        Order the queries and the training points by their first feature. For a 1-D task the
+        axes are then the inputs themselves (query x down, training x_i across): a smoother
+        shows a band along the diagonal whose width is the bandwidth. Otherwise the axes
+        count rows.
+    vmax : float, optional
+        Top of the colour scale (give the same to several panels to compare them).
     title : str, optional
         Defaults to the estimator's class name.
     ax : matplotlib Axes, optional
@@ -116,17 +129,28 @@ def plot_attention(estimator, X, *, sort=True, title=None, ax=None, **kwargs):
     Returns
     -------
     ax : matplotlib Axes
-        Its ``images[0]`` is the heat map (for a colour bar).
+        Its ``collections[-1]`` is the heat map (a ``QuadMesh``, for a colour bar).
     """
     ax = _axes(ax)
     X = np.asarray(X, dtype=float)
+    keys = np.asarray(estimator.X_fit_)
     weights = np.asarray(estimator.attention_weights(X, **kwargs))
+    rows, columns = np.arange(len(X)), np.arange(len(keys))
     if sort:
-        weights = weights[np.argsort(X[:, 0], kind="stable")]
-        weights = weights[:, np.argsort(np.asarray(estimator.X_fit_)[:, 0], kind="stable")]
-    ax.imshow(weights, aspect="auto", cmap="viridis", interpolation="nearest", vmin=0)
-    ax.set_xlabel("training point" + (" (sorted by x)" if sort else ""))
-    ax.set_ylabel("query" + (" (sorted by x)" if sort else ""))
+        rows = np.argsort(X[:, 0], kind="stable")
+        columns = np.argsort(keys[:, 0], kind="stable")
+        weights = weights[rows][:, columns]
+    if sort and X.shape[1] == 1:
+        x_edges, y_edges = _cell_edges(keys[columns, 0]), _cell_edges(X[rows, 0])
+        xlabel, ylabel = "training point x_i", "query x"
+    else:
+        x_edges, y_edges = np.arange(len(keys) + 1) - 0.5, np.arange(len(X) + 1) - 0.5
+        suffix = " (sorted by the first feature)" if sort else ""
+        xlabel, ylabel = "training point" + suffix, "query" + suffix
+    ax.pcolormesh(x_edges, y_edges, weights, cmap="viridis", vmin=0, vmax=vmax)
+    ax.set_ylim(y_edges[-1], y_edges[0])  # the first query on top, as in a matrix
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title if title is not None else type(estimator).__name__)
     return ax
 

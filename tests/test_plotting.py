@@ -64,13 +64,29 @@ def test_plot_attention_shows_weights_sorted_by_x(curve):
     order = np.random.RandomState(0).permutation(len(X))
     model = KernelSmoother(bandwidth=0.2).fit(X[order], y[order])
     queries = np.array([[4.0], [1.0], [2.5]])
-    ax = plotting.plot_attention(model, queries)
-    image = ax.images[0].get_array()
+    ax = plotting.plot_attention(model, queries, vmax=0.5)
+    mesh = ax.collections[-1]
+    image = np.asarray(mesh.get_array()).reshape(3, len(X))
     expected = model.attention_weights(queries)[[1, 2, 0]][:, np.argsort(X[order][:, 0])]
     np.testing.assert_allclose(image, expected)
     # Sorted: each query's heaviest training point moves right as the query moves right.
     assert np.all(np.diff(np.argmax(image, axis=1)) > 0)
     assert ax.get_title() == "KernelSmoother"
+    assert mesh.get_clim() == (0, 0.5)
+    # 1-D: the axes are the inputs; queries increase downwards.
+    assert ax.get_ylim()[0] > ax.get_ylim()[1]
+    assert ax.get_xlim()[0] < X.min() < X.max() < ax.get_xlim()[1]
+
+
+def test_plot_attention_on_several_features_counts_rows():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(30, 3))
+    model = KernelSmoother().fit(X, X[:, 0])
+    ax = plotting.plot_attention(model, X[:5], sort=False)
+    np.testing.assert_allclose(
+        np.asarray(ax.collections[-1].get_array()).reshape(5, 30), model.attention_weights(X[:5])
+    )
+    assert ax.get_xlabel() == "training point"
 
 
 def test_approximation_error_slope_band_and_reference():
