@@ -86,24 +86,25 @@ usage = np.linalg.norm(model.key_weights_, axis=2)  # (n_heads, n_features)
 # %%
 # The figure.
 fig = plt.figure(figsize=(16, 7.5), layout="constrained")
-grid = fig.add_gridspec(2, n_heads)
-ax = fig.add_subplot(grid[0, :2])
+top, bottom = fig.subfigures(2, 1)
+ax_usage, ax_weights, ax_pruning = top.subplots(1, 3, width_ratios=[2, 1, 1])
+ax = ax_usage
 image = ax.imshow(usage, cmap="magma", aspect="auto")
 ax.set_xticks(range(X.shape[1]))
 ax.set_xticklabels([f"x{j + 1}" for j in range(X.shape[1])])
 ax.set_yticks(range(n_heads))
 ax.set_yticklabels([f"head {h}" for h in range(n_heads)])
 ax.set_title("feature use per head: ‖row of W_k‖ (x6–x10 irrelevant)")
-fig.colorbar(image, ax=ax)
+top.colorbar(image, ax=ax)
 
-ax = fig.add_subplot(grid[0, 2])
+ax = ax_weights
 ax.bar(range(n_heads), model.head_weights_, color=[f"C{h}" for h in range(n_heads)])
 ax.axhline(0, color="0.3", lw=0.8)
 ax.set_xticks(range(n_heads))
 ax.set_xlabel("head")
 ax.set_title("head_weights_ (mixture)")
 
-ax = fig.add_subplot(grid[0, 3])
+ax = ax_pruning
 ax.plot(range(n_heads), pruned_mse, "o-")
 ax.set_xticks(range(n_heads))
 ax.set_xlabel("heads removed (smallest |weight| first)")
@@ -112,12 +113,12 @@ ax.set_title("pruning the heads")
 
 queries = X_test[: 30 if SMOKE else 60]
 vmax = max(model.attention_weights(queries, head=h).max() for h in range(n_heads))
-for h in range(n_heads):
-    ax = fig.add_subplot(grid[1, h])
+head_axes = bottom.subplots(1, n_heads)
+for h, ax in enumerate(head_axes):
     plot_attention(model, queries, head=h, vmax=vmax, title=f"head {h} weights", ax=ax)
     if h:
         ax.set_ylabel("")
-fig.colorbar(ax.collections[-1], ax=ax, label="attention weight")
+bottom.colorbar(head_axes[-1].collections[-1], ax=head_axes, label="attention weight")
 fig.suptitle("AttentionRegressor with 4 heads on Friedman #1")
 path = os.path.join(args.out, "04_multiple_heads.png")
 fig.savefig(path, dpi=110)
