@@ -21,6 +21,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_X_y
+from threadpoolctl import threadpool_limits
 
 from kernattn._results import ComparisonResult
 from kernattn.datasets import TASKS, Task, load_task
@@ -268,7 +269,10 @@ def _seed_estimator(estimator, seed):
 
 
 def _fit_and_score(estimator, X, y, train, test):
-    with warnings.catch_warnings(record=True) as caught:
+    # One BLAS/OpenMP thread per fit: every estimator is timed on one core (comparable), the
+    # cores are used through n_jobs, and a BLAS thread pool on a busy machine does not spin
+    # (which can make a small fit ten times slower).
+    with threadpool_limits(limits=1), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()
         estimator.fit(X[train], y[train])
@@ -323,8 +327,9 @@ def compare(
         Draws the built-in tasks, the splits and the ``random_state`` of every estimator that
         has one left at ``None``, so one integer reproduces the whole table.
     n_jobs : int or None
-        Splits fitted in parallel (joblib). Timings are per fit, but parallel fits share the
-        machine: compare times measured with the same ``n_jobs``.
+        Splits fitted in parallel (joblib). Each fit runs with one BLAS/OpenMP thread, so its
+        time is per core and comparable across estimators; parallel fits still share memory
+        bandwidth: compare times measured with the same ``n_jobs``.
     verbose : bool
         Print a line as each (task, estimator) finishes.
 

@@ -14,7 +14,7 @@ name            what it is                                                 who s
 ``friedman2``   Friedman #2: impedance of an AC circuit, 4 features         --
 ``friedman3``   Friedman #3: phase of the same circuit                     --
 ``diabetes``    scikit-learn's bundled diabetes data (442 × 10)            linear-ish models
-``projection``  20-D inputs, target depends on a 2-D projection            a learned kernel
+``projection``  10-D inputs, target depends on a 2-D projection            a learned kernel
 ``irrelevant``  3 relevant features among many irrelevant ones             per-feature
                                                                            bandwidths
 ``large``       a smooth 4-D target with many samples                      linear attention

@@ -38,7 +38,15 @@ def _named(estimators):
         return dict(estimators)
     if hasattr(estimators, "predict"):
         estimators = [estimators]
-    return {type(e).__name__: e for e in estimators}
+    named = {}
+    for estimator in estimators:
+        name = base = type(estimator).__name__
+        count = 1
+        while name in named:
+            count += 1
+            name = f"{base}-{count}"
+        named[name] = estimator
+    return named
 
 
 def _supports_return_std(estimator):

@@ -257,3 +257,19 @@ def test_default_kernel_ridge_search_adapts_its_width_grid_to_the_dimension():
     search.fit(X, X[:, 0])
     gammas = search[-1].param_grid["gamma"]
     np.testing.assert_allclose(gammas, np.array([0.3, 1.0, 3.0]) / 4)
+
+
+class _CountsThreads(Ridge):
+    seen = []
+
+    def fit(self, X, y):
+        from threadpoolctl import threadpool_info
+
+        _CountsThreads.seen.extend(pool["num_threads"] for pool in threadpool_info())
+        return super().fit(X, y)
+
+
+def test_each_fit_runs_on_one_thread():
+    _CountsThreads.seen.clear()
+    compare({"t": _CountsThreads()}, {"plane": _tiny_tasks()["plane"]}, cv=2)
+    assert _CountsThreads.seen and set(_CountsThreads.seen) == {1}

@@ -140,3 +140,10 @@ def test_comparison_relative_mse_and_log_times():
     assert result.plot("fit_time").get_yscale() == "log"
     with pytest.raises(ValueError, match="metric must be one of 'r2'"):
         plotting.plot_comparison(result, "speed")
+
+
+def test_plot_fit_names_a_list_by_class_and_keeps_duplicates(curve):
+    X, y, _ = curve
+    models = [KernelSmoother(bandwidth=0.2).fit(X, y), KernelSmoother(bandwidth=1.0).fit(X, y)]
+    ax = plotting.plot_fit(models, X, y, show_std=False)
+    assert [line.get_label() for line in ax.get_lines()] == ["KernelSmoother", "KernelSmoother-2"]
