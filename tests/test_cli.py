@@ -1,6 +1,5 @@
 """The ``kernattn`` command line."""
 
-import json
 import os
 import subprocess
 import sys
@@ -9,40 +8,52 @@ import pytest
 
 from kernattn import ComparisonResult
 from kernattn.cli import main
+from kernattn.compare import QUICK_TASKS, default_estimators
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_quick_compare_prints_progress_and_table_and_writes_three_files(tmp_path, capsys):
     out = tmp_path / "results"
-    code = main(
-        [
-            "compare",
-            "--quick",
-            "--tasks",
-            "curve,irrelevant",
-            "--estimators",
-            "KernelSmoother,KNeighborsRegressor",
-            "--folds",
-            "2",
-            "--seed",
-            "3",
-            "--out",
-            str(out),
-        ]
-    )
-    assert code == 0
+    assert main(["compare", "--quick", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "[1/4] curve" in text and "[4/4] irrelevant" in text
-    assert "R² (held out)" in text
+    n_pairs = len(QUICK_TASKS) * len(default_estimators())
+    assert f"[1/{n_pairs}] {QUICK_TASKS[0]}" in text
+    assert f"[{n_pairs}/{n_pairs}] {QUICK_TASKS[-1]}" in text
+    assert "R² (held out)" in text and "wrote " in text
     assert sorted(os.listdir(out)) == ["comparison.png", "results.csv", "results.json"]
     assert (out / "comparison.png").stat().st_size > 10_000
     loaded = ComparisonResult.from_json(out / "results.json")
+    assert loaded.tasks == list(QUICK_TASKS)
+    assert loaded.estimators == list(default_estimators())
+    assert all(row["n_splits"] == 3 for row in loaded.rows)
+    assert ComparisonResult.from_csv(out / "results.csv").rows == loaded.rows
+
+
+def test_options_choose_tasks_estimators_folds_repeats_and_seed(tmp_path, capsys):
+    argv = ["compare", "--quick", "--tasks", "curve,irrelevant", "--estimators"]
+    argv += ["KernelSmoother,KNeighborsRegressor", "--folds", "2", "--repeats", "2"]
+    argv += ["--seed", "3", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert "[4/4] irrelevant   KNeighborsRegressor" in capsys.readouterr().out
+    loaded = ComparisonResult.from_json(tmp_path / "results.json")
     assert loaded.tasks == ["curve", "irrelevant"]
     assert loaded.estimators == ["KernelSmoother", "KNeighborsRegressor"]
-    assert all(row["n_splits"] == 2 for row in loaded.rows)
-    assert ComparisonResult.from_csv(out / "results.csv").rows == loaded.rows
-    assert json.loads((out / "results.json").read_text())["settings"]["random_state"] == 3
+    assert all(row["n_splits"] == 4 for row in loaded.rows)
+    assert loaded.settings["random_state"] == 3
+    # The same seed gives the same table.
+    assert main(argv) == 0
+    again = ComparisonResult.from_json(tmp_path / "results.json")
+    assert [r["r2_mean"] for r in again.rows] == [r["r2_mean"] for r in loaded.rows]
+
+
+def test_unwritable_out_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    argv = ["compare", "--quick", "--tasks", "curve", "--estimators", "KernelSmoother"]
+    assert main(argv + ["--folds", "2", "--out", str(blocker)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kernattn compare: error: cannot write")
 
 
 @pytest.mark.parametrize(
