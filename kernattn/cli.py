@@ -41,17 +41,19 @@ def _names(kind, choices):
     return parse
 
 
-def _integer(minimum, what):
+def _integer(minimum):
+    """An argparse type: an integer of at least ``minimum`` (argparse names the option)."""
+
     def parse(text):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be an integer; got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"{what} must be at least {minimum}; got {value}")
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}; got {value}")
         return value
 
-    parse.__name__ = what
+    parse.__name__ = "integer"
     return parse
 
 
@@ -77,7 +79,6 @@ def build_parser():
             "as each (task, estimator) finishes, then the table of held-out R², MSE, fit and "
             "predict time; write results.csv, results.json and comparison.png to --out."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     compare.add_argument(
         "--tasks",
@@ -96,42 +97,49 @@ def build_parser():
         type=_names("estimator", estimator_names),
         default=None,
         metavar="NAMES",
-        help=f"comma-separated estimators from: {', '.join(estimator_names)}. Default: all",
+        help=f"comma-separated estimators from: {', '.join(estimator_names)}; default: all",
     )
     compare.add_argument(
         "--folds",
-        type=_integer(2, "--folds"),
+        type=_integer(2),
         default=None,
+        metavar="K",
         help="number of cross-validation folds (default: 5, or 3 with --quick)",
     )
     compare.add_argument(
         "--repeats",
-        type=_integer(1, "--repeats"),
+        type=_integer(1),
         default=1,
-        help="repeat the folds with fresh shuffles",
+        metavar="R",
+        help="repeat the folds R times with fresh shuffles (default: 1)",
     )
     compare.add_argument(
         "--seed",
-        type=_integer(0, "--seed"),
+        type=_integer(0),
         default=0,
-        help="random seed for the tasks, the splits and the estimators",
+        metavar="S",
+        help="random seed for the tasks, the splits and the estimators (default: 0)",
     )
     compare.add_argument(
         "--n-jobs",
-        type=_integer(1, "--n-jobs"),
+        type=_integer(1),
         default=1,
-        help="splits fitted in parallel; each fit uses one thread, so times are per core",
+        metavar="N",
+        help="fit N splits in parallel; each fit uses one thread (default: 1)",
     )
     compare.add_argument(
         "--out",
         default=_DEFAULT_OUT,
         metavar="DIR",
-        help="folder for results.csv, results.json and comparison.png (created if missing)",
+        help=(
+            "folder for results.csv, results.json and comparison.png, created if missing "
+            f"(default: ./{_DEFAULT_OUT}/)"
+        ),
     )
     compare.add_argument(
         "--quick",
         action="store_true",
-        help="smaller tasks, 3 folds and smaller tuning grids: a run of a few seconds",
+        help="smaller tasks, 3 folds and smaller tuning grids: a run of seconds",
     )
     return parser
 
