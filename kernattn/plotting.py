@@ -294,13 +294,16 @@ def plot_comparison(result, metric="r2", *, ax=None):
             values[i, j] = row[mean_key]
             errors[i, j] = row[std_key] if std_key else 0.0
     if metric == "mse":
-        best = np.nanmin(values, axis=1, keepdims=True)
+        # A perfect fit (MSE 0) would divide by zero: measure from the smallest positive MSE.
+        best = np.nanmin(np.where(values > 0, values, np.nan), axis=1, keepdims=True)
+        best = np.where(np.isfinite(best), best, 1.0)
         values, errors = values / best, errors / best
     floor = None
     if metric == "r2":
         # A very bad model (R² far below 0) would squash every other bar: clip the axis and
         # print the value at the foot of the clipped bar.
         floor = min(0.0, max(np.nanmin(values - errors) - 0.05, -0.5))
+        errors[values < floor] = 0.0  # a clipped bar's error bar would float at the floor
     x = np.arange(len(tasks))
     for j, name in enumerate(names):
         offset = (j - (len(names) - 1) / 2) * width
