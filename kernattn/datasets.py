@@ -120,6 +120,17 @@ def make_friedman1(n_samples=400, *, noise=1.0, random_state=None):
 
     See :func:`sklearn.datasets.make_friedman1`. Reference: J. Friedman, "Multivariate
     adaptive regression splines", Ann. Statist. 19 (1991).
+
+    Parameters
+    ----------
+    n_samples : int
+    noise : float
+        Standard deviation of the Gaussian noise added to the target.
+    random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    task : Task
     """
     n = _check_n_samples(n_samples)
     noise = _check_noise(noise)
@@ -133,6 +144,17 @@ def make_friedman2(n_samples=400, *, noise=125.0, random_state=None):
 
     The default noise (125) gives the 3:1 signal-to-noise ratio of Friedman (1991). See
     :func:`sklearn.datasets.make_friedman2`.
+
+    Parameters
+    ----------
+    n_samples : int
+    noise : float
+        Standard deviation of the Gaussian noise added to the target.
+    random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    task : Task
     """
     n = _check_n_samples(n_samples)
     noise = _check_noise(noise)
@@ -146,6 +168,17 @@ def make_friedman3(n_samples=400, *, noise=0.1, random_state=None):
 
     The default noise (0.1) gives the 3:1 signal-to-noise ratio of Friedman (1991). See
     :func:`sklearn.datasets.make_friedman3`.
+
+    Parameters
+    ----------
+    n_samples : int
+    noise : float
+        Standard deviation of the Gaussian noise added to the target.
+    random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    task : Task
     """
     n = _check_n_samples(n_samples)
     noise = _check_noise(noise)
@@ -199,6 +232,10 @@ def make_projection(n_samples=600, *, n_features=10, n_components=2, noise=0.1, 
         k, the dimension of the projection the target depends on (at most d).
     noise : float
     random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    task : Task
     """
     n = _check_n_samples(n_samples)
     noise = _check_noise(noise)
@@ -228,6 +265,18 @@ def make_irrelevant(n_samples=400, *, n_irrelevant=7, noise=0.1, random_state=No
     raw inputs mostly measures noise, and a standardised one still gives them most of the
     distance. Per-feature bandwidths (leave-one-out) or a learned projection should ignore
     them.
+
+    Parameters
+    ----------
+    n_samples : int
+    n_irrelevant : int
+        Number of irrelevant features (after the three relevant ones).
+    noise : float
+    random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    task : Task
     """
     n = _check_n_samples(n_samples)
     noise = _check_noise(noise)
@@ -250,6 +299,18 @@ def make_large(n_samples=20_000, *, n_features=4, noise=0.1, random_state=None):
     :math:`x \sim U(-2, 2)^d`, :math:`y = \sum_j \sin(x_j) + \tfrac12 \cos(x_1 x_2) +
     \epsilon`. Exact attention costs O(m·n) per prediction of m queries; linear attention
     costs O((m + n)·r) and should win on time here.
+
+    Parameters
+    ----------
+    n_samples : int
+    n_features : int
+        At least 2.
+    noise : float
+    random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    task : Task
     """
     n = _check_n_samples(n_samples)
     noise = _check_noise(noise)
