@@ -197,6 +197,10 @@ def load_diabetes(n_samples=None, *, random_state=None):
     random_state : int, RandomState instance or None
         Only used to draw the rows.
 
+    Returns
+    -------
+    task : Task
+
     Examples
     --------
     >>> X, y, _ = load_diabetes()
