@@ -13,9 +13,14 @@ more irrelevant features — an additive target whose parts a head could special
 - which input features each head's keys use (the norm of each feature's row of the key
   projection): heads that look at different features learned different kernels; the
   irrelevant features 6–10 should get little;
-- the attention weights of each head for the same queries (sorted by x₁);
-- ``head_weights_``, and the held-out MSE as the heads are removed one at a time, the one with
-  the smallest |a_h| first (the mixture is not refitted): a flat start means redundant heads.
+- the attention weights of each head for the same queries, keys ordered along the head's
+  leading key direction v and queries by q·v: a dot-product head is not local — a query far
+  along v favours the keys far along v, one at the other end the keys at the other end (a
+  diagonal, from corner to corner); a head with near-uniform weights adds a constant;
+- ``head_weights_`` (an affine mixture: they need not be positive or sum to one), and the
+  held-out MSE as the heads are removed one at a time, smallest |a_h| first — replaced by the
+  training mean, or with the mixture of the rest re-fitted (``prune_heads``): a flat start
+  means redundant heads.
 
 Run ``python 04_multiple_heads.py [--out DIR]``.
 """
@@ -67,16 +72,23 @@ gap = np.abs(mixed - model.predict(X_test)).max()
 print(f"max |mixture of head estimates - predict| = {gap:.1e}")
 
 # %%
-# Prune the heads one by one, smallest |head weight| first, keeping the others' weights.
+# Remove the heads one by one, smallest |head weight| first, two ways:
+# ``predict(X, heads=kept)`` replaces each removed head by the training mean and keeps the
+# other weights (what the removed heads contributed); ``prune_heads(kept)`` re-fits the mixture
+# of the kept heads (what is lost if the model is rebuilt without them).
 order = np.argsort(np.abs(model.head_weights_))
-kept = np.ones(n_heads, dtype=bool)
-pruned_mse = [np.mean((mixed - y_test) ** 2)]
-for h in order[:-1]:
-    kept[h] = False
-    prediction = (model.head_weights_ * kept) @ head_predictions + model.head_bias_
-    pruned_mse.append(np.mean((prediction - y_test) ** 2))
-for removed, mse in enumerate(pruned_mse):
-    print(f"{removed} head(s) removed: held-out MSE {mse:.3f}")
+ablated_mse, refitted_mse = [], []
+for n_removed in range(n_heads):
+    kept = np.sort(order[n_removed:])
+    ablated = model.predict(X_test, heads=kept)
+    # Nothing removed: the trained model itself, on both curves.
+    refitted = model.prune_heads(kept).predict(X_test) if n_removed else ablated
+    ablated_mse.append(np.mean((ablated - y_test) ** 2))
+    refitted_mse.append(np.mean((refitted - y_test) ** 2))
+    print(
+        f"{n_removed} head(s) removed: held-out MSE {ablated_mse[-1]:.3f} (mean ablation), "
+        f"{refitted_mse[-1]:.3f} (mixture re-fitted)"
+    )
 
 # %%
 # Which features each head uses: the norm of each (standardised) input feature's row of the
@@ -105,20 +117,42 @@ ax.set_xlabel("head")
 ax.set_title("head_weights_ (mixture)")
 
 ax = ax_pruning
-ax.plot(range(n_heads), pruned_mse, "o-")
+ax.plot(range(n_heads), ablated_mse, "o-", label="removed heads → training mean")
+ax.plot(range(n_heads), refitted_mse, "s--", label="mixture re-fitted (prune_heads)")
 ax.set_xticks(range(n_heads))
+ax.set_yscale("log")
 ax.set_xlabel("heads removed (smallest |weight| first)")
 ax.set_ylabel("held-out MSE")
 ax.set_title("pruning the heads")
+ax.legend(fontsize="small")
 
 queries = X_test[: 30 if SMOKE else 60]
-vmax = max(model.attention_weights(queries, head=h).max() for h in range(n_heads))
+# One colour scale for the heads, its top at the 99.5th percentile so a few peaks do not
+# hide the pattern.
+all_weights = [model.attention_weights(queries, head=h) for h in range(n_heads)]
+vmax = np.percentile(np.concatenate([w.ravel() for w in all_weights]), 99.5)
 head_axes = bottom.subplots(1, n_heads)
 for h, ax in enumerate(head_axes):
-    plot_attention(model, queries, head=h, vmax=vmax, title=f"head {h} weights", ax=ax)
-    if h:
-        ax.set_ylabel("")
-bottom.colorbar(head_axes[-1].collections[-1], ax=head_axes, label="attention weight")
+    # Order keys along the head's leading key direction v, and queries by how strongly they
+    # point along it (q·v): the logit q·k is largest where both are far along v, so a
+    # dot-product head is not local — its queries at one end favour the keys at one end.
+    def project(U, weights):
+        return ((U - model.x_mean_) / model.x_scale_) @ weights
+
+    keys = project(model.X_fit_, model.key_weights_[h])
+    v = np.linalg.svd(keys - keys.mean(axis=0), full_matrices=False)[2][0]
+    order = (
+        lambda U, h=h, v=v: project(U, model.query_weights_[h]) @ v,
+        lambda U, h=h, v=v: project(U, model.key_weights_[h]) @ v,
+    )
+    plot_attention(
+        model, queries, head=h, sort_by=order, vmax=vmax, title=f"head {h} weights", ax=ax
+    )
+    ax.set_xlabel("training point (sorted by k·v)")
+    ax.set_ylabel("query (sorted by q·v)" if h == 0 else "")
+bottom.colorbar(
+    head_axes[-1].collections[-1], ax=head_axes, label="attention weight", extend="max"
+)
 fig.suptitle("AttentionRegressor with 4 heads on Friedman #1")
 path = os.path.join(args.out, "04_multiple_heads.png")
 fig.savefig(path, dpi=110)

@@ -112,7 +112,9 @@ def _cell_edges(centres):
     return np.concatenate([[2 * centres[0] - middle[0]], middle, [2 * centres[-1] - middle[-1]]])
 
 
-def plot_attention(estimator, X, *, sort=True, vmax=None, title=None, ax=None, **kwargs):
+def plot_attention(
+    estimator, X, *, sort=True, sort_by=None, vmax=None, title=None, ax=None, **kwargs
+):
     """Heat map of the attention weights: one row per query, one column per training point.
 
     Parameters
@@ -122,10 +124,15 @@ def plot_attention(estimator, X, *, sort=True, vmax=None, title=None, ax=None, *
     X : array_like of shape (n_queries, n_features)
         The queries.
     sort : bool
-        Order the queries and the training points by their first feature. For a 1-D task the
-        axes are then the inputs themselves (query x down, training x_i across): a smoother
-        shows a band along the diagonal whose width is the bandwidth. Otherwise the axes
-        count rows.
+        Order the queries and the training points by their first feature (or by
+        ``sort_by``). For a 1-D task the axes are then the inputs themselves (query x down,
+        training x_i across): a smoother shows a band along the diagonal whose width is the
+        bandwidth. Otherwise the axes count rows.
+    sort_by : callable or pair of callables, optional
+        Maps inputs of shape (n, n_features) to one number per row to sort by, e.g. a
+        head's projection of the inputs; a pair ``(for_queries, for_keys)`` sorts the two
+        axes differently (queries and keys have different projections). The first feature by
+        default.
     vmax : float, optional
         Top of the colour scale (give the same to several panels to compare them).
     title : str, optional
@@ -145,15 +152,23 @@ def plot_attention(estimator, X, *, sort=True, vmax=None, title=None, ax=None, *
     weights = np.asarray(estimator.attention_weights(X, **kwargs))
     rows, columns = np.arange(len(X)), np.arange(len(keys))
     if sort:
-        rows = np.argsort(X[:, 0], kind="stable")
-        columns = np.argsort(keys[:, 0], kind="stable")
+        if sort_by is None:
+            query_order = key_order = lambda U: U[:, 0]  # noqa: E731
+        elif callable(sort_by):
+            query_order = key_order = sort_by
+        else:
+            query_order, key_order = sort_by
+        rows = np.argsort(np.asarray(query_order(X)).ravel(), kind="stable")
+        columns = np.argsort(np.asarray(key_order(keys)).ravel(), kind="stable")
         weights = weights[rows][:, columns]
-    if sort and X.shape[1] == 1:
+    if sort and sort_by is None and X.shape[1] == 1:
         x_edges, y_edges = _cell_edges(keys[columns, 0]), _cell_edges(X[rows, 0])
         xlabel, ylabel = "training point x_i", "query x"
     else:
         x_edges, y_edges = np.arange(len(keys) + 1) - 0.5, np.arange(len(X) + 1) - 0.5
-        suffix = " (sorted by the first feature)" if sort else ""
+        suffix = ""
+        if sort:
+            suffix = " (sorted by the first feature)" if sort_by is None else " (sorted)"
         xlabel, ylabel = "training point" + suffix, "query" + suffix
     ax.pcolormesh(x_edges, y_edges, weights, cmap="viridis", vmin=0, vmax=vmax)
     ax.set_ylim(y_edges[-1], y_edges[0])  # the first query on top, as in a matrix

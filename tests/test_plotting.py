@@ -87,6 +87,19 @@ def test_plot_attention_on_several_features_counts_rows():
         np.asarray(ax.collections[-1].get_array()).reshape(5, 30), model.attention_weights(X[:5])
     )
     assert ax.get_xlabel() == "training point"
+    # Sorted by a given projection: columns in the order of that projection of X_fit_.
+    direction = np.array([0.0, 1.0, -1.0])
+    ax = plt.figure().gca()
+    plotting.plot_attention(model, X[:5], sort_by=lambda U: U @ direction, ax=ax)
+    expected = model.attention_weights(X[:5])[np.argsort(X[:5] @ direction)]
+    expected = expected[:, np.argsort(X @ direction)]
+    np.testing.assert_allclose(np.asarray(ax.collections[-1].get_array()).reshape(5, 30), expected)
+    assert ax.get_xlabel() == "training point (sorted)"
+    # A pair sorts queries and keys differently.
+    ax = plt.figure().gca()
+    plotting.plot_attention(model, X[:5], sort_by=(lambda U: -U[:, 2], lambda U: U[:, 1]), ax=ax)
+    expected = model.attention_weights(X[:5])[np.argsort(-X[:5, 2])][:, np.argsort(X[:, 1])]
+    np.testing.assert_allclose(np.asarray(ax.collections[-1].get_array()).reshape(5, 30), expected)
 
 
 def test_approximation_error_slope_band_and_reference():
