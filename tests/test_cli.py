@@ -18,7 +18,8 @@ def test_quick_compare_prints_progress_and_table_and_writes_three_files(tmp_path
     assert main(["compare", "--quick", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     n_pairs = len(QUICK_TASKS) * len(default_estimators())
-    assert f"[1/{n_pairs}] {QUICK_TASKS[0]}" in text
+    width = len(str(n_pairs))
+    assert f"[{1:>{width}}/{n_pairs}] {QUICK_TASKS[0]}" in text
     assert f"[{n_pairs}/{n_pairs}] {QUICK_TASKS[-1]}" in text
     assert "R² (held out)" in text and "wrote " in text
     assert sorted(os.listdir(out)) == ["comparison.png", "results.csv", "results.json"]
