@@ -88,7 +88,7 @@ def build_parser():
         help=(
             f"comma-separated tasks from: {', '.join(TASKS)}; or all. Default: "
             f"{','.join(DEFAULT_TASKS)} ({','.join(QUICK_TASKS)} with --quick). 'large' has "
-            "20 000 samples (2 000 with --quick): the exact estimators and kernel ridge take "
+            "10 000 samples (2 000 with --quick): the exact estimators and kernel ridge take "
             "minutes or more there, so choose --estimators for it"
         ),
     )

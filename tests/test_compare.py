@@ -273,3 +273,12 @@ def test_each_fit_runs_on_one_thread():
     _CountsThreads.seen.clear()
     compare({"t": _CountsThreads()}, {"plane": _tiny_tasks()["plane"]}, cv=2)
     assert _CountsThreads.seen and set(_CountsThreads.seen) == {1}
+
+
+def test_parallel_splits_give_the_same_scores():
+    tasks = {"plane": _tiny_tasks()["plane"]}
+    estimators = {"smoother": KernelSmoother(), "ridge": Ridge()}
+    serial = compare(estimators, tasks, cv=3, random_state=0)
+    parallel = compare(estimators, tasks, cv=3, random_state=0, n_jobs=2)
+    for key in serial.splits:
+        assert serial.splits[key]["mse"] == parallel.splits[key]["mse"]
