@@ -8,7 +8,10 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 (:class:`LinearAttentionRegressor`).
 """
 
+# ``kernattn.compare`` is the function; its module is ``sys.modules["kernattn.compare"]``.
+from kernattn import datasets, feature_maps, plotting
 from kernattn.attention import linear_attention, softmax_attention
+from kernattn.compare import ComparisonResult, compare
 from kernattn.learned import AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor
 from kernattn.smoother import KernelSmoother
@@ -17,9 +20,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AttentionRegressor",
+    "ComparisonResult",
     "KernelSmoother",
     "LinearAttentionRegressor",
+    "compare",
+    "datasets",
+    "feature_maps",
     "linear_attention",
+    "plotting",
     "softmax_attention",
     "__version__",
 ]

@@ -1,0 +1,291 @@
+"""The result of :func:`kernattn.compare`: a table with one row per (task, estimator)."""
+
+import csv
+import io
+import json
+import math
+import os
+
+import numpy as np
+
+# The summary columns, in table order, and how each is parsed back from CSV.
+COLUMNS = {
+    "task": str,
+    "estimator": str,
+    "n_samples": int,
+    "n_features": int,
+    "n_splits": int,
+    "mse_mean": float,
+    "mse_std": float,
+    "r2_mean": float,
+    "r2_std": float,
+    "fit_time": float,
+    "predict_time": float,
+    "n_warnings": int,
+}
+
+# Per-split measurements kept alongside each row (JSON only).
+_SPLIT_KEYS = ("mse", "r2", "fit_time", "predict_time")
+
+
+def _sig(value, digits=4):
+    """``value`` to ``digits`` significant figures, without exponent for ordinary sizes."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    magnitude = math.floor(math.log10(abs(value)))
+    if -4 <= magnitude < digits + 2:
+        return f"{value:.{max(digits - 1 - magnitude, 0)}f}"
+    return f"{value:.{digits - 1}e}"
+
+
+def _seconds(value):
+    return f"{value:.3f}" if value >= 1e-3 else f"{value:.1e}"
+
+
+class ComparisonResult:
+    """Held-out scores and timings of several estimators on several tasks.
+
+    Made by :func:`kernattn.compare`. ``print(result)`` shows the aligned table; ``rows`` is a
+    list of dicts with the columns below; ``splits`` holds the per-split measurements.
+
+    Columns: ``task``, ``estimator``, ``n_samples``, ``n_features``, ``n_splits``,
+    ``mse_mean``, ``mse_std``, ``r2_mean``, ``r2_std`` (over the splits), ``fit_time``,
+    ``predict_time`` (mean seconds per split) and ``n_warnings`` (distinct warnings the
+    estimator raised; the messages are in ``warnings``).
+
+    Parameters
+    ----------
+    rows : list of dict, optional
+    settings : dict, optional
+        How the comparison was run (splitter, repeats, seed).
+    descriptions : dict of str to str, optional
+        A one-line description per task.
+    splits : dict, optional
+        ``(task, estimator) -> {"mse": [...], "r2": [...], "fit_time": [...],
+        "predict_time": [...]}``.
+    warnings : dict, optional
+        ``(task, estimator) -> list of distinct warning messages``.
+    """
+
+    def __init__(self, rows=None, *, settings=None, descriptions=None, splits=None, warnings=None):
+        self.rows = list(rows or [])
+        self.settings = dict(settings or {})
+        self.descriptions = dict(descriptions or {})
+        self.splits = dict(splits or {})
+        self.warnings = dict(warnings or {})
+
+    # ----------------------------------------------------------------- building
+
+    def add(self, task, estimator, shape, scores):
+        """Append the row summarising per-split ``scores`` (dicts from one fit each)."""
+        per_split = {key: [s[key] for s in scores] for key in _SPLIT_KEYS}
+        messages = sorted({m for s in scores for m in s.get("warnings", [])})
+        row = {
+            "task": task,
+            "estimator": estimator,
+            "n_samples": int(shape[0]),
+            "n_features": int(shape[1]),
+            "n_splits": len(scores),
+            "mse_mean": float(np.mean(per_split["mse"])),
+            "mse_std": float(np.std(per_split["mse"])),
+            "r2_mean": float(np.mean(per_split["r2"])),
+            "r2_std": float(np.std(per_split["r2"])),
+            "fit_time": float(np.mean(per_split["fit_time"])),
+            "predict_time": float(np.mean(per_split["predict_time"])),
+            "n_warnings": len(messages),
+        }
+        self.rows.append(row)
+        self.splits[(task, estimator)] = per_split
+        self.warnings[(task, estimator)] = messages
+        return row
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def tasks(self):
+        """Task names, in the order they were run."""
+        return list(dict.fromkeys(row["task"] for row in self.rows))
+
+    @property
+    def estimators(self):
+        """Estimator names, in the order they were run."""
+        return list(dict.fromkeys(row["estimator"] for row in self.rows))
+
+    def get(self, task, estimator):
+        """The row of one (task, estimator) pair."""
+        for row in self.rows:
+            if row["task"] == task and row["estimator"] == estimator:
+                return row
+        raise KeyError(f"no row for task {task!r} and estimator {estimator!r}")
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __repr__(self):
+        return (
+            f"<ComparisonResult: {len(self.rows)} rows, tasks {self.tasks}, "
+            f"estimators {self.estimators}>"
+        )
+
+    def __str__(self):
+        return self.to_string()
+
+    # ----------------------------------------------------------------- printing
+
+    def _cells(self, row):
+        return [
+            row["task"],
+            row["estimator"],
+            f"{row['r2_mean']:.3f} ± {row['r2_std']:.3f}",
+            f"{_sig(row['mse_mean'])} ± {_sig(row['mse_std'], 2)}",
+            _seconds(row["fit_time"]),
+            _seconds(row["predict_time"]),
+        ]
+
+    def to_string(self):
+        """The aligned table: held-out R² and MSE (mean ± std over splits), times in seconds.
+
+        Within each task the best R² is marked with ``*``.
+        """
+        header = ["task", "estimator", "R² (held out)", "MSE (held out)", "fit s", "predict s"]
+        best = {}
+        for row in self.rows:
+            if row["task"] not in best or row["r2_mean"] > best[row["task"]]["r2_mean"]:
+                best[row["task"]] = row
+        body = []
+        for row in self.rows:
+            cells = self._cells(row)
+            cells[2] += " *" if best[row["task"]] is row else "  "
+            body.append(cells)
+        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+        left = {0, 1}
+
+        def line(cells):
+            return "  ".join(
+                c.ljust(w) if i in left else c.rjust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+
+        rule = "  ".join("-" * w for w in widths)
+        lines = [line(header), rule]
+        previous = None
+        for row, cells in zip(self.rows, body, strict=True):
+            if previous is not None and row["task"] != previous:
+                lines.append("")
+            lines.append(line(cells))
+            previous = row["task"]
+        if self.settings.get("cv"):
+            lines.append("")
+            lines.append(f"splits: {self.settings['cv']}   * best R² on the task")
+        return "\n".join(lines)
+
+    def progress_line(self, row, index, total):
+        """One line for a finished (task, estimator): ``[ 3/15] task  estimator  R² ...``."""
+        width = len(str(total))
+        note = f"  ({row['n_warnings']} warning{'s' * (row['n_warnings'] != 1)})"
+        return (
+            f"[{index:>{width}}/{total}] {row['task']:<12} {row['estimator']:<26} "
+            f"R² {row['r2_mean']:6.3f} ± {row['r2_std']:.3f}   "
+            f"fit {_seconds(row['fit_time'])} s   predict {_seconds(row['predict_time'])} s"
+            + (note if row["n_warnings"] else "")
+        )
+
+    # ------------------------------------------------------------- saving/loading
+
+    def to_csv(self, path=None):
+        """Write the summary rows as CSV (one header line, the columns in table order).
+
+        Returns the text when ``path`` is None.
+        """
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        for row in self.rows:
+            # repr: the shortest text that reads back as the same float.
+            writer.writerow({k: repr(v) if isinstance(v, float) else v for k, v in row.items()})
+        return _write(buffer.getvalue(), path)
+
+    def to_json(self, path=None):
+        """Write everything (rows, per-split measurements, warnings, settings) as JSON.
+
+        Returns the text when ``path`` is None.
+        """
+        import kernattn
+
+        document = {
+            "kernattn_version": kernattn.__version__,
+            "settings": self.settings,
+            "tasks": self.descriptions,
+            "rows": [
+                {
+                    **row,
+                    "splits": self.splits.get((row["task"], row["estimator"])),
+                    "warnings": self.warnings.get((row["task"], row["estimator"]), []),
+                }
+                for row in self.rows
+            ],
+        }
+        return _write(json.dumps(document, indent=2, ensure_ascii=False) + "\n", path)
+
+    @classmethod
+    def from_csv(cls, path_or_text):
+        """Read a table written by :meth:`to_csv` (a path, or the CSV text itself)."""
+        text = _read(path_or_text)
+        reader = csv.DictReader(io.StringIO(text))
+        missing = set(COLUMNS) - set(reader.fieldnames or [])
+        if missing:
+            raise ValueError(f"not a kernattn comparison CSV: missing columns {sorted(missing)}")
+        rows = [{key: parse(raw[key]) for key, parse in COLUMNS.items()} for raw in reader]
+        return cls(rows)
+
+    @classmethod
+    def from_json(cls, path_or_text):
+        """Read a result written by :meth:`to_json` (a path, or the JSON text itself)."""
+        document = json.loads(_read(path_or_text))
+        if not isinstance(document, dict) or "rows" not in document:
+            raise ValueError("not a kernattn comparison JSON: no 'rows'")
+        rows, splits, warnings = [], {}, {}
+        for raw in document["rows"]:
+            missing = set(COLUMNS) - set(raw)
+            if missing:
+                raise ValueError(f"not a kernattn comparison JSON: missing {sorted(missing)}")
+            row = {key: parse(raw[key]) for key, parse in COLUMNS.items()}
+            rows.append(row)
+            key = (row["task"], row["estimator"])
+            if raw.get("splits") is not None:
+                splits[key] = raw["splits"]
+            warnings[key] = list(raw.get("warnings", []))
+        return cls(
+            rows,
+            settings=document.get("settings"),
+            descriptions=document.get("tasks"),
+            splits=splits,
+            warnings=warnings,
+        )
+
+    def plot(self, metric="r2", ax=None):
+        """Bar chart of ``metric`` per task and estimator; see
+        :func:`kernattn.plotting.plot_comparison`."""
+        from kernattn.plotting import plot_comparison
+
+        return plot_comparison(self, metric=metric, ax=ax)
+
+
+def _write(text, path):
+    if path is None:
+        return text
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+    return None
+
+
+def _read(path_or_text):
+    if isinstance(path_or_text, (str, os.PathLike)) and os.path.exists(path_or_text):
+        with open(path_or_text, encoding="utf-8") as handle:
+            return handle.read()
+    if isinstance(path_or_text, str) and "\n" in path_or_text:
+        return path_or_text
+    raise FileNotFoundError(f"no such file: {path_or_text!r}")

@@ -1,0 +1,361 @@
+"""Figures for kernel smoothers and attention (matplotlib).
+
+Every function takes ``ax=None`` (then draws on the current Axes, ``plt.gca()``) and returns
+the Axes it drew on, so figures compose with ``plt.subplots``:
+
+- :func:`plot_fit` — each estimator's fit on a 1-D task, with the data, the truth and the
+  ``return_std`` band;
+- :func:`plot_attention` — the attention weights as a heat map (queries × training points);
+- :func:`plot_approximation_error` — random-feature error against the number of features;
+- :func:`plot_runtime` — time against n on log-log axes, with the fitted slopes;
+- :func:`plot_comparison` — a :func:`kernattn.compare` result as a bar chart.
+"""
+
+import inspect
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+__all__ = [
+    "plot_fit",
+    "plot_attention",
+    "plot_approximation_error",
+    "plot_runtime",
+    "plot_comparison",
+]
+
+
+def _axes(ax):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        ax = plt.gca()
+    return ax
+
+
+def _named(estimators):
+    if isinstance(estimators, dict):
+        return dict(estimators)
+    if hasattr(estimators, "predict"):
+        estimators = [estimators]
+    named = {}
+    for estimator in estimators:
+        name = base = type(estimator).__name__
+        count = 1
+        while name in named:
+            count += 1
+            name = f"{base}-{count}"
+        named[name] = estimator
+    return named
+
+
+def _supports_return_std(estimator):
+    try:
+        return "return_std" in inspect.signature(estimator.predict).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def plot_fit(estimators, X, y, *, truth=None, n_grid=400, show_std=True, ax=None):
+    """Each fitted estimator's prediction on a 1-D task, over the data and the truth.
+
+    Parameters
+    ----------
+    estimators : fitted regressor, list or dict of name to fitted regressor
+        Fitted on one input feature.
+    X : array_like of shape (n_samples, 1)
+        The training inputs (drawn as points with ``y``).
+    y : array_like of shape (n_samples,)
+    truth : callable, optional
+        The noiseless function, drawn as a dashed black line.
+    n_grid : int
+        Number of evenly spaced points the predictions are drawn on.
+    show_std : bool
+        Shade ``prediction ± std`` for estimators whose ``predict`` takes ``return_std``
+        (the weighted spread of the targets each query attends to).
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = _axes(ax)
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[1] != 1:
+        raise ValueError(f"plot_fit draws 1-D tasks: X must have shape (n, 1); got {X.shape}")
+    y = np.asarray(y, dtype=float).ravel()
+    grid = np.linspace(X.min(), X.max(), n_grid)[:, None]
+    ax.scatter(X[:, 0], y, s=10, color="0.6", alpha=0.7, label="data", zorder=1)
+    if truth is not None:
+        ax.plot(grid[:, 0], truth(grid[:, 0]), "k--", lw=1.5, label="truth", zorder=3)
+    for i, (name, estimator) in enumerate(_named(estimators).items()):
+        check_is_fitted(estimator)
+        color = f"C{i}"
+        if show_std and _supports_return_std(estimator):
+            mean, std = estimator.predict(grid, return_std=True)
+            ax.fill_between(grid[:, 0], mean - std, mean + std, color=color, alpha=0.15, lw=0)
+        else:
+            mean = estimator.predict(grid)
+        ax.plot(grid[:, 0], mean, color=color, lw=2, label=name, zorder=2)
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def _cell_edges(centres):
+    """Edges of cells centred on sorted ``centres`` (midpoints, extended at both ends)."""
+    centres = np.asarray(centres, dtype=float)
+    if len(centres) == 1:
+        return centres[0] + np.array([-0.5, 0.5])
+    middle = (centres[1:] + centres[:-1]) / 2
+    return np.concatenate([[2 * centres[0] - middle[0]], middle, [2 * centres[-1] - middle[-1]]])
+
+
+def plot_attention(
+    estimator, X, *, sort=True, sort_by=None, vmax=None, title=None, ax=None, **kwargs
+):
+    """Heat map of the attention weights: one row per query, one column per training point.
+
+    Parameters
+    ----------
+    estimator : fitted kernattn estimator
+        Anything with ``attention_weights(X)`` and ``X_fit_``.
+    X : array_like of shape (n_queries, n_features)
+        The queries.
+    sort : bool
+        Order the queries and the training points by their first feature (or by
+        ``sort_by``). For a 1-D task the axes are then the inputs themselves (query x down,
+        training x_i across): a smoother shows a band along the diagonal whose width is the
+        bandwidth. Otherwise the axes count rows.
+    sort_by : callable or pair of callables, optional
+        Maps inputs of shape (n, n_features) to one number per row to sort by, e.g. a
+        head's projection of the inputs; a pair ``(for_queries, for_keys)`` sorts the two
+        axes differently (queries and keys have different projections). The first feature by
+        default.
+    vmax : float, optional
+        Top of the colour scale (give the same to several panels to compare them).
+    title : str, optional
+        Defaults to the estimator's class name.
+    ax : matplotlib Axes, optional
+    **kwargs
+        Passed to ``attention_weights`` (e.g. ``head=0``).
+
+    Returns
+    -------
+    ax : matplotlib Axes
+        Its ``collections[-1]`` is the heat map (a ``QuadMesh``, for a colour bar).
+    """
+    ax = _axes(ax)
+    X = np.asarray(X, dtype=float)
+    keys = np.asarray(estimator.X_fit_)
+    weights = np.asarray(estimator.attention_weights(X, **kwargs))
+    rows, columns = np.arange(len(X)), np.arange(len(keys))
+    if sort:
+        if sort_by is None:
+            query_order = key_order = lambda U: U[:, 0]  # noqa: E731
+        elif callable(sort_by):
+            query_order = key_order = sort_by
+        else:
+            query_order, key_order = sort_by
+        rows = np.argsort(np.asarray(query_order(X)).ravel(), kind="stable")
+        columns = np.argsort(np.asarray(key_order(keys)).ravel(), kind="stable")
+        weights = weights[rows][:, columns]
+    if sort and sort_by is None and X.shape[1] == 1:
+        x_edges, y_edges = _cell_edges(keys[columns, 0]), _cell_edges(X[rows, 0])
+        xlabel, ylabel = "training point x_i", "query x"
+    else:
+        x_edges, y_edges = np.arange(len(keys) + 1) - 0.5, np.arange(len(X) + 1) - 0.5
+        suffix = ""
+        if sort:
+            suffix = " (sorted by the first feature)" if sort_by is None else " (sorted)"
+        xlabel, ylabel = "training point" + suffix, "query" + suffix
+    ax.pcolormesh(x_edges, y_edges, weights, cmap="viridis", vmin=0, vmax=vmax)
+    ax.set_ylim(y_edges[-1], y_edges[0])  # the first query on top, as in a matrix
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title if title is not None else type(estimator).__name__)
+    return ax
+
+
+def _slope(x, y):
+    """Least-squares slope of log y against log x."""
+    keep = (np.asarray(x) > 0) & (np.asarray(y) > 0) & np.isfinite(y)
+    if keep.sum() < 2:
+        return None
+    return float(np.polyfit(np.log(np.asarray(x)[keep]), np.log(np.asarray(y)[keep]), 1)[0])
+
+
+def _curves(values, name):
+    if isinstance(values, dict):
+        return dict(values)
+    return {name: values}
+
+
+def plot_approximation_error(n_features, errors, *, reference=True, ax=None):
+    """Random-feature approximation error against the number of features r (log-log).
+
+    Parameters
+    ----------
+    n_features : array_like of shape (n_r,)
+        The numbers of random features.
+    errors : array_like or dict of str to array_like
+        Per curve, shape (n_r,) or (n_r, n_seeds): with several seeds the mean is drawn and
+        its ± one standard deviation band shaded.
+    reference : bool
+        Also draw a dotted :math:`r^{-1/2}` line (the Monte Carlo rate) through the first curve.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = _axes(ax)
+    r = np.asarray(n_features, dtype=float)
+    first = None
+    for i, (label, err) in enumerate(_curves(errors, "error").items()):
+        err = np.asarray(err, dtype=float).reshape(len(r), -1)
+        mean = err.mean(axis=1)
+        slope = _slope(r, mean)
+        text = label if slope is None else f"{label} (slope {slope:.2f})"
+        ax.plot(r, mean, "o-", color=f"C{i}", label=text)
+        if err.shape[1] > 1:
+            std = err.std(axis=1)
+            ax.fill_between(
+                r, np.maximum(mean - std, mean * 0.05), mean + std, color=f"C{i}", alpha=0.15
+            )
+        if first is None:
+            first = mean
+    if reference and first is not None:
+        ax.plot(r, first[0] * np.sqrt(r[0] / r), ":", color="0.4", label=r"$\propto r^{-1/2}$")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of random features r")
+    ax.set_ylabel("approximation error")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_runtime(n_samples, times, *, ax=None):
+    """Time against the number of samples on log-log axes; the legend gives each slope.
+
+    A slope of 1 is linear in n (linear attention), 2 quadratic (exact attention on n queries
+    against n keys).
+
+    Parameters
+    ----------
+    n_samples : array_like of shape (n_n,)
+    times : array_like or dict of str to array_like
+        Seconds per curve, shape (n_n,); ``NaN`` marks sizes that were skipped.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    ax = _axes(ax)
+    n = np.asarray(n_samples, dtype=float)
+    for i, (label, t) in enumerate(_curves(times, "time").items()):
+        t = np.asarray(t, dtype=float)
+        slope = _slope(n, t)
+        text = label if slope is None else f"{label} (slope {slope:.2f})"
+        ax.plot(n, t, "o-", color=f"C{i}", label=text)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of samples n")
+    ax.set_ylabel("time (s)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+_METRICS = {
+    "r2": ("r2_mean", "r2_std", "held-out R² (higher is better)"),
+    "mse": ("mse_mean", "mse_std", "held-out MSE / best MSE on the task (lower is better)"),
+    "fit_time": ("fit_time", None, "fit time per split (s)"),
+    "predict_time": ("predict_time", None, "predict time per split (s)"),
+    "time": (None, None, "fit + predict time per split (s)"),
+}
+
+
+def plot_comparison(result, metric="r2", *, ax=None):
+    """A :func:`kernattn.compare` result as grouped bars: one group per task.
+
+    Parameters
+    ----------
+    result : ComparisonResult
+    metric : {"r2", "mse", "fit_time", "predict_time", "time"}
+        ``"r2"`` with ± one standard deviation over the splits; ``"mse"`` relative to the
+        best estimator on each task (tasks have different scales); the times on a log axis
+        (``"time"`` is fit + predict).
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    if metric not in _METRICS:
+        raise ValueError(f"metric must be one of {', '.join(map(repr, _METRICS))}; got {metric!r}")
+    ax = _axes(ax)
+    mean_key, std_key, label = _METRICS[metric]
+    tasks, names = result.tasks, result.estimators
+    width = 0.8 / max(len(names), 1)
+    values = np.full((len(tasks), len(names)), np.nan)
+    errors = np.zeros_like(values)
+    for row in result.rows:
+        i, j = tasks.index(row["task"]), names.index(row["estimator"])
+        if metric == "time":
+            values[i, j] = row["fit_time"] + row["predict_time"]
+        else:
+            values[i, j] = row[mean_key]
+            errors[i, j] = row[std_key] if std_key else 0.0
+    if metric == "mse":
+        # A perfect fit (MSE 0) would divide by zero: measure from the smallest positive MSE.
+        best = np.nanmin(np.where(values > 0, values, np.nan), axis=1, keepdims=True)
+        best = np.where(np.isfinite(best), best, 1.0)
+        values, errors = values / best, errors / best
+    floor = None
+    if metric == "r2":
+        # A very bad model (R² far below 0) would squash every other bar: clip the axis and
+        # print the value at the foot of the clipped bar.
+        floor = min(0.0, max(np.nanmin(values - errors) - 0.05, -0.5))
+        errors[values < floor] = 0.0  # a clipped bar's error bar would float at the floor
+    x = np.arange(len(tasks))
+    for j, name in enumerate(names):
+        offset = (j - (len(names) - 1) / 2) * width
+        bottom = 0.0 if floor is None else floor
+        ax.bar(
+            x + offset,
+            np.maximum(values[:, j], bottom) - bottom if floor is not None else values[:, j],
+            width,
+            bottom=bottom,
+            yerr=errors[:, j] if std_key else None,
+            label=name,
+            color=f"C{j}",
+            capsize=2,
+            error_kw={"lw": 0.8},
+        )
+        if floor is not None:
+            for i in np.flatnonzero(values[:, j] < floor):
+                ax.annotate(
+                    f"{values[i, j]:.2g}",
+                    (x[i] + offset, floor),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize="x-small",
+                    rotation=90,
+                )
+    if floor is not None:
+        ax.set_ylim(floor, 1.0)
+        ax.axhline(0.0, color="0.3", lw=0.8)
+    if metric in ("fit_time", "predict_time", "time"):
+        ax.set_yscale("log")
+    if metric == "mse":
+        ax.axhline(1.0, color="0.3", lw=0.8)
+    ax.set_xticks(x)
+    ax.set_xticklabels(tasks)
+    ax.set_ylabel(label)
+    # Outside the axes, on the right: bars near R² = 1 would hide under a legend inside.
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return ax

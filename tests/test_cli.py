@@ -1,0 +1,129 @@
+"""The ``kernattn`` command line."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kernattn import ComparisonResult
+from kernattn.cli import main
+from kernattn.compare import QUICK_TASKS, default_estimators
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_quick_compare_prints_progress_and_table_and_writes_three_files(tmp_path, capsys):
+    out = tmp_path / "results"
+    assert main(["compare", "--quick", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    n_pairs = len(QUICK_TASKS) * len(default_estimators())
+    width = len(str(n_pairs))
+    assert f"[{1:>{width}}/{n_pairs}] {QUICK_TASKS[0]}" in text
+    assert f"[{n_pairs}/{n_pairs}] {QUICK_TASKS[-1]}" in text
+    assert "R² (held out)" in text and "wrote " in text
+    assert sorted(os.listdir(out)) == ["comparison.png", "results.csv", "results.json"]
+    assert (out / "comparison.png").stat().st_size > 10_000
+    loaded = ComparisonResult.from_json(out / "results.json")
+    assert loaded.tasks == list(QUICK_TASKS)
+    assert loaded.estimators == list(default_estimators())
+    assert all(row["n_splits"] == 3 for row in loaded.rows)
+    assert ComparisonResult.from_csv(out / "results.csv").rows == loaded.rows
+
+
+def test_options_choose_tasks_estimators_folds_repeats_and_seed(tmp_path, capsys):
+    argv = ["compare", "--quick", "--tasks", "curve,irrelevant", "--estimators"]
+    argv += ["KernelSmoother,KNeighborsRegressor", "--folds", "2", "--repeats", "2"]
+    argv += ["--seed", "3", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert "[4/4] irrelevant   KNeighborsRegressor" in capsys.readouterr().out
+    loaded = ComparisonResult.from_json(tmp_path / "results.json")
+    assert loaded.tasks == ["curve", "irrelevant"]
+    assert loaded.estimators == ["KernelSmoother", "KNeighborsRegressor"]
+    assert all(row["n_splits"] == 4 for row in loaded.rows)
+    assert loaded.settings["random_state"] == 3
+    # The same seed gives the same table.
+    assert main(argv) == 0
+    again = ComparisonResult.from_json(tmp_path / "results.json")
+    assert [r["r2_mean"] for r in again.rows] == [r["r2_mean"] for r in loaded.rows]
+
+
+def test_unwritable_out_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    argv = ["compare", "--quick", "--tasks", "curve", "--estimators", "KernelSmoother"]
+    assert main(argv + ["--folds", "2", "--out", str(blocker)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kernattn compare: error: cannot write")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compare", "--tasks", "nope"], "unknown task 'nope'; choose from curve"),
+        (["compare", "--estimators", "Foo"], "unknown estimator 'Foo'"),
+        (["compare", "--folds", "1"], "argument --folds: must be at least 2; got 1"),
+        (["compare", "--folds", "three"], "argument --folds: must be an integer; got 'three'"),
+        (["compare", "--seed", "-1"], "argument --seed: must be at least 0"),
+        (["compare", "--repeats", "0"], "argument --repeats: must be at least 1"),
+        (["compare", "--colour"], "unrecognized arguments: --colour"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_options_exit_2_with_a_one_line_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1
+    assert message in lines[0]
+    assert "Traceback" not in captured.err
+
+
+def test_more_folds_than_samples_exits_2(tmp_path, capsys):
+    code = main(
+        ["compare", "--quick", "--tasks", "curve", "--folds", "500", "--out", str(tmp_path)]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--folds 500 is more than the 120 samples of curve" in err[0]
+
+
+def test_help_explains_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--tasks", "--estimators", "--folds", "--repeats", "--seed", "--n-jobs"):
+        assert option in text
+    for option in ("--out", "--quick", "friedman1", "KernelRidge", "kernattn-results"):
+        assert option in text
+
+
+def test_python_dash_m_runs_the_command_line():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-m", "kernattn", "compare", "--tasks", "bad"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "kernattn compare: error: argument --tasks: unknown task 'bad'; choose from curve, "
+        "friedman1, friedman2, friedman3, diabetes, projection, irrelevant, large "
+        "(comma-separated) or all (see kernattn compare --help)"
+    )
+    version = subprocess.run(
+        [sys.executable, "-m", "kernattn", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+    )
+    assert version.returncode == 0 and version.stdout.startswith("kernattn ")

@@ -1,0 +1,284 @@
+"""The comparison harness: rows, scores, seeds, the result table and its files."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.dummy import DummyRegressor
+from sklearn.linear_model import LinearRegression, Ridge
+from sklearn.model_selection import KFold, ShuffleSplit
+from sklearn.neighbors import KNeighborsRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from kernattn import ComparisonResult, KernelSmoother, compare
+from kernattn.compare import DEFAULT_TASKS, QUICK_TASKS, default_estimators, load_tasks
+from kernattn.datasets import make_curve
+
+
+def _tiny_tasks():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, size=(40, 2))
+    return {
+        "curve": make_curve(30, random_state=0),
+        "plane": (X, 3 * X[:, 0] - X[:, 1] + 0.01 * rng.normal(size=40)),
+    }
+
+
+@pytest.fixture(scope="module")
+def tiny_result():
+    estimators = {"smoother": KernelSmoother(), "ridge": Ridge(alpha=1e-3)}
+    return compare(estimators, _tiny_tasks(), cv=3, random_state=0)
+
+
+def test_one_row_per_task_and_estimator_in_order(tiny_result):
+    pairs = [(row["task"], row["estimator"]) for row in tiny_result.rows]
+    assert pairs == [
+        ("curve", "smoother"),
+        ("curve", "ridge"),
+        ("plane", "smoother"),
+        ("plane", "ridge"),
+    ]
+    assert tiny_result.tasks == ["curve", "plane"]
+    assert tiny_result.estimators == ["smoother", "ridge"]
+    row = tiny_result.get("plane", "ridge")
+    assert (row["n_samples"], row["n_features"], row["n_splits"]) == (40, 2, 3)
+    # A linear target: ridge is near perfect, and better than the smoother.
+    assert row["r2_mean"] > 0.99
+    assert row["r2_mean"] > tiny_result.get("plane", "smoother")["r2_mean"]
+
+
+def test_scores_equal_a_direct_cross_validation_with_the_same_splits():
+    X, y, _ = make_curve(45, random_state=3)
+    splitter = KFold(3, shuffle=True, random_state=7)
+    result = compare({"ridge": Ridge()}, {"curve": (X, y)}, cv=splitter)
+    mse, r2 = [], []
+    for train, test in splitter.split(X):
+        prediction = Ridge().fit(X[train], y[train]).predict(X[test])
+        mse.append(np.mean((y[test] - prediction) ** 2))
+        sst = np.sum((y[test] - y[test].mean()) ** 2)
+        r2.append(1 - np.sum((y[test] - prediction) ** 2) / sst)
+    row = result.rows[0]
+    np.testing.assert_allclose(result.splits[("curve", "ridge")]["mse"], mse)
+    np.testing.assert_allclose(row["mse_mean"], np.mean(mse))
+    np.testing.assert_allclose(row["mse_std"], np.std(mse))
+    np.testing.assert_allclose(row["r2_mean"], np.mean(r2))
+    assert row["fit_time"] > 0 and row["predict_time"] > 0
+
+
+def test_any_regressor_list_is_named_by_class_and_deduplicated():
+    result = compare(
+        [
+            LinearRegression(),
+            make_pipeline(StandardScaler(), KNeighborsRegressor(3)),
+            DummyRegressor(),
+            DummyRegressor(strategy="median"),
+        ],
+        {"plane": _tiny_tasks()["plane"]},
+        cv=2,
+        random_state=0,
+    )
+    assert result.estimators == [
+        "LinearRegression",
+        "KNeighborsRegressor",
+        "DummyRegressor",
+        "DummyRegressor-2",
+    ]
+    # The mean predictor has held-out R² at most about 0.
+    assert result.get("plane", "DummyRegressor")["r2_mean"] < 0.05
+
+
+def test_single_regressor_and_built_in_task_names():
+    result = compare(Ridge(), ["curve"], cv=2, random_state=0)
+    assert [(r["task"], r["estimator"]) for r in result.rows] == [("curve", "Ridge")]
+    assert result.rows[0]["n_samples"] == 200
+
+
+def test_float_cv_is_a_test_fraction_repeated():
+    result = compare({"ridge": Ridge()}, _tiny_tasks(), cv=0.25, n_repeats=4, random_state=0)
+    row = result.get("curve", "ridge")
+    assert row["n_splits"] == 4
+    assert "ShuffleSplit" in result.settings["cv"]
+    result = compare({"ridge": Ridge()}, _tiny_tasks(), cv=2, n_repeats=3, random_state=0)
+    assert result.get("plane", "ridge")["n_splits"] == 6
+
+
+def test_same_seed_same_table_and_estimators_are_seeded():
+    tasks = _tiny_tasks()
+    estimators = {"split": ShuffleSplitRegressor()}
+    a = compare(estimators, tasks, cv=2, random_state=5)
+    b = compare(estimators, tasks, cv=2, random_state=5)
+    assert [r["mse_mean"] for r in a.rows] == [r["mse_mean"] for r in b.rows]
+    # The estimator's random_state was None: the comparison set it, so it was reproducible.
+    assert estimators["split"].random_state is None
+
+
+class ShuffleSplitRegressor(Ridge):
+    """A regressor whose fit depends on its random_state (fits a random half of the data)."""
+
+    def __init__(self, random_state=None):
+        super().__init__()
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        assert self.random_state is not None
+        train, _ = next(ShuffleSplit(1, test_size=0.5, random_state=self.random_state).split(X))
+        return super().fit(X[train], y[train])
+
+
+def test_table_is_aligned_and_marks_the_best(tiny_result):
+    text = str(tiny_result)
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["task", "estimator"]
+    rows = [line for line in lines[2:] if line.startswith(("curve", "plane"))]
+    assert len(rows) == 4
+    # Aligned: the R² column ends at the same place on every row.
+    ends = {line.index("±") for line in rows}
+    assert len(ends) == 1
+    starred = [line for line in rows if " * " in line or line.rstrip().endswith("*")]
+    assert len(starred) == 2
+    assert any(line.startswith("plane") and "ridge" in line for line in starred)
+
+
+def test_csv_round_trip(tiny_result, tmp_path):
+    path = tmp_path / "results.csv"
+    tiny_result.to_csv(path)
+    loaded = ComparisonResult.from_csv(path)
+    assert loaded.rows == tiny_result.rows
+    assert ComparisonResult.from_csv(tiny_result.to_csv()).rows == tiny_result.rows
+    header = path.read_text().splitlines()[0].split(",")
+    assert header[:4] == ["task", "estimator", "n_samples", "n_features"]
+
+
+def test_json_round_trip_keeps_splits_settings_and_descriptions(tiny_result, tmp_path):
+    path = tmp_path / "results.json"
+    tiny_result.to_json(path)
+    loaded = ComparisonResult.from_json(path)
+    assert loaded.rows == tiny_result.rows
+    assert loaded.splits == tiny_result.splits
+    assert loaded.settings == tiny_result.settings
+    assert loaded.descriptions == tiny_result.descriptions
+    assert str(loaded) == str(tiny_result)
+    document = json.loads(path.read_text())
+    assert document["rows"][0]["splits"]["r2"] == tiny_result.splits[("curve", "smoother")]["r2"]
+
+
+def test_loading_something_else_is_a_clear_error(tmp_path):
+    path = tmp_path / "other.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="missing columns"):
+        ComparisonResult.from_csv(path)
+    with pytest.raises(ValueError, match="no 'rows'"):
+        ComparisonResult.from_json('{"x": 1}\n')
+    with pytest.raises(FileNotFoundError):
+        ComparisonResult.from_json(tmp_path / "missing.json")
+
+
+def test_verbose_prints_a_line_per_pair(capsys):
+    compare({"ridge": Ridge(), "knn": KNeighborsRegressor(3)}, _tiny_tasks(), cv=2, verbose=True)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith("[1/4] curve") and "ridge" in lines[0]
+    assert lines[3].startswith("[4/4] plane") and "knn" in lines[3]
+
+
+class _Warns(Ridge):
+    def fit(self, X, y):
+        warnings.warn("first line of the warning\nsecond line", UserWarning, stacklevel=2)
+        warnings.warn("another warning", UserWarning, stacklevel=2)
+        return super().fit(X, y)
+
+
+def test_warnings_are_counted_and_kept_not_printed(recwarn):
+    result = compare({"warns": _Warns()}, {"plane": _tiny_tasks()["plane"]}, cv=3)
+    assert result.rows[0]["n_warnings"] == 2
+    assert result.warnings[("plane", "warns")] == ["another warning", "first line of the warning"]
+    assert not [w for w in recwarn if "warning" in str(w.message)]
+
+
+class _Broken(Ridge):
+    def fit(self, X, y):
+        raise ValueError("cannot fit this")
+
+
+class _NaNPredictor(Ridge):
+    def predict(self, X):
+        return np.full(len(X), np.nan)
+
+
+def test_a_failing_estimator_names_itself_and_the_task():
+    with pytest.raises(RuntimeError, match=r"broken failed on task 'plane': ValueError: cannot"):
+        compare({"broken": _Broken()}, {"plane": _tiny_tasks()["plane"]}, cv=2)
+    with pytest.raises(RuntimeError, match="NaN or infinite"):
+        compare({"nan": _NaNPredictor()}, {"plane": _tiny_tasks()["plane"]}, cv=2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"estimators": {}}, ValueError, "estimators is empty"),
+        ({"estimators": 3}, TypeError, "estimators must be"),
+        ({"estimators": {"x": object()}}, TypeError, "estimator 'x' must be"),
+        ({"tasks": ["nope"]}, ValueError, "unknown task 'nope'"),
+        ({"tasks": []}, ValueError, "tasks is empty"),
+        ({"tasks": {"t": np.zeros(3)}}, TypeError, "task 't' must be a pair"),
+        ({"tasks": 5}, TypeError, "tasks must be"),
+        ({"cv": 1}, ValueError, "at least 2 folds"),
+        ({"cv": 1.5}, ValueError, r"test fraction, in \(0, 1\)"),
+        ({"cv": "five"}, TypeError, "cv must be"),
+        ({"n_repeats": 0}, ValueError, "n_repeats must be a positive int"),
+        ({"cv": KFold(2), "n_repeats": 2}, ValueError, "n_repeats applies"),
+        ({"cv": 50}, ValueError, "only 40 samples"),
+    ],
+)
+def test_bad_arguments_fail_before_fitting(kwargs, error, match):
+    arguments = {"estimators": {"ridge": Ridge()}, "tasks": {"plane": _tiny_tasks()["plane"]}}
+    arguments.update(kwargs)
+    with pytest.raises(error, match=match):
+        compare(**arguments)
+
+
+def test_default_estimators_are_fresh_regressors_and_tasks_are_built_in():
+    first, second = default_estimators(), default_estimators()
+    assert first.keys() == second.keys()
+    assert {"KernelSmoother", "KNeighborsRegressor", "KernelRidge"} <= set(first)
+    assert all(first[name] is not second[name] for name in first)
+    quick = load_tasks(quick=True, random_state=0)
+    assert tuple(quick) == QUICK_TASKS
+    full = load_tasks(random_state=0)
+    assert tuple(full) == DEFAULT_TASKS
+    assert all(len(quick[n].X) <= len(full[n].X) for n in QUICK_TASKS)
+
+
+def test_default_kernel_ridge_search_adapts_its_width_grid_to_the_dimension():
+    search = default_estimators(quick=True)["KernelRidge"]
+    X = np.random.RandomState(0).normal(size=(30, 4))
+    search.fit(X, X[:, 0])
+    gammas = search[-1].param_grid["gamma"]
+    np.testing.assert_allclose(gammas, np.array([0.3, 1.0, 3.0]) / 4)
+
+
+class _CountsThreads(Ridge):
+    seen = []
+
+    def fit(self, X, y):
+        from threadpoolctl import threadpool_info
+
+        _CountsThreads.seen.extend(pool["num_threads"] for pool in threadpool_info())
+        return super().fit(X, y)
+
+
+def test_each_fit_runs_on_one_thread():
+    _CountsThreads.seen.clear()
+    compare({"t": _CountsThreads()}, {"plane": _tiny_tasks()["plane"]}, cv=2)
+    assert _CountsThreads.seen and set(_CountsThreads.seen) == {1}
+
+
+def test_parallel_splits_give_the_same_scores():
+    tasks = {"plane": _tiny_tasks()["plane"]}
+    estimators = {"smoother": KernelSmoother(), "ridge": Ridge()}
+    serial = compare(estimators, tasks, cv=3, random_state=0)
+    parallel = compare(estimators, tasks, cv=3, random_state=0, n_jobs=2)
+    for key in serial.splits:
+        assert serial.splits[key]["mse"] == parallel.splits[key]["mse"]
