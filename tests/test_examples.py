@@ -1,6 +1,5 @@
 """Every example runs in smoke mode (KERNATTN_SMOKE=1: small sizes) and writes its figures."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 
-# Each example, the figures it writes in order, and the kernattn modules it needs.
+# Each example and the figures it writes, in order.
 FIGURES = {
     "01_attention_as_kernel_smoother.py": ["01_attention_as_kernel_smoother.png"],
     "02_why_scaled_dot_product.py": [
@@ -22,18 +21,6 @@ FIGURES = {
     "05_random_features.py": ["05_random_features.png"],
     "06_full_comparison.py": ["06_full_comparison.png"],
 }
-NEEDS = {
-    "02_why_scaled_dot_product.py": ["kernattn.learned"],
-    "03_dot_product_vs_cosine.py": ["kernattn.learned"],
-    "04_multiple_heads.py": ["kernattn.learned"],
-    "05_random_features.py": ["kernattn.linear", "kernattn.feature_maps"],
-}
-
-
-def _available(module):
-    return importlib.util.find_spec(module) is not None
-
-
 def _run(script, out):
     env = dict(
         os.environ,
@@ -58,19 +45,9 @@ def test_every_example_is_listed():
 
 @pytest.mark.parametrize("script", sorted(FIGURES))
 def test_example_runs_and_writes_its_figures(script, tmp_path):
-    missing = [m for m in NEEDS.get(script, []) if not _available(m)]
-    if missing and script != "02_why_scaled_dot_product.py":
-        pytest.skip(f"needs {', '.join(missing)}")
     done = _run(script, tmp_path)
-    figures = FIGURES[script]
-    if missing:
-        # The first part (numpy and kernattn.attention only) runs and saves its figure
-        # before the part that needs the learned estimator.
-        assert "AttentionRegressor" in done.stderr, done.stderr
-        figures = figures[:1]
-    else:
-        assert done.returncode == 0, done.stderr
-    for name in figures:
+    assert done.returncode == 0, done.stderr
+    for name in FIGURES[script]:
         path = tmp_path / name
         assert path.exists(), f"{script} did not write {name}:\n{done.stdout}\n{done.stderr}"
         with open(path, "rb") as handle:
