@@ -15,6 +15,7 @@ import copy
 import numbers
 
 import numpy as np
+from scipy.optimize import nnls
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._base import duplicate_groups
@@ -221,14 +222,21 @@ class AttentionDiagnosticsMixin:
             Indices of the heads to keep.
         refit_mixture : bool, default=True
             Re-estimate ``head_weights_`` and ``head_bias_`` of the kept heads by weighted
-            least squares on their leave-one-out estimates over the training set (the
-            projections are not retrained). Otherwise keep their weights and replace each
-            dropped head by the training mean (as ``predict(X, heads=...)`` does).
+            non-negative least squares on their leave-one-out estimates over the training
+            set (stacked regression [1]_; the projections are not retrained). Unconstrained
+            weights would exploit the anti-correlation of a leave-one-out estimate with its
+            own target, and fit the training set only. Otherwise keep their weights and
+            replace each dropped head by the training mean (as ``predict(X, heads=...)``
+            does).
 
         Returns
         -------
         pruned : AttentionRegressor
             With ``n_heads = len(heads)``.
+
+        References
+        ----------
+        .. [1] L. Breiman, "Stacked regressions", Machine Learning 24 (1996).
         """
         check_is_fitted(self)
         keep = self._check_heads(heads)
@@ -271,14 +279,19 @@ class AttentionDiagnosticsMixin:
         theta = layout.pack(self.query_weights_, self.key_weights_, None, np.ones(H), np.zeros(t))
         F = objective.head_estimates(theta)  # (n, H, t)
         ok = ~np.isnan(F[:, 0, 0])
-        # Rows (i, output): y_io ≈ Σ_h a_h F_iho + b_o.
-        design = np.concatenate(
-            [F[ok].transpose(0, 2, 1), np.broadcast_to(np.eye(t), (ok.sum(), t, t))], axis=2
-        ).reshape(-1, H + t)
-        target = self._values[ok].ravel()
-        root = np.sqrt(np.repeat(sw[ok], t))
-        coef = np.linalg.lstsq(design * root[:, None], target * root, rcond=None)[0]
-        return coef[:H], coef[H:]
+        F, Y, sw = F[ok], self._values[ok], sw[ok]
+        # Non-negative weights, as in stacked regression (Breiman, 1996): leave-one-out
+        # estimates are anti-correlated with their own targets (a head that attends almost
+        # uniformly predicts (Σ_j y_j − y_i)/(n − 1)), and unconstrained least squares turns
+        # that into a weight near −n that fits the training targets and nothing else.
+        total = sw.sum()
+        F_mean = np.einsum("i,iht->ht", sw, F) / total
+        Y_mean = sw @ Y / total
+        # Rows (i, output): y_io − ȳ_o ≈ Σ_h a_h (F_iho − F̄_ho), intercept from the means.
+        design = (F - F_mean).transpose(0, 2, 1).reshape(-1, H)
+        root = np.sqrt(np.repeat(sw, t))
+        a = nnls(design * root[:, None], (Y - Y_mean).ravel() * root)[0]
+        return a, Y_mean - np.einsum("h,ht->t", a, F_mean)
 
     def _centred_bias(self):
         return self._centred_b

@@ -21,6 +21,8 @@ FIGURES = {
     "05_random_features.py": ["05_random_features.png"],
     "06_full_comparison.py": ["06_full_comparison.png"],
 }
+
+
 def _run(script, out):
     env = dict(
         os.environ,

@@ -210,25 +210,46 @@ def test_predict_with_subset_of_heads_is_mean_ablation(smooth_task, three_heads)
         model.predict(X, heads=[3])
 
 
-def test_prune_heads_refit_is_least_squares_on_loo_estimates(smooth_task, three_heads):
+def test_prune_heads_refit_is_non_negative_least_squares_on_loo_estimates(
+    smooth_task, three_heads
+):
     X, y = smooth_task
     model = three_heads
     refit = model.prune_heads([0, 1, 2], refit_mixture=True)
-    kept = model.prune_heads([0, 1, 2], refit_mixture=False)
-    # Least squares on the leave-one-out estimates cannot do worse on them than the
-    # mixture trained together with a penalty on the projections.
     Y = model.y_fit_
-    loo = []
-    for m in (refit, kept):
-        prediction = np.empty_like(Y)
-        for i in range(len(X)):
-            w = np.stack([m.attention_weights(X[i : i + 1], head=h)[0] for h in range(3)])
-            w[:, i] = 0.0
-            w /= w.sum(axis=1, keepdims=True)
-            prediction[i] = m.head_weights_ @ (w @ Y) + m.head_bias_
-        loo.append(np.mean((prediction - Y) ** 2))
-    assert loo[0] <= loo[1] + 1e-12
+    # Each head's leave-one-out estimate (n, heads, outputs), by a direct loop.
+    F = np.empty((len(X), 3, Y.shape[1]))
+    for i in range(len(X)):
+        w = np.stack([model.attention_weights(X[i : i + 1], head=h)[0] for h in range(3)])
+        w[:, i] = 0.0
+        F[i] = (w / w.sum(axis=1, keepdims=True)) @ Y
+
+    def loo_error(a):
+        residual = Y - np.einsum("h,iht->it", a, F)
+        return np.mean((residual - residual.mean(axis=0)) ** 2)
+
+    assert np.all(refit.head_weights_ >= 0)
+    best = loo_error(refit.head_weights_)
+    residual = Y - np.einsum("h,iht->it", refit.head_weights_, F)
+    np.testing.assert_allclose(residual.mean(axis=0), refit.head_bias_, atol=1e-10)
+    rng = np.random.default_rng(0)
+    candidates = [np.clip(model.head_weights_, 0, None)] + list(rng.uniform(0, 2, (20, 3)))
+    assert all(best <= loo_error(a) + 1e-12 for a in candidates)
     assert model.prune_heads([1]).n_heads == 1
+
+
+def test_prune_heads_refit_ignores_the_anticorrelation_of_a_uniform_head(smooth_task):
+    X, y = smooth_task
+    d = X.shape[1]
+    # Head 1 has a zero projection: it attends uniformly, so its leave-one-out estimate is
+    # (Σ_j y_j − y_i)/(n − 1). Unconstrained least squares would give it a weight near
+    # −(n − 1) and reproduce the training targets exactly.
+    init = np.stack([np.eye(d), np.zeros((d, d))])
+    model = AttentionRegressor(n_heads=2, init=init, max_iter=0).fit(X[:100], y[:100])
+    refit = model.prune_heads([0, 1])
+    assert np.all(refit.head_weights_ >= 0) and refit.head_weights_[1] < 1.0
+    test_error = np.mean((refit.predict(X[100:]) - y[100:]) ** 2)
+    assert test_error < 1.5 * np.mean((model.predict(X[100:]) - y[100:]) ** 2)
 
 
 def test_return_std_is_weighted_spread(smooth_task, three_heads):
