@@ -95,14 +95,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         previous = dict(self.__dict__)
         try:
             self._check_params()
-            X, y = validate_data(
-                self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
-            )
-            X = np.asarray(X, dtype=np.float64)
-            y = np.asarray(y, dtype=np.float64)
-            sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=np.float64, ensure_non_negative=True
-            )
+            X, y, sample_weight = self._validate_training_data(X, y, sample_weight)
             if not np.any(sample_weight > 0):
                 raise ValueError("sample_weight must have at least one positive entry")
             Y = y.reshape(len(y), -1)
@@ -116,6 +109,24 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             raise
         return self
 
+    def _validate_training_data(self, X, y, sample_weight, reset=True):
+        """scikit-learn's checks (and messages) for X, y and sample_weight; float64 out."""
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=reset,
+            multi_output=True,
+            y_numeric=True,
+            dtype=[np.float64, np.float32],
+        )
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True
+        )
+        return X, y, sample_weight
+
     def _set_training_set(self, X, y, sample_weight, active):
         self.X_fit_ = X
         self.y_fit_ = y
@@ -128,6 +139,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         # does not cancel catastrophically for targets far from zero.
         self._y_offset = np.average(Y, axis=0, weights=sw)
         self._values = Y - self._y_offset
+        self._target_shape = y.shape[1:]
         self._moments = np.hstack([self._values, self._values**2, np.ones((len(Y), 1))])
 
     # --------------------------------------------------------------- predicting
@@ -223,22 +235,31 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             Only when ``return_std=True``.
         """
         X = self._validate_queries(X)
+        return self._finish_prediction(*self._predict_centred(X, return_std))
+
+    def _predict_centred(self, X, return_std, **block_options):
+        """Estimates and variances of validated queries, in centred target units, from
+        :meth:`_predict_block` over query blocks (on all cores for large problems)."""
         t = self._values.shape[1]
         mean = np.empty((len(X), t))
         variance = np.empty((len(X), t)) if return_std else None
 
         def predict_rows(rows):
-            block_mean, block_var = self._predict_block(X[rows], return_std)
+            block_mean, block_var = self._predict_block(X[rows], return_std, **block_options)
             mean[rows] = block_mean
             if return_std:
                 variance[rows] = block_var
 
         map_query_blocks(predict_rows, len(X), self._n_block_keys())
+        return mean, variance
+
+    def _finish_prediction(self, mean, variance):
+        """Back to target units and shape; the standard deviation from the variance."""
         mean += self._y_offset
-        shape = (len(X),) + self.y_fit_.shape[1:]
-        if return_std:
-            return mean.reshape(shape), np.sqrt(variance).reshape(shape)
-        return mean.reshape(shape)
+        shape = (len(mean),) + self._target_shape
+        if variance is None:
+            return mean.reshape(shape)
+        return mean.reshape(shape), np.sqrt(variance).reshape(shape)
 
     def attention_weights(self, X):
         """The weight every query gives every training row.

@@ -105,20 +105,11 @@ class AttentionDiagnosticsMixin:
         """
         X = self._validate_queries(X)
         heads = self._check_heads(heads)
-        t = self._values.shape[1]
-        mean = np.empty((len(X), t))
-        variance = np.empty((len(X), t)) if return_std else None
-        n_keys = self._n_block_keys() * 2
-        for rows in iter_query_blocks(len(X), n_keys):
-            block_mean, block_var = self._predict_block(X[rows], return_std, heads)
-            mean[rows] = block_mean
-            if return_std:
-                variance[rows] = block_var
-        mean += self._y_offset
-        shape = (len(X),) + self.y_fit_.shape[1:]
-        if return_std:
-            return mean.reshape(shape), np.sqrt(variance).reshape(shape)
-        return mean.reshape(shape)
+        return self._finish_prediction(*self._predict_centred(X, return_std, heads=heads))
+
+    def _n_block_keys(self):
+        # A head's kernel block and the logits it is made from live side by side.
+        return 2 * len(self._values)
 
     def attention_weights(self, X, head=None):
         """The weight every query gives every training row, per head or mixed.
@@ -143,7 +134,7 @@ class AttentionDiagnosticsMixin:
                 raise ValueError(f"head must be None or one head index (an int); got {head!r}")
             heads = self._check_heads([head])
         weights = np.zeros((len(X), len(self.X_fit_)))
-        for rows in iter_query_blocks(len(X), self._n_block_keys() * 2, cache=False):
+        for rows in iter_query_blocks(len(X), self._n_block_keys(), cache=False):
             if heads is None:
                 weights[rows, self._active] = self._block_weights(X[rows])
             else:
@@ -165,7 +156,7 @@ class AttentionDiagnosticsMixin:
         X = self._validate_queries(X)
         H = self._n_heads_fitted()
         out = np.empty((len(X), H))
-        for rows in iter_query_blocks(len(X), self._n_block_keys() * 2, cache=False):
+        for rows in iter_query_blocks(len(X), self._n_block_keys(), cache=False):
             Z = self._standardised(X[rows])
             for h in range(H):
                 logits = self._head_logits(Z, h)
@@ -203,7 +194,7 @@ class AttentionDiagnosticsMixin:
         p = sw / sw.sum()
         log_sw = np.log(sw / sw.max())
         total = np.zeros(H)
-        for rows in iter_query_blocks(len(X), self._n_block_keys() * 2, cache=False):
+        for rows in iter_query_blocks(len(X), self._n_block_keys(), cache=False):
             Z = self._standardised(X[rows])
             for h in range(H):
                 logits = self._head_logits(Z, h) - log_sw

@@ -255,11 +255,7 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
             if return_std:
                 variance[rows] = block_var
         self._warn_exact(n_exact, len(X), self._keys_kept)
-        mean += self._y_offset
-        shape = (len(X),) + self._target_shape
-        if return_std:
-            return mean.reshape(shape), np.sqrt(variance).reshape(shape)
-        return mean.reshape(shape)
+        return self._finish_prediction(mean, variance)
 
     def _block_weights(self, X):
         X_train, log_sw = self._training_keys()

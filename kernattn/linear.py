@@ -29,7 +29,7 @@ constant subtracted, and queries whose denominator is not safely positive comput
 import numbers
 
 import numpy as np
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from kernattn._linear_kernels import ATTENTION_CONTRACT, LinearKernelMixin
 from kernattn.feature_maps import FEATURE_MAPS, PositiveRandomFeatures, make_feature_map
@@ -270,20 +270,7 @@ default="positive"
         try:
             if first:
                 self._check_params()
-            X, y = validate_data(
-                self,
-                X,
-                y,
-                reset=first,
-                multi_output=True,
-                y_numeric=True,
-                dtype=[np.float64, np.float32],
-            )
-            X = np.asarray(X, dtype=np.float64)
-            y = np.asarray(y, dtype=np.float64)
-            sample_weight = _check_sample_weight(
-                sample_weight, X, dtype=np.float64, ensure_non_negative=True
-            )
+            X, y, sample_weight = self._validate_training_data(X, y, sample_weight, reset=first)
             Y = y.reshape(len(y), -1)
             active = sample_weight > 0
             X, Y, sample_weight = X[active], Y[active], sample_weight[active]
