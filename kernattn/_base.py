@@ -23,6 +23,9 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from kernattn._blocks import map_query_blocks
 from kernattn.attention import _exp_shifted
 
+# Keys per tile in the prediction of a subclass with non-positive logits.
+_KEY_TILE = 2048
+
 # A row whose exponentiated logits sum below this has underflowed (its nearest key is far
 # away on the logit scale): it is recomputed with the row maximum subtracted.
 _UNDERFLOW = 1e-200
@@ -59,7 +62,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     A subclass whose logits are never positive sets ``_nonpositive_logits = True``: the row
     maximum is then skipped (one pass less) and only rows that underflow are recomputed,
     from ``_far_logits(X)`` (by default the same logits) with the maximum subtracted. Its
-    ``_block_logits(X, floor=True)`` must then floor logits that can fall below
+    ``_block_logits(X, floor=True, keys=slice)`` (the logits against a tile of keys) must
+    then floor logits that can fall below
     ``kernattn.attention._EXP_FLOOR`` (numpy's ``exp`` is several times slower on arguments
     that underflow); it may skip that pass when it knows none can.
 
@@ -199,13 +203,20 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         ``[values, values², 1]``, so the (block × n) weights are never divided; the
         normaliser also tells which rows underflowed.
         """
-        kernel = self._block_kernel(X, check=False)
-        with np.errstate(over="ignore", invalid="ignore"):
-            sums = kernel @ self._moments
         if self._nonpositive_logits:
+            sums = np.zeros((len(X), self._moments.shape[1]))
+            # Key tiles keep each kernel block in cache; with non-positive logits there is
+            # no row maximum to wait for, so the tiles' sums simply add up.
+            for start in range(0, len(self._moments), _KEY_TILE):
+                keys = slice(start, start + _KEY_TILE)
+                with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                    logits = self._block_logits(X, floor=True, keys=keys)
+                    sums += np.exp(logits, out=logits) @ self._moments[keys]
             redo = _underflowed(sums[:, -1])
             if np.any(redo):
                 sums[redo] = self._far_kernel(X[redo]) @ self._moments
+        else:
+            sums = self._block_kernel(X) @ self._moments
         t = self._values.shape[1]
         denominator = sums[:, -1:]
         mean = sums[:, :t] / denominator
@@ -250,7 +261,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             if return_std:
                 variance[rows] = block_var
 
-        map_query_blocks(predict_rows, len(X), self._n_block_keys())
+        tile = _KEY_TILE if self._nonpositive_logits else None
+        map_query_blocks(predict_rows, len(X), self._n_block_keys(), key_tile=tile)
         return mean, variance
 
     def _finish_prediction(self, mean, variance):

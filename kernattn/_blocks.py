@@ -53,7 +53,7 @@ def iter_query_blocks(n_queries, n_keys, **kwargs):
 
 # Below this many query-key pairs a computation runs in one thread: starting threads costs
 # more than it saves.
-_PARALLEL_WORK = 2**22
+_PARALLEL_WORK = 2**20
 _controller = None
 
 
@@ -80,15 +80,17 @@ def _n_workers(n_queries, n_keys):
     return max(1, min(cores, n_queries // _MIN_ROWS))
 
 
-def map_query_blocks(function, n_queries, n_keys, **kwargs):
+def map_query_blocks(function, n_queries, n_keys, key_tile=None, **kwargs):
     """Call ``function(rows)`` for every query block, on all cores for large problems.
 
     numpy's ufuncs and matrix products release the GIL, so threads over disjoint blocks run
     in parallel. The blocks in flight share the ``working_memory`` budget. ``function``
-    must write only to its own rows of any output.
+    must write only to its own rows of any output. With ``key_tile``, ``function`` goes
+    through the keys in tiles of that many, and the blocks are sized for one tile.
     """
     n_workers = _n_workers(n_queries, n_keys)
-    blocks = list(iter_query_blocks(n_queries, n_keys, n_workers=n_workers, **kwargs))
+    width = n_keys if key_tile is None else min(n_keys, key_tile)
+    blocks = list(iter_query_blocks(n_queries, width, n_workers=n_workers, **kwargs))
     with single_threaded_blas():
         if n_workers == 1 or len(blocks) == 1:
             for rows in blocks:

@@ -192,18 +192,19 @@ default="scott"
     def _queries(self, X):
         return (X - self._centre) / self.bandwidth_
 
-    def _block_logits(self, X, floor=False):
+    def _block_logits(self, X, floor=False, keys=slice(None)):
         Q = self._queries(X)
+        log_sw = self._log_sample_weight[keys]
         if self.kernel != "gaussian":
-            r2 = squared_distances(Q, self._keys, K_sq=self._keys_sq)
+            r2 = squared_distances(Q, self._keys[keys], K_sq=self._keys_sq[keys])
             logits = log_kernel(r2, self.kernel)
-            logits += self._log_sample_weight
+            logits += log_sw
             return np.maximum(logits, _EXP_FLOOR, out=logits) if floor else logits
         half_sq = 0.5 * np.einsum("ij,ij->i", Q, Q)
-        logits = np.hstack([Q, -half_sq[:, None], np.ones((len(Q), 1))]) @ self._keys_aug.T
+        logits = np.hstack([Q, -half_sq[:, None], np.ones((len(Q), 1))]) @ self._keys_aug[keys].T
         # −½‖q − k‖² ≥ −½(‖q‖ + max‖k‖)²: floor only blocks that can reach the slow range.
         lowest = -0.5 * (np.sqrt(2.0 * half_sq.max()) + self._key_radius) ** 2
-        if floor and lowest + self._log_sample_weight.min() < _EXP_FLOOR:
+        if floor and lowest + log_sw.min() < _EXP_FLOOR:
             np.maximum(logits, _EXP_FLOOR, out=logits)
         return logits
 

@@ -98,6 +98,17 @@ def test_blocked_prediction_matches_one_block(data):
     np.testing.assert_allclose(blocked, expected, rtol=1e-13, atol=1e-15)
 
 
+def test_many_keys_in_tiles_equal_the_direct_formula():
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, size=(5000, 2))  # more keys than one tile holds
+    y = np.sin(3 * X[:, 0]) * X[:, 1]
+    queries = rng.uniform(-1.5, 1.5, size=(300, 2))  # enough work for several threads
+    sw = rng.uniform(0.5, 2.0, size=len(X))
+    model = KernelSmoother(bandwidth=0.05).fit(X, y, sample_weight=sw)
+    expected = direct_nadaraya_watson(X, y, queries, 0.05, sample_weight=sw)
+    np.testing.assert_allclose(model.predict(queries), expected, rtol=1e-11, atol=1e-12)
+
+
 # ------------------------------------------------------------------- local linear
 
 

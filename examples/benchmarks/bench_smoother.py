@@ -32,7 +32,7 @@ def task(n, rng):
     return X, y
 
 
-def best_time(function, repeat=3):
+def best_time(function, repeat=5):
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
