@@ -153,13 +153,13 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return np.asarray(X, dtype=np.float64)
 
-    def _block_kernel(self, X, check=True):
+    def _block_kernel(self, X):
         """Unnormalised weights ``exp(logits - c)`` for a block, ``c`` a per-row shift.
 
         The shift keeps ``exp`` finite and the largest entry of every row at 1 when needed
         (log-sum-exp), so a query far from every key still gets its nearest key's target
-        instead of 0/0. With ``check=False`` (non-positive logits only) rows that underflowed
-        are left for the caller to find and pass to :meth:`_far_kernel`.
+        instead of 0/0. With non-positive logits the shift is skipped, and only rows that
+        underflowed are recomputed by :meth:`_far_kernel`.
         """
         if not self._nonpositive_logits:
             logits = self._block_logits(X)
@@ -168,11 +168,10 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             logits = self._block_logits(X, floor=True)
             kernel = np.exp(logits, out=logits)
-        if check:
-            with np.errstate(over="ignore", invalid="ignore"):
-                redo = _underflowed(kernel.sum(axis=1))
-            if np.any(redo):
-                kernel[redo] = self._far_kernel(X[redo])
+        with np.errstate(over="ignore", invalid="ignore"):
+            redo = _underflowed(kernel.sum(axis=1))
+        if np.any(redo):
+            kernel[redo] = self._far_kernel(X[redo])
         return kernel
 
     def _far_kernel(self, X):
