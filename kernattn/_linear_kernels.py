@@ -8,6 +8,8 @@ attributes (its input standardisation folded into the projections); a learned pr
 starts from the Gaussian one and is trained by :mod:`kernattn._linear_projection`.
 """
 
+import inspect
+
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
@@ -68,6 +70,14 @@ class LinearKernelMixin(LinearSumsMixin):
                     K, axis=0, weights=sample_weight
                 )
                 feature_map.fit(p, rng, mean_sq_sum=sum(mean_sq) + 2 * cross)
+            elif "keys" in inspect.signature(feature_map.fit).parameters:
+                # A map that chooses landmarks among the keys (Nyström) sees a subsample.
+                rows = self._subsample(len(X), rng)
+                keys = self._project(X[rows], h, "key")
+                if "sample_weight" in inspect.signature(feature_map.fit).parameters:
+                    feature_map.fit(p, rng, keys=keys, sample_weight=sample_weight[rows])
+                else:
+                    feature_map.fit(p, rng, keys=keys)
             else:
                 feature_map.fit(p, rng)
             self.feature_maps_.append(feature_map)

@@ -17,9 +17,13 @@ which cancels too; with ``partial_fit`` it is the running maximum, and the sums 
 by :math:`e^{c_{\mathrm{old}} - c_{\mathrm{new}}}` when it grows. A per-key constant would not
 cancel (it would reweight the keys), so there is none.
 
+**Landmark features.** A map whose estimate is :math:`a(q)^\top G\, a(k)` (Nyström) has
+its base features :math:`a` summed over the keys, and :math:`G` applied once to the sums
+(its ``inner`` method) before the query features meet them.
+
 **Unreliable denominators.** A denominator :math:`\phi(q)^\top z` that is not above
 ``_RELATIVE_TINY`` times :math:`|\phi(q)|^\top |z|` (cancellation among signed features, or
-a negative sum), that underflows, or — for signed random features — that is within
+a negative sum), that underflows, or — for signed *random* features — that is within
 ``_SIGNED_Z`` standard errors of 0 (the r terms :math:`\phi_j(q) z_j` are random draws whose
 mean is the denominator, so their spread estimates its error) is not trusted: the query is
 computed exactly with the kernel :math:`\exp(q^\top k + b_k + \log s_k)` and the stored
@@ -99,6 +103,11 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
             return np.exp(logs, out=logs)
         return feature_map.transform(Q)
 
+    def _inner_sums(self, h):
+        """Head ``h``'s key sums as its query features meet them (``G`` applied, if any)."""
+        inner = getattr(self.feature_maps_[h], "inner", None)
+        return self._key_sums[h] if inner is None else inner(self._key_sums[h])
+
     # ------------------------------------------------------------ accumulating
 
     def _start_sums(self, n_outputs, target_shape):
@@ -137,16 +146,18 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
     def _head_moments(self, h, X):
         """Per-query [E v, E v², den] under head ``h`` and the unreliable rows' mask."""
         features = self._query_features(h, X)
-        sums = features @ self._key_sums[h]
+        key_sums = self._inner_sums(h)
+        sums = features @ key_sums
         denominator = sums[:, -1]
-        bound = np.abs(features) @ np.abs(self._key_sums[h][:, -1])
+        bound = np.abs(features) @ np.abs(key_sums[:, -1])
         reliable = (denominator > _RELATIVE_TINY * bound) & (denominator > _ABSOLUTE_TINY)
         reliable &= np.all(np.isfinite(sums), axis=1)
-        if getattr(self.feature_maps_[h], "signed", False):
+        feature_map = self.feature_maps_[h]
+        if getattr(feature_map, "signed", False) and getattr(feature_map, "random", True):
             # den = Σ_j T_j over r random terms T_j = φ_j(q) z_j: its standard error is
             # √(Σ T_j² − den²/r). A denominator within a few standard errors of 0 is noise.
             r = features.shape[1]
-            squares = features**2 @ self._key_sums[h][:, -1] ** 2
+            squares = features**2 @ key_sums[:, -1] ** 2
             error = np.sqrt(np.maximum(squares - denominator**2 / r, 0.0))
             reliable &= denominator > _SIGNED_Z * error
         t = self._n_outputs
@@ -266,10 +277,11 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
             for rows in self._blocks(len(X_train)):
                 block, top = self._key_features(h, X_train[rows], log_sw[rows])
                 keys[rows] = block * np.exp(top - self._key_log_scale[h])
-            weights = features @ keys.T
+            inner = getattr(self.feature_maps_[h], "inner", None)
+            weights = features @ (keys.T if inner is None else inner(keys.T))
             _, bad = self._head_moments(h, X)
             good = ~bad
-            weights[good] /= (features[good] @ self._key_sums[h][:, -1])[:, None]
+            weights[good] /= (features[good] @ self._inner_sums(h)[:, -1])[:, None]
             if np.any(bad):
                 K = self._project(X_train, h, "key")
                 Q = self._project(X[bad], h, "query")

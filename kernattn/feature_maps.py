@@ -16,6 +16,10 @@ so the sums over the keys are taken once (see :func:`kernattn.attention.linear_a
 - :class:`TrigonometricRandomFeatures`:
   :math:`\phi(u) = [\cos \Omega u, \sin \Omega u]/\sqrt{r/2}`,
   unbiased for the Gaussian kernel :math:`\exp(-\|q - k\|^2/2)`;
+- :class:`NystroemFeatures`: the Gaussian kernel's values at m landmarks taken from the data,
+  :math:`a(u)_j = \exp(-\|u - l_j\|^2/2)`, combined through the pseudo-inverse of the
+  landmarks' kernel matrix (deterministic once the landmarks are chosen; accurate where the
+  bandwidth is small next to the spread of the data, where random features are not);
 - :class:`EluFeatureMap` (:math:`\mathrm{elu}(u) + 1`) and :class:`ReluFeatureMap`
   (:math:`\max(u, 0)`): deterministic maps that define their own kernel.
 
@@ -45,6 +49,9 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
+from kernattn._deterministic_features import EluFeatureMap, ReluFeatureMap
+from kernattn._feature_base import _as_inputs, _check_dim, _check_n_features, _FeatureMap
+from kernattn._nystroem import NystroemFeatures
 from kernattn.attention import softmax_attention
 
 __all__ = [
@@ -52,30 +59,13 @@ __all__ = [
     "TrigonometricRandomFeatures",
     "EluFeatureMap",
     "ReluFeatureMap",
+    "NystroemFeatures",
     "make_feature_map",
     "optimal_positive_parameter",
     "kernel_approximation_error",
 ]
 
-FEATURE_MAPS = ("positive", "hyperbolic", "optimal", "trig", "elu", "relu")
-
-
-def _check_n_features(n_features, even=False):
-    if (
-        isinstance(n_features, bool)
-        or not isinstance(n_features, numbers.Integral)
-        or n_features < (2 if even else 1)
-        or (even and n_features % 2)
-    ):
-        kind = "a positive even integer" if even else "a positive integer"
-        raise ValueError(f"n_features must be {kind}; got {n_features!r}")
-    return int(n_features)
-
-
-def _check_dim(d):
-    if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1:
-        raise ValueError(f"the input dimension d must be a positive integer; got {d!r}")
-    return int(d)
+FEATURE_MAPS = ("positive", "hyperbolic", "optimal", "trig", "nystroem", "elu", "relu")
 
 
 def gaussian_rows(n_rows, d, orthogonal, random_state):
@@ -96,36 +86,6 @@ def gaussian_rows(n_rows, d, orthogonal, random_state):
         norms = np.sqrt(rng.chisquare(d, size=d))
         blocks.append(q.T * norms[:, None])
     return np.vstack(blocks)[:n_rows]
-
-
-def _as_inputs(U, d):
-    U = np.asarray(U, dtype=float)
-    if U.ndim != 2 or U.shape[1] != d:
-        raise ValueError(f"expected an array of shape (n, {d}); got shape {U.shape}")
-    return U
-
-
-class _FeatureMap:
-    """Shared bookkeeping: ``fit(d, random_state)`` then ``transform(U)``."""
-
-    #: The kernel the features estimate in mean ("softmax" for exp(qᵀk), "gaussian" for
-    #: exp(-‖q-k‖²/2)), or None when the map defines its own kernel.
-    approximates = None
-    #: Whether features can be negative (then so can a linear-attention denominator).
-    signed = False
-
-    def _check_fitted(self):
-        if not hasattr(self, "n_features_out_"):
-            raise ValueError(
-                f"this {type(self).__name__} is not fitted; call fit(d, random_state) first"
-            )
-
-    def __repr__(self):
-        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
-        return f"{type(self).__name__}({params})"
-
-    def _params(self):
-        return {}
 
 
 def optimal_positive_parameter(mean_sq_sum, d):
@@ -342,76 +302,16 @@ class TrigonometricRandomFeatures(_FeatureMap):
         return np.hstack([np.cos(angles), np.sin(angles)]) / np.sqrt(len(self.omega_))
 
 
-class EluFeatureMap(_FeatureMap):
-    r"""The deterministic map :math:`\phi(u) = \mathrm{elu}(u) + 1` of linear transformers.
-
-    :math:`\mathrm{elu}(u) + 1` is :math:`u + 1` for :math:`u > 0` and :math:`e^u` otherwise:
-    positive, so :math:`\phi(q)^\top\phi(k) > 0` is a valid kernel on its own, not an
-    estimate of another one (Katharopoulos et al., 2020). Nothing is drawn; r = d.
-
-    Examples
-    --------
-    >>> EluFeatureMap().fit(2).transform([[1.0, -1.0]]).round(4)
-    array([[2.    , 0.3679]])
-    """
-
-    def fit(self, d, random_state=None):
-        """Record the input dimension (nothing is random); returns self."""
-        self.n_features_in_ = self.n_features_out_ = _check_dim(d)
-        return self
-
-    def log_transform(self, U):
-        """``log φ(U)``: ``u`` below 0, ``log(1 + u)`` above."""
-        self._check_fitted()
-        U = _as_inputs(U, self.n_features_in_)
-        return np.where(U > 0, np.log1p(np.maximum(U, 0.0)), U)
-
-    def shifted_log_transform(self, U):
-        """``log φ(U)`` minus its row maximum."""
-        logits = self.log_transform(U)
-        logits -= logits.max(axis=1, keepdims=True)
-        return logits
-
-    def transform(self, U):
-        """φ(U), shape (n, d)."""
-        self._check_fitted()
-        U = _as_inputs(U, self.n_features_in_)
-        return np.where(U > 0, U + 1.0, np.exp(np.minimum(U, 0.0)))
-
-
-class ReluFeatureMap(_FeatureMap):
-    r"""The deterministic map :math:`\phi(u) = \max(u, 0)`.
-
-    Non-negative but not positive: a query with no positive coordinate has
-    :math:`\phi(q) = 0` and a zero linear-attention denominator (estimators compute such rows
-    exactly). Nothing is drawn; r = d.
-
-    Examples
-    --------
-    >>> ReluFeatureMap().fit(2).transform([[1.5, -1.0]])
-    array([[1.5, 0. ]])
-    """
-
-    def fit(self, d, random_state=None):
-        """Record the input dimension (nothing is random); returns self."""
-        self.n_features_in_ = self.n_features_out_ = _check_dim(d)
-        return self
-
-    def transform(self, U):
-        """φ(U), shape (n, d)."""
-        self._check_fitted()
-        return np.maximum(_as_inputs(U, self.n_features_in_), 0.0)
-
-
 def make_feature_map(feature_map="positive", n_features=256, orthogonal=False):
     """An unfitted feature map from its name.
 
     Parameters
     ----------
-    feature_map : {"positive", "hyperbolic", "optimal", "trig", "elu", "relu"}
-        "optimal" is positive features with ``A="optimal"`` (fit needs ``mean_sq_sum``).
+    feature_map : {"positive", "hyperbolic", "optimal", "trig", "nystroem", "elu", "relu"}
+        "optimal" is positive features with ``A="optimal"`` (fit needs ``mean_sq_sum``);
+        "nystroem" is :class:`NystroemFeatures` (fit needs sample ``keys``).
     n_features : int
-        r, for the random maps (the deterministic ones have r = d).
+        r, for the random maps and the Nyström map (elu and relu have r = d).
     orthogonal : bool
         For the random maps.
     """
@@ -423,6 +323,8 @@ def make_feature_map(feature_map="positive", n_features=256, orthogonal=False):
         return PositiveRandomFeatures(n_features, orthogonal=orthogonal, A="optimal")
     if feature_map == "trig":
         return TrigonometricRandomFeatures(n_features, orthogonal=orthogonal)
+    if feature_map == "nystroem":
+        return NystroemFeatures(n_features)
     if feature_map == "elu":
         return EluFeatureMap()
     if feature_map == "relu":
@@ -493,6 +395,8 @@ def kernel_approximation_error(
                 + 2 * Q.mean(axis=0) @ K.mean(axis=0)
             )
             phi.fit(Q.shape[1], random_state, mean_sq_sum=rho)
+        elif isinstance(phi, NystroemFeatures):
+            phi.fit(Q.shape[1], random_state, keys=K)
         else:
             phi.fit(Q.shape[1], random_state)
     logits = Q @ K.T

@@ -1,0 +1,182 @@
+r"""Nyström features: the Gaussian kernel through its values at landmarks taken from the data.
+
+With landmarks :math:`l_1, \dots, l_m` and :math:`a(u) = [\exp(-\|u - l_j\|^2/2)]_j`,
+
+.. math::
+
+    \kappa(q, k) \approx a(q)^\top G\, a(k), \qquad G = K_{mm}^{+}, \quad
+    (K_{mm})_{jl} = \exp(-\|l_j - l_l\|^2/2),
+
+the Nyström approximation (Williams & Seeger, 2001): the kernel projected onto the span of
+the landmarks' kernel functions. It is exact when :math:`q` or :math:`k` is a landmark, and
+good wherever the data sit close to landmarks in kernel units. Random features spread their
+r features over all of :math:`\mathbb R^d` and need :math:`\|q\|, \|k\|` small; landmarks are
+put where the data are, so r of them resolve a kernel whose bandwidth is small next to the
+spread of the data (Xiong et al., 2021, use the same idea for softmax attention).
+"""
+
+import numbers
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.utils import check_random_state
+
+from kernattn._feature_base import _as_inputs, _check_dim, _check_n_features, _FeatureMap
+from kernattn.kernels import squared_distances
+
+LANDMARKS = ("kmeans", "random")
+
+
+class NystroemFeatures(_FeatureMap):
+    r"""Nyström features of the Gaussian kernel :math:`\exp(-\|q - k\|^2/2)`.
+
+    The base features are the kernel's values at m landmarks,
+    :math:`a(u)_j = \exp(-\|u - l_j\|^2/2)`, and the estimate is
+    :math:`a(q)^\top G\, a(k)` with :math:`G` the pseudo-inverse of the landmarks' kernel
+    matrix. As a feature map, :math:`\phi(u) = G^{1/2} a(u)`, so
+    :math:`\phi(q)^\top \phi(k)` is the same estimate; linear attention instead sums the
+    base features over the keys and applies :math:`G` once to the sums (:meth:`inner`), so
+    each key and query costs O(m d), as for random features.
+
+    The landmarks come from sample keys given to ``fit``: k-means centres (the default,
+    which spread them over the data) or a random subset of the distinct keys. Eigenvalues
+    of the landmarks' kernel matrix below ``rcond`` times the largest are dropped, which
+    keeps :math:`G` bounded when landmarks nearly coincide in kernel units (a bandwidth
+    large next to their spacing).
+
+    The estimate is deterministic once the landmarks are chosen, and signed: :math:`G` has
+    entries of both signs, so the estimate, the implied attention weights and a
+    linear-attention denominator can be negative (estimators compute such queries exactly).
+
+    Parameters
+    ----------
+    n_features : int, default=256
+        m, the number of landmarks (fewer when the sample has fewer distinct keys).
+    landmarks : {"kmeans", "random"} or array_like of shape (m, d), default="kmeans"
+        How the landmarks are chosen, or the landmarks themselves.
+    rcond : float, default=1e-10
+        Relative cut-off for the eigenvalues of the landmarks' kernel matrix.
+
+    Attributes
+    ----------
+    landmarks_ : ndarray of shape (n_features_out_, d)
+    inner_matrix_ : ndarray of shape (n_features_out_, n_features_out_)
+        :math:`G = K_{mm}^{+}`.
+    rank_ : int
+        Eigenvalues kept in the pseudo-inverse.
+    n_features_out_ : int
+
+    References
+    ----------
+    .. [1] C. K. I. Williams, M. Seeger, "Using the Nyström method to speed up kernel
+       machines", NeurIPS 2001.
+    .. [2] Y. Xiong et al., "Nyströmformer: a Nyström-based algorithm for approximating
+       self-attention", AAAI 2021.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> keys = rng.standard_normal((500, 2))
+    >>> phi = NystroemFeatures(n_features=100).fit(2, random_state=0, keys=keys)
+    >>> q, k = keys[:1], keys[1:2]
+    >>> estimate = (phi.transform(q) @ phi.transform(k).T).item()
+    >>> exact = np.exp(-0.5 * np.sum((q - k) ** 2))
+    >>> bool(abs(estimate - exact) < 1e-3)
+    True
+    """
+
+    approximates = "gaussian"
+    signed = True
+    random = False
+
+    def __init__(self, n_features=256, landmarks="kmeans", rcond=1e-10):
+        self.n_features = n_features
+        self.landmarks = landmarks
+        self.rcond = rcond
+
+    def _params(self):
+        landmarks = self.landmarks if isinstance(self.landmarks, str) else "array"
+        return {"n_features": self.n_features, "landmarks": landmarks, "rcond": self.rcond}
+
+    def fit(self, d, random_state=None, keys=None, sample_weight=None):
+        """Choose the landmarks among sample ``keys`` of shape (n, d); returns self.
+
+        ``sample_weight`` weights the keys in k-means. Keys are not needed when
+        ``landmarks`` is an array.
+        """
+        d = _check_dim(d)
+        m = _check_n_features(self.n_features)
+        if not (isinstance(self.rcond, numbers.Real) and 0 <= self.rcond < 1):
+            raise ValueError(f"rcond must be a number in [0, 1); got {self.rcond!r}")
+        if isinstance(self.landmarks, str):
+            if self.landmarks not in LANDMARKS:
+                raise ValueError(
+                    f"landmarks must be one of {LANDMARKS} or an array of shape (m, {d}); got "
+                    f"{self.landmarks!r}"
+                )
+            if keys is None:
+                raise ValueError(
+                    "NystroemFeatures chooses its landmarks among sample inputs: call "
+                    "fit(d, random_state, keys=U) with U of shape (n, d)"
+                )
+            landmarks = self._choose(
+                self.landmarks, _as_inputs(keys, d), m, random_state, sample_weight
+            )
+        else:
+            landmarks = _as_inputs(self.landmarks, d)
+            if not len(landmarks):
+                raise ValueError("landmarks must hold at least one row")
+        if not np.all(np.isfinite(landmarks)):
+            raise ValueError("the landmarks (or the keys they are chosen from) must be finite")
+        gram = np.exp(-0.5 * squared_distances(landmarks, landmarks))
+        eigenvalues, vectors = np.linalg.eigh(gram)
+        keep = eigenvalues > self.rcond * eigenvalues[-1]
+        vectors, eigenvalues = vectors[:, keep], eigenvalues[keep]
+        self.landmarks_ = landmarks
+        self.inner_matrix_ = (vectors / eigenvalues) @ vectors.T
+        self._sqrt_inner = (vectors / np.sqrt(eigenvalues)) @ vectors.T
+        self._half_sq_landmarks = 0.5 * np.einsum("ij,ij->i", landmarks, landmarks)
+        self.rank_ = int(keep.sum())
+        self.n_features_in_ = d
+        self.n_features_out_ = len(landmarks)
+        return self
+
+    @staticmethod
+    def _choose(landmarks, keys, m, random_state, sample_weight):
+        """``m`` landmarks among ``keys`` (all the distinct keys if there are no more)."""
+        if not np.all(np.isfinite(keys)):
+            raise ValueError("the keys given to fit must be finite")
+        distinct = np.unique(keys, axis=0)
+        if len(distinct) <= m:
+            return distinct
+        rng = check_random_state(random_state)
+        if landmarks == "random":
+            return distinct[np.sort(rng.choice(len(distinct), m, replace=False))]
+        kmeans = KMeans(n_clusters=m, n_init=1, random_state=rng.randint(2**31 - 1))
+        return kmeans.fit(keys, sample_weight=sample_weight).cluster_centers_
+
+    def log_transform(self, U):
+        r"""``log a(U)``, the log of the base features :math:`\exp(-\|u - l_j\|^2/2)`."""
+        self._check_fitted()
+        U = _as_inputs(U, self.n_features_in_)
+        logs = U @ self.landmarks_.T
+        logs -= self._half_sq_landmarks
+        logs -= 0.5 * np.einsum("ij,ij->i", U, U)[:, None]
+        return logs
+
+    def shifted_log_transform(self, U):
+        """``log a(U)`` minus its row maximum (the query-only term is never formed)."""
+        self._check_fitted()
+        logs = _as_inputs(U, self.n_features_in_) @ self.landmarks_.T
+        logs -= self._half_sq_landmarks
+        logs -= logs.max(axis=1, keepdims=True)
+        return logs
+
+    def transform(self, U):
+        r"""φ(U) = :math:`G^{1/2} a(U)`, shape (n, m)."""
+        return np.exp(self.log_transform(U)) @ self._sqrt_inner
+
+    def inner(self, sums):
+        """``G @ sums``: sums of base features over the keys, as the query features meet them."""
+        self._check_fitted()
+        return self.inner_matrix_ @ sums
