@@ -69,7 +69,7 @@ def default_estimators(quick=False):
     - ``AttentionRegressor``: one head of learned dot-product attention, trained on the
       leave-one-out loss;
     - ``LinearAttentionRegressor``: the Gaussian kernel at the leave-one-out bandwidths,
-      through 256 generalised positive random features (linear in n);
+      through 256 Nyström features (landmarks from the data; linear in n);
     - ``KNeighborsRegressor``: the hard, k-nearest version of the average, k tuned;
     - ``KernelRidge``: Gaussian kernel ridge regression, the penalty and width tuned.
 
@@ -101,7 +101,7 @@ def default_estimators(quick=False):
         "KernelSmoother": KernelSmoother(bandwidth="loo"),
         "AttentionRegressor": AttentionRegressor(),
         "LinearAttentionRegressor": LinearAttentionRegressor(
-            feature_map="optimal", bandwidth="loo"
+            feature_map="nystroem", bandwidth="loo"
         ),
         "KNeighborsRegressor": make_pipeline(
             StandardScaler(),

@@ -66,13 +66,17 @@ class LinearAttentionRegressor(LinearKernelMixin):
     **Centre and scale.** The positive features estimate :math:`\exp(q^\top k)` with
     relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`: it grows like
     :math:`\exp(\|q\|^2 + \|k\|^2)` with the norms of the inputs in kernel units. The inputs
-    are therefore centred (``centre``, the weighted mean by default), and the approximation
-    is good only where the bandwidth is not small compared with the spread of the data —
-    a large bandwidth, few input dimensions, or both. With a small bandwidth the estimate
+    are therefore centred (``centre``, the weighted mean by default), and random features
+    are accurate only where the bandwidth is not small compared with the spread of the data
+    — a large bandwidth, few input dimensions, or both. With a small bandwidth their estimate
     stays finite and inside the range of the targets, but it is a different, coarser
-    smoother: in ``examples/benchmarks/bench_linear.py`` (d = 8, leave-one-out bandwidth,
-    r = 256) its test MSE is about 80 % above the exact smoother's, about 30 % with
-    ``feature_map="optimal"``, and within 5 % at four times that bandwidth.
+    smoother. ``feature_map="nystroem"`` does not have this limit: its r features are the
+    kernel's values at r landmarks chosen from the training keys (k-means centres), so
+    they resolve the kernel wherever the data are. In
+    ``examples/benchmarks/bench_linear.py`` (d = 8, leave-one-out bandwidth, r = 256) the
+    test MSE is about 80 % above the exact smoother's with positive features, about 30 %
+    with ``feature_map="optimal"`` and within 2 % with ``feature_map="nystroem"``, at the
+    same linear cost.
 
     **Numerics.** Query log-features have their row maximum subtracted, key log-features one
     global constant (both cancel in the ratio); never a per-key constant, which would not.
@@ -84,15 +88,18 @@ class LinearAttentionRegressor(LinearKernelMixin):
 
     Parameters
     ----------
-    feature_map : {"positive", "hyperbolic", "optimal", "trig", "elu", "relu"} or object, \
-default="positive"
+    feature_map : {"positive", "hyperbolic", "optimal", "trig", "nystroem", "elu", "relu"} \
+or object, default="positive"
         Positive random features (FAVOR+), their hyperbolic variant, generalised positive
         features with the variance-optimal parameter for the training data's
         :math:`\overline{\|q + k\|^2}` (lower variance at small bandwidths), random
-        Fourier features, elu + 1, relu (see :mod:`kernattn.feature_maps`), or an unfitted
-        feature-map object (copied and fitted per head).
+        Fourier features, Nyström features (the kernel at landmarks chosen from at most
+        ``n_subsample`` training keys; signed, deterministic once chosen), elu + 1, relu
+        (see :mod:`kernattn.feature_maps`), or an unfitted feature-map object (copied and
+        fitted per head; one whose ``fit`` takes ``keys`` is given the projected keys of
+        at most ``n_subsample`` training rows).
     n_features : int, default=256
-        r, the number of random features (named random maps only).
+        r, the number of random features or landmarks (named maps only).
     orthogonal : bool, default=True
         Orthogonal blocks of random frequencies (lower variance; named maps only).
     bandwidth : float, array_like of shape (n_features_in_,), or {"scott", "silverman", \
@@ -113,7 +120,8 @@ default="positive"
         and positive, hyperbolic or optimal features only).
     n_subsample : int, default=2000
         Most rows used for what costs more than linear time (the "loo" bandwidth, fitting an
-        AttentionRegressor, training the projection).
+        AttentionRegressor, training the projection) or needs only a sample (choosing
+        Nyström landmarks).
     random_state : int, RandomState or None, default=None
         Draws the features (once, in ``fit``) and the subsamples.
 
@@ -151,6 +159,8 @@ default="positive"
     .. [1] K. Choromanski et al., "Rethinking attention with Performers", ICLR 2021.
     .. [2] A. Katharopoulos et al., "Transformers are RNNs", ICML 2020.
     .. [3] A. Rahimi, B. Recht, "Random features for large-scale kernel machines", 2007.
+    .. [4] C. K. I. Williams, M. Seeger, "Using the Nyström method to speed up kernel
+       machines", NeurIPS 2001.
 
     Examples
     --------
@@ -248,10 +258,11 @@ default="positive"
         """Add a chunk of training data to the sums S, z, S₂.
 
         The first call (on an unfitted estimator) also fixes what the kernel needs from the
-        data — the centre, the bandwidth, the attention model, the features, the target
-        offset — from that chunk, unless given as parameters. With ``centre``,
-        ``bandwidth`` and ``random_state`` given, any split into chunks gives the fit on the
-        concatenation (up to rounding). Later calls (also after ``fit``) only add to the
+        data — the centre, the bandwidth, the attention model, the features (Nyström
+        landmarks too), the target offset — from that chunk, unless given as parameters.
+        With ``centre``, ``bandwidth`` and ``random_state`` given (and, for Nyström
+        features, the landmarks), any split into chunks gives the fit on the concatenation
+        (up to rounding). Later calls (also after ``fit``) only add to the
         sums; the training keys are not kept, so ``attention_weights`` is unavailable and
         queries with an unreliable denominator get the weighted training mean.
 
