@@ -29,6 +29,7 @@ ESTIMATORS = [
     LinearAttentionRegressor(feature_map="optimal"),
     LinearAttentionRegressor(feature_map="elu", bandwidth=1.0),
     LinearAttentionRegressor(feature_map="relu", n_features=16),
+    LinearAttentionRegressor(feature_map="nystroem", n_features=32),
     LinearAttentionRegressor(learn_projection=True),
 ]
 

@@ -6,6 +6,7 @@ import pytest
 from kernattn.attention import softmax_attention
 from kernattn.feature_maps import (
     EluFeatureMap,
+    NystroemFeatures,
     PositiveRandomFeatures,
     ReluFeatureMap,
     TrigonometricRandomFeatures,
@@ -251,3 +252,177 @@ def test_kernel_approximation_error_small_at_large_r():
         )
         assert errors["kernel_error"] < 0.03
         assert errors["output_rmse"] < 0.02
+
+
+# -------------------------------------------------------------------- Nyström
+
+
+def _gaussian_matrix(A, B):
+    """exp(-‖a - b‖²/2) for every row a of A and b of B, by broadcasting."""
+    return np.exp(-0.5 * np.sum((A[:, None, :] - B[None, :, :]) ** 2, axis=2))
+
+
+def _nystroem_sample(n_keys=300, n_queries=40, scale=1.5, seed=0):
+    rng = np.random.default_rng(seed)
+    return scale * rng.standard_normal((n_queries, 2)), scale * rng.standard_normal((n_keys, 2))
+
+
+def test_nystroem_estimate_matches_pseudo_inverse_formula():
+    Q, K = _nystroem_sample()
+    phi = NystroemFeatures(20).fit(2, random_state=0, keys=K)
+    L = phi.landmarks_
+    assert L.shape == (20, 2) and phi.rank_ == 20
+    expected = (
+        _gaussian_matrix(Q, L) @ np.linalg.pinv(_gaussian_matrix(L, L)) @ _gaussian_matrix(K, L).T
+    )
+    np.testing.assert_allclose(phi.transform(Q) @ phi.transform(K).T, expected, rtol=1e-8)
+
+
+def test_nystroem_inner_applies_pseudo_inverse_of_landmark_gram():
+    _, K = _nystroem_sample()
+    phi = NystroemFeatures(20).fit(2, random_state=0, keys=K)
+    M = np.random.default_rng(1).standard_normal((20, 3))
+    G = np.linalg.pinv(_gaussian_matrix(phi.landmarks_, phi.landmarks_))
+    np.testing.assert_allclose(phi.inner_matrix_, G, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(phi.inner(M), phi.inner_matrix_ @ M, rtol=1e-14)
+
+
+def test_nystroem_log_features_match_formula():
+    Q, K = _nystroem_sample()
+    phi = NystroemFeatures(20).fit(2, random_state=0, keys=K)
+    U = 3.0 * Q
+    np.testing.assert_allclose(
+        np.exp(phi.log_transform(U)), _gaussian_matrix(U, phi.landmarks_), rtol=1e-12
+    )
+    shifted = phi.shifted_log_transform(U)
+    np.testing.assert_array_equal(shifted.max(axis=1), 0.0)
+    offset = phi.log_transform(U) - shifted
+    np.testing.assert_allclose(offset, offset[:, :1] * np.ones((1, 20)), rtol=1e-12, atol=1e-12)
+
+
+def test_nystroem_exact_when_either_input_is_a_landmark():
+    Q, K = _nystroem_sample()
+    phi = NystroemFeatures(20).fit(2, random_state=0, keys=K)
+    assert phi.rank_ == phi.n_features_out_
+    L = phi.landmarks_
+    np.testing.assert_allclose(
+        phi.transform(L) @ phi.transform(Q).T, _gaussian_matrix(L, Q), atol=1e-10
+    )
+
+
+def test_nystroem_random_landmarks_are_distinct_key_rows():
+    distinct = np.random.default_rng(1).standard_normal((40, 2))
+    keys = np.repeat(distinct, 5, axis=0)
+    phi = NystroemFeatures(30, landmarks="random").fit(2, random_state=0, keys=keys)
+    L = phi.landmarks_
+    assert L.shape == (30, 2)
+    assert len(np.unique(L, axis=0)) == 30
+    assert all(np.any(np.all(keys == row, axis=1)) for row in L)
+
+
+def test_nystroem_given_landmarks_used_as_is_without_keys():
+    L = np.array([[0.0, 0.0], [1.0, -0.5], [2.0, 3.0]])
+    phi = NystroemFeatures(landmarks=L).fit(2)
+    np.testing.assert_array_equal(phi.landmarks_, L)
+    assert phi.n_features_out_ == 3
+    u = np.array([[0.4, 0.7]])
+    np.testing.assert_allclose(phi.transform(u) @ phi.transform(L).T, _gaussian_matrix(u, L))
+
+
+def test_nystroem_few_distinct_keys_become_the_landmarks():
+    distinct = np.random.default_rng(2).standard_normal((7, 3))
+    keys = np.vstack([distinct, distinct[:4], distinct[::-1]])
+    for landmarks in ("kmeans", "random"):
+        phi = NystroemFeatures(10, landmarks=landmarks).fit(3, random_state=0, keys=keys)
+        np.testing.assert_array_equal(phi.landmarks_, np.unique(distinct, axis=0))
+        assert phi.n_features_out_ == 7
+
+
+def test_nystroem_kmeans_landmarks_set_by_random_state():
+    _, K = _nystroem_sample(scale=3.0)
+    a = NystroemFeatures(16).fit(2, random_state=0, keys=K).landmarks_
+    b = NystroemFeatures(16).fit(2, random_state=0, keys=K).landmarks_
+    c = NystroemFeatures(16).fit(2, random_state=1, keys=K).landmarks_
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(np.sort(a, axis=0), np.sort(c, axis=0))
+
+
+def test_nystroem_error_falls_with_landmarks_far_below_random_features():
+    # Bandwidth 0.3 next to a spread of 1: inputs in kernel units have norm ~ 3.
+    rng = np.random.default_rng(1)
+    K, Q = rng.standard_normal((1000, 2)) / 0.3, rng.standard_normal((100, 2)) / 0.3
+    errors = [
+        kernel_approximation_error(Q, K, feature_map=NystroemFeatures(m), random_state=0)[
+            "kernel_error"
+        ]
+        for m in (16, 64, 256)
+    ]
+    assert errors[1] < 0.5 * errors[0] and errors[2] < 0.5 * errors[1]
+    for name, factor in (("positive", 0.02), ("trig", 0.1)):
+        random = kernel_approximation_error(
+            Q, K, feature_map=name, n_features=256, random_state=0
+        )["kernel_error"]
+        assert errors[2] < factor * random
+
+
+def test_nystroem_by_name_and_in_diagnostic():
+    phi = make_feature_map("nystroem", 64)
+    assert isinstance(phi, NystroemFeatures) and phi.n_features == 64
+    Q, K = _nystroem_sample(n_keys=200, n_queries=10)
+    errors = kernel_approximation_error(
+        Q, K, feature_map="nystroem", n_features=64, random_state=3
+    )
+    fitted = NystroemFeatures(64).fit(2, random_state=3, keys=K)
+    approx = fitted.transform(Q) @ fitted.transform(K).T
+    exact = _gaussian_matrix(Q, K)
+    assert errors["kernel_error"] == pytest.approx(
+        np.linalg.norm(approx - exact) / np.linalg.norm(exact), rel=1e-10
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "fit_kwargs", "match"),
+    [
+        ({}, {}, "keys=U"),
+        ({"landmarks": "grid"}, {"keys": np.ones((5, 2))}, "landmarks must be one of"),
+        ({"landmarks": np.ones((3, 3))}, {}, r"shape \(n, 2\)"),
+        ({"landmarks": np.ones((0, 2))}, {}, "at least one row"),
+        ({"landmarks": np.array([[np.inf, 0.0]])}, {}, "must be finite"),
+        ({"rcond": 1.0}, {"keys": np.ones((5, 2))}, r"rcond must be a number in \[0, 1\)"),
+        ({"rcond": -1e-3}, {"keys": np.ones((5, 2))}, "rcond must be"),
+        ({"rcond": np.nan}, {"keys": np.ones((5, 2))}, "rcond must be"),
+        ({}, {"keys": np.array([[0.0, 1.0], [np.nan, 2.0]])}, "keys given to fit must be finite"),
+        ({}, {"keys": np.array([[0.0, 1.0], [np.inf, 2.0]])}, "keys given to fit must be finite"),
+        ({"n_features": 0}, {"keys": np.ones((5, 2))}, "positive integer"),
+        ({}, {"keys": np.ones((5, 3))}, r"shape \(n, 2\)"),
+    ],
+)
+def test_nystroem_bad_arguments_raise(params, fit_kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        NystroemFeatures(**params).fit(2, random_state=0, **fit_kwargs)
+
+
+@pytest.mark.parametrize("method", ["transform", "log_transform", "shifted_log_transform"])
+def test_nystroem_unfitted_raises(method):
+    with pytest.raises(ValueError, match="not fitted"):
+        getattr(NystroemFeatures(), method)(np.ones((1, 2)))
+
+
+@pytest.mark.xfail(
+    strict=True, raises=IndexError, reason="empty keys reach eigenvalues[-1] of an empty gram"
+)
+def test_nystroem_empty_keys_raise_value_error():
+    with pytest.raises(ValueError):
+        NystroemFeatures(4).fit(2, random_state=0, keys=np.empty((0, 2)))
+
+
+def test_nystroem_drops_tiny_eigenvalues_when_landmarks_nearly_coincide():
+    # A bandwidth 100 times the spread: the landmarks' gram is numerically low rank.
+    Q, K = _nystroem_sample(scale=0.01)
+    phi = NystroemFeatures(32).fit(2, random_state=0, keys=K)
+    gram = _gaussian_matrix(phi.landmarks_, phi.landmarks_)
+    assert phi.n_features_out_ == 32 and phi.rank_ < 32
+    assert np.linalg.norm(phi.inner_matrix_, 2) <= 1.0 / (phi.rcond * np.linalg.eigvalsh(gram)[-1])
+    features = phi.transform(Q)
+    assert np.all(np.isfinite(features))
+    np.testing.assert_allclose(features @ phi.transform(K).T, _gaussian_matrix(Q, K), atol=1e-8)

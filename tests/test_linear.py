@@ -10,7 +10,7 @@ from scipy.optimize import check_grad
 
 from kernattn import KernelSmoother, LinearAttentionRegressor
 from kernattn._linear_projection import FeatureLeaveOneOut
-from kernattn.feature_maps import PositiveRandomFeatures
+from kernattn.feature_maps import NystroemFeatures, PositiveRandomFeatures
 
 
 def _data(n=400, d=2, seed=0):
@@ -132,10 +132,11 @@ def test_implied_weights_match_feature_formula():
     )
 
 
-def test_same_seed_same_predictions_and_pickle():
+@pytest.mark.parametrize("feature_map", ["positive", "nystroem"])
+def test_same_seed_same_predictions_and_pickle(feature_map):
     X, y = _data(100)
-    a = LinearAttentionRegressor(random_state=5).fit(X, y)
-    b = LinearAttentionRegressor(random_state=5).fit(X, y)
+    a = LinearAttentionRegressor(feature_map=feature_map, n_features=32, random_state=5).fit(X, y)
+    b = LinearAttentionRegressor(feature_map=feature_map, n_features=32, random_state=5).fit(X, y)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).predict(X), a.predict(X))
 
@@ -468,6 +469,12 @@ def test_loo_bandwidth_on_subsample_scaled_to_full_size():
         ({"learn_projection": True, "feature_map": "trig"}, ValueError, "positive random"),
         ({"centre": [0.0]}, ValueError, "centre must be None"),
         ({"feature_map": "trig", "n_features": 5}, ValueError, "even"),
+        (
+            {"feature_map": NystroemFeatures(landmarks=np.zeros((3, 5)))},
+            ValueError,
+            r"shape \(n, 2\)",
+        ),
+        ({"feature_map": NystroemFeatures(rcond=2.0)}, ValueError, "rcond must be"),
     ],
 )
 def test_bad_parameters_raise_and_keep_earlier_fit(params, error, match):
@@ -478,3 +485,158 @@ def test_bad_parameters_raise_and_keep_earlier_fit(params, error, match):
     with pytest.raises(error, match=match):
         model.fit(X, y)
     np.testing.assert_array_equal(model.predict(X), before)
+
+
+# --------------------------------------------------------------------- Nyström
+
+
+def _smooth_gaussian_data(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+def test_nystroem_tracks_kernel_smoother_at_small_bandwidth():
+    # Bandwidth 0.3 next to a spread of 1 in 3-D: positive features are a coarser smoother.
+    X, y = _smooth_gaussian_data(2000, seed=0)
+    Xq = _smooth_gaussian_data(300, seed=1)[0]
+    exact = KernelSmoother(bandwidth=0.3).fit(X, y).predict(Xq)
+    errors = {
+        name: np.mean(
+            (
+                LinearAttentionRegressor(feature_map=name, bandwidth=0.3, random_state=0)
+                .fit(X, y)
+                .predict(Xq)
+                - exact
+            )
+            ** 2
+        )
+        for name in ("nystroem", "positive")
+    }
+    assert errors["nystroem"] < 0.05 * errors["positive"]
+    assert errors["nystroem"] < 0.02 * np.var(y)
+
+
+def test_nystroem_at_large_bandwidth_drops_rank_and_matches_kernel_smoother():
+    X, y = _data(300)
+    Xq = _data(50, seed=9)[0]
+    model = LinearAttentionRegressor(
+        feature_map="nystroem", n_features=64, bandwidth=10.0, random_state=0
+    ).fit(X, y)
+    assert model.feature_maps_[0].rank_ < 64
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        mean, std = model.predict(Xq, return_std=True)
+    exact_mean, exact_std = KernelSmoother(bandwidth=10.0).fit(X, y).predict(Xq, return_std=True)
+    np.testing.assert_allclose(mean, exact_mean, atol=1e-8)
+    np.testing.assert_allclose(std, exact_std, atol=1e-7)
+
+
+def test_nystroem_attention_weights_sum_to_one_and_give_predict():
+    X, y = _data(300)
+    w = np.random.default_rng(0).integers(0, 3, len(y)).astype(float)
+    model = LinearAttentionRegressor(
+        feature_map="nystroem", n_features=64, bandwidth=0.3, random_state=0
+    ).fit(X, y, sample_weight=w)
+    Xq = X[:20] + 0.05
+    weights = model.attention_weights(Xq)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=0, atol=1e-8)
+    assert np.all(weights[:, w == 0] == 0)
+    np.testing.assert_allclose(model.predict(Xq), weights @ y, rtol=1e-10, atol=1e-10)
+
+
+def test_nystroem_std_is_clipped_weighted_spread():
+    X, y = _data(300)
+    model = LinearAttentionRegressor(
+        feature_map="nystroem", n_features=64, bandwidth=0.3, random_state=0
+    ).fit(X, y)
+    Xq = np.vstack([_data(50, seed=9)[0], [[3.0, 3.0], [-2.0, 5.0]]])
+    mean, std = model.predict(Xq, return_std=True)
+    assert np.all(np.isfinite(std)) and np.all(std >= 0)
+    # Signed weights: the weighted spread can come out negative and is clipped at 0.
+    weights = model.attention_weights(Xq)
+    spread = np.sum(weights * (y[None, :] - mean[:, None]) ** 2, axis=1)
+    np.testing.assert_allclose(std, np.sqrt(np.maximum(spread, 0.0)), rtol=1e-7, atol=1e-7)
+
+
+def test_nystroem_landmarks_come_from_subsample_of_projected_positive_weight_keys():
+    X, y = _data(300)
+    w = np.where(np.arange(300) % 3 == 0, 0.0, 1.0)
+    model = LinearAttentionRegressor(
+        feature_map=NystroemFeatures(100, landmarks="random"),
+        bandwidth=0.4,
+        n_subsample=50,
+        random_state=0,
+    ).fit(X, y, sample_weight=w)
+    landmarks = model.feature_maps_[0].landmarks_
+    # A subsample of 50 distinct keys, fewer than 100 landmarks: all of them are used.
+    assert landmarks.shape == (50, 2)
+    keys = (X - model.centre_) / model.bandwidth_
+    squared = np.sum((landmarks[:, None] - keys[None]) ** 2, axis=2)
+    nearest = np.argmin(squared, axis=1)
+    np.testing.assert_allclose(landmarks, keys[nearest], rtol=1e-12, atol=1e-12)
+    assert len(np.unique(nearest)) == 50 and np.all(w[nearest] > 0)
+
+
+def test_nystroem_partial_fit_with_given_landmarks_equals_fit():
+    X, y = _data(300, d=3)
+    Y = np.column_stack([y, np.cos(X[:, 1])])
+    w = np.random.default_rng(1).uniform(0, 2, len(X))
+    order = np.argsort(np.linalg.norm(X, axis=1))
+    X, Y, w = X[order], Y[order], w[order]
+    landmarks = np.random.default_rng(2).uniform(-2.5, 2.5, (40, 3))
+    params = dict(
+        feature_map=NystroemFeatures(landmarks=landmarks),
+        bandwidth=0.5,
+        centre=[0.1, -0.2, 0.0],
+        random_state=3,
+    )
+    full = LinearAttentionRegressor(**params).fit(X, Y, sample_weight=w)
+    chunked = LinearAttentionRegressor(**params)
+    for rows in np.array_split(np.arange(len(X)), [7, 120, 121]):
+        chunked.partial_fit(X[rows], Y[rows], sample_weight=w[rows])
+    np.testing.assert_array_equal(chunked.feature_maps_[0].landmarks_, landmarks)
+    Xq = _data(50, d=3, seed=9)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        for a, b in zip(
+            full.predict(Xq, return_std=True), chunked.predict(Xq, return_std=True), strict=True
+        ):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_nystroem_partial_fit_fixes_landmarks_at_first_chunk():
+    X, y = _data(600)
+    model = LinearAttentionRegressor(feature_map="nystroem", n_features=32, random_state=0)
+    model.partial_fit(X[:200], y[:200])
+    first = model.feature_maps_[0].landmarks_.copy()
+    # Later chunks lie elsewhere: landmarks chosen again would move towards them.
+    model.partial_fit(X[200:400] + 3.0, y[200:400]).partial_fit(X[400:] - 3.0, y[400:])
+    np.testing.assert_array_equal(model.feature_maps_[0].landmarks_, first)
+    keys = (X[:200] - model.centre_) / model.bandwidth_
+    assert np.all(first >= keys.min(axis=0)) and np.all(first <= keys.max(axis=0))
+
+
+def test_nystroem_far_queries_finite():
+    X, y = _data(300)
+    model = LinearAttentionRegressor(
+        feature_map="nystroem", n_features=64, bandwidth=0.3, random_state=0
+    ).fit(X, y)
+    far = np.array([[1e6, 0.0], [-1e8, 1e8], [0.0, -1e12], [1e300, -1e300], [1e300, 1e300]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        mean, std = model.predict(far, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+
+
+def test_nystroem_nan_input_raises():
+    X, y = _data(100)
+    model = LinearAttentionRegressor(feature_map="nystroem", n_features=16, random_state=0)
+    X_nan = X.copy()
+    X_nan[5, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        model.fit(X_nan, y)
+    model.fit(X, y)
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict([[np.nan, 0.0]])
