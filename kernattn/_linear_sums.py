@@ -23,7 +23,9 @@ its base features :math:`a` summed over the keys, and :math:`G` applied once to 
 
 **Unreliable denominators.** A denominator :math:`\phi(q)^\top z` that is not above
 ``_RELATIVE_TINY`` times :math:`|\phi(q)|^\top |z|` (cancellation among signed features, or
-a negative sum), that underflows, or — for signed *random* features — that is within
+a negative sum), that underflows, that is for a query the map does not cover (its
+``covered`` method: a Nyström query far from every landmark), or — for signed *random*
+features — that is within
 ``_SIGNED_Z`` standard errors of 0 (the r terms :math:`\phi_j(q) z_j` are random draws whose
 mean is the denominator, so their spread estimates its error) is not trusted: the query is
 computed exactly with the kernel :math:`\exp(q^\top k + b_k + \log s_k)` and the stored
@@ -96,12 +98,14 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
         return feature_map.transform(K) * np.exp(log_weight - top)[:, None], top
 
     def _query_features(self, h, X):
+        """Query features and which queries the map covers (``covered``; all, by default)."""
         feature_map = self.feature_maps_[h]
         Q = self._project(X, h, "query")
+        covered = feature_map.covered(Q) if hasattr(feature_map, "covered") else True
         if hasattr(feature_map, "shifted_log_transform"):
             logs = feature_map.shifted_log_transform(Q)
-            return np.exp(logs, out=logs)
-        return feature_map.transform(Q)
+            return np.exp(logs, out=logs), covered
+        return feature_map.transform(Q), covered
 
     def _inner_sums(self, h):
         """Head ``h``'s key sums as its query features meet them (``G`` applied, if any)."""
@@ -145,12 +149,13 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
 
     def _head_moments(self, h, X):
         """Per-query [E v, E v², den] under head ``h`` and the unreliable rows' mask."""
-        features = self._query_features(h, X)
+        features, covered = self._query_features(h, X)
         key_sums = self._inner_sums(h)
         sums = features @ key_sums
         denominator = sums[:, -1]
         bound = np.abs(features) @ np.abs(key_sums[:, -1])
         reliable = (denominator > _RELATIVE_TINY * bound) & (denominator > _ABSOLUTE_TINY)
+        reliable &= covered
         reliable &= np.all(np.isfinite(sums), axis=1)
         feature_map = self.feature_maps_[h]
         if getattr(feature_map, "signed", False) and getattr(feature_map, "random", True):
@@ -225,8 +230,8 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
         )
         warnings.warn(
             f"{n_exact} of {n_queries} queries had a linear-attention denominator that is not "
-            f"safely positive (negative, cancelling or underflowing feature sums); they were "
-            f"{how}",
+            f"safely positive (negative, cancelling or underflowing feature sums, or a query "
+            f"far from every Nyström landmark); they were {how}",
             UserWarning,
             stacklevel=3,
         )
@@ -272,7 +277,7 @@ class LinearSumsMixin(NadarayaWatsonRegressor):
         X_train, log_sw = self._training_keys()
         total = np.zeros((len(X), len(X_train)))
         for h, head_weight in enumerate(self.head_weights_):
-            features = self._query_features(h, X)
+            features, _ = self._query_features(h, X)
             keys = np.empty((len(X_train), features.shape[1]))
             for rows in self._blocks(len(X_train)):
                 block, top = self._key_features(h, X_train[rows], log_sw[rows])

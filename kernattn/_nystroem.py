@@ -25,6 +25,10 @@ from kernattn._feature_base import _as_inputs, _check_dim, _check_n_features, _F
 from kernattn.kernels import squared_distances
 
 LANDMARKS = ("kmeans", "random")
+# Queries farther than this from every landmark (in kernel units, where the kernel at the
+# nearest landmark is below exp(-18) ≈ 1.5e-8) are not covered: their estimate would be a
+# signed blend of the sums at one landmark, not a local average.
+COVER_RADIUS = 6.0
 
 
 class NystroemFeatures(_FeatureMap):
@@ -43,6 +47,9 @@ class NystroemFeatures(_FeatureMap):
     of the landmarks' kernel matrix below ``rcond`` times the largest are dropped, which
     keeps :math:`G` bounded when landmarks nearly coincide in kernel units (a bandwidth
     large next to their spacing).
+
+    A query farther than 6 (kernel units) from every landmark is not :meth:`covered`:
+    the estimate there is an extrapolation, and estimators compute it exactly.
 
     The estimate is deterministic once the landmarks are chosen, and signed: :math:`G` has
     entries of both signs, so the estimate, the implied attention weights and a
@@ -114,10 +121,10 @@ class NystroemFeatures(_FeatureMap):
                     f"landmarks must be one of {LANDMARKS} or an array of shape (m, {d}); got "
                     f"{self.landmarks!r}"
                 )
-            if keys is None:
+            if keys is None or not len(keys):
                 raise ValueError(
                     "NystroemFeatures chooses its landmarks among sample inputs: call "
-                    "fit(d, random_state, keys=U) with U of shape (n, d)"
+                    "fit(d, random_state, keys=U) with U of shape (n, d), n >= 1"
                 )
             landmarks = self._choose(
                 self.landmarks, _as_inputs(keys, d), m, random_state, sample_weight
@@ -154,6 +161,17 @@ class NystroemFeatures(_FeatureMap):
             return distinct[np.sort(rng.choice(len(distinct), m, replace=False))]
         kmeans = KMeans(n_clusters=m, n_init=1, random_state=rng.randint(2**31 - 1))
         return kmeans.fit(keys, sample_weight=sample_weight).cluster_centers_
+
+    def covered(self, U):
+        """Which rows of ``U`` lie within ``COVER_RADIUS`` (6) of some landmark.
+
+        Elsewhere every base feature is below about 1.5e-8 of its peak and the estimate is
+        an extrapolation; estimators compute those queries exactly.
+        """
+        self._check_fitted()
+        U = _as_inputs(U, self.n_features_in_)
+        nearest = squared_distances(U, self.landmarks_).min(axis=1)
+        return nearest <= COVER_RADIUS**2
 
     def log_transform(self, U):
         r"""``log a(U)``, the log of the base features :math:`\exp(-\|u - l_j\|^2/2)`."""

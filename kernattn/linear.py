@@ -81,8 +81,9 @@ class LinearAttentionRegressor(LinearKernelMixin):
     **Numerics.** Query log-features have their row maximum subtracted, key log-features one
     global constant (both cancel in the ratio); never a per-key constant, which would not.
     A query whose denominator :math:`\phi(q)^\top z` is not safely positive (signed
-    trigonometric or relu features, or underflow far from every key) is computed exactly
-    with the kernel being approximated, and a ``UserWarning`` says how many; after
+    trigonometric, Nyström or relu features, or underflow far from every key), or that lies
+    more than 6 kernel units from every Nyström landmark, is computed exactly with the
+    kernel being approximated, and a ``UserWarning`` says how many; after
     ``partial_fit`` the keys are not kept, so those queries get the weighted mean of the
     training targets instead (also warned). Never NaN.
 

@@ -408,12 +408,16 @@ def test_nystroem_unfitted_raises(method):
         getattr(NystroemFeatures(), method)(np.ones((1, 2)))
 
 
-@pytest.mark.xfail(
-    strict=True, raises=IndexError, reason="empty keys reach eigenvalues[-1] of an empty gram"
-)
 def test_nystroem_empty_keys_raise_value_error():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="keys"):
         NystroemFeatures(4).fit(2, random_state=0, keys=np.empty((0, 2)))
+
+
+def test_nystroem_covers_queries_within_six_of_a_landmark():
+    landmarks = np.array([[0.0, 0.0], [10.0, 0.0]])
+    phi = NystroemFeatures(landmarks=landmarks).fit(2)
+    U = np.array([[5.9, 0.0], [16.0, 0.0], [0.0, 6.01], [5.0, 5.0], [1e300, 0.0]])
+    np.testing.assert_array_equal(phi.covered(U), [True, True, False, False, False])
 
 
 def test_nystroem_drops_tiny_eigenvalues_when_landmarks_nearly_coincide():

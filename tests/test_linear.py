@@ -552,7 +552,9 @@ def test_nystroem_std_is_clipped_weighted_spread():
         feature_map="nystroem", n_features=64, bandwidth=0.3, random_state=0
     ).fit(X, y)
     Xq = np.vstack([_data(50, seed=9)[0], [[3.0, 3.0], [-2.0, 5.0]]])
-    mean, std = model.predict(Xq, return_std=True)
+    # The last two queries are over 6 bandwidths from every landmark: computed exactly.
+    with pytest.warns(UserWarning, match="2 of 52 queries"):
+        mean, std = model.predict(Xq, return_std=True)
     assert np.all(np.isfinite(std)) and np.all(std >= 0)
     # Signed weights: the weighted spread can come out negative and is clipped at 0.
     weights = model.attention_weights(Xq)
@@ -618,16 +620,19 @@ def test_nystroem_partial_fit_fixes_landmarks_at_first_chunk():
     assert np.all(first >= keys.min(axis=0)) and np.all(first <= keys.max(axis=0))
 
 
-def test_nystroem_far_queries_finite():
+def test_nystroem_far_queries_are_computed_exactly_and_finite():
+    # Far from every landmark the Nyström estimate is an extrapolation: those queries are
+    # computed exactly, so they get what the exact smoother gives (the nearest target).
     X, y = _data(300)
     model = LinearAttentionRegressor(
         feature_map="nystroem", n_features=64, bandwidth=0.3, random_state=0
     ).fit(X, y)
     far = np.array([[1e6, 0.0], [-1e8, 1e8], [0.0, -1e12], [1e300, -1e300], [1e300, 1e300]])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+    with pytest.warns(UserWarning, match=f"{len(far)} of {len(far)} queries"):
         mean, std = model.predict(far, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+    exact = KernelSmoother(bandwidth=0.3).fit(X, y).predict(far[:3])
+    np.testing.assert_allclose(mean[:3], exact, atol=1e-10)
 
 
 def test_nystroem_nan_input_raises():
