@@ -144,27 +144,25 @@ def test_same_seed_same_predictions_and_pickle(feature_map):
 # ------------------------------------------------------------------ partial_fit
 
 
-@pytest.mark.parametrize(
-    "feature_map", ["positive", "trig", "elu", PositiveRandomFeatures(64, hyperbolic=True, A=-0.3)]
-)
-def test_partial_fit_on_chunks_equals_fit(feature_map):
+def _chunk_task():
+    """Two-output data in 3-D with weights, keys in order of norm (the last chunk holds the
+    farthest keys, so the global key constant has to grow)."""
     X, y = _data(300, d=3)
     Y = np.column_stack([y, np.cos(X[:, 1])])
     w = np.random.default_rng(1).uniform(0, 2, len(X))
-    # The last chunk holds the farthest keys: the global key constant has to grow.
     order = np.argsort(np.linalg.norm(X, axis=1))
-    X, Y, w = X[order], Y[order], w[order]
-    params = dict(
-        feature_map=feature_map,
-        n_features=64,
-        bandwidth=[1.8, 2.2, 2.0],
-        centre=[0.1, -0.2, 0.0],
-        random_state=3,
-    )
+    return X[order], Y[order], w[order]
+
+
+def _fit_whole_and_in_chunks(params, X, Y, w):
     full = LinearAttentionRegressor(**params).fit(X, Y, sample_weight=w)
     chunked = LinearAttentionRegressor(**params)
     for rows in np.array_split(np.arange(len(X)), [7, 120, 121]):
         chunked.partial_fit(X[rows], Y[rows], sample_weight=w[rows])
+    return full, chunked
+
+
+def _assert_same_predictions(full, chunked):
     Xq = _data(50, d=3, seed=9)[0]
     with warnings.catch_warnings():
         # No query may need the exact fallback here: after partial_fit it has no keys.
@@ -173,6 +171,22 @@ def test_partial_fit_on_chunks_equals_fit(feature_map):
             full.predict(Xq, return_std=True), chunked.predict(Xq, return_std=True), strict=True
         ):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "feature_map", ["positive", "trig", "elu", PositiveRandomFeatures(64, hyperbolic=True, A=-0.3)]
+)
+def test_partial_fit_on_chunks_equals_fit(feature_map):
+    X, Y, w = _chunk_task()
+    params = dict(
+        feature_map=feature_map,
+        n_features=64,
+        bandwidth=[1.8, 2.2, 2.0],
+        centre=[0.1, -0.2, 0.0],
+        random_state=3,
+    )
+    full, chunked = _fit_whole_and_in_chunks(params, X, Y, w)
+    _assert_same_predictions(full, chunked)
 
 
 def test_partial_fit_fixes_centre_from_first_chunk_and_keeps_no_keys():
@@ -582,11 +596,7 @@ def test_nystroem_landmarks_come_from_subsample_of_projected_positive_weight_key
 
 
 def test_nystroem_partial_fit_with_given_landmarks_equals_fit():
-    X, y = _data(300, d=3)
-    Y = np.column_stack([y, np.cos(X[:, 1])])
-    w = np.random.default_rng(1).uniform(0, 2, len(X))
-    order = np.argsort(np.linalg.norm(X, axis=1))
-    X, Y, w = X[order], Y[order], w[order]
+    X, Y, w = _chunk_task()
     landmarks = np.random.default_rng(2).uniform(-2.5, 2.5, (40, 3))
     params = dict(
         feature_map=NystroemFeatures(landmarks=landmarks),
@@ -594,18 +604,9 @@ def test_nystroem_partial_fit_with_given_landmarks_equals_fit():
         centre=[0.1, -0.2, 0.0],
         random_state=3,
     )
-    full = LinearAttentionRegressor(**params).fit(X, Y, sample_weight=w)
-    chunked = LinearAttentionRegressor(**params)
-    for rows in np.array_split(np.arange(len(X)), [7, 120, 121]):
-        chunked.partial_fit(X[rows], Y[rows], sample_weight=w[rows])
+    full, chunked = _fit_whole_and_in_chunks(params, X, Y, w)
     np.testing.assert_array_equal(chunked.feature_maps_[0].landmarks_, landmarks)
-    Xq = _data(50, d=3, seed=9)[0]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)
-        for a, b in zip(
-            full.predict(Xq, return_std=True), chunked.predict(Xq, return_std=True), strict=True
-        ):
-            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+    _assert_same_predictions(full, chunked)
 
 
 def test_nystroem_partial_fit_fixes_landmarks_at_first_chunk():
