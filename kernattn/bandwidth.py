@@ -6,15 +6,18 @@ feature's spread; leave-one-out picks, per feature, the bandwidths whose smoothe
 predicts every training target from the other training points.
 """
 
+import numbers
+import warnings
+
 import numpy as np
 from scipy.optimize import minimize
 
-from kernattn._base import duplicate_groups
 from kernattn._blocks import iter_query_blocks, single_threaded_blas
-from kernattn.attention import _exp_shifted
+from kernattn._loo import DuplicateGroups
+from kernattn._numerics import exp_shifted
 from kernattn.kernels import log_kernel, log_kernel_derivative
 
-__all__ = ["BANDWIDTH_RULES", "rule_of_thumb_bandwidth", "loo_bandwidth"]
+__all__ = ["BANDWIDTH_RULES", "rule_of_thumb_bandwidth", "loo_bandwidth", "resolve_bandwidth"]
 
 BANDWIDTH_RULES = ("scott", "silverman", "loo")
 # Common factors of the rule-of-thumb bandwidth tried before the per-feature refinement.
@@ -94,15 +97,8 @@ class _LeaveOneOut:
         self.kernel = kernel
         self.total = sample_weight.sum()
         # The (query, key) pairs to leave out: each row with every row of identical input.
-        groups = duplicate_groups(X)
-        self.n_groups = groups.max() + 1
-        order = np.argsort(groups, kind="stable")
-        starts = np.searchsorted(groups[order], np.arange(self.n_groups + 1))
-        sizes = np.diff(starts)
-        rows = np.repeat(order, sizes[groups[order]])
-        cols = np.concatenate([order[starts[g] : starts[g + 1]] for g in groups[order]])
-        by_row = np.argsort(rows, kind="stable")
-        self.left_out_rows, self.left_out_cols = rows[by_row], cols[by_row]
+        self.groups = DuplicateGroups(X)
+        self.n_groups = self.groups.n_groups
 
     def _blocks(self):
         n = len(self.X)
@@ -116,10 +112,7 @@ class _LeaveOneOut:
         """
         Q = K[rows]
         Q_aug = np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((len(Q), 1))])
-        r2 = Q_aug @ K_aug
-        lo, hi = np.searchsorted(self.left_out_rows, [rows.start, rows.stop])
-        r2[self.left_out_rows[lo:hi] - rows.start, self.left_out_cols[lo:hi]] = np.inf
-        return r2
+        return self.groups.leave_out(Q_aug @ K_aug, rows, value=np.inf)
 
     @staticmethod
     def _augment(K):
@@ -140,7 +133,7 @@ class _LeaveOneOut:
             logits += self.log_sw
         if self.kernel != "gaussian" or self.log_sw is not None:
             logits -= logits.max(axis=1, keepdims=True)
-        return _exp_shifted(logits)
+        return exp_shifted(logits)
 
     def _prepare(self, r2):
         if self.kernel == "gaussian":
@@ -273,3 +266,60 @@ def _search_loo_bandwidth(X, Y, sw, kernel):
     # Within 1 %: the optimiser stops as the loss flattens, not exactly on the edge.
     at_bound = (log_h <= lower + 0.01) | (log_h >= upper - 0.01)
     return np.exp(log_h), float(loss), at_bound
+
+
+def _bandwidth_message(bandwidth, detail=""):
+    return (
+        "bandwidth must be a positive float, an array of n_features positive floats, or "
+        f"one of 'scott', 'silverman', 'loo'; got {bandwidth!r}{detail}"
+    )
+
+
+def check_bandwidth(bandwidth, n_features):
+    """A given bandwidth as one positive finite float per feature, or a ``ValueError``."""
+    if isinstance(bandwidth, numbers.Real) and not isinstance(bandwidth, bool):
+        h = np.full(n_features, float(bandwidth))
+    else:
+        try:
+            h = np.asarray(bandwidth, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(_bandwidth_message(bandwidth)) from None
+        if h.shape != (n_features,):
+            raise ValueError(
+                _bandwidth_message(
+                    bandwidth, f" (shape {h.shape}, but X has {n_features} features)"
+                )
+            )
+    if not np.all(np.isfinite(h) & (h > 0)):
+        raise ValueError(_bandwidth_message(bandwidth))
+    return h
+
+
+def resolve_bandwidth(bandwidth, X, Y, sample_weight, kernel="gaussian"):
+    """The bandwidth a smoother uses: a rule, the leave-one-out search, or the given values.
+
+    Warns when a leave-one-out bandwidth ends on the edge of its search range.
+
+    Returns
+    -------
+    bandwidth : ndarray of shape (n_features,)
+    loo_error : float or None
+        The leave-one-out error reached, for ``"loo"``.
+    """
+    if isinstance(bandwidth, str) and bandwidth == "loo":
+        h, loss, at_bound = loo_bandwidth(X, Y, sample_weight, kernel)
+        if np.any(at_bound):
+            features = np.flatnonzero(at_bound).tolist()
+            warnings.warn(
+                f"the leave-one-out bandwidth of feature(s) {features} ended on the "
+                f"edge of the search range (a factor {_LOO_RANGE:g} from Scott's rule). "
+                "At the upper edge the feature barely matters to the target (its "
+                "bandwidth wants to be infinite); at the lower edge the target varies "
+                "faster than the sample resolves.",
+                UserWarning,
+                stacklevel=3,
+            )
+        return h, loss
+    if isinstance(bandwidth, str):
+        return rule_of_thumb_bandwidth(X, sample_weight, bandwidth), None
+    return check_bandwidth(bandwidth, X.shape[1]), None

@@ -11,20 +11,15 @@ and the last term depends on the query only, so it cancels in the softmax: the w
 rules and the leave-one-out search live in :mod:`kernattn.bandwidth`.
 """
 
-import numbers
-import warnings
+from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from kernattn._base import NadarayaWatsonRegressor
-from kernattn.attention import _EXP_FLOOR
-from kernattn.bandwidth import (
-    _LOO_RANGE,
-    BANDWIDTH_RULES,
-    loo_bandwidth,
-    rule_of_thumb_bandwidth,
-)
-from kernattn.kernels import _OUTSIDE_SLOPE, KERNELS, log_kernel, squared_distances
+from kernattn._engine import NadarayaWatsonRegressor
+from kernattn._heads import SoftmaxHeads
+from kernattn.bandwidth import BANDWIDTH_RULES, resolve_bandwidth
+from kernattn.kernels import KERNELS
 
 
 class KernelSmoother(NadarayaWatsonRegressor):
@@ -62,6 +57,11 @@ default="scott"
         gradient descent; see :func:`loo_bandwidth`). Features are not rescaled otherwise.
     degree : {0, 1}, default=0
         0 for Nadaraya–Watson (local constant), 1 for local linear.
+    n_jobs : int, default=None
+        Threads for exact prediction and weights of large problems: ``None`` all cores (or
+        the ``n_jobs`` of an enclosing ``joblib.parallel_config``), −1 all cores, a positive
+        number that many. A thread limit set around the call with
+        ``threadpoolctl.threadpool_limits`` is honoured.
 
     Attributes
     ----------
@@ -69,6 +69,9 @@ default="scott"
         The bandwidth used, one per feature.
     loo_error_ : float
         Leave-one-out mean squared error reached (only with ``bandwidth="loo"``).
+    kernel_ : SoftmaxHeads
+        The fitted kernel: one softmax head whose queries and keys are the inputs, centred on
+        the training mean and divided by ``bandwidth_``.
     X_fit_, y_fit_, sample_weight_ : ndarray
         The training set (the keys and values the queries attend to).
     n_features_in_ : int
@@ -111,124 +114,47 @@ default="scott"
     1.0
     """
 
-    _nonpositive_logits = True
+    _parameter_constraints: dict = {
+        **NadarayaWatsonRegressor._parameter_constraints,
+        "kernel": [StrOptions(set(KERNELS))],
+        "bandwidth": [
+            Interval(Real, 0, None, closed="neither"),
+            "array-like",
+            StrOptions(set(BANDWIDTH_RULES)),
+        ],
+        "degree": [Interval(Integral, 0, 1, closed="both")],
+    }
 
-    def __init__(self, kernel="gaussian", bandwidth="scott", degree=0):
+    def __init__(self, kernel="gaussian", bandwidth="scott", degree=0, n_jobs=None):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.degree = degree
-
-    def _check_params(self):
-        if not isinstance(self.kernel, str) or self.kernel not in KERNELS:
-            raise ValueError(
-                f"kernel must be one of {', '.join(map(repr, KERNELS))}; got {self.kernel!r}"
-            )
-        if isinstance(self.degree, bool) or self.degree not in (0, 1):
-            raise ValueError(
-                f"degree must be 0 (Nadaraya-Watson) or 1 (local linear); got {self.degree!r}"
-            )
-        if isinstance(self.bandwidth, str) and self.bandwidth not in BANDWIDTH_RULES:
-            raise ValueError(self._bandwidth_message())
-
-    def _bandwidth_message(self, detail=""):
-        return (
-            "bandwidth must be a positive float, an array of n_features positive floats, or "
-            f"one of 'scott', 'silverman', 'loo'; got {self.bandwidth!r}{detail}"
-        )
-
-    def _resolve_bandwidth(self, X, Y, sample_weight):
-        d = X.shape[1]
-        if isinstance(self.bandwidth, str):
-            if self.bandwidth == "loo":
-                h, loss, at_bound = loo_bandwidth(X, Y, sample_weight, self.kernel)
-                if np.any(at_bound):
-                    features = np.flatnonzero(at_bound).tolist()
-                    warnings.warn(
-                        f"the leave-one-out bandwidth of feature(s) {features} ended on the "
-                        f"edge of the search range (a factor {_LOO_RANGE:g} from Scott's rule). "
-                        "At the upper edge the feature barely matters to the target (its "
-                        "bandwidth wants to be infinite); at the lower edge the target varies "
-                        "faster than the sample resolves.",
-                        UserWarning,
-                        stacklevel=4,
-                    )
-                return h, loss
-            return rule_of_thumb_bandwidth(X, sample_weight, self.bandwidth), None
-        if isinstance(self.bandwidth, numbers.Real) and not isinstance(self.bandwidth, bool):
-            h = np.full(d, float(self.bandwidth))
-        else:
-            try:
-                h = np.asarray(self.bandwidth, dtype=float)
-            except (TypeError, ValueError):
-                raise ValueError(self._bandwidth_message()) from None
-            if h.shape != (d,):
-                raise ValueError(
-                    self._bandwidth_message(f" (shape {h.shape}, but X has {d} features)")
-                )
-        if not np.all(np.isfinite(h) & (h > 0)):
-            raise ValueError(self._bandwidth_message())
-        return h, None
+        self.n_jobs = n_jobs
 
     def _fit_kernel(self, X, Y, sample_weight):
-        h, loo_error = self._resolve_bandwidth(X, Y, sample_weight)
+        h, loo_error = resolve_bandwidth(self.bandwidth, X, Y, sample_weight, self.kernel)
         self.bandwidth_ = h
         if loo_error is not None:
             self.loo_error_ = loo_error
         # Centre before scaling: distances are translation invariant, their expansion
         # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
-        self._centre = np.average(X, axis=0, weights=sample_weight)
-        keys = (X - self._centre) / h
-        self._keys = keys
-        self._keys_sq = np.einsum("ij,ij->i", keys, keys)
-        self._key_radius = np.sqrt(self._keys_sq.max())
-        half_sq = 0.5 * self._keys_sq
-        # Gaussian logits in one product: [q, −½‖q‖², 1] · [k, 1, −½‖k‖² + log s].
-        self._keys_aug = np.hstack(
-            [keys, np.ones((len(keys), 1)), (self._log_sample_weight - half_sq)[:, None]]
+        kernel = SoftmaxHeads(
+            similarity=self.kernel,
+            center=np.average(X, axis=0, weights=sample_weight),
+            input_scale=h,
+            query_weights=None,
+            key_weights=None,
+            scale=np.ones(1),
+            head_weights=np.ones(1),
+            head_bias=np.zeros(Y.shape[1]),
+            keys=X,
+            log_sample_weight=self._log_sample_weight,
+            dtype=self._dtype,
         )
         if self.degree == 1:
+            keys = kernel.keys(0)
             self._keys_outer = np.einsum("ij,ik->ijk", keys, keys).reshape(len(keys), -1)
-
-    def _queries(self, X):
-        return (X - self._centre) / self.bandwidth_
-
-    def _block_logits(self, X, floor=False, keys=slice(None)):
-        Q = self._queries(X)
-        log_sw = self._log_sample_weight[keys]
-        if self.kernel != "gaussian":
-            r2 = squared_distances(Q, self._keys[keys], K_sq=self._keys_sq[keys])
-            logits = log_kernel(r2, self.kernel)
-            logits += log_sw
-            return np.maximum(logits, _EXP_FLOOR, out=logits) if floor else logits
-        half_sq = 0.5 * np.einsum("ij,ij->i", Q, Q)
-        logits = np.hstack([Q, -half_sq[:, None], np.ones((len(Q), 1))]) @ self._keys_aug[keys].T
-        # −½‖q − k‖² ≥ −½(‖q‖ + max‖k‖)²: floor only blocks that can reach the slow range.
-        lowest = -0.5 * (np.sqrt(2.0 * half_sq.max()) + self._key_radius) ** 2
-        if floor and lowest + log_sw.min() < _EXP_FLOOR:
-            np.maximum(logits, _EXP_FLOOR, out=logits)
-        return logits
-
-    def _far_logits(self, X):
-        """qᵀk − ½‖k‖² (+ log s): the Gaussian logits without the query's own −½‖q‖².
-
-        That term is the same for every key, so it cancels in the weights, but for a query
-        far from the data it swamps the differences between keys (or overflows). Without it
-        the logits keep those differences, and the nearest key wins. Outside a compact
-        support the log-kernel is −10⁶ r², hence the factor 2·10⁶ there. A query beyond
-        about 1e150 (in bandwidths) is scaled down with its logits, so qᵀk cannot overflow;
-        its weights are one-hot on the nearest key either way.
-        """
-        Q = self._queries(X)
-        shrink = np.maximum(np.abs(Q).max(axis=1, initial=0.0) / 1e150, 1.0)[:, None]
-        logits = (Q / shrink) @ self._keys.T
-        logits -= 0.5 * self._keys_sq / shrink
-        if self.kernel != "gaussian":
-            # Shift before scaling, so that the nearest key's logit is 0, not an overflow.
-            logits -= logits.max(axis=1, keepdims=True)
-            with np.errstate(over="ignore"):
-                logits *= 2.0 * _OUTSIDE_SLOPE
-        logits += self._log_sample_weight
-        return logits
+        return kernel
 
     # ------------------------------------------------------------ local linear
 
@@ -241,9 +167,11 @@ default="scott"
         weight on one point, or on a lower-dimensional set — the line is not determined and
         the query falls back to the local-constant weights w_i.
         """
-        Q = self._queries(X)
+        kernel_weights = np.asarray(kernel_weights, dtype=np.float64)
+        Q = self.kernel_.project(X, 0)
+        keys = self.kernel_.keys(0)
         d = Q.shape[1]
-        centroid = kernel_weights @ self._keys  # Σ w k
+        centroid = kernel_weights @ keys  # Σ w k
         # Σ w u uᵀ = Σ w k kᵀ − q mᵀ − m qᵀ + q qᵀ, with m = Σ w k and Σ w = 1.
         second = (kernel_weights @ self._keys_outer).reshape(-1, d, d)
         second -= Q[:, :, None] * centroid[:, None, :]
@@ -261,25 +189,30 @@ default="scott"
         coef[~solvable] = 0.0
         coef[~solvable, 0] = 1.0
         # l_i = w_i (a₀ − aᵀq + aᵀk_i).
-        scale = coef[:, 1:] @ self._keys.T
+        scale = coef[:, 1:] @ keys.T
         scale += (coef[:, 0] - np.einsum("bj,bj->b", coef[:, 1:], Q))[:, None]
         return kernel_weights * scale
 
-    def _block_weights(self, X):
-        weights = super()._block_weights(X)
+    def _head_weights(self, X, h):
+        weights = super()._head_weights(X, h)
         if self.degree == 1:
             return self._local_linear_weights(X, weights)
         return weights
 
-    def _predict_block(self, X, return_std):
+    def _head_moments(self, X, h, return_std):
         if self.degree == 0:
-            return super()._predict_block(X, return_std)
-        kernel_weights = super()._block_weights(X)
+            return super()._head_moments(X, h, return_std)
+        kernel_weights = self._exact_weights(self.kernel_, X, h).astype(np.float64)
         mean = self._local_linear_weights(X, kernel_weights) @ self._values
         if not return_std:
             return mean, None
         # The spread uses the (non-negative) kernel weights around the local-linear estimate.
         moments = kernel_weights @ np.hstack([self._values, self._values**2])
         t = self._values.shape[1]
-        variance = moments[:, t:] - 2.0 * mean * moments[:, :t] + mean**2
-        return mean, np.maximum(variance, 0.0)
+        return mean, moments[:, t:] - 2.0 * mean * moments[:, :t] + mean**2
+
+    def _block_width(self):
+        if self.degree == 1:
+            # The local-linear weights need the whole row of kernel weights at once.
+            return 2 * len(self._values), None
+        return super()._block_width()

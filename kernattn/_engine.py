@@ -1,0 +1,440 @@
+r"""The Nadaraya–Watson engine shared by every kernattn regressor.
+
+All three estimators predict
+
+.. math::
+
+    \hat y(x) = \sum_h a_h \sum_i w^h_i(x)\, y_i + b, \qquad
+    w^h_i(x) = \frac{s_i\, \kappa_h(x, x_i)}{\sum_j s_j\, \kappa_h(x, x_j)}
+
+(:math:`s_i` the sample weights, :math:`a_h, b` the mixture of the heads; one head with
+:math:`a = 1, b = 0` is the plain Nadaraya–Watson estimate) and differ only in the kernel
+:math:`\kappa_h`. An estimator's ``fit`` learns its kernel and hands this base a fitted kernel
+object, ``kernel_``; everything else is done here, once, for all of them:
+
+- validation of the parameters (scikit-learn's ``_parameter_constraints``) and of the data;
+- the fit transaction: a fit that fails leaves an earlier fit intact;
+- the exact prediction path: queries in blocks bounded by ``working_memory``, keys in tiles,
+  logits turned into weights with the log-sum-exp shift (or, for never-positive logits, only
+  the rows that underflow recomputed from :meth:`SoftmaxHeads.far_logits`), on threads;
+- the mixture of the heads, ``predict(X, return_std=True)``, ``attention_weights(X, head=)``,
+  ``attention_entropy`` and ``effective_neighbors``.
+
+An estimator with a kernel that is not exact (linear attention) overrides the per-head hooks
+:meth:`_head_moments` and :meth:`_head_weights`, and sends what it cannot approximate through
+the same exact path (:meth:`_exact_sums`).
+"""
+
+from contextlib import contextmanager
+from numbers import Integral
+
+import numpy as np
+from scipy.special import entr
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from kernattn._blocks import map_query_blocks
+from kernattn._numerics import exp_shifted, shifted_exp, underflowed
+
+# Keys per tile for never-positive logits: each tile's kernel block stays in cache.
+KEY_TILE = 2048
+
+
+@contextmanager
+def fit_transaction(estimator):
+    """Restore ``estimator``'s state if the body raises: a failed fit leaves the last fit."""
+    previous = dict(estimator.__dict__)
+    try:
+        yield
+    except BaseException:
+        estimator.__dict__.clear()
+        estimator.__dict__.update(previous)
+        raise
+
+
+class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
+    """Base class: a Nadaraya–Watson regressor defined by a fitted kernel object.
+
+    Subclasses set ``_parameter_constraints`` (every constructor parameter) and implement
+
+    - ``_fit_kernel(X, Y, sample_weight)`` → the fitted kernel object (a
+      :class:`~kernattn._heads.SoftmaxHeads`, or an object with ``n_heads``,
+      ``head_weights`` and ``head_bias`` whose hooks the subclass overrides). ``X`` (float64,
+      (n, d)), ``Y`` (float64, (n, n_outputs)) and ``sample_weight`` hold the rows with
+      positive weight; ``self._values`` (centred targets) and ``self._log_sample_weight``
+      are set before it is called;
+    - optionally ``_check_params()`` for checks across parameters (before any work).
+
+    The hooks are called from several threads at once: they must not write to ``self``.
+
+    After ``fit`` the base holds ``kernel_``, ``X_fit_``, ``y_fit_`` and ``sample_weight_``
+    (copies of the training data as given, so that ``attention_weights`` has one column per
+    training row and later changes to the caller's arrays change nothing).
+    """
+
+    _parameter_constraints: dict = {"n_jobs": [Integral, None]}
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags
+
+    # ------------------------------------------------------------------ fitting
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the kernel and store the training set.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+            Training inputs (the keys). float32 input is kept in float32.
+        y : array_like of shape (n_samples,) or (n_samples, n_outputs)
+            Training targets (the values).
+        sample_weight : array_like of shape (n_samples,), optional
+            Non-negative. An integer weight is the same as repeating the row.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        with fit_transaction(self):
+            self._check_params()
+            X, y, sample_weight = self._validate_training_data(X, y, sample_weight)
+            Y = y.reshape(len(y), -1)
+            active = np.flatnonzero(sample_weight > 0)
+            self._set_training_set(X, y, sample_weight, active)
+            self.kernel_ = self._fit_kernel(X[active], Y[active], sample_weight[active])
+        return self
+
+    def _check_params(self):
+        """Checks beyond each parameter's constraints (subclasses add checks across
+        parameters); raise before anything on ``self`` changes."""
+        for name, constraints in self._parameter_constraints.items():
+            value = getattr(self, name)
+            # bool is an int to Python, never a number of anything to a user.
+            if isinstance(value, bool | np.bool_) and "boolean" not in constraints:
+                raise InvalidParameterError(
+                    f"The {name!r} parameter of {type(self).__name__} must not be a bool; "
+                    f"got {value!r}."
+                )
+        if self.n_jobs == 0:
+            raise InvalidParameterError(
+                "The 'n_jobs' parameter must be None, a positive integer or a negative one "
+                "(-1 for all cores); got 0."
+            )
+
+    def _validate_training_data(self, X, y, sample_weight, reset=True):
+        """scikit-learn's checks (and messages) for X, y and sample_weight; float64 out.
+
+        Sets ``_dtype`` (the precision of predictions: float32 for float32 inputs).
+        """
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=reset,
+            multi_output=True,
+            y_numeric=True,
+            dtype=[np.float64, np.float32],
+        )
+        if reset:
+            self._dtype = X.dtype
+        X = np.array(X, dtype=np.float64)
+        y = np.array(y, dtype=np.float64)
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True
+        )
+        if not np.any(sample_weight > 0):
+            raise ValueError("sample_weight must have at least one positive entry")
+        return X, y, sample_weight
+
+    def _set_training_set(self, X, y, sample_weight, active):
+        self.X_fit_ = X
+        self.y_fit_ = y
+        self.sample_weight_ = sample_weight
+        Y = y.reshape(len(y), -1)[active]
+        sw = sample_weight[active]
+        self._active = active
+        self._log_sample_weight = np.log(sw / sw.max())
+        # Targets are stored centred: the weighted second moment used by return_std then
+        # does not cancel catastrophically for targets far from zero.
+        self._y_offset = np.average(Y, axis=0, weights=sw)
+        self._values = Y - self._y_offset
+        self._target_shape = y.shape[1:]
+        moments = np.hstack([self._values, self._values**2, np.ones((len(Y), 1))])
+        self._moments = moments.astype(self._dtype, copy=False)
+
+    # --------------------------------------------------------------- exact path
+
+    def _exact_sums(self, kernel, X, h, moments=None):
+        """``Σ_i exp(ℓ_i − c) [v_i, v_i², 1]`` of head ``h`` for a block of queries.
+
+        ``c`` is a per-query shift that keeps the largest term at most 1 (it cancels in
+        every ratio of these sums). For never-positive logits there is no shift to wait
+        for: the key tiles' sums simply add up, and only rows that underflowed are redone
+        with their maximum subtracted.
+        """
+        moments = self._moments if moments is None else moments
+        queries = kernel.queries(X, h)
+        if not kernel.nonpositive:
+            return shifted_exp(kernel.logits(queries, h)) @ moments
+        sums = np.zeros((len(X), moments.shape[1]), dtype=moments.dtype)
+        for start in range(0, kernel.n_keys, KEY_TILE):
+            keys = slice(start, start + KEY_TILE)
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                logits = kernel.logits(queries, h, keys=keys, floor=True)
+                sums += np.exp(logits, out=logits) @ moments[keys]
+        redo = underflowed(sums[:, -1])
+        if np.any(redo):
+            far = shifted_exp(kernel.far_logits(X[redo], h))
+            sums[redo] = far @ moments.astype(np.float64, copy=False)
+        return sums
+
+    def _exact_weights(self, kernel, X, h):
+        """Head ``h``'s normalised weights (rows sum to 1) against the positive-weight rows."""
+        queries = kernel.queries(X, h)
+        if not kernel.nonpositive:
+            weights = shifted_exp(kernel.logits(queries, h))
+        else:
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                logits = kernel.logits(queries, h, floor=True)
+                weights = np.exp(logits, out=logits)
+            redo = underflowed(weights.sum(axis=1))
+            if np.any(redo):
+                weights[redo] = shifted_exp(kernel.far_logits(X[redo], h))
+        weights /= weights.sum(axis=1, keepdims=True)
+        return weights
+
+    # ------------------------------------------------------------------- hooks
+
+    def _head_moments(self, X, h, return_std):
+        """Head ``h``'s estimate ``E_w[v]`` (centred units) and, with ``return_std``, the
+        spread of the values around it, ``E_w[(v − E_w[v])²]``."""
+        sums = self._exact_sums(self.kernel_, X, h)
+        t = self._values.shape[1]
+        denominator = sums[:, -1:]
+        first = sums[:, :t] / denominator
+        if not return_std:
+            return first, None
+        return first, sums[:, t : 2 * t] / denominator - first**2
+
+    def _head_weights(self, X, h):
+        """Head ``h``'s weights of a block of queries against the positive-weight rows."""
+        return self._exact_weights(self.kernel_, X, h)
+
+    def _block_width(self):
+        """Keys one query row of a block meets at once (for the block size), and the tile."""
+        kernel = self.kernel_
+        if getattr(kernel, "nonpositive", False):
+            return min(kernel.n_keys, KEY_TILE), KEY_TILE
+        # A kernel block and the logits it is made from live side by side.
+        return 2 * len(self._values), None
+
+    # ------------------------------------------------------------- predicting
+
+    def _validate_queries(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return np.asarray(X, dtype=np.float64)
+
+    def _check_heads(self, heads):
+        """Head indices: all for ``None``; distinct integers in range otherwise."""
+        H = self.kernel_.n_heads
+        if heads is None:
+            return np.arange(H)
+        keep = np.atleast_1d(np.asarray(heads))
+        if (
+            keep.ndim != 1
+            or len(keep) == 0
+            or not np.issubdtype(keep.dtype, np.integer)
+            or np.any((keep < 0) | (keep >= H))
+            or len(np.unique(keep)) != len(keep)
+        ):
+            raise ValueError(
+                f"heads must be distinct integers in [0, {H - 1}] (the model has {H} "
+                f"head(s)); got {heads!r}"
+            )
+        return keep
+
+    def _mixture(self, X, return_std, heads):
+        r"""Mixed estimate (centred units) and its spread for a block.
+
+        The estimate is :math:`\sum_h a_h m^h_1 + b`. The spread is that of the mixture of
+        the heads' weights with proportions :math:`\pi_h = |a_h| / \sum_g |a_g|` around the
+        estimate, :math:`\sum_h \pi_h (\mathrm{Var}_h + (m^h_1 - \hat y)^2)`: never negative,
+        and the weighted variance of the targets for one head.
+        """
+        kernel = self.kernel_
+        a = kernel.head_weights
+        per_head = [self._head_moments(X, h, return_std) for h in heads]
+        if len(heads) == 1 and a[heads[0]] == 1.0 and not np.any(kernel.head_bias):
+            mean = per_head[0][0]
+        else:
+            mean = np.zeros_like(per_head[0][0]) + kernel.head_bias
+            for h, (first, _) in zip(heads, per_head, strict=True):
+                mean += a[h] * first
+        if not return_std:
+            return mean, None
+        proportions = np.abs(a[heads])
+        total = proportions.sum()
+        proportions = proportions / total if total > 0 else np.full(len(heads), 1 / len(heads))
+        variance = np.zeros_like(mean)
+        for p, (first, spread) in zip(proportions, per_head, strict=True):
+            variance += p * (spread + (first - mean) ** 2)
+        return mean, np.maximum(variance, 0.0)
+
+    def _predict_centred(self, X, return_std, heads=None):
+        """Estimates and variances of validated queries in centred target units, over
+        query blocks (on threads for large problems)."""
+        heads = np.arange(self.kernel_.n_heads) if heads is None else heads
+        t = self._values.shape[1]
+        mean = np.empty((len(X), t), dtype=self._dtype)
+        variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
+
+        def predict_rows(rows):
+            block_mean, block_var = self._mixture(X[rows], return_std, heads)
+            mean[rows] = block_mean
+            if return_std:
+                variance[rows] = block_var
+
+        width, tile = self._block_width()
+        map_query_blocks(
+            predict_rows,
+            len(X),
+            width,
+            n_jobs=self.n_jobs,
+            key_tile=tile,
+            itemsize=np.dtype(self._dtype).itemsize,
+        )
+        return mean, variance
+
+    def _finish_prediction(self, mean, variance):
+        """Back to target units and shape; the standard deviation from the variance."""
+        mean += self._y_offset.astype(mean.dtype)
+        shape = (len(mean),) + self._target_shape
+        if variance is None:
+            return mean.reshape(shape)
+        return mean.reshape(shape), np.sqrt(variance).reshape(shape)
+
+    def predict(self, X, return_std=False):
+        """Nadaraya–Watson estimate at each query.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        return_std : bool, default=False
+            Also return the weighted spread of the training targets around the estimate,
+            ``sqrt(Σ_i w_i(x) (y_i − ŷ(x))²)``: how much the neighbours the query attends to
+            disagree (not a confidence interval of the estimate).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            In the precision of the training inputs (float32 stays float32).
+        y_std : ndarray of the same shape
+            Only when ``return_std=True``.
+        """
+        X = self._validate_queries(X)
+        return self._finish_prediction(*self._predict_centred(X, return_std))
+
+    def _map_heads(self, X, heads, compute, width=None):
+        """``compute(X_block, h)`` for every block and head, on threads; a list per head of
+        row blocks, concatenated."""
+        results = []
+
+        def run(rows):
+            return [compute(X[rows], h) for h in heads]
+
+        width = 2 * len(self._values) if width is None else width
+        blocks = map_query_blocks(run, len(X), width, n_jobs=self.n_jobs, cache=False)
+        for i in range(len(heads)):
+            results.append(np.concatenate([block[i] for block in blocks]) if blocks else None)
+        return results
+
+    def attention_weights(self, X, head=None):
+        """The weight every query gives every training row, per head or mixed.
+
+        Row ``i`` is the distribution :math:`w(x_i)` the estimate averages the training
+        targets with: ``predict(X) == attention_weights(X) @ y_fit_`` for one head (and for
+        any number of heads under the default convex mixture). Rows with zero sample
+        weight get weight 0.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        head : int, optional
+            That head's weights (rows sum to 1). ``None``: the mixed weights
+            ``Σ_h a_h w^h`` over the heads.
+
+        Returns
+        -------
+        weights : ndarray of shape (n_queries, n_train)
+        """
+        X = self._validate_queries(X)
+        if head is None:
+            heads = np.arange(self.kernel_.n_heads)
+        else:
+            if not isinstance(head, Integral) or isinstance(head, bool):
+                raise ValueError(f"head must be None or one head index (an int); got {head!r}")
+            heads = self._check_heads([head])
+        weights = np.zeros((len(X), len(self.X_fit_)))
+        a = self.kernel_.head_weights
+
+        def weigh_rows(rows):
+            block = None
+            for h in heads:
+                w = self._head_weights(X[rows], h)
+                if head is None and a[h] != 1.0:
+                    w = w * a[h]
+                block = w if block is None else block + w
+            weights[rows, self._active] = block
+
+        map_query_blocks(weigh_rows, len(X), 2 * len(self._values), n_jobs=self.n_jobs)
+        return weights
+
+    def attention_entropy(self, X):
+        """Entropy (nats) of every head's weights at each query, ``H = −Σ_i w_i log w_i``.
+
+        0 for a query that attends to one training row, ``log n`` for uniform weights.
+        Signed weights (local-linear, Nyström) are taken in absolute value, normalised.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+
+        Returns
+        -------
+        entropy : ndarray of shape (n_queries, n_heads)
+        """
+        X = self._validate_queries(X)
+        heads = np.arange(self.kernel_.n_heads)
+
+        def entropy(X_block, h):
+            w = np.abs(self._head_weights(X_block, h))
+            w /= w.sum(axis=1, keepdims=True)
+            return np.maximum(entr(w).sum(axis=1), 0.0)
+
+        columns = self._map_heads(X, heads, entropy)
+        if not len(X):
+            return np.zeros((0, len(heads)))
+        return np.stack(columns, axis=1)
+
+    def effective_neighbors(self, X):
+        """Effective number of training rows each head averages at each query, ``exp(H)``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+
+        Returns
+        -------
+        n_eff : ndarray of shape (n_queries, n_heads)
+            Between 1 (one row gets all the weight) and the number of training rows.
+        """
+        return np.exp(self.attention_entropy(X))

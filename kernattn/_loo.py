@@ -1,0 +1,80 @@
+"""Leave-one-out bookkeeping shared by every objective that fits a kernel.
+
+Fitting a kernel (a bandwidth, projections, a feature map's input map) minimises the
+leave-one-out error: each training point is predicted from the others. Its own key is left
+out, and so is every *exact duplicate* of it: otherwise a vanishing bandwidth (or a sharp
+learned kernel) would copy each target from its twin, and repeated rows would not act like
+integer sample weights. This module finds the groups of identical inputs and leaves them out
+of a block of logits, of a set of queries, or of feature sums.
+"""
+
+import numpy as np
+
+
+def duplicate_groups(X):
+    """Group id per row: rows with identical inputs share an id (ids are 0, 1, …)."""
+    _, groups = np.unique(X, axis=0, return_inverse=True)
+    return groups.ravel()
+
+
+class DuplicateGroups:
+    """The groups of identical training inputs, and what leaving them out needs.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        The training inputs.
+
+    Attributes
+    ----------
+    ids : ndarray of shape (n,)
+        Group id of every row.
+    n_groups : int
+    """
+
+    def __init__(self, X):
+        self.ids = duplicate_groups(X)
+        self.n_groups = int(self.ids.max()) + 1 if len(self.ids) else 0
+        self._pairs = None
+
+    def _left_out_pairs(self):
+        """(query row, key row) pairs with identical inputs, sorted by query row."""
+        if self._pairs is None:
+            groups = self.ids
+            order = np.argsort(groups, kind="stable")
+            starts = np.searchsorted(groups[order], np.arange(self.n_groups + 1))
+            sizes = np.diff(starts)
+            rows = np.repeat(order, sizes[groups[order]])
+            cols = np.concatenate([order[starts[g] : starts[g + 1]] for g in groups[order]])
+            by_row = np.argsort(rows, kind="stable")
+            self._pairs = rows[by_row], cols[by_row]
+        return self._pairs
+
+    def leave_out(self, block, rows, keys=None, value=-np.inf):
+        """Set ``block[i, j] = value`` where query ``rows[i]`` and key ``keys[j]`` share a group.
+
+        ``rows`` is a slice or an array of row indices; ``keys`` an array of row indices or
+        ``None`` for all rows in order. Against all keys with contiguous rows the pairs are
+        looked up (O(block) work); otherwise the group ids are compared.
+        """
+        if keys is None and isinstance(rows, slice):
+            left_rows, left_cols = self._left_out_pairs()
+            lo, hi = np.searchsorted(left_rows, [rows.start, rows.stop])
+            block[left_rows[lo:hi] - rows.start, left_cols[lo:hi]] = value
+            return block
+        key_ids = self.ids if keys is None else self.ids[keys]
+        block[self.ids[rows][:, None] == key_ids[None, :]] = value
+        return block
+
+    def valid_queries(self, queries, keys):
+        """The queries that have at least one key outside their own group."""
+        in_keys = np.bincount(self.ids[keys], minlength=self.n_groups)
+        return queries[in_keys[self.ids[queries]] < len(keys)]
+
+    def own_sums(self, sample_weight, values):
+        """Per row: the sum of ``sample_weight`` and of ``sample_weight × values`` over its
+        own group (what a query leaves out of sums taken over all keys)."""
+        weight = np.bincount(self.ids, weights=sample_weight, minlength=self.n_groups)
+        sums = np.zeros((self.n_groups,) + values.shape[1:])
+        np.add.at(sums, self.ids, sample_weight.reshape((-1,) + (1,) * (values.ndim - 1)) * values)
+        return weight[self.ids], sums[self.ids]
