@@ -212,15 +212,17 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------- hooks
 
     def _head_moments(self, X, h, return_std):
-        """Head ``h``'s estimate ``E_w[v]`` (centred units) and, with ``return_std``, the
-        spread of the values around it, ``E_w[(v − E_w[v])²]``."""
+        """Head ``h``'s estimate ``E_w[v]`` (centred units), with ``return_std`` the spread
+        of the values around it, ``E_w[(v − E_w[v])²]`` (else ``None``), and a mask of the
+        rows that an approximate kernel could not serve and sent through the exact path
+        (``None``: every row is exact)."""
         sums = self._exact_sums(self.kernel_, X, h)
         t = self._values.shape[1]
         denominator = sums[:, -1:]
         first = sums[:, :t] / denominator
         if not return_std:
-            return first, None
-        return first, sums[:, t : 2 * t] / denominator - first**2
+            return first, None, None
+        return first, sums[:, t : 2 * t] / denominator - first**2, None
 
     def _head_weights(self, X, h):
         """Head ``h``'s weights of a block of queries against the positive-weight rows."""
@@ -271,21 +273,25 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         kernel = self.kernel_
         a = kernel.head_weights
         per_head = [self._head_moments(X, h, return_std) for h in heads]
+        fallback = np.zeros(len(X), dtype=bool)
+        for _, _, rows in per_head:
+            if rows is not None:
+                fallback |= rows
         if len(heads) == 1 and a[heads[0]] == 1.0 and not np.any(kernel.head_bias):
             mean = per_head[0][0]
         else:
             mean = np.zeros_like(per_head[0][0]) + kernel.head_bias
-            for h, (first, _) in zip(heads, per_head, strict=True):
+            for h, (first, _, _) in zip(heads, per_head, strict=True):
                 mean += a[h] * first
         if not return_std:
-            return mean, None
+            return mean, None, fallback
         proportions = np.abs(a[heads])
         total = proportions.sum()
         proportions = proportions / total if total > 0 else np.full(len(heads), 1 / len(heads))
         variance = np.zeros_like(mean)
-        for p, (first, spread) in zip(proportions, per_head, strict=True):
+        for p, (first, spread, _) in zip(proportions, per_head, strict=True):
             variance += p * (spread + (first - mean) ** 2)
-        return mean, np.maximum(variance, 0.0)
+        return mean, np.maximum(variance, 0.0), fallback
 
     def _predict_centred(self, X, return_std, heads=None):
         """Estimates and variances of validated queries in centred target units, over
@@ -296,13 +302,14 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
 
         def predict_rows(rows):
-            block_mean, block_var = self._mixture(X[rows], return_std, heads)
+            block_mean, block_var, fallback = self._mixture(X[rows], return_std, heads)
             mean[rows] = block_mean
             if return_std:
                 variance[rows] = block_var
+            return int(fallback.sum())
 
         width, tile = self._block_width()
-        map_query_blocks(
+        n_fallback = map_query_blocks(
             predict_rows,
             len(X),
             width,
@@ -310,7 +317,12 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             key_tile=tile,
             itemsize=np.dtype(self._dtype).itemsize,
         )
+        self._report_fallback(sum(n_fallback), len(X))
         return mean, variance
+
+    def _report_fallback(self, n_fallback, n_queries):
+        """Say that ``n_fallback`` of ``n_queries`` were computed exactly (approximate
+        kernels warn; exact ones have nothing to say)."""
 
     def _finish_prediction(self, mean, variance):
         """Back to target units and shape; the standard deviation from the variance."""

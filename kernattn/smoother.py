@@ -205,11 +205,11 @@ default="scott"
         kernel_weights = self._exact_weights(self.kernel_, X, h).astype(np.float64)
         mean = self._local_linear_weights(X, kernel_weights) @ self._values
         if not return_std:
-            return mean, None
+            return mean, None, None
         # The spread uses the (non-negative) kernel weights around the local-linear estimate.
         moments = kernel_weights @ np.hstack([self._values, self._values**2])
         t = self._values.shape[1]
-        return mean, moments[:, t:] - 2.0 * mean * moments[:, :t] + mean**2
+        return mean, moments[:, t:] - 2.0 * mean * moments[:, :t] + mean**2, None
 
     def _block_width(self):
         if self.degree == 1:
