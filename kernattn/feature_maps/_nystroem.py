@@ -19,9 +19,8 @@ import numbers
 
 import numpy as np
 from sklearn.cluster import KMeans
-from sklearn.utils import check_random_state
 
-from kernattn._feature_base import _as_inputs, _check_dim, _check_n_features, _FeatureMap
+from kernattn.feature_maps._base import FeatureMap
 from kernattn.kernels import squared_distances
 
 LANDMARKS = ("kmeans", "random")
@@ -31,47 +30,62 @@ LANDMARKS = ("kmeans", "random")
 COVER_RADIUS = 6.0
 
 
-class NystroemFeatures(_FeatureMap):
+class NystroemFeatures(FeatureMap):
     r"""Nyström features of the Gaussian kernel :math:`\exp(-\|q - k\|^2/2)`.
 
     The base features are the kernel's values at m landmarks,
     :math:`a(u)_j = \exp(-\|u - l_j\|^2/2)`, and the estimate is
-    :math:`a(q)^\top G\, a(k)` with :math:`G` the pseudo-inverse of the landmarks' kernel
-    matrix. As a feature map, :math:`\phi(u) = G^{1/2} a(u)`, so
-    :math:`\phi(q)^\top \phi(k)` is the same estimate; linear attention instead sums the
-    base features over the keys and applies :math:`G` once to the sums (:meth:`inner`), so
-    each key and query costs O(m d), as for random features.
 
-    The landmarks come from sample keys given to ``fit``: k-means centres (the default,
-    which spread them over the data) or a random subset of the distinct keys. Eigenvalues
-    of the landmarks' kernel matrix below ``rcond`` times the largest are dropped, which
-    keeps :math:`G` bounded when landmarks nearly coincide in kernel units (a bandwidth
-    large next to their spacing).
+    .. math::
 
-    A query farther than 6 (kernel units) from every landmark is not :meth:`covered`:
-    the estimate there is an extrapolation, and estimators compute it exactly.
+        \kappa(q, k) \approx a(q)^\top G\, a(k), \qquad G = K_{mm}^{+},
+
+    with :math:`K_{mm}` the landmarks' kernel matrix (Williams & Seeger, 2001). As a feature
+    map, :math:`\phi(u) = G^{1/2} a(u)`, so :math:`\phi(q)^\top \phi(k)` is the same
+    estimate; linear attention instead sums the base features over the keys and applies
+    :math:`G` once to the sums (:meth:`inner`), so each key and query costs O(m d), as for
+    random features.
+
+    The landmarks come from the keys given to ``fit``: k-means centres (the default, which
+    spreads them over the data, weighted by ``sample_weight``) or a random subset of the
+    distinct keys. Eigenvalues of the landmarks' kernel matrix below ``rcond`` times the
+    largest are dropped, which keeps :math:`G` bounded when landmarks nearly coincide in
+    kernel units (a bandwidth large next to their spacing).
+
+    A query farther than ``COVER_RADIUS`` = 6 (kernel units) from every landmark is not
+    :meth:`covered`: the estimate there is an extrapolation, and estimators compute it
+    exactly.
 
     The estimate is deterministic once the landmarks are chosen, and signed: :math:`G` has
     entries of both signs, so the estimate, the implied attention weights and a
-    linear-attention denominator can be negative (estimators compute such queries exactly).
+    linear-attention denominator can be negative.
 
     Parameters
     ----------
-    n_features : int, default=256
-        m, the number of landmarks (fewer when the sample has fewer distinct keys).
+    n_components : int, default=256
+        m, the number of landmarks (fewer when the keys have fewer distinct rows).
     landmarks : {"kmeans", "random"} or array_like of shape (m, d), default="kmeans"
-        How the landmarks are chosen, or the landmarks themselves.
+        How the landmarks are chosen among the keys, or the landmarks themselves (then the
+        keys give only the input dimension).
     rcond : float, default=1e-10
         Relative cut-off for the eigenvalues of the landmarks' kernel matrix.
 
     Attributes
     ----------
-    landmarks_ : ndarray of shape (n_features_out_, d)
-    inner_matrix_ : ndarray of shape (n_features_out_, n_features_out_)
+    landmarks_ : ndarray of shape (n_components_, n_features_in_)
+        The landmarks :math:`l_j`.
+    inner_matrix_ : ndarray of shape (n_components_, n_components_)
         :math:`G = K_{mm}^{+}`.
     rank_ : int
         Eigenvalues kept in the pseudo-inverse.
-    n_features_out_ : int
+    n_components_ : int
+        m, the number of landmarks.
+    n_features_in_ : int
+        d.
+
+    See Also
+    --------
+    sklearn.kernel_approximation.Nystroem : the same approximation for kernel methods.
 
     References
     ----------
@@ -84,7 +98,7 @@ class NystroemFeatures(_FeatureMap):
     --------
     >>> rng = np.random.default_rng(0)
     >>> keys = rng.standard_normal((500, 2))
-    >>> phi = NystroemFeatures(n_features=100).fit(2, random_state=0, keys=keys)
+    >>> phi = NystroemFeatures(n_components=100).fit(keys, random_state=0)
     >>> q, k = keys[:1], keys[1:2]
     >>> estimate = (phi.transform(q) @ phi.transform(k).T).item()
     >>> exact = np.exp(-0.5 * np.sum((q - k) ** 2))
@@ -95,24 +109,16 @@ class NystroemFeatures(_FeatureMap):
     approximates = "gaussian"
     signed = True
     random = False
+    log_domain = True
 
-    def __init__(self, n_features=256, landmarks="kmeans", rcond=1e-10):
-        self.n_features = n_features
+    def __init__(self, n_components=256, landmarks="kmeans", rcond=1e-10):
+        self.n_components = n_components
         self.landmarks = landmarks
         self.rcond = rcond
 
-    def _params(self):
-        landmarks = self.landmarks if isinstance(self.landmarks, str) else "array"
-        return {"n_features": self.n_features, "landmarks": landmarks, "rcond": self.rcond}
-
-    def fit(self, d, random_state=None, keys=None, sample_weight=None):
-        """Choose the landmarks among sample ``keys`` of shape (n, d); returns self.
-
-        ``sample_weight`` weights the keys in k-means. Keys are not needed when
-        ``landmarks`` is an array.
-        """
-        d = _check_dim(d)
-        m = _check_n_features(self.n_features)
+    def _fit(self, keys, queries, sample_weight, random_state):
+        d = keys.shape[1]
+        m = self._check_n_components()
         if not (isinstance(self.rcond, numbers.Real) and 0 <= self.rcond < 1):
             raise ValueError(f"rcond must be a number in [0, 1); got {self.rcond!r}")
         if isinstance(self.landmarks, str):
@@ -121,20 +127,23 @@ class NystroemFeatures(_FeatureMap):
                     f"landmarks must be one of {LANDMARKS} or an array of shape (m, {d}); got "
                     f"{self.landmarks!r}"
                 )
-            if keys is None or not len(keys):
+            if not len(keys):
                 raise ValueError(
-                    "NystroemFeatures chooses its landmarks among sample inputs: call "
-                    "fit(d, random_state, keys=U) with U of shape (n, d), n >= 1"
+                    "NystroemFeatures chooses its landmarks among the keys: call fit(keys=U) "
+                    "with U of shape (n, d), n >= 1, or give the landmarks; got 0 keys"
                 )
-            landmarks = self._choose(
-                self.landmarks, _as_inputs(keys, d), m, random_state, sample_weight
-            )
+            landmarks = self._choose(keys, m, random_state, sample_weight)
         else:
-            landmarks = _as_inputs(self.landmarks, d)
+            landmarks = np.asarray(self.landmarks, dtype=float)
+            if landmarks.ndim != 2 or landmarks.shape[1] != d:
+                raise ValueError(
+                    f"landmarks must be an array of shape (n, {d}), as wide as the keys; got "
+                    f"shape {landmarks.shape}"
+                )
             if not len(landmarks):
                 raise ValueError("landmarks must hold at least one row")
-        if not np.all(np.isfinite(landmarks)):
-            raise ValueError("the landmarks (or the keys they are chosen from) must be finite")
+            if not np.all(np.isfinite(landmarks)):
+                raise ValueError("the landmarks must be finite")
         gram = np.exp(-0.5 * squared_distances(landmarks, landmarks))
         eigenvalues, vectors = np.linalg.eigh(gram)
         keep = eigenvalues > self.rcond * eigenvalues[-1]
@@ -144,20 +153,14 @@ class NystroemFeatures(_FeatureMap):
         self._sqrt_inner = (vectors / np.sqrt(eigenvalues)) @ vectors.T
         self._half_sq_landmarks = 0.5 * np.einsum("ij,ij->i", landmarks, landmarks)
         self.rank_ = int(keep.sum())
-        self.n_features_in_ = d
-        self.n_features_out_ = len(landmarks)
-        return self
+        self.n_components_ = len(landmarks)
 
-    @staticmethod
-    def _choose(landmarks, keys, m, random_state, sample_weight):
+    def _choose(self, keys, m, rng, sample_weight):
         """``m`` landmarks among ``keys`` (all the distinct keys if there are no more)."""
-        if not np.all(np.isfinite(keys)):
-            raise ValueError("the keys given to fit must be finite")
         distinct = np.unique(keys, axis=0)
         if len(distinct) <= m:
             return distinct
-        rng = check_random_state(random_state)
-        if landmarks == "random":
+        if self.landmarks == "random":
             return distinct[np.sort(rng.choice(len(distinct), m, replace=False))]
         kmeans = KMeans(n_clusters=m, n_init=1, random_state=rng.randint(2**31 - 1))
         return kmeans.fit(keys, sample_weight=sample_weight).cluster_centers_
@@ -168,15 +171,12 @@ class NystroemFeatures(_FeatureMap):
         Elsewhere every base feature is below about 1.5e-8 of its peak and the estimate is
         an extrapolation; estimators compute those queries exactly.
         """
-        self._check_fitted()
-        U = _as_inputs(U, self.n_features_in_)
-        nearest = squared_distances(U, self.landmarks_).min(axis=1)
+        nearest = squared_distances(self._check_input(U), self.landmarks_).min(axis=1)
         return nearest <= COVER_RADIUS**2
 
     def log_transform(self, U):
         r"""``log a(U)``, the log of the base features :math:`\exp(-\|u - l_j\|^2/2)`."""
-        self._check_fitted()
-        U = _as_inputs(U, self.n_features_in_)
+        U = self._check_input(U)
         logs = U @ self.landmarks_.T
         logs -= self._half_sq_landmarks
         logs -= 0.5 * np.einsum("ij,ij->i", U, U)[:, None]
@@ -184,8 +184,7 @@ class NystroemFeatures(_FeatureMap):
 
     def shifted_log_transform(self, U):
         """``log a(U)`` minus its row maximum (the query-only term is never formed)."""
-        self._check_fitted()
-        logs = _as_inputs(U, self.n_features_in_) @ self.landmarks_.T
+        logs = self._check_input(U) @ self.landmarks_.T
         logs -= self._half_sq_landmarks
         logs -= logs.max(axis=1, keepdims=True)
         return logs
