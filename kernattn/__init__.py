@@ -8,15 +8,16 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 (:class:`LinearAttentionRegressor`).
 """
 
-# ``kernattn.compare`` is the function; its module is ``sys.modules["kernattn.compare"]``.
-from kernattn import datasets, feature_maps, plotting
+# ``kernattn.compare`` is a callable module: ``kernattn.compare(...)`` runs the comparison and
+# ``import kernattn.compare`` gives the same object.
+from kernattn import compare, datasets, feature_maps, plotting
 from kernattn.attention import linear_attention, softmax_attention
-from kernattn.compare import ComparisonResult, compare
+from kernattn.compare import ComparisonResult
 from kernattn.learned import AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor
 from kernattn.smoother import KernelSmoother
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AttentionRegressor",

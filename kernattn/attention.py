@@ -19,20 +19,9 @@ Nothing here holds state; the estimators call these functions.
 import numpy as np
 
 from kernattn._blocks import map_query_blocks
+from kernattn._numerics import shifted_exp
 
 __all__ = ["softmax", "log_softmax", "softmax_attention", "linear_attention"]
-
-
-# exp(-700) ≈ 1e-304: relative to a row maximum of exp(0) = 1, anything below is zero in
-# float64 sums, but numpy's exp takes a slow path (several times slower) for arguments below
-# about -708 that underflow. Shifted logits are floored here before exp.
-_EXP_FLOOR = -700.0
-
-
-def _exp_shifted(logits):
-    """In-place ``exp`` of logits that are ≤ 0 after a per-row shift, floored at −700."""
-    np.maximum(logits, _EXP_FLOOR, out=logits)
-    return np.exp(logits, out=logits)
 
 
 def log_softmax(logits, axis=-1):
@@ -72,16 +61,17 @@ def softmax(logits, axis=-1, out=None):
     array([0.4223, 0.4223, 0.1554])
     """
     logits = np.asarray(logits, dtype=float)
-    if out is None:
-        out = np.empty_like(logits)
     top = np.max(logits, axis=axis, keepdims=True)
     if not np.all(np.isfinite(top)):
         raise ValueError(
             "softmax needs at least one finite logit in every row; got a row whose "
             "logits are all -inf, +inf or NaN"
         )
-    np.subtract(logits, top, out=out)
-    _exp_shifted(out)
+    if out is None:
+        out = logits.copy()
+    elif out is not logits:
+        np.copyto(out, logits)
+    shifted_exp(out, axis=axis)
     out /= np.sum(out, axis=axis, keepdims=True)
     return out
 

@@ -1,4 +1,8 @@
-"""Compare regressors side by side on regression tasks: :func:`compare`.
+"""Compare regressors side by side on regression tasks: ``kernattn.compare(...)``.
+
+This module is callable: ``kernattn.compare(estimators, tasks, ...)`` calls the function
+:func:`compare` of the same name, and ``import kernattn.compare`` gives that same object, so
+``kernattn.compare.load_tasks`` and ``kernattn.compare(...)`` both work.
 
 Every (task, estimator) pair is cross-validated with the same splits; the result holds the
 held-out mean squared error and R² (mean ± standard deviation over the splits), the fit time
@@ -6,8 +10,11 @@ and the predict time. Any scikit-learn regressor can take part. The defaults,
 :func:`default_estimators` and :data:`DEFAULT_TASKS`, are what ``kernattn compare`` runs.
 """
 
+import inspect
 import numbers
+import sys
 import time
+import types
 import warnings
 
 import numpy as np
@@ -412,3 +419,14 @@ def compare(
             if verbose:
                 print(result.progress_line(row, len(result.rows), total), flush=True)
     return result
+
+
+class _CallableModule(types.ModuleType):
+    """The module ``kernattn.compare``: calling it calls :func:`compare`."""
+
+    def __call__(self, *args, **kwargs):
+        return compare(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+sys.modules[__name__].__signature__ = inspect.signature(compare)

@@ -192,13 +192,13 @@ def _curves(values, name):
     return {name: values}
 
 
-def plot_approximation_error(n_features, errors, *, reference=True, ax=None):
+def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
     """Random-feature approximation error against the number of features r (log-log).
 
     Parameters
     ----------
-    n_features : array_like of shape (n_r,)
-        The numbers of random features.
+    n_components : array_like of shape (n_r,)
+        The numbers of features r of the maps.
     errors : array_like or dict of str to array_like
         Per curve, shape (n_r,) or (n_r, n_seeds): with several seeds the mean is drawn and
         its ± one standard deviation band shaded.
@@ -211,7 +211,7 @@ def plot_approximation_error(n_features, errors, *, reference=True, ax=None):
     ax : matplotlib Axes
     """
     ax = _axes(ax)
-    r = np.asarray(n_features, dtype=float)
+    r = np.asarray(n_components, dtype=float)
     first = None
     for i, (label, err) in enumerate(_curves(errors, "error").items()):
         err = np.asarray(err, dtype=float).reshape(len(r), -1)
