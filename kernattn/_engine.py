@@ -38,7 +38,7 @@ from kernattn._blocks import map_query_blocks
 from kernattn._numerics import exp_shifted, shifted_exp, underflowed
 
 # Keys per tile for never-positive logits: each tile's kernel block stays in cache.
-KEY_TILE = 2048
+KEY_TILE = 512
 
 
 @contextmanager
@@ -183,10 +183,12 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         if not kernel.nonpositive:
             return shifted_exp(kernel.logits(queries, h)) @ moments
         sums = np.zeros((len(X), moments.shape[1]), dtype=moments.dtype)
-        for start in range(0, kernel.n_keys, KEY_TILE):
-            keys = slice(start, start + KEY_TILE)
-            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-                logits = kernel.logits(queries, h, keys=keys, floor=True)
+        buffer = np.empty((len(X), min(KEY_TILE, kernel.n_keys)), dtype=moments.dtype)
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            for start in range(0, kernel.n_keys, KEY_TILE):
+                keys = slice(start, min(start + KEY_TILE, kernel.n_keys))
+                out = buffer[:, : keys.stop - keys.start]
+                logits = kernel.logits(queries, h, keys=keys, floor=True, out=out)
                 sums += np.exp(logits, out=logits) @ moments[keys]
         redo = underflowed(sums[:, -1])
         if np.any(redo):

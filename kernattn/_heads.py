@@ -34,6 +34,7 @@ same object with learned :math:`W_q, W_k, s`.
 
 import numpy as np
 
+from kernattn._numerics import exp_floor
 from kernattn.kernels import _OUTSIDE_SLOPE, log_kernel, squared_distances
 
 #: Similarities whose logits depend on the distance ‖q − k‖ only (never positive).
@@ -112,6 +113,7 @@ class SoftmaxHeads:
         self.head_bias = np.asarray(head_bias, dtype=float)
         self.dtype = np.dtype(dtype)
         self.log_sample_weight = np.asarray(log_sample_weight, dtype=float)
+        self._lowest_log_sample_weight = float(self.log_sample_weight.min(initial=0.0))
         self._bind(np.asarray(keys, dtype=float))
 
     @property
@@ -193,23 +195,22 @@ class SoftmaxHeads:
             self.dtype, copy=False
         )
 
-    def logits(self, queries, h, keys=slice(None), floor=False):
-        """Logits ``ℓ(q, k_i) + log s_i`` of prepared ``queries`` against ``keys``.
+    def logits(self, queries, h, keys=slice(None), floor=False, out=None):
+        """Logits ``ℓ(q, k_i) + log s_i`` of prepared ``queries`` against ``keys`` (a slice).
 
         With ``floor`` (for never-positive logits), logits that could fall below the
         ``exp`` floor are raised to it (numpy's ``exp`` is slow where it underflows); the
-        pass is skipped when no logit of the block can get there.
+        pass is skipped when no logit of the block can get there. ``out``: a buffer of
+        the block's shape and ``dtype`` to write to.
         """
-        from kernattn._numerics import exp_floor
-
         lowest_allowed = exp_floor(self.dtype)
         if self._keys_aug[h] is not None:
-            logits = queries @ self._keys_aug[h][keys].T
+            logits = np.matmul(queries, self._keys_aug[h][keys].T, out=out)
             if floor:
                 # −½‖q − k‖² ≥ −½(‖q‖ + max‖k‖)²: only blocks that can reach the slow range.
                 q_norm = np.sqrt(-2.0 * float(queries[:, -2].min(initial=0.0)))
                 lowest = -0.5 * (q_norm + self._key_radius[h]) ** 2
-                if lowest + self.log_sample_weight[keys].min(initial=0.0) < lowest_allowed:
+                if lowest + self._lowest_log_sample_weight < lowest_allowed:
                     np.maximum(logits, lowest_allowed, out=logits)
             return logits
         r2 = squared_distances(queries, self._keys[h][keys], K_sq=self._keys_sq[h][keys])
@@ -217,6 +218,9 @@ class SoftmaxHeads:
         logits += self.log_sample_weight[keys].astype(self.dtype)
         if floor:
             np.maximum(logits, lowest_allowed, out=logits)
+        if out is not None:
+            out[...] = logits
+            return out
         return logits
 
     def far_logits(self, X, h):
