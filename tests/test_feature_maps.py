@@ -139,8 +139,6 @@ def test_orthogonal_row_norms_are_chi_distributed():
 
 
 def test_bad_arguments_raise():
-    with pytest.raises(ValueError, match="even"):
-        PositiveRandomFeatures(n_components=3, hyperbolic=True).fit(_dim(2))
     with pytest.raises(ValueError, match="positive integer"):
         PositiveRandomFeatures(n_components=0).fit(_dim(2))
     with pytest.raises(ValueError, match="dimension d"):
@@ -153,8 +151,6 @@ def test_unfitted_and_wrong_shape_raise():
     phi = TrigonometricRandomFeatures(n_components=4).fit(_dim(2), random_state=0)
     with pytest.raises(ValueError, match=r"shape \(n, 2\)"):
         phi.transform(np.ones((1, 3)))
-    with pytest.raises(ValueError, match="even"):
-        TrigonometricRandomFeatures(n_components=5).fit(_dim(2))
     with pytest.raises(ValueError, match="feature_map must be one of"):
         make_feature_map("softplus")
 
@@ -618,3 +614,26 @@ def test_default_shifted_log_keeps_rows_of_zero_features_at_minus_infinity():
     logs = phi.shifted_log_transform(np.array([[-np.inf, -np.inf], [1.0, -1.0]]))
     np.testing.assert_array_equal(logs[0], -np.inf)
     np.testing.assert_allclose(logs[1], [0.0, -1.0 - np.log(2.0)])
+
+
+@pytest.mark.parametrize(
+    "make, kernel",
+    [
+        (lambda r: PositiveRandomFeatures(n_components=r, hyperbolic=True), "softmax"),
+        (lambda r: TrigonometricRandomFeatures(n_components=r), "gaussian"),
+    ],
+)
+@pytest.mark.parametrize("r", [1, 3])
+def test_paired_maps_with_an_odd_number_of_features_stay_unbiased(make, kernel, r):
+    q, k = np.array([[0.3, -0.2]]), np.array([[-0.1, 0.4]])
+    if kernel == "softmax":
+        exact = np.exp(q @ k.T).item()
+    else:
+        exact = np.exp(-0.5 * np.sum((q - k) ** 2))
+    estimates = []
+    for seed in range(4000):
+        phi = make(r).fit(_dim(2), random_state=seed)
+        assert phi.n_components_ == r and phi.transform(q).shape == (1, r)
+        estimates.append((phi.transform(q) @ phi.transform(k).T).item())
+    error = np.std(estimates) / np.sqrt(len(estimates))
+    assert abs(np.mean(estimates) - exact) < 4 * error

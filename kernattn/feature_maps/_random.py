@@ -146,7 +146,8 @@ class PositiveRandomFeatures(FeatureMap):
     Parameters
     ----------
     n_components : int, default=256
-        r, the number of features (even when ``hyperbolic=True``).
+        r, the number of features (with ``hyperbolic=True``, pairs ±ω; an odd r keeps
+        one feature of the last pair).
     orthogonal : bool, default=True
         Draw orthogonal blocks of frequencies with chi-distributed norms
         (:func:`gaussian_rows`).
@@ -201,7 +202,7 @@ class PositiveRandomFeatures(FeatureMap):
 
     def _fit(self, keys, queries, sample_weight, random_state):
         d = keys.shape[1]
-        r = self._check_n_components(even=bool(self.hyperbolic))
+        r = self._check_n_components()
         if isinstance(self.A, str) and self.A == "optimal":
             A = optimal_positive_parameter(_mean_sq_sum(keys, queries, sample_weight), d)
         elif isinstance(self.A, numbers.Real) and not isinstance(self.A, bool) and self.A < 0.125:
@@ -209,8 +210,12 @@ class PositiveRandomFeatures(FeatureMap):
         else:
             raise ValueError(f"A must be a float below 1/8 or 'optimal'; got {self.A!r}")
         if self.hyperbolic:
-            omega = gaussian_rows(r // 2, d, self.orthogonal, random_state)
+            # Pairs ±ω; an odd r keeps one feature of the last pair. Every feature is
+            # unbiased on its own (ω and −ω are equally likely), so any r keeps the mean.
+            omega = gaussian_rows((r + 1) // 2, d, self.orthogonal, random_state)
             self.omega_ = np.vstack([omega, -omega])
+            if r % 2:
+                self.omega_ = np.delete(self.omega_, len(omega) - 1, axis=0)
         else:
             self.omega_ = gaussian_rows(r, d, self.orthogonal, random_state)
         self.A_ = A
@@ -257,7 +262,8 @@ class TrigonometricRandomFeatures(FeatureMap):
     Parameters
     ----------
     n_components : int, default=256
-        r, even: r/2 frequencies, each giving a [cos, sin] pair.
+        r: r // 2 frequencies, each giving a [cos, sin] pair, and for an odd r one more
+        frequency with a random phase b giving :math:`\cos(\omega^\top u + b)`.
     orthogonal : bool, default=True
         Draw orthogonal blocks of frequencies with chi-distributed norms
         (:func:`gaussian_rows`).
@@ -297,11 +303,18 @@ class TrigonometricRandomFeatures(FeatureMap):
         self.orthogonal = orthogonal
 
     def _fit(self, keys, queries, sample_weight, random_state):
-        r = self._check_n_components(even=True)
-        self.omega_ = gaussian_rows(r // 2, keys.shape[1], self.orthogonal, random_state)
+        r = self._check_n_components()
+        # r // 2 frequencies give [cos, sin] pairs; an odd r adds one frequency with a random
+        # phase b: E[2 cos(ωᵀq + b) cos(ωᵀk + b)] is the kernel, so it carries one share of r.
+        self.omega_ = gaussian_rows(r // 2 + r % 2, keys.shape[1], self.orthogonal, random_state)
+        self.phase_ = random_state.uniform(0.0, 2.0 * np.pi) if r % 2 else None
         self.n_components_ = r
 
     def transform(self, U):
         """φ(U), shape (n, r)."""
         angles = self._check_input(U) @ self.omega_.T
-        return np.hstack([np.cos(angles), np.sin(angles)]) / np.sqrt(len(self.omega_))
+        pairs = self.n_components_ // 2
+        columns = [np.cos(angles[:, :pairs]), np.sin(angles[:, :pairs])]
+        if self.phase_ is not None:
+            columns.append(np.cos(angles[:, pairs:] + self.phase_))
+        return np.hstack(columns) / np.sqrt(self.n_components_ / 2)
