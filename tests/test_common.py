@@ -28,8 +28,8 @@ ESTIMATORS = [
     LinearAttentionRegressor(feature_map="hyperbolic", bandwidth="loo"),
     LinearAttentionRegressor(feature_map="optimal"),
     LinearAttentionRegressor(feature_map="elu", bandwidth=1.0),
-    LinearAttentionRegressor(feature_map="relu", n_features=16),
-    LinearAttentionRegressor(feature_map="nystroem", n_features=32),
+    LinearAttentionRegressor(feature_map="relu", n_components=16),
+    LinearAttentionRegressor(feature_map="nystroem", n_components=32),
     LinearAttentionRegressor(learn_projection=True),
 ]
 

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from scipy.optimize import check_grad
 
-from kernattn import KernelSmoother, LinearAttentionRegressor
-from kernattn._linear_projection import FeatureLeaveOneOut
+from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
+from kernattn._heads import SoftmaxHeads
+from kernattn.bandwidth import loo_bandwidth
 from kernattn.feature_maps import NystroemFeatures, PositiveRandomFeatures
+from kernattn.linear._projection import FeatureLeaveOneOut
 
 
 def _data(n=400, d=2, seed=0):
@@ -37,7 +39,7 @@ def test_large_r_close_to_kernel_smoother(feature_map):
     X, y = _data()
     exact = KernelSmoother(bandwidth=1.0).fit(X, y)
     linear = LinearAttentionRegressor(
-        feature_map=feature_map, n_features=8192, bandwidth=1.0, random_state=0
+        feature_map=feature_map, n_components=8192, bandwidth=1.0, random_state=0
     ).fit(X, y)
     Xq = _data(100, seed=1)[0]
     mean, std = linear.predict(Xq, return_std=True)
@@ -55,7 +57,7 @@ def test_error_shrinks_with_r():
                 np.sqrt(
                     np.mean(
                         (
-                            LinearAttentionRegressor(n_features=r, bandwidth=1.5, random_state=s)
+                            LinearAttentionRegressor(n_components=r, bandwidth=1.5, random_state=s)
                             .fit(X, y)
                             .predict(X)
                             - exact
@@ -122,10 +124,10 @@ def test_predict_is_attention_weights_times_targets():
 
 def test_implied_weights_match_feature_formula():
     X, y = _data(50)
-    model = LinearAttentionRegressor(n_features=16, bandwidth=0.7, random_state=2).fit(X, y)
+    model = LinearAttentionRegressor(n_components=16, bandwidth=0.7, random_state=2).fit(X, y)
     phi = model.feature_maps_[0]
-    Q = (X[:5] + 0.1 - model.centre_) / model.bandwidth_
-    K = (X - model.centre_) / model.bandwidth_
+    Q = (X[:5] + 0.1 - model.center_) / model.bandwidth_
+    K = (X - model.center_) / model.bandwidth_
     kernel = phi.transform(Q) @ (phi.transform(K) * np.exp(-0.5 * np.sum(K**2, axis=1))[:, None]).T
     np.testing.assert_allclose(
         model.attention_weights(X[:5] + 0.1), kernel / kernel.sum(axis=1, keepdims=True), rtol=1e-9
@@ -135,8 +137,9 @@ def test_implied_weights_match_feature_formula():
 @pytest.mark.parametrize("feature_map", ["positive", "nystroem"])
 def test_same_seed_same_predictions_and_pickle(feature_map):
     X, y = _data(100)
-    a = LinearAttentionRegressor(feature_map=feature_map, n_features=32, random_state=5).fit(X, y)
-    b = LinearAttentionRegressor(feature_map=feature_map, n_features=32, random_state=5).fit(X, y)
+    params = dict(feature_map=feature_map, n_components=32, random_state=5)
+    a = LinearAttentionRegressor(**params).fit(X, y)
+    b = LinearAttentionRegressor(**params).fit(X, y)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).predict(X), a.predict(X))
 
@@ -180,20 +183,20 @@ def test_partial_fit_on_chunks_equals_fit(feature_map):
     X, Y, w = _chunk_task()
     params = dict(
         feature_map=feature_map,
-        n_features=64,
+        n_components=64,
         bandwidth=[1.8, 2.2, 2.0],
-        centre=[0.1, -0.2, 0.0],
+        center=[0.1, -0.2, 0.0],
         random_state=3,
     )
     full, chunked = _fit_whole_and_in_chunks(params, X, Y, w)
     _assert_same_predictions(full, chunked)
 
 
-def test_partial_fit_fixes_centre_from_first_chunk_and_keeps_no_keys():
+def test_partial_fit_fixes_center_from_first_chunk_and_keeps_no_keys():
     X, y = _data(100)
     model = LinearAttentionRegressor(random_state=0).partial_fit(X[:40], y[:40])
     model.partial_fit(X[40:], y[40:])
-    np.testing.assert_allclose(model.centre_, X[:40].mean(axis=0))
+    np.testing.assert_allclose(model.center_, X[:40].mean(axis=0))
     assert not hasattr(model, "X_fit_")
     assert model.n_features_in_ == 2
     with pytest.raises(RuntimeError, match="partial_fit keeps only the sums"):
@@ -202,7 +205,7 @@ def test_partial_fit_fixes_centre_from_first_chunk_and_keeps_no_keys():
 
 def test_partial_fit_after_fit_adds_to_sums():
     X, y = _data(120)
-    params = dict(bandwidth=0.8, centre=[0.0, 0.0], random_state=1)
+    params = dict(bandwidth=0.8, center=[0.0, 0.0], random_state=1)
     a = LinearAttentionRegressor(**params).fit(X[:60], y[:60]).partial_fit(X[60:], y[60:])
     b = LinearAttentionRegressor(**params).fit(X, y)
     np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-10)
@@ -226,10 +229,14 @@ def test_far_queries_finite_and_get_nearest_region():
     X, y = _data(200)
     model = LinearAttentionRegressor(bandwidth=0.3, random_state=0).fit(X, y)
     far = np.array([[1e6, 0.0], [-1e8, 1e8], [0.0, -1e12]])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+    # Beyond the reach of every key the features extrapolate: these rows are computed
+    # exactly, so they get what the exact smoother gives there (its nearest training target).
+    with pytest.warns(UserWarning, match="3 of 3 queries"):
         mean, std = model.predict(far, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+    exact_mean, exact_std = KernelSmoother(bandwidth=0.3).fit(X, y).predict(far, return_std=True)
+    np.testing.assert_allclose(mean, exact_mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(std, exact_std, rtol=1e-12, atol=1e-12)
 
 
 def test_huge_inputs_same_as_rescaled_inputs():
@@ -246,7 +253,7 @@ def test_zero_denominators_fall_back_to_exact_kernel():
     model = LinearAttentionRegressor(feature_map="relu", bandwidth=0.4, random_state=0)
     model.fit(X, y)
     # relu(q) = 0 for a query below the centre in every coordinate: φ(q)ᵀz = 0.
-    Xq = model.centre_ - np.array([[0.1, 0.3], [0.5, 0.01], [0.2, 0.2]])
+    Xq = model.center_ - np.array([[0.1, 0.3], [0.5, 0.01], [0.2, 0.2]])
     with pytest.warns(UserWarning, match="3 of 3 queries"):
         mean, std = model.predict(Xq, return_std=True)
     exact_mean, exact_std = KernelSmoother(bandwidth=0.4).fit(X, y).predict(Xq, return_std=True)
@@ -260,7 +267,7 @@ def test_zero_denominators_fall_back_to_exact_kernel():
 def test_signed_feature_denominators_fall_back_and_stay_finite():
     X, y = _data(300, d=3)
     model = LinearAttentionRegressor(
-        feature_map="trig", n_features=16, bandwidth=0.15, random_state=0
+        feature_map="trig", n_components=16, bandwidth=0.15, random_state=0
     ).fit(X, y)
     Xq = _data(200, d=3, seed=4)[0]
     with warnings.catch_warnings(record=True) as record:
@@ -275,7 +282,7 @@ def test_signed_feature_denominators_fall_back_and_stay_finite():
 
 def test_fallback_without_keys_gives_training_mean():
     X, y = _data(100)
-    model = LinearAttentionRegressor(feature_map="relu", centre=[0.0, 0.0], random_state=0)
+    model = LinearAttentionRegressor(feature_map="relu", center=[0.0, 0.0], random_state=0)
     model.partial_fit(X[:50], y[:50]).partial_fit(X[50:], y[50:])
     with pytest.warns(UserWarning, match="training mean"):
         pred = model.predict([[-0.5, -0.5]])
@@ -285,39 +292,55 @@ def test_fallback_without_keys_gives_training_mean():
 # --------------------------------------------------------------- kernels
 
 
-class _FittedAttention:
-    """An object with exactly the fitted-attribute contract of AttentionRegressor."""
+class _FittedAttention(AttentionRegressor):
+    """An AttentionRegressor reduced to the fitted contract the linear estimator reads: its
+    kernel_ (the softmax heads) and head_bias_ (in target units), here a plain attribute."""
 
-    def __init__(self, similarity, X, n_heads=2, head_dim=2, seed=0):
-        rng = np.random.default_rng(seed)
-        d = X.shape[1]
-        self.similarity = similarity
-        self.x_mean_ = X.mean(axis=0)
-        self.x_scale_ = X.std(axis=0)
-        self.query_weights_ = 0.3 * rng.standard_normal((n_heads, d, head_dim))
-        self.key_weights_ = 0.3 * rng.standard_normal((n_heads, d, head_dim))
-        self.temperature_ = rng.uniform(0.8, 1.5, n_heads)
-        self.head_weights_ = np.array([0.7, 0.5])[:n_heads]
-        self.head_bias_ = np.array([0.2])
+    head_bias_ = None
+
+
+def _fitted_attention(similarity, X, n_heads=2, head_dim=2, seed=0):
+    """A _FittedAttention with random heads on standardised inputs."""
+    rng = np.random.default_rng(seed)
+    d = X.shape[1]
+    query_weights = 0.3 * rng.standard_normal((n_heads, d, head_dim))
+    key_weights = 0.3 * rng.standard_normal((n_heads, d, head_dim))
+    temperature = rng.uniform(0.8, 1.5, n_heads)
+    model = _FittedAttention(similarity=similarity)
+    model.kernel_ = SoftmaxHeads(
+        similarity=similarity,
+        center=X.mean(axis=0),
+        input_scale=X.std(axis=0),
+        query_weights=query_weights,
+        key_weights=key_weights,
+        scale=1.0 / temperature,
+        head_weights=np.array([0.7, 0.5])[:n_heads],
+        head_bias=np.zeros(1),
+        keys=X,
+        log_sample_weight=np.zeros(len(X)),
+    )
+    model.head_bias_ = np.array([0.2])
+    return model
 
 
 def _exact_attention(model, X, y, Xq):
     """Multi-head softmax Nadaraya–Watson estimate, straight from the contract."""
-    Z, Zq = (X - model.x_mean_) / model.x_scale_, (Xq - model.x_mean_) / model.x_scale_
+    heads = model.kernel_
+    Z, Zq = (X - heads.center) / heads.input_scale, (Xq - heads.center) / heads.input_scale
     out = np.full(len(Xq), model.head_bias_[0])
-    for h in range(len(model.head_weights_)):
-        Q, K = Zq @ model.query_weights_[h], Z @ model.key_weights_[h]
-        tau = model.temperature_[h]
-        if model.similarity == "dot":
+    for h in range(len(heads.head_weights)):
+        Q, K = Zq @ heads.query_weights[h], Z @ heads.key_weights[h]
+        tau = 1.0 / heads.scale[h]
+        if heads.similarity == "dot":
             logits = Q @ K.T / tau
-        elif model.similarity == "cosine":
+        elif heads.similarity == "cosine":
             Q = Q / np.linalg.norm(Q, axis=1, keepdims=True)
             K = K / np.linalg.norm(K, axis=1, keepdims=True)
             logits = Q @ K.T / tau
         else:
             logits = -0.5 * np.sum((Q[:, None] - K[None]) ** 2, axis=2) / tau
         w = np.exp(logits - logits.max(axis=1, keepdims=True))
-        out += model.head_weights_[h] * (w @ y) / w.sum(axis=1)
+        out += heads.head_weights[h] * (w @ y) / w.sum(axis=1)
     return out
 
 
@@ -326,12 +349,12 @@ def test_attention_kernel_approaches_exact_multi_head_estimate(similarity):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(300, 3)) * [1.0, 2.0, 0.5] + [0.0, 1.0, -2.0]
     y = np.sin(X[:, 0]) + 0.5 * X[:, 1]
-    attention = _FittedAttention(similarity, X)
+    attention = _fitted_attention(similarity, X)
     Xq = rng.normal(size=(40, 3)) * [1.0, 2.0, 0.5] + [0.0, 1.0, -2.0]
     exact = _exact_attention(attention, X, y, Xq)
     errors = []
     for r in (64, 16384):
-        model = LinearAttentionRegressor(kernel=attention, n_features=r, random_state=0)
+        model = LinearAttentionRegressor(kernel=attention, n_components=r, random_state=0)
         errors.append(np.sqrt(np.mean((model.fit(X, y).predict(Xq) - exact) ** 2)))
     assert errors[1] < 0.02
     assert errors[1] < 0.3 * errors[0]
@@ -340,30 +363,19 @@ def test_attention_kernel_approaches_exact_multi_head_estimate(similarity):
 def test_attention_kernel_weights_are_mixture_of_heads():
     rng = np.random.default_rng(2)
     X, y = rng.normal(size=(80, 3)), rng.normal(size=80)
-    attention = _FittedAttention("dot", X)
-    model = LinearAttentionRegressor(kernel=attention, n_features=32, random_state=0).fit(X, y)
+    attention = _fitted_attention("dot", X)
+    model = LinearAttentionRegressor(kernel=attention, n_components=32, random_state=0).fit(X, y)
     weights = model.attention_weights(X[:5])
     np.testing.assert_allclose(weights.sum(axis=1), 1.2, rtol=1e-12)
     np.testing.assert_allclose(model.predict(X[:5]), weights @ y + 0.2, rtol=1e-10)
 
 
-class _AttentionToFit:
+class _AttentionToFit(_FittedAttention):
     """An unfitted stand-in: fit sets the contract and records how many rows it saw."""
 
-    def __init__(self, random_state=None):
-        self.random_state = random_state
-
-    def get_params(self, deep=True):
-        return {"random_state": self.random_state}
-
-    def set_params(self, **params):
-        self.__dict__.update(params)
-        return self
-
     def fit(self, X, y, sample_weight=None):
-        template = _FittedAttention("gaussian", X)
-        self.__dict__.update({k: v for k, v in vars(template).items() if k.endswith("_")})
-        self.similarity = "gaussian"
+        fitted = _fitted_attention("gaussian", X)
+        self.kernel_, self.head_bias_ = fitted.kernel_, fitted.head_bias_
         self.n_seen_ = len(X)
         return self
 
@@ -397,7 +409,9 @@ def test_projection_gradient_matches_finite_differences():
     Z = rng.standard_normal((60, 3))
     Z[10] = Z[11]  # a duplicated input is left out together with its twin
     V, w = rng.standard_normal((60, 2)), rng.uniform(0.5, 2.0, 60)
-    omega = PositiveRandomFeatures(32, hyperbolic=True).fit(2, random_state=0).omega_
+    omega = (
+        PositiveRandomFeatures(32, hyperbolic=True).fit(np.zeros((1, 2)), random_state=0).omega_
+    )
     objective = FeatureLeaveOneOut(Z, V, w, omega)
     P = 0.5 * rng.standard_normal((3, 2))
     gradient = objective.loss_and_grad(P.ravel())[1]
@@ -414,7 +428,7 @@ def test_projection_loss_is_leave_one_out_of_the_feature_estimate():
     rng = np.random.default_rng(1)
     Z, V = rng.standard_normal((30, 2)), rng.standard_normal((30, 1))
     w = rng.uniform(0.5, 2.0, 30)
-    phi = PositiveRandomFeatures(16).fit(2, random_state=0)
+    phi = PositiveRandomFeatures(16).fit(np.zeros((1, 2)), random_state=0)
     P = np.array([[0.8, 0.1], [0.0, 0.6]])
     U = Z @ P
     keys = phi.transform(U) * (w * np.exp(-0.5 * np.sum(U**2, axis=1)))[:, None]
@@ -432,10 +446,10 @@ def test_learned_projection_lowers_loo_error_and_ignores_noise_feature():
     X = rng.normal(size=(300, 2))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(300)
     model = LinearAttentionRegressor(
-        learn_projection=True, n_features=128, bandwidth=1.0, random_state=0
+        learn_projection=True, n_components=128, bandwidth=1.0, random_state=0
     ).fit(X, y)
     start = FeatureLeaveOneOut(
-        X - model.centre_, y[:, None], np.ones(300), model.feature_maps_[0].omega_
+        X - model.center_, y[:, None], np.ones(300), model.feature_maps_[0].omega_
     ).loss_and_grad(np.eye(2).ravel())[0]
     assert model.loo_error_ < 0.8 * start
     P = model.query_projection_[0]
@@ -456,7 +470,7 @@ def test_loo_bandwidth_on_small_data_matches_kernel_smoother():
 def test_array_bandwidth_same_as_kernel_smoother():
     X, y = _data(200)
     h = np.array([0.9, 1.3])
-    model = LinearAttentionRegressor(n_features=8192, bandwidth=h, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(n_components=8192, bandwidth=h, random_state=0).fit(X, y)
     np.testing.assert_array_equal(model.bandwidth_, h)
     exact = KernelSmoother(bandwidth=h).fit(X, y).predict(X[:20])
     assert np.max(np.abs(model.predict(X[:20]) - exact)) < 0.05
@@ -467,22 +481,39 @@ def test_loo_bandwidth_on_subsample_scaled_to_full_size():
     model = LinearAttentionRegressor(bandwidth="loo", n_subsample=100, random_state=0)
     model.fit(X, y)
     assert np.all(np.isfinite(model.bandwidth_)) and np.all(model.bandwidth_ > 0)
+    # The same subsample (the first draw of the seed), searched exactly, then Scott's rate.
+    rows = np.sort(np.random.RandomState(0).choice(400, 100, replace=False))
+    h_subsample, loo_error, _ = loo_bandwidth(X[rows], y[rows])
+    np.testing.assert_allclose(
+        model.bandwidth_, h_subsample * (100 / 400) ** (1 / (2 + 4)), rtol=1e-12
+    )
+    assert model.loo_error_ == loo_error
+
+
+def test_loo_bandwidth_on_subsample_warns_at_the_edge_of_the_search():
+    rng = np.random.default_rng(6)
+    # Feature 1 is an integer code the target ignores: its bandwidth goes to the upper edge.
+    X = np.column_stack([rng.uniform(-1, 1, size=300), rng.integers(0, 3, size=300)])
+    y = np.sin(3 * X[:, 0])
+    model = LinearAttentionRegressor(bandwidth="loo", n_subsample=150, random_state=0)
+    with pytest.warns(UserWarning, match=r"feature\(s\) \[1\] ended on the edge"):
+        model.fit(X, y)
 
 
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [
-        ({"feature_map": "softplus"}, ValueError, "feature_map must be one of"),
-        ({"feature_map": 3}, TypeError, "feature_map must be one of"),
-        ({"n_features": 1}, ValueError, "n_features must be an integer"),
-        ({"orthogonal": "yes"}, TypeError, "orthogonal must be True or False"),
-        ({"bandwidth": "nope"}, ValueError, "bandwidth must be a positive float"),
+        ({"feature_map": "softplus"}, ValueError, "feature_map.* must be"),
+        ({"feature_map": 3}, TypeError, "feature_map.* must be"),
+        ({"n_components": 0}, ValueError, "n_components.* must be an int"),
+        ({"orthogonal": "yes"}, TypeError, "orthogonal.* must be .*bool"),
+        ({"bandwidth": "nope"}, ValueError, "bandwidth.* must be .*float"),
         ({"bandwidth": [1.0]}, ValueError, "bandwidth must be"),
-        ({"kernel": "rbf"}, ValueError, "kernel must be 'gaussian'"),
-        ({"kernel": 1.5}, TypeError, "kernel must be 'gaussian'"),
+        ({"kernel": "rbf"}, ValueError, "kernel.* must be .*'gaussian'"),
+        ({"kernel": 1.5}, TypeError, "kernel.* must be .*'gaussian'"),
         ({"learn_projection": True, "feature_map": "trig"}, ValueError, "positive random"),
-        ({"centre": [0.0]}, ValueError, "centre must be None"),
-        ({"feature_map": "trig", "n_features": 5}, ValueError, "even"),
+        ({"center": [0.0]}, ValueError, "center must be None"),
+        ({"feature_map": "trig", "n_components": 5}, ValueError, "even"),
         (
             {"feature_map": NystroemFeatures(landmarks=np.zeros((3, 5)))},
             ValueError,
@@ -499,6 +530,60 @@ def test_bad_parameters_raise_and_keep_earlier_fit(params, error, match):
     with pytest.raises(error, match=match):
         model.fit(X, y)
     np.testing.assert_array_equal(model.predict(X), before)
+
+
+def test_parameter_constraints_cover_every_parameter():
+    params = LinearAttentionRegressor().get_params()
+    assert set(LinearAttentionRegressor._parameter_constraints) == set(params)
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_rbf_sampler_is_rejected_naming_feature_map_before_any_work(method):
+    from sklearn.kernel_approximation import RBFSampler
+
+    X, y = _data(50)
+    X[0, 0] = np.nan  # the data would be rejected too, had they been looked at
+    model = LinearAttentionRegressor(feature_map=RBFSampler())
+    with pytest.raises(TypeError, match="feature_map"):
+        getattr(model, method)(X, y)
+    assert not hasattr(model, "n_features_in_") and not hasattr(model, "kernel_")
+
+
+def test_changing_the_callers_data_after_fit_changes_nothing():
+    X, y = _data(200)
+    model = LinearAttentionRegressor(feature_map="relu", bandwidth=0.4, random_state=0)
+    model.fit(X, y)
+    # relu features give these queries a zero denominator: they are computed exactly, from
+    # the training keys and targets the estimator holds.
+    Xq = model.center_ - np.array([[0.1, 0.3], [0.5, 0.01]])
+    Xq = np.vstack([Xq, X[:5] + 0.05])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        before = model.predict(Xq, return_std=True)
+        weights = model.attention_weights(Xq)
+        X[:] = X[::-1] + 3.0
+        y[:] = -y
+        after = model.predict(Xq, return_std=True)
+        np.testing.assert_array_equal(model.attention_weights(Xq), weights)
+    for a, b in zip(before, after, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_n_jobs_does_not_change_predictions():
+    X, y = _data(300)
+    # Enough query-feature pairs for prediction to run on threads, and far queries that go
+    # through the exact path inside them.
+    Xq = np.vstack([_data(6000, seed=7)[0] * 1.2, [[40.0, 0.0], [0.0, -60.0]]])
+    results = []
+    for n_jobs in (1, 2):
+        model = LinearAttentionRegressor(bandwidth=0.3, random_state=0, n_jobs=n_jobs)
+        model.fit(X, y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            mean, std = model.predict(Xq, return_std=True)
+            results.append((mean, std, model.attention_weights(Xq[-50:])))
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 # --------------------------------------------------------------------- Nyström
@@ -536,7 +621,7 @@ def test_nystroem_at_large_bandwidth_drops_rank_and_matches_kernel_smoother():
     X, y = _data(300)
     Xq = _data(50, seed=9)[0]
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_features=64, bandwidth=10.0, random_state=0
+        feature_map="nystroem", n_components=64, bandwidth=10.0, random_state=0
     ).fit(X, y)
     assert model.feature_maps_[0].rank_ < 64
     with warnings.catch_warnings():
@@ -551,7 +636,7 @@ def test_nystroem_attention_weights_sum_to_one_and_give_predict():
     X, y = _data(300)
     w = np.random.default_rng(0).integers(0, 3, len(y)).astype(float)
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_features=64, bandwidth=0.3, random_state=0
+        feature_map="nystroem", n_components=64, bandwidth=0.3, random_state=0
     ).fit(X, y, sample_weight=w)
     Xq = X[:20] + 0.05
     weights = model.attention_weights(Xq)
@@ -563,7 +648,7 @@ def test_nystroem_attention_weights_sum_to_one_and_give_predict():
 def test_nystroem_std_is_clipped_weighted_spread():
     X, y = _data(300)
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_features=64, bandwidth=0.3, random_state=0
+        feature_map="nystroem", n_components=64, bandwidth=0.3, random_state=0
     ).fit(X, y)
     Xq = np.vstack([_data(50, seed=9)[0], [[3.0, 3.0], [-2.0, 5.0]]])
     # The last two queries are over 6 bandwidths from every landmark: computed exactly.
@@ -588,7 +673,7 @@ def test_nystroem_landmarks_come_from_subsample_of_projected_positive_weight_key
     landmarks = model.feature_maps_[0].landmarks_
     # A subsample of 50 distinct keys, fewer than 100 landmarks: all of them are used.
     assert landmarks.shape == (50, 2)
-    keys = (X - model.centre_) / model.bandwidth_
+    keys = (X - model.center_) / model.bandwidth_
     squared = np.sum((landmarks[:, None] - keys[None]) ** 2, axis=2)
     nearest = np.argmin(squared, axis=1)
     np.testing.assert_allclose(landmarks, keys[nearest], rtol=1e-12, atol=1e-12)
@@ -601,7 +686,7 @@ def test_nystroem_partial_fit_with_given_landmarks_equals_fit():
     params = dict(
         feature_map=NystroemFeatures(landmarks=landmarks),
         bandwidth=0.5,
-        centre=[0.1, -0.2, 0.0],
+        center=[0.1, -0.2, 0.0],
         random_state=3,
     )
     full, chunked = _fit_whole_and_in_chunks(params, X, Y, w)
@@ -611,13 +696,13 @@ def test_nystroem_partial_fit_with_given_landmarks_equals_fit():
 
 def test_nystroem_partial_fit_fixes_landmarks_at_first_chunk():
     X, y = _data(600)
-    model = LinearAttentionRegressor(feature_map="nystroem", n_features=32, random_state=0)
+    model = LinearAttentionRegressor(feature_map="nystroem", n_components=32, random_state=0)
     model.partial_fit(X[:200], y[:200])
     first = model.feature_maps_[0].landmarks_.copy()
     # Later chunks lie elsewhere: landmarks chosen again would move towards them.
     model.partial_fit(X[200:400] + 3.0, y[200:400]).partial_fit(X[400:] - 3.0, y[400:])
     np.testing.assert_array_equal(model.feature_maps_[0].landmarks_, first)
-    keys = (X[:200] - model.centre_) / model.bandwidth_
+    keys = (X[:200] - model.center_) / model.bandwidth_
     assert np.all(first >= keys.min(axis=0)) and np.all(first <= keys.max(axis=0))
 
 
@@ -626,7 +711,7 @@ def test_nystroem_far_queries_are_computed_exactly_and_finite():
     # computed exactly, so they get what the exact smoother gives (the nearest target).
     X, y = _data(300)
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_features=64, bandwidth=0.3, random_state=0
+        feature_map="nystroem", n_components=64, bandwidth=0.3, random_state=0
     ).fit(X, y)
     far = np.array([[1e6, 0.0], [-1e8, 1e8], [0.0, -1e12], [1e300, -1e300], [1e300, 1e300]])
     with pytest.warns(UserWarning, match=f"{len(far)} of {len(far)} queries"):
@@ -638,7 +723,7 @@ def test_nystroem_far_queries_are_computed_exactly_and_finite():
 
 def test_nystroem_nan_input_raises():
     X, y = _data(100)
-    model = LinearAttentionRegressor(feature_map="nystroem", n_features=16, random_state=0)
+    model = LinearAttentionRegressor(feature_map="nystroem", n_components=16, random_state=0)
     X_nan = X.copy()
     X_nan[5, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):

@@ -75,19 +75,19 @@ exact_ns, exact_ts = [], []
 for n in SIZES:
     X, y = make_task(n, seed=1)
     X_test, y_test = make_task(n, seed=2)
-    linear = LinearAttentionRegressor(n_features=R, bandwidth=bandwidth, random_state=0)
+    linear = LinearAttentionRegressor(n_components=R, bandwidth=bandwidth, random_state=0)
     t_linear, pred_linear, record = fit_predict_time(linear, X, y, X_test)
     row = {"n": n, "t_linear": t_linear, "mse_linear": np.mean((pred_linear - y_test) ** 2)}
     row["fallback_warnings"] = sum("denominator" in str(w.message) for w in record)
     # Generalised positive features with the variance-optimal parameter, same r.
     optimal = LinearAttentionRegressor(
-        feature_map="optimal", n_features=R, bandwidth=bandwidth, random_state=0
+        feature_map="optimal", n_components=R, bandwidth=bandwidth, random_state=0
     )
     row["t_optimal"], pred_optimal, _ = fit_predict_time(optimal, X, y, X_test)
     row["mse_optimal"] = np.mean((pred_optimal - y_test) ** 2)
     # Nyström features: r landmarks (k-means centres of 2 000 keys) instead of random ones.
     nystroem = LinearAttentionRegressor(
-        feature_map="nystroem", n_features=R, bandwidth=bandwidth, random_state=0
+        feature_map="nystroem", n_components=R, bandwidth=bandwidth, random_state=0
     )
     row["t_nystroem"], pred_nystroem, _ = fit_predict_time(nystroem, X, y, X_test)
     row["mse_nystroem"] = np.mean((pred_nystroem - y_test) ** 2)
@@ -185,7 +185,7 @@ for factor in (1.0, 2.0, 4.0):
     gaps, exact_rows = [], 0
     for feature_map in ("positive", "hyperbolic", "optimal", "trig", "nystroem"):
         model = LinearAttentionRegressor(
-            feature_map=feature_map, n_features=R, bandwidth=h, random_state=0
+            feature_map=feature_map, n_components=R, bandwidth=h, random_state=0
         )
         _, pred, record = fit_predict_time(model, X, y, X_test)
         gaps.append(100 * (np.mean((pred - y_test) ** 2) / mse_exact - 1))
