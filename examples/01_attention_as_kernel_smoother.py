@@ -70,7 +70,7 @@ models = {
         similarity="gaussian", tie_qk=True, alpha=1e-3, random_state=0
     ).fit(X, y),
     f"LinearAttentionRegressor, h = {h}": LinearAttentionRegressor(
-        feature_map="optimal", n_features=1024, bandwidth=h, random_state=0
+        feature_map="optimal", n_components=1024, bandwidth=h, random_state=0
     ).fit(X, y),
 }
 for name, model in models.items():

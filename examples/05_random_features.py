@@ -56,7 +56,7 @@ rng = np.random.default_rng(0)
 d = 4
 Q = 0.5 * rng.normal(size=(100, d))
 K = 0.5 * rng.normal(size=(300, d))
-n_features = [8, 16, 32, 64, 128] if SMOKE else [8, 16, 32, 64, 128, 256, 512, 1024]
+n_components = [8, 16, 32, 64, 128] if SMOKE else [8, 16, 32, 64, 128, 256, 512, 1024]
 n_seeds = 3 if SMOKE else 10
 
 # The exact Gaussian-kernel attention weights, softmax_j(−½‖q − k_j‖²).
@@ -79,18 +79,18 @@ def approximate_weights(feature_map, Q=Q, K=K):
 
 
 def errors_against_r(make_map):
-    """Kernel and attention-weight errors, each of shape (len(n_features), n_seeds).
+    """Kernel and attention-weight errors, each of shape (len(n_components), n_seeds).
 
     The kernel error is ``kernel_approximation_error``'s ‖K̂ − K‖_F / ‖K‖_F against the kernel
     the map estimates (exp(qᵀk) for positive features, the Gaussian kernel for trigonometric
     ones); the weight error is the mean total-variation distance to the exact Gaussian-kernel
     attention weights, the same target for every map.
     """
-    kernel_err = np.empty((len(n_features), n_seeds))
-    weight_err = np.empty((len(n_features), n_seeds))
-    for i, r in enumerate(n_features):
+    kernel_err = np.empty((len(n_components), n_seeds))
+    weight_err = np.empty((len(n_components), n_seeds))
+    for i, r in enumerate(n_components):
         for seed in range(n_seeds):
-            feature_map = make_map(r).fit(d, random_state=seed)
+            feature_map = make_map(r).fit(np.zeros((1, d)), random_state=seed)
             report = feature_maps.kernel_approximation_error(Q, K, feature_map=feature_map)
             kernel_err[i, seed] = report["kernel_error"]
             weights = approximate_weights(feature_map)
@@ -101,16 +101,16 @@ def errors_against_r(make_map):
 Positive = feature_maps.PositiveRandomFeatures
 Trigonometric = feature_maps.TrigonometricRandomFeatures
 maps = {
-    "positive, i.i.d.": lambda r: Positive(n_features=r, orthogonal=False),
-    "positive, orthogonal": lambda r: Positive(n_features=r, orthogonal=True),
-    "trigonometric, i.i.d.": lambda r: Trigonometric(n_features=r, orthogonal=False),
-    "trigonometric, orthogonal": lambda r: Trigonometric(n_features=r, orthogonal=True),
+    "positive, i.i.d.": lambda r: Positive(n_components=r, orthogonal=False),
+    "positive, orthogonal": lambda r: Positive(n_components=r, orthogonal=True),
+    "trigonometric, i.i.d.": lambda r: Trigonometric(n_components=r, orthogonal=False),
+    "trigonometric, orthogonal": lambda r: Trigonometric(n_components=r, orthogonal=True),
 }
 kernel_errors, weight_errors = {}, {}
 for name, make_map in maps.items():
     kernel_errors[name], weight_errors[name] = errors_against_r(make_map)
     print(
-        f"{name:27s} r={n_features[-1]}: kernel error {kernel_errors[name][-1].mean():.4f}, "
+        f"{name:27s} r={n_components[-1]}: kernel error {kernel_errors[name][-1].mean():.4f}, "
         f"weight error {weight_errors[name][-1].mean():.4f}"
     )
 
@@ -122,25 +122,25 @@ K_wide = 1.5 * rng.normal(size=(500 if SMOKE else 2000, 3))
 logits = -0.5 * ((Q_wide[:, None, :] - K_wide[None, :, :]) ** 2).sum(axis=2)
 exact_wide = np.exp(logits - logits.max(axis=1, keepdims=True))
 exact_wide /= exact_wide.sum(axis=1, keepdims=True)
-rho = np.mean(np.sum(Q_wide**2, axis=1)) + np.mean(np.sum(K_wide**2, axis=1))
 wide_maps = {
-    "positive, orthogonal": lambda r, seed: Positive(r, orthogonal=True).fit(3, seed),
-    "optimal positive, orthogonal": lambda r, seed: Positive(r, orthogonal=True, A="optimal").fit(
-        3, seed, mean_sq_sum=rho
+    "positive, orthogonal": lambda r, seed: Positive(r).fit(K_wide, random_state=seed),
+    # The variance-optimal parameter depends on the mean of ‖q + k‖² over the pairs.
+    "optimal positive, orthogonal": lambda r, seed: Positive(r, A="optimal").fit(
+        K_wide, queries=Q_wide, random_state=seed
     ),
     "Nyström (k-means landmarks)": lambda r, seed: feature_maps.NystroemFeatures(r).fit(
-        3, seed, keys=K_wide
+        K_wide, random_state=seed
     ),
 }
 wide_errors = {}
 for name, make_map in wide_maps.items():
-    wide_errors[name] = np.empty((len(n_features), n_seeds))
-    for i, r in enumerate(n_features):
+    wide_errors[name] = np.empty((len(n_components), n_seeds))
+    for i, r in enumerate(n_components):
         for seed in range(n_seeds):
             weights = approximate_weights(make_map(r, seed), Q_wide, K_wide)
             wide_errors[name][i, seed] = 0.5 * np.abs(weights - exact_wide).sum(axis=1).mean()
     print(
-        f"small bandwidth, {name:29s} r={n_features[-1]}: weight error "
+        f"small bandwidth, {name:29s} r={n_components[-1]}: weight error "
         f"{wide_errors[name][-1].mean():.4f}"
     )
 
@@ -151,7 +151,7 @@ sizes = [500, 1000, 2000] if SMOKE else [1000, 2000, 4000, 8000, 16000, 32000]
 bandwidth = 0.5
 models = {
     "LinearAttentionRegressor (r = 128)": lambda: LinearAttentionRegressor(
-        n_features=128, bandwidth=bandwidth, random_state=0
+        n_components=128, bandwidth=bandwidth, random_state=0
     ),
     "KernelSmoother (exact)": lambda: KernelSmoother(bandwidth=bandwidth),
 }
@@ -173,13 +173,13 @@ for n in sizes:
 # %%
 # The figure.
 fig, axes = plt.subplots(1, 4, figsize=(25, 5.5), layout="constrained")
-plot_approximation_error(n_features, kernel_errors, ax=axes[0])
+plot_approximation_error(n_components, kernel_errors, ax=axes[0])
 axes[0].set_ylabel("relative kernel error ‖K̂ − K‖ / ‖K‖")
 axes[0].set_title("each map against its own kernel")
-plot_approximation_error(n_features, weight_errors, ax=axes[1])
+plot_approximation_error(n_components, weight_errors, ax=axes[1])
 axes[1].set_ylabel("attention-weight error (total variation)")
 axes[1].set_title("Gaussian-kernel attention weights")
-plot_approximation_error(n_features, wide_errors, ax=axes[2])
+plot_approximation_error(n_components, wide_errors, ax=axes[2])
 axes[2].set_ylabel("attention-weight error (total variation)")
 axes[2].set_title(f"small bandwidth: ‖u‖ ≈ 2.6, {len(K_wide)} keys, d = 3")
 plot_runtime(sizes, times, ax=axes[3])

@@ -299,7 +299,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """Estimates and variances of validated queries in centred target units, over
         query blocks (on threads for large problems)."""
         heads = np.arange(self.kernel_.n_heads) if heads is None else heads
-        t = self._values.shape[1]
+        t = len(self._y_offset)
         mean = np.empty((len(X), t), dtype=self._dtype)
         variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
 
