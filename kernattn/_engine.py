@@ -146,7 +146,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         X = np.array(X, dtype=np.float64)
         y = np.array(y, dtype=np.float64)
         sample_weight = _check_sample_weight(
-            sample_weight, X, dtype=np.float64, ensure_non_negative=True
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True
         )
         if not np.any(sample_weight > 0):
             raise ValueError("sample_weight must have at least one positive entry")
@@ -231,10 +231,10 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         return self._exact_weights(self.kernel_, X, h)
 
     def _block_width(self):
-        """Keys one query row of a block meets at once (for the block size), and the tile."""
+        """Keys a query meets (for the work estimate and block size) and the key tile."""
         kernel = self.kernel_
         if getattr(kernel, "nonpositive", False):
-            return min(kernel.n_keys, KEY_TILE), KEY_TILE
+            return kernel.n_keys, KEY_TILE
         # A kernel block and the logits it is made from live side by side.
         return 2 * len(self._values), None
 

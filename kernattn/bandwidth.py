@@ -321,5 +321,7 @@ def resolve_bandwidth(bandwidth, X, Y, sample_weight, kernel="gaussian"):
             )
         return h, loss
     if isinstance(bandwidth, str):
+        if bandwidth not in BANDWIDTH_RULES:
+            raise ValueError(_bandwidth_message(bandwidth))
         return rule_of_thumb_bandwidth(X, sample_weight, bandwidth), None
     return check_bandwidth(bandwidth, X.shape[1]), None

@@ -1,11 +1,22 @@
-"""Properties every Nadaraya–Watson smoother has, checked on generated data."""
+"""Properties every Nadaraya–Watson estimator has, checked on generated data."""
+
+import warnings
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from kernattn import KernelSmoother
+from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
+
+# What the estimators tell a user about a short training run or the queries the random
+# features could not serve; the properties hold either way.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+    pytest.mark.filterwarnings("ignore:the softmax of head:UserWarning"),
+    pytest.mark.filterwarnings("ignore:.*they were computed exactly:UserWarning"),
+]
 
 finite = st.floats(-100, 100, allow_nan=False, allow_infinity=False)
 
@@ -47,18 +58,6 @@ def test_weights_are_a_distribution_and_predictions_stay_in_the_target_range(pro
 
 
 @SETTINGS
-@given(problems(), st.randoms(use_true_random=False))
-def test_permuting_the_training_rows_changes_nothing(problem, random):
-    X, y, queries, kernel, bandwidth = problem
-    order = list(range(len(X)))
-    random.shuffle(order)
-    expected = KernelSmoother(kernel=kernel, bandwidth=bandwidth).fit(X, y).predict(queries)
-    permuted = KernelSmoother(kernel=kernel, bandwidth=bandwidth).fit(X[order], y[order])
-    tolerance = logit_tolerance(X, bandwidth) * (1 + np.abs(y).max())
-    np.testing.assert_allclose(permuted.predict(queries), expected, rtol=1e-9, atol=tolerance)
-
-
-@SETTINGS
 @given(problems(), finite)
 def test_translating_all_inputs_changes_nothing(problem, shift):
     X, y, queries, kernel, bandwidth = problem
@@ -66,16 +65,6 @@ def test_translating_all_inputs_changes_nothing(problem, shift):
     moved = KernelSmoother(kernel=kernel, bandwidth=bandwidth).fit(X + shift, y)
     tolerance = max(logit_tolerance(X, bandwidth), 1e-7) * (1 + np.abs(y).max())
     np.testing.assert_allclose(moved.predict(queries + shift), expected, rtol=1e-7, atol=tolerance)
-
-
-@SETTINGS
-@given(problems(), st.floats(-10, 10).filter(lambda a: abs(a) > 1e-3), finite)
-def test_affine_map_of_the_targets_maps_the_predictions(problem, a, b):
-    X, y, queries, kernel, bandwidth = problem
-    expected = KernelSmoother(kernel=kernel, bandwidth=bandwidth).fit(X, y).predict(queries)
-    mapped = KernelSmoother(kernel=kernel, bandwidth=bandwidth).fit(X, a * y + b)
-    scale = 1 + np.abs(a * y + b).max()
-    np.testing.assert_allclose(mapped.predict(queries), a * expected + b, atol=1e-9 * scale)
 
 
 @SETTINGS
@@ -88,13 +77,215 @@ def test_huge_bandwidth_gives_the_weighted_mean(problem, sample_weight):
     np.testing.assert_allclose(model.predict(queries), expected, rtol=1e-9, atol=1e-9)
 
 
-@SETTINGS
-@given(problems(), st.floats(1e6, 1e300) | st.floats(-1e300, -1e6))
-def test_far_queries_are_finite_and_get_a_training_target(problem, distance):
-    X, y, queries, kernel, bandwidth = problem
-    model = KernelSmoother(kernel=kernel, bandwidth=bandwidth).fit(X, y)
-    far = queries + distance
-    prediction = model.predict(far)
-    assert np.all(np.isfinite(prediction))
-    assert np.all(prediction >= y.min() - 1e-9 * (1 + abs(y.min())))
-    assert np.all(prediction <= y.max() + 1e-9 * (1 + abs(y.max())))
+# ------------------------------------------------------------------------------------
+# Every estimator: the same properties through the public API.
+
+ESTIMATORS = ["smoother", "attention", "linear"]
+EVERY_SETTINGS = settings(max_examples=30, deadline=None)
+# (max_iter, n_heads, similarity) of an AttentionRegressor; 0 iterations is the initial kernel.
+similarities = st.sampled_from(["dot", "cosine", "gaussian"])
+attention_options = st.tuples(st.sampled_from([0, 3]), st.sampled_from([1, 2]), similarities)
+
+
+def make_estimator(name, problem, options):
+    _, _, _, kernel, bandwidth = problem
+    if name == "smoother":
+        return KernelSmoother(kernel=kernel, bandwidth=bandwidth)
+    if name == "attention":
+        max_iter, n_heads, similarity = options
+        return AttentionRegressor(
+            n_heads=n_heads, similarity=similarity, max_iter=max_iter, random_state=0
+        )
+    return LinearAttentionRegressor(feature_map="positive", n_components=64, random_state=0)
+
+
+def one_feature_problem(X, y):
+    """A problem as ``problems()`` draws it: one feature, the query at 0."""
+    return np.array(X)[:, None], np.array(y), np.zeros((1, 1)), "gaussian", 1.0
+
+
+def distinct_inputs(problem, at_least=2):
+    """At least two different training inputs: a kernel learned by leave-one-out needs a
+    point to predict from others."""
+    X = problem[0]
+    return len(np.unique(X, axis=0)) >= at_least
+
+
+def permutation_tolerance(name, problem, y):
+    """(rtol, atol) of predictions from permuted training rows: sums taken in another order."""
+    X, _, _, _, bandwidth = problem
+    if name == "smoother":
+        return 1e-9, logit_tolerance(X, bandwidth) * (1 + np.abs(y).max())
+    # Learned and random-feature kernels: also a few steps of training, and feature sums.
+    return 1e-7, 1e-7 * (1 + np.abs(y).max())
+
+
+@EVERY_SETTINGS
+@given(problems(), attention_options)
+def test_every_heads_weights_are_a_distribution_that_reproduces_the_prediction(problem, options):
+    assume(distinct_inputs(problem))
+    X, y, queries, _, _ = problem
+    model = make_estimator("attention", problem, options).fit(X, y)
+    span = 1e-9 * (1 + np.abs(y).max())
+    for h in range(len(model.head_weights_)):
+        weights = model.attention_weights(queries, head=h)
+        assert np.all(weights >= 0)
+        np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
+        head_estimate = weights @ model.y_fit_
+        assert np.all(head_estimate >= y.min() - span) and np.all(head_estimate <= y.max() + span)
+    mixed = model.attention_weights(queries)
+    np.testing.assert_allclose(
+        model.predict(queries), mixed @ model.y_fit_ + model.head_bias_, rtol=1e-9, atol=span
+    )
+    _, std = model.predict(queries, return_std=True)
+    assert np.all(np.isfinite(std)) and np.all(std >= 0)
+
+
+@EVERY_SETTINGS
+@given(problems())
+def test_positive_random_features_give_a_distribution_inside_the_target_range(problem):
+    X, y, queries, _, _ = problem
+    model = make_estimator("linear", problem, None).fit(X, y)
+    mean, std = model.predict(queries, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std >= 0)
+    span = 1e-9 * (1 + np.abs(y).max())
+    assert np.all(mean >= y.min() - span) and np.all(mean <= y.max() + span)
+    weights = model.attention_weights(queries)
+    assert np.all(weights >= 0)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-9)
+    np.testing.assert_allclose(weights @ y, mean, rtol=1e-9, atol=span)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@EVERY_SETTINGS
+@given(problem=problems(), options=attention_options, random=st.randoms(use_true_random=False))
+def test_every_estimator_ignores_the_order_of_the_training_rows(name, problem, options, random):
+    # Two distinct inputs leave the initial attention logits without spread: see below.
+    assume(name != "attention" or distinct_inputs(problem, at_least=3))
+    X, y, queries, _, _ = problem
+    order = list(range(len(X)))
+    random.shuffle(order)
+    expected = make_estimator(name, problem, options).fit(X, y).predict(queries)
+    permuted = make_estimator(name, problem, options).fit(X[order], y[order])
+    rtol, atol = permutation_tolerance(name, problem, y)
+    np.testing.assert_allclose(permuted.predict(queries), expected, rtol=rtol, atol=atol)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: with two distinct inputs, every query's kept keys (its own group left out) "
+    "give equal initial logits; their variance is 0 up to rounding, and the initialisation "
+    "scales the projections by variance^(-1/4) of that rounding noise (1e8 in one row order, "
+    "1 in another), so the untrained kernel depends on the order of the rows",
+)
+@pytest.mark.parametrize("similarity", ["dot", "gaussian"])
+def test_initial_attention_kernel_ignores_the_order_of_rows_with_two_distinct_inputs(similarity):
+    X = np.array([[0.0, 1.0]] + [[1.0, 1.0]] * 11)
+    y = np.r_[0.0, np.ones(11)]
+    queries = np.array([[0.0, 0.0], [0.5, 1.0]])
+    model = AttentionRegressor(similarity=similarity, max_iter=0, random_state=0)
+    expected = model.fit(X, y).predict(queries)
+    for seed in range(4):
+        order = np.random.default_rng(seed).permutation(len(X))
+        np.testing.assert_allclose(model.fit(X[order], y[order]).predict(queries), expected)
+
+
+# The initial kernel does not look at the targets; a trained one does, below.
+untrained_attention_options = st.tuples(st.just(0), st.sampled_from([1, 2]), similarities)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@EVERY_SETTINGS
+@given(
+    problem=problems(),
+    options=untrained_attention_options,
+    a=st.floats(-10, 10).filter(lambda a: abs(a) > 1e-3),
+    b=finite,
+)
+def test_every_estimator_maps_an_affine_map_of_the_targets(name, problem, options, a, b):
+    X, y, queries, _, _ = problem
+    expected = make_estimator(name, problem, options).fit(X, y).predict(queries)
+    mapped = make_estimator(name, problem, options).fit(X, a * y + b)
+    # The same weights for both fits: only the arithmetic on the targets differs.
+    scale = 1 + np.abs(a * y + b).max()
+    np.testing.assert_allclose(mapped.predict(queries), a * expected + b, atol=1e-9 * scale)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: the leave-one-out loss is divided by the targets' variance, but the "
+    "mixture's bias is optimised in target units, so a few L-BFGS steps on 2·y do not "
+    "take the path they take on y (they agree only at convergence)",
+)
+@settings(max_examples=20, deadline=None)
+@given(problem=problems(), a=st.sampled_from([1e-2, 2.0, 1e3]), b=finite)
+@example(
+    problem=one_feature_problem(X=[0.0, 1.0, 1.0], y=[0.0, 1.0, 1.0]),
+    a=2.0,
+    b=0.0,
+)
+def test_training_attention_does_not_depend_on_the_units_of_the_targets(problem, a, b):
+    assume(distinct_inputs(problem))
+    X, y, queries, _, _ = problem
+    options = (3, 1, "dot")
+    expected = make_estimator("attention", problem, options).fit(X, y).predict(queries)
+    mapped = make_estimator("attention", problem, options).fit(X, a * y + b)
+    scale = 1 + np.abs(a * y + b).max()
+    np.testing.assert_allclose(mapped.predict(queries), a * expected + b, atol=1e-6 * scale)
+
+
+# Far, yet a query scaled by a small bandwidth or spread stays a float64; astronomic below.
+far_distances = st.floats(1e6, 1e100) | st.floats(-1e100, -1e6)
+astronomic_distances = st.floats(1e100, 1e300) | st.floats(-1e300, -1e100)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@EVERY_SETTINGS
+@given(problem=problems(), options=attention_options, distance=far_distances)
+def test_every_estimator_keeps_far_queries_finite_and_quiet(name, problem, options, distance):
+    assume(name != "attention" or distinct_inputs(problem))
+    X, y, queries, _, _ = problem
+    model = make_estimator(name, problem, options).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        mean, std = model.predict(queries + distance, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+    if name != "attention":  # a convex combination of the targets
+        span = 1e-9 * (1 + np.abs(y).max())
+        assert np.all(mean >= y.min() - span) and np.all(mean <= y.max() + span)
+
+
+overflowing_projection = pytest.mark.xfail(
+    strict=True,
+    reason="defect: the engine projects a query, (x − c)/σ·W, before it can scale a far one "
+    "down; when that overflows (a query 1e300 away from inputs of small spread) the estimate "
+    "is NaN",
+)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "smoother",
+        pytest.param("attention", marks=overflowing_projection),
+        pytest.param("linear", marks=overflowing_projection),
+    ],
+)
+@EVERY_SETTINGS
+@given(problem=problems(), options=attention_options, distance=astronomic_distances)
+# Inputs 4e-132 apart: a standardised or bandwidth-scaled query 1e300 away overflows.
+@example(
+    problem=one_feature_problem(X=[0.0, 4.4e-132], y=[0.0, 1.0]),
+    options=(0, 1, "dot"),
+    distance=1e300,
+)
+def test_every_estimator_keeps_astronomically_far_queries_finite(name, problem, options, distance):
+    assume(name != "attention" or distinct_inputs(problem))
+    X, y, queries, _, _ = problem
+    model = make_estimator(name, problem, options).fit(X, y)
+    mean, std = model.predict(queries + distance, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+    if name != "attention":  # its nearest training target
+        span = 1e-9 * (1 + np.abs(y).max())
+        assert np.all(mean >= y.min() - span) and np.all(mean <= y.max() + span)

@@ -1,0 +1,235 @@
+"""Bandwidth selection: the leave-one-out objective, its gradient, and the bookkeeping of
+left-out duplicates, against direct formulas; the messages of bad bandwidths."""
+
+import numpy as np
+import pytest
+
+from kernattn._loo import DuplicateGroups
+from kernattn.bandwidth import _LeaveOneOut, check_bandwidth, resolve_bandwidth
+from kernattn.kernels import KERNELS
+
+PROFILES = {
+    "gaussian": lambda r2: np.exp(-0.5 * r2),
+    "epanechnikov": lambda r2: np.clip(1 - r2, 0, None),
+    "tricube": lambda r2: np.clip(1 - r2**1.5, 0, None) ** 3,
+}
+
+
+def make_problem(seed, n=40, d=3, duplicates=False, weighted=False):
+    """Inputs in [-1, 1]^d, two target columns; with ``duplicates`` some rows repeated
+    exactly (five rows twice, one four times), with ``weighted`` uneven sample weights."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, d))
+    if duplicates:
+        X[-6:] = X[:6]
+        X[-8:-6] = X[0]
+    Y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, 1], X[:, -1] ** 2 - X[:, 0]])
+    Y += 0.1 * rng.normal(size=Y.shape)
+    sample_weight = rng.uniform(0.2, 3.0, size=n) if weighted else np.ones(n)
+    return X, Y, sample_weight
+
+
+def bandwidths(kernel, seed, d=3):
+    """Random bandwidths; the compact kernels' wide enough that every point has kept
+    neighbours inside its support."""
+    rng = np.random.default_rng(100 + seed)
+    low, high = (0.2, 1.5) if kernel == "gaussian" else (1.0, 1.8)
+    return rng.uniform(low, high, size=d)
+
+
+def direct_loo_loss(X, Y, sample_weight, h, kernel):
+    """Σ_i s_i ‖y_i − ŷ_{−i}‖² / Σ_i s_i, where ŷ_{−i} averages with s_j κ((x_i − x_j)/h)
+    over every j whose input differs from x_i (its own row and its exact copies left out)."""
+    r2 = (((X[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=-1)
+    kernel_values = PROFILES[kernel](r2) * sample_weight[None, :]
+    same_input = (X[:, None, :] == X[None, :, :]).all(axis=-1)
+    kernel_values[same_input] = 0.0
+    total = kernel_values.sum(axis=1)
+    assert np.all(total > 0), "a point has no neighbour inside its kernel's support"
+    residual = Y - kernel_values @ Y / total[:, None]
+    return sample_weight @ (residual**2).sum(axis=1) / sample_weight.sum()
+
+
+CASES = [
+    pytest.param(dict(duplicates=False, weighted=False), id="plain"),
+    pytest.param(dict(duplicates=False, weighted=True), id="weighted"),
+    pytest.param(dict(duplicates=True, weighted=True), id="weighted-duplicates"),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_leave_one_out_loss_equals_the_direct_formula(kernel, case):
+    X, Y, sample_weight = make_problem(1, **case)
+    objective = _LeaveOneOut(X, Y, sample_weight, kernel)
+    for seed in range(3):
+        h = bandwidths(kernel, seed)
+        loss, _ = objective.loss_and_grad(np.log(h))
+        expected = direct_loo_loss(X, Y, sample_weight, h, kernel)
+        np.testing.assert_allclose(loss, expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_leave_one_out_gradient_matches_central_differences(kernel, case):
+    X, Y, sample_weight = make_problem(2, **case)
+    objective = _LeaveOneOut(X, Y, sample_weight, kernel)
+    step = 1e-6
+    for seed in range(3):
+        log_h = np.log(bandwidths(kernel, seed))
+        _, grad = objective.loss_and_grad(log_h)
+        numeric = np.empty_like(log_h)
+        for f in range(len(log_h)):
+            shift = np.zeros_like(log_h)
+            shift[f] = step
+            up = objective.loss_and_grad(log_h + shift)[0]
+            down = objective.loss_and_grad(log_h - shift)[0]
+            numeric[f] = (up - down) / (2 * step)
+        assert np.abs(grad).max() > 1e-3  # a point where the loss is not flat
+        np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_grid_losses_equal_the_loss_at_each_multiple(kernel):
+    X, Y, sample_weight = make_problem(3, duplicates=True, weighted=True)
+    objective = _LeaveOneOut(X, Y, sample_weight, kernel)
+    h = bandwidths(kernel, 0)
+    factors = np.array([1.0, 1.3, 2.0, 5.0]) if kernel != "gaussian" else np.geomspace(0.1, 10, 5)
+    losses = objective.grid_losses(h, factors)
+    expected = [objective.loss_and_grad(np.log(h * c))[0] for c in factors]
+    np.testing.assert_allclose(losses, expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_repeated_rows_act_like_integer_sample_weights_in_the_objective(kernel):
+    X, Y, _ = make_problem(4, n=30)
+    counts = np.random.default_rng(4).integers(1, 4, size=len(X))
+    repeated = np.repeat(np.arange(len(X)), counts)
+    weighted = _LeaveOneOut(X, Y, counts.astype(float), kernel)
+    plain = _LeaveOneOut(X[repeated], Y[repeated], np.ones(len(repeated)), kernel)
+    log_h = np.log(bandwidths(kernel, 1))
+    for got, expected in zip(weighted.loss_and_grad(log_h), plain.loss_and_grad(log_h)):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-14)
+
+
+# ------------------------------------------------------------ bad bandwidths
+
+
+@pytest.mark.parametrize(
+    "bandwidth",
+    [0.0, -1.0, np.nan, np.inf, "nope", None, True, [1.0, 2.0], [1.0, -1.0, 1.0], [[1.0] * 3]],
+)
+def test_check_bandwidth_names_the_parameter_and_lists_the_options(bandwidth):
+    with pytest.raises(ValueError, match=r"bandwidth must be .*'scott', 'silverman', 'loo'; got"):
+        check_bandwidth(bandwidth, 3)
+
+
+def test_check_bandwidth_of_the_wrong_length_says_how_many_features_x_has():
+    with pytest.raises(ValueError, match=r"shape \(2,\), but X has 3 features"):
+        check_bandwidth([1.0, 2.0], 3)
+
+
+def test_check_bandwidth_gives_one_bandwidth_per_feature():
+    np.testing.assert_array_equal(check_bandwidth(0.5, 3), [0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(check_bandwidth(np.float32(2.0), 2), [2.0, 2.0])
+    np.testing.assert_array_equal(check_bandwidth([1, 2, 3], 3), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("bandwidth", ["nope", "SCOTT"])
+def test_resolve_bandwidth_names_the_parameter_for_an_unknown_rule(bandwidth):
+    X, Y, sample_weight = make_problem(5)
+    with pytest.raises(ValueError, match=r"bandwidth must be .*'loo'; got"):
+        resolve_bandwidth(bandwidth, X, Y, sample_weight)
+
+
+@pytest.mark.parametrize("bandwidth", [-2.0, [1.0, 2.0]])
+def test_resolve_bandwidth_names_the_parameter_for_bad_values(bandwidth):
+    X, Y, sample_weight = make_problem(5)
+    with pytest.raises(ValueError, match=r"bandwidth must be .*'loo'; got"):
+        resolve_bandwidth(bandwidth, X, Y, sample_weight)
+
+
+def test_resolve_bandwidth_loo_reports_the_loss_it_reached():
+    X, Y, sample_weight = make_problem(6, n=60, d=2, weighted=True)
+    h, loss = resolve_bandwidth("loo", X, Y, sample_weight)
+    np.testing.assert_allclose(loss, direct_loo_loss(X, Y, sample_weight, h, "gaussian"))
+    assert resolve_bandwidth(0.5, X, Y, sample_weight)[1] is None
+    assert resolve_bandwidth("scott", X, Y, sample_weight)[1] is None
+
+
+# ------------------------------------------------------ leaving duplicates out
+
+
+@pytest.fixture
+def groups_problem():
+    rng = np.random.default_rng(7)
+    X = rng.integers(0, 3, size=(30, 2)).astype(float)  # many exact duplicates
+    X[:4] = rng.uniform(5, 6, size=(4, 2))  # and some rows alone in their group
+    return X, DuplicateGroups(X)
+
+
+def dense_leave_out(X, block, rows, keys, value):
+    """The block with ``value`` wherever query ``rows[i]`` and key ``keys[j]`` are equal."""
+    out = block.copy()
+    same = (X[rows][:, None, :] == X[keys][None, :, :]).all(axis=-1)
+    out[same] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    "rows, keys",
+    [
+        (slice(0, 30), None),
+        (slice(5, 17), None),
+        (slice(29, 30), None),
+        (slice(7, 7), None),
+        (np.array([3, 29, 0, 11, 11]), None),
+        (slice(2, 12), np.array([29, 1, 5, 8, 8, 17])),
+        (np.array([0, 13, 21]), np.arange(30)[::-2]),
+    ],
+    ids=["all", "slice", "last-row", "empty", "rows", "slice-keys", "rows-keys"],
+)
+@pytest.mark.parametrize("value", [-np.inf, np.inf])
+def test_leave_out_marks_exactly_the_pairs_with_identical_inputs(
+    groups_problem, rows, keys, value
+):
+    X, groups = groups_problem
+    rng = np.random.default_rng(8)
+    all_keys = np.arange(len(X)) if keys is None else keys
+    n_rows = len(np.arange(len(X))[rows])
+    block = rng.normal(size=(n_rows, len(all_keys)))
+    expected = dense_leave_out(X, block, rows, all_keys, value)
+    result = groups.leave_out(block.copy(), rows, keys, value=value)
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_duplicate_group_ids_number_the_distinct_inputs(groups_problem):
+    X, groups = groups_problem
+    same_input = (X[:, None, :] == X[None, :, :]).all(axis=-1)
+    np.testing.assert_array_equal(groups.ids[:, None] == groups.ids[None, :], same_input)
+    assert groups.n_groups == len(np.unique(X, axis=0))
+    np.testing.assert_array_equal(np.unique(groups.ids), np.arange(groups.n_groups))
+
+
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_own_sums_equal_a_direct_loop_over_each_rows_group(groups_problem, shape):
+    X, groups = groups_problem
+    rng = np.random.default_rng(9)
+    sample_weight = rng.uniform(0.1, 2.0, size=len(X))
+    values = rng.normal(size=(len(X),) + shape)
+    weight, sums = groups.own_sums(sample_weight, values)
+    for i in range(len(X)):
+        group = [j for j in range(len(X)) if np.array_equal(X[j], X[i])]
+        np.testing.assert_allclose(weight[i], sample_weight[group].sum(), rtol=1e-13)
+        expected = sum(sample_weight[j] * values[j] for j in group)
+        np.testing.assert_allclose(sums[i], expected, rtol=1e-12, atol=1e-15)
+
+
+def test_valid_queries_are_those_with_a_key_outside_their_group(groups_problem):
+    X, groups = groups_problem
+    keys = np.array([4, 5, 6, 7])
+    queries = np.arange(len(X))
+    expected = [
+        i for i in queries if any(not np.array_equal(X[i], X[j]) for j in keys)
+    ]
+    np.testing.assert_array_equal(groups.valid_queries(queries, keys), expected)
