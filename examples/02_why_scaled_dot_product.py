@@ -12,8 +12,8 @@ matter when the kernel is learned?
   1/√d_k it stays at 1. Unscaled, the softmax over 64 keys saturates as d_k grows: the largest
   weight goes to 1 and the entropy to 0 — the weights become one-hot, and the gradient of the
   attention output with respect to the scores vanishes. Scaled, all three stay flat.
-- ``02_scale_ablation_loss_curves.png``: ``AttentionRegressor`` trained with ``scale="sqrt"``
-  and ``scale="none"`` at head dimensions 8, 32 and 128, from the same initial projections,
+- ``02_scale_ablation_loss_curves.png``: ``AttentionRegressor`` trained with ``scale=None``
+  (1/√head_dim) and ``scale=1.0`` (no scaling) at head dimensions 8, 32 and 128, from the same initial projections,
   the training objective per epoch of Adam. Does dropping the scale make early training
   unstable at large head dimension (a higher, bumpier start: the first logits have variance
   head_dim and the softmax starts saturated)? And where does each end — without the scale
@@ -131,8 +131,8 @@ print(f"wrote {path}")
 # initialisations so that the first logits have unit variance whatever the head dimension —
 # the variance argument applied at the start. To see what the scale itself does, both runs
 # here start from the same given projections with unit-variance q and k entries (Gaussian,
-# variance 1/n_features per weight, on the standardised inputs): with ``scale="sqrt"`` the
-# first logits have unit variance, with ``scale="none"`` variance head_dim.
+# variance 1/n_features per weight, on the standardised inputs): with ``scale=None`` (1/√head_dim)
+# the first logits have unit variance, with ``scale=1.0`` variance head_dim.
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from kernattn import AttentionRegressor  # noqa: E402
@@ -146,7 +146,7 @@ fig, axes = plt.subplots(
 )
 for ax, head_dim in zip(axes, ablation_dims, strict=True):
     init = rng.normal(scale=1 / np.sqrt(X.shape[1]), size=(X.shape[1], head_dim))
-    for scale in ("sqrt", "none"):
+    for scale in (None, 1.0):
         model = AttentionRegressor(
             head_dim=head_dim,
             scale=scale,
@@ -160,7 +160,7 @@ for ax, head_dim in zip(axes, ablation_dims, strict=True):
             warnings.simplefilter("ignore", ConvergenceWarning)
             model.fit(X, y)
         curve = np.asarray(model.loss_curve_)
-        ax.plot(np.arange(1, len(curve) + 1), curve, label=f'scale="{scale}"')
+        ax.plot(np.arange(1, len(curve) + 1), curve, label=f"scale={scale!r}")
         print(
             f"head_dim {head_dim:4d} scale={scale!r:7s} "
             f"first epoch {curve[0]:.3f}, last {curve[-1]:.3f}"

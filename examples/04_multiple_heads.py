@@ -93,7 +93,7 @@ for n_removed in range(n_heads):
 # %%
 # Which features each head uses: the norm of each (standardised) input feature's row of the
 # key projection.
-usage = np.linalg.norm(model.key_weights_, axis=2)  # (n_heads, n_features)
+usage = np.linalg.norm(model.key_projection_, axis=2)  # (n_heads, n_features)
 
 # %%
 # The figure.
@@ -137,13 +137,13 @@ for h, ax in enumerate(head_axes):
     # point along it (q·v): the logit q·k is largest where both are far along v, so a
     # dot-product head is not local — its queries at one end favour the keys at one end.
     def project(U, weights):
-        return ((U - model.x_mean_) / model.x_scale_) @ weights
+        return ((U - model.center_) / model.input_scale_) @ weights
 
-    keys = project(model.X_fit_, model.key_weights_[h])
+    keys = project(model.X_fit_, model.key_projection_[h])
     v = np.linalg.svd(keys - keys.mean(axis=0), full_matrices=False)[2][0]
     order = (
-        lambda U, h=h, v=v: project(U, model.query_weights_[h]) @ v,
-        lambda U, h=h, v=v: project(U, model.key_weights_[h]) @ v,
+        lambda U, h=h, v=v: project(U, model.query_projection_[h]) @ v,
+        lambda U, h=h, v=v: project(U, model.key_projection_[h]) @ v,
     )
     plot_attention(
         model, queries, head=h, sort_by=order, vmax=vmax, title=f"head {h} weights", ax=ax

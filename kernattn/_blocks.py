@@ -53,9 +53,10 @@ def query_block_size(n_queries, n_keys, *, n_arrays=2, cache=True, n_workers=1, 
         Sizes of the full problem.
     n_arrays : int
         How many (block × n_keys) arrays live at once.
-    cache : bool
-        Also cap the block at a cache-sized number of entries (faster for a single pass);
-        only ``working_memory`` bounds it otherwise.
+    cache : bool or int
+        Also cap the block at a cache-sized number of entries per array (faster for a single
+        pass; an int gives that number, for computations that make several passes over a
+        block); only ``working_memory`` bounds it with ``False``.
     n_workers : int
         Blocks processed at the same time; they share the ``working_memory`` budget.
     itemsize : int
@@ -65,7 +66,8 @@ def query_block_size(n_queries, n_keys, *, n_arrays=2, cache=True, n_workers=1, 
     budget = get_config()["working_memory"] * 2**20
     rows = int(budget // row_bytes)
     if cache:
-        rows = min(rows, max(_CACHE_ENTRIES * 8 // itemsize // max(n_keys, 1), _MIN_ROWS))
+        entries = _CACHE_ENTRIES if cache is True else int(cache)
+        rows = min(rows, max(entries * 8 // itemsize // max(n_keys, 1), _MIN_ROWS))
     return int(np.clip(rows, 1, max(n_queries, 1)))
 
 

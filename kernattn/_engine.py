@@ -116,7 +116,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         for name, constraints in self._parameter_constraints.items():
             value = getattr(self, name)
             # bool is an int to Python, never a number of anything to a user.
-            if isinstance(value, bool | np.bool_) and "boolean" not in constraints:
+            if isinstance(value, bool | np.bool_) and not {"boolean", "verbose"} & set(
+                c for c in constraints if isinstance(c, str)
+            ):
                 raise InvalidParameterError(
                     f"The {name!r} parameter of {type(self).__name__} must not be a bool; "
                     f"got {value!r}."

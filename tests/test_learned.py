@@ -4,9 +4,14 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn import config_context
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
 
 from kernattn import AttentionRegressor, KernelSmoother
+from kernattn._loo import DuplicateGroups
+from kernattn.learned._objective import Layout, LeaveOneOutObjective
+from kernattn.learned._optimize import validation_split
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +105,7 @@ def test_random_state_reproducible(smooth_task, params):
     X, y = smooth_task
     first = fit_quiet(AttentionRegressor(random_state=7, **params), X, y)
     second = fit_quiet(AttentionRegressor(random_state=7, **params), X, y)
-    np.testing.assert_array_equal(first.query_weights_, second.query_weights_)
+    np.testing.assert_array_equal(first.query_projection_, second.query_projection_)
     np.testing.assert_array_equal(first.predict(X), second.predict(X))
 
 
@@ -108,11 +113,11 @@ def test_failed_fit_leaves_earlier_fit_intact(smooth_task):
     X, y = smooth_task
     model = fit_quiet(AttentionRegressor(max_iter=3), X, y)
     before = model.predict(X)
-    weights = model.query_weights_.copy()
+    weights = model.query_projection_.copy()
     model.set_params(init=np.ones((5, 5)))
     with pytest.raises(ValueError, match="init must be"):
         model.fit(X[:50], y[:50])
-    np.testing.assert_array_equal(model.query_weights_, weights)
+    np.testing.assert_array_equal(model.query_projection_, weights)
     np.testing.assert_array_equal(model.predict(X), before)
 
 
@@ -127,7 +132,7 @@ def test_convergence_warning_at_max_iter(smooth_task):
 def test_saturated_softmax_warns(smooth_task):
     X, y = smooth_task
     model = AttentionRegressor(
-        similarity="gaussian", tie_qk=True, init=50.0 * np.eye(3), scale="none", max_iter=1
+        similarity="gaussian", tie_qk=True, init=50.0 * np.eye(3), scale=1.0, max_iter=1
     )
     with pytest.warns(UserWarning, match="saturated"), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -148,25 +153,47 @@ def test_fitted_attribute_contract(smooth_task):
     Y = np.column_stack([y, -y])
     model = AttentionRegressor(n_heads=3, head_dim=2, tie_qk=True, max_iter=2, random_state=0)
     fit_quiet(model, X, Y)
-    assert model.query_weights_.shape == model.key_weights_.shape == (3, 3, 2)
-    np.testing.assert_array_equal(model.query_weights_, model.key_weights_)
-    np.testing.assert_allclose(model.temperature_, np.sqrt(2.0))
+    assert model.query_projection_.shape == model.key_projection_.shape == (3, 3, 2)
+    np.testing.assert_array_equal(model.query_projection_, model.key_projection_)
+    np.testing.assert_allclose(model.scale_, 1 / np.sqrt(2.0))
     assert model.head_weights_.shape == (3,)
     assert model.head_bias_.shape == (2,)
-    np.testing.assert_allclose(model.x_mean_, X.mean(axis=0))
-    np.testing.assert_allclose(model.x_scale_, X.std(axis=0))
-    raw = AttentionRegressor(scale="none", standardize=False, max_iter=0).fit(X, y)
-    np.testing.assert_array_equal(raw.x_mean_, 0.0)
-    np.testing.assert_array_equal(raw.x_scale_, 1.0)
-    np.testing.assert_array_equal(raw.temperature_, 1.0)
-    assert AttentionRegressor(scale=2.5, max_iter=0).fit(X, y).temperature_[0] == 2.5
+    np.testing.assert_allclose(model.center_, X.mean(axis=0))
+    np.testing.assert_allclose(model.input_scale_, X.std(axis=0))
+    raw = AttentionRegressor(scale=1.0, standardize=False, max_iter=0).fit(X, y)
+    np.testing.assert_array_equal(raw.center_, 0.0)
+    np.testing.assert_array_equal(raw.input_scale_, 1.0)
+    np.testing.assert_array_equal(raw.scale_, 1.0)
+    assert AttentionRegressor(scale=0.4, max_iter=0).fit(X, y).scale_[0] == 0.4
+    # The projections, scales and mixture are read from the fitted kernel, not copied, and
+    # cannot be changed behind its back (its keys were projected with them).
+    assert np.shares_memory(model.query_projection_, model.kernel_.query_weights)
+    assert np.shares_memory(model.scale_, model.kernel_.scale)
+    with pytest.raises(ValueError, match="read-only"):
+        model.query_projection_[0, 0, 0] = 1.0
+    unfitted = AttentionRegressor()
+    for name in (
+        "kernel_",
+        "query_projection_",
+        "key_projection_",
+        "scale_",
+        "head_weights_",
+        "head_bias_",
+        "center_",
+        "input_scale_",
+        "loss_curve_",
+        "n_iter_",
+    ):
+        assert not hasattr(unfitted, name)
+    with pytest.raises(AttributeError, match="before it is fitted"):
+        _ = unfitted.query_projection_
 
 
-def test_learned_temperature_moves(smooth_task):
+def test_learned_scale_moves(smooth_task):
     X, y = smooth_task
     model = fit_quiet(AttentionRegressor(similarity="cosine", scale="learned", max_iter=20), X, y)
-    assert model.temperature_.shape == (1,)
-    assert model.temperature_[0] != pytest.approx(np.sqrt(3.0))
+    assert model.scale_.shape == (1,)
+    assert model.scale_[0] != pytest.approx(1 / np.sqrt(3.0))
     assert model.score(X, y) > 0.5
 
 
@@ -204,7 +231,7 @@ def test_predict_with_subset_of_heads_is_mean_ablation(smooth_task, three_heads)
         )
     np.testing.assert_allclose(model.predict(X, heads=[0, 2]), estimate, atol=1e-10)
     pruned = model.prune_heads([0, 2], refit_mixture=False)
-    assert pruned.n_heads == 2 and pruned.query_weights_.shape[0] == 2
+    assert pruned.n_heads == 2 and pruned.query_projection_.shape[0] == 2
     np.testing.assert_allclose(pruned.predict(X), estimate, atol=1e-10)
     with pytest.raises(ValueError, match="heads must be distinct integers"):
         model.predict(X, heads=[3])
@@ -287,10 +314,10 @@ def test_far_query_gets_nearest_target_without_nan(smooth_task):
 def test_cosine_with_zero_projection_is_finite(smooth_task):
     X, y = smooth_task
     model = fit_quiet(AttentionRegressor(similarity="cosine", scale="learned", max_iter=3), X, y)
-    assert np.all(np.isfinite(model.predict(model.x_mean_[None])))
+    assert np.all(np.isfinite(model.predict(model.center_[None])))
 
 
-def test_entropy_and_effective_neighbours(smooth_task, three_heads):
+def test_entropy_and_effective_neighbors(smooth_task, three_heads):
     X, _ = smooth_task
     model = three_heads
     entropy = model.attention_entropy(X[:20])
@@ -298,20 +325,20 @@ def test_entropy_and_effective_neighbours(smooth_task, three_heads):
         w = model.attention_weights(X[:20], head=h)
         direct = -np.sum(np.where(w > 0, w * np.log(np.where(w > 0, w, 1.0)), 0.0), axis=1)
         np.testing.assert_allclose(entropy[:, h], direct, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(model.effective_neighbours(X[:20]), np.exp(entropy))
+    np.testing.assert_allclose(model.effective_neighbors(X[:20]), np.exp(entropy))
     flat = AttentionRegressor(init=np.zeros((3, 3)), max_iter=0).fit(X, X[:, 0])
-    np.testing.assert_allclose(flat.effective_neighbours(X[:5]), len(X))
+    np.testing.assert_allclose(flat.effective_neighbors(X[:5]), len(X))
     assert flat.logit_variance(X) == pytest.approx([0.0], abs=1e-20)
 
 
 def test_logit_variance_matches_direct_formula(smooth_task, three_heads):
     X, _ = smooth_task
     model = three_heads
-    Z = (X - model.x_mean_) / model.x_scale_
+    Z = (X - model.center_) / model.input_scale_
     for h in range(3):
-        q = Z[:30] @ model.query_weights_[h]
-        k = Z @ model.key_weights_[h]
-        logits = q @ k.T / model.temperature_[h]
+        q = Z[:30] @ model.query_projection_[h]
+        k = Z @ model.key_projection_[h]
+        logits = model.scale_[h] * (q @ k.T)
         assert model.logit_variance(X[:30])[h] == pytest.approx(logits.var(axis=1).mean())
 
 
@@ -342,6 +369,34 @@ def test_early_stopping_keeps_best_validation_loss(smooth_task):
     model = AttentionRegressor(early_stopping=True, n_iter_no_change=3, random_state=0)
     fit_quiet(model, X, y)
     assert len(model.validation_scores_) == len(model.loss_curve_)
+    # The validation loss of the kept parameters, recomputed from the fitted kernel: the
+    # held-out queries (the same split, from the same seed) against the training keys.
+    groups = DuplicateGroups(X)
+    train, validation = validation_split(groups, model.validation_fraction, check_random_state(0))
+    d = X.shape[1]
+    layout = Layout(1, d, d, 1, False, False)
+    objective = LeaveOneOutObjective(
+        (X - model.center_) / model.input_scale_,
+        (y - y.mean())[:, None],
+        np.ones(len(X)),
+        groups,
+        layout,
+        "dot",
+        model.scale_,
+        model.alpha,
+    )
+    theta = layout.pack(
+        model.query_projection_,
+        model.key_projection_,
+        None,
+        model.head_weights_,
+        model.kernel_.head_bias,
+    )
+    kept = objective.loss(theta, validation, train)
+    assert kept == pytest.approx(min(model.validation_scores_), rel=1e-10)
+    # Training went on past the best iteration, and the later parameters were not kept.
+    assert np.argmin(model.validation_scores_) < len(model.validation_scores_) - 1
+    assert kept < model.validation_scores_[-1]
 
 
 def test_verbose_prints_progress(smooth_task, capsys):
@@ -354,27 +409,113 @@ def test_verbose_prints_progress(smooth_task, capsys):
 @pytest.mark.parametrize(
     "params, message",
     [
-        (dict(n_heads=0), "n_heads must be"),
-        (dict(head_dim=1.5), "head_dim must be"),
-        (dict(similarity="euclid"), "similarity must be one of"),
-        (dict(scale="log"), "scale must be one of"),
-        (dict(scale=-1.0), "scale must be"),
-        (dict(init="zeros"), "init must be one of"),
+        (dict(n_heads=0), "'n_heads' parameter"),
+        (dict(n_heads=True), "'n_heads' parameter"),
+        (dict(head_dim=1.5), "'head_dim' parameter"),
+        (dict(similarity="euclid"), "'similarity' parameter"),
+        (dict(scale="log"), "'scale' parameter"),
+        (dict(scale="sqrt"), "'scale' parameter"),
+        (dict(scale=-1.0), "'scale' parameter"),
+        (dict(scale=np.inf), "'scale' parameter"),
+        (dict(init="zeros"), "'init' parameter"),
         (dict(init=np.ones((2, 2))), "init must be"),
         (dict(init=np.full((3, 3), np.nan)), "finite"),
-        (dict(alpha=-1.0), "alpha must be"),
-        (dict(optimizer="sgd"), "optimizer must be one of"),
-        (dict(learning_rate=0.0), "learning_rate must be"),
-        (dict(batch_size=0), "batch_size must be"),
-        (dict(max_iter=-1), "max_iter must be"),
-        (dict(validation_fraction=1.0), "validation_fraction must be"),
-        (dict(tie_qk="yes"), "tie_qk must be"),
+        (dict(init=np.full((3, 3), np.inf)), "finite"),
+        (dict(alpha=-1.0), "'alpha' parameter"),
+        (dict(alpha=np.inf), "'alpha' parameter"),
+        (dict(optimizer="sgd"), "'optimizer' parameter"),
+        (dict(learning_rate=0.0), "'learning_rate' parameter"),
+        (dict(learning_rate=np.inf), "'learning_rate' parameter"),
+        (dict(batch_size=0), "'batch_size' parameter"),
+        (dict(max_iter=-1), "'max_iter' parameter"),
+        (dict(tol=np.nan), "'tol' parameter"),
+        (dict(validation_fraction=1.0), "'validation_fraction' parameter"),
+        (dict(tie_qk="yes"), "'tie_qk' parameter"),
+        (dict(n_jobs=0), "'n_jobs' parameter"),
     ],
 )
 def test_bad_parameters_raise(smooth_task, params, message):
     X, y = smooth_task
     with pytest.raises(ValueError, match=message):
         AttentionRegressor(**params).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(alpha=np.inf),
+        dict(learning_rate=np.inf),
+        dict(tie_qk="yes"),
+        dict(n_heads=True),
+        dict(init=np.full((3, 3), np.nan)),
+    ],
+)
+def test_bad_parameters_raise_before_work_and_keep_earlier_fit(smooth_task, params, monkeypatch):
+    X, y = smooth_task
+    model = fit_quiet(AttentionRegressor(max_iter=3, random_state=0), X, y)
+    before = model.predict(X)
+    kernel = model.kernel_
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the data were looked at before the parameters were checked")
+
+    monkeypatch.setattr(model, "_validate_training_data", no_work)
+    monkeypatch.setattr(model, "_fit_kernel", no_work)
+    model.set_params(**params)
+    with pytest.raises(ValueError):
+        model.fit(X[:50], y[:50])
+    assert model.kernel_ is kernel
+    np.testing.assert_array_equal(model.predict(X), before)
+
+
+def test_parameter_constraints_cover_every_parameter():
+    model = AttentionRegressor()
+    assert set(model._parameter_constraints) == set(model.get_params())
+
+
+def test_verbose_accepts_bool(smooth_task, capsys):
+    X, y = smooth_task
+    fit_quiet(AttentionRegressor(max_iter=1, verbose=True), X, y)
+    assert "loss =" in capsys.readouterr().out
+
+
+def test_scale_multiplies_the_similarity(smooth_task):
+    X, y = smooth_task
+    W = np.random.default_rng(3).normal(size=(3, 2))
+    common = dict(init=W, head_dim=2, standardize=False, max_iter=0)
+    # scale=1.0: the plain dot product, softmax(q·k) (what scale="none" used to be).
+    plain = AttentionRegressor(scale=1.0, **common).fit(X, y)
+    logits = (X[:10] @ W) @ (X @ W).T
+    expected = np.exp(logits - logits.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(plain.attention_weights(X[:10]), expected, atol=1e-12)
+    # A float multiplies the logits: scale s with W is scale 1 with √s W.
+    scaled = AttentionRegressor(scale=0.3, **common).fit(X, y)
+    folded = AttentionRegressor(scale=1.0, **{**common, "init": np.sqrt(0.3) * W}).fit(X, y)
+    np.testing.assert_allclose(scaled.predict(X), folded.predict(X), rtol=1e-12)
+    # None is 1/√head_dim, as in scaled dot-product attention.
+    default = AttentionRegressor(**common).fit(X, y)
+    explicit = AttentionRegressor(scale=1 / np.sqrt(2), **common).fit(X, y)
+    np.testing.assert_array_equal(default.scale_, [1 / np.sqrt(2)])
+    np.testing.assert_array_equal(default.predict(X), explicit.predict(X))
+    learned = AttentionRegressor(scale="learned", **common).fit(X, y)
+    np.testing.assert_array_equal(learned.scale_, [1 / np.sqrt(2)])
+
+
+def test_n_jobs_does_not_change_the_fit():
+    # Enough query-key pairs for threads, and a working memory that makes several blocks.
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1100, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] ** 2
+    fits = []
+    for n_jobs in (1, 2):
+        model = AttentionRegressor(n_heads=2, max_iter=4, random_state=0, n_jobs=n_jobs)
+        with config_context(working_memory=4):
+            fits.append(fit_quiet(model, X, y))
+    one, two = fits
+    np.testing.assert_allclose(one.loss_curve_, two.loss_curve_, rtol=1e-12)
+    np.testing.assert_allclose(one.query_projection_, two.query_projection_, rtol=1e-9)
+    np.testing.assert_allclose(one.predict(X[:50]), two.predict(X[:50]), rtol=1e-9)
 
 
 def test_one_distinct_input_cannot_be_trained():

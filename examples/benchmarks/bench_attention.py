@@ -28,8 +28,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from kernattn import AttentionRegressor, KernelSmoother
-from kernattn._base import duplicate_groups
-from kernattn._learned_objective import Layout, LeaveOneOutObjective
+from kernattn._loo import DuplicateGroups
+from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 
 def tuned_knn():
@@ -62,27 +62,29 @@ MODELS = {
 
 def gradient_time(model, X, y, repeats=3):
     """Seconds per evaluation of the leave-one-out loss and gradient at the fitted kernel."""
-    Z = (X - model.x_mean_) / model.x_scale_
+    Z = (X - model.center_) / model.input_scale_
     Y = y.reshape(len(y), -1) - y.mean()
-    H, d, head_dim = model.query_weights_.shape
+    H, d, head_dim = model.query_projection_.shape
     layout = Layout(H, d, head_dim, Y.shape[1], model.tie_qk, model.scale == "learned")
     objective = LeaveOneOutObjective(
         Z,
         Y,
         np.ones(len(X)),
-        duplicate_groups(X),
+        DuplicateGroups(X),
         layout,
         model.similarity,
-        model.temperature_,
+        model.scale_,
         model.alpha,
+        n_jobs=model.n_jobs,
     )
     theta = layout.pack(
-        model.query_weights_,
-        model.key_weights_,
-        np.log(model.temperature_),
+        model.query_projection_,
+        model.key_projection_,
+        np.log(model.scale_),
         model.head_weights_,
         np.zeros(Y.shape[1]),
     )
+    objective.loss_and_grad(theta)  # warm-up: the scratch memory is allocated once
     start = time.perf_counter()
     for _ in range(repeats):
         objective.loss_and_grad(theta)

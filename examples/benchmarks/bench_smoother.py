@@ -3,9 +3,12 @@
 Prints three tables, every figure measured in this run:
 
 1. prediction throughput (kernel evaluations per second: n_queries × n_train / time) of
-   ``KernelSmoother.predict`` against a naive dense numpy implementation (the whole
-   n_queries × n_train kernel matrix at once), and against the machine's ``np.exp``
-   throughput on one core, the cost of the one transcendental call each evaluation needs;
+   ``KernelSmoother.predict`` in float64 and float32, on one thread and on all cores, against
+   a naive dense numpy implementation (the whole n_queries × n_train kernel matrix at once),
+   and against the machine's ``np.exp`` throughput on one core in the same precision, the
+   cost of the one transcendental call each evaluation needs; then the same for the exact
+   path of each estimator (the learned kernel's dot-product heads, and the exact rows of the
+   linear estimator, which go through the same engine);
 2. peak memory allocated while predicting (``tracemalloc``, which sees numpy's buffers) for a
    growing number of queries: it stays flat, bounded by scikit-learn's ``working_memory``;
 3. time and reached leave-one-out error of ``bandwidth="loo"`` on
@@ -22,7 +25,9 @@ import tracemalloc
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from kernattn import KernelSmoother
+from threadpoolctl import threadpool_limits
+
+from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
 from kernattn.bandwidth import _LOO_GRID, _LeaveOneOut, rule_of_thumb_bandwidth
 
 
@@ -41,11 +46,12 @@ def best_time(function, repeat=5):
     return min(times)
 
 
-def exp_throughput():
+def exp_throughput(dtype=np.float64):
     """np.exp evaluations per second on one core, on arguments like shifted logits."""
-    x = -np.random.default_rng(0).uniform(0, 50, size=2**18)
+    x = -np.random.default_rng(0).uniform(0, 50, size=2**18).astype(dtype)
     out = np.empty_like(x)
-    return x.size * 20 / best_time(lambda: [np.exp(x, out=out) for _ in range(20)])
+    with threadpool_limits(1):
+        return x.size * 20 / best_time(lambda: [np.exp(x, out=out) for _ in range(20)])
 
 
 def naive_predict(X, y, queries, h):
@@ -54,23 +60,77 @@ def naive_predict(X, y, queries, h):
 
 
 def throughput_table(sizes, n_queries, rng):
-    limit = exp_throughput()
-    print(f"np.exp throughput (one core): {limit / 1e9:.3f} G/s")
+    limits = {np.float64: exp_throughput(np.float64), np.float32: exp_throughput(np.float32)}
+    print(
+        f"np.exp throughput (one core): float64 {limits[np.float64] / 1e9:.3f} G/s, "
+        f"float32 {limits[np.float32] / 1e9:.3f} G/s"
+    )
+    print("KernelSmoother.predict, Gaussian kernel, d = 2, G kernel evaluations per second;")
+    print("'vs exp' = throughput on one thread / np.exp on one core, same precision")
     print()
-    header = f"{'n_train':>8} {'kattn G/s':>10} {'naive G/s':>10} {'vs naive':>9} {'vs exp':>7}"
+    header = (
+        f"{'n_train':>8} {'dtype':>8} {'1 thread':>9} {'vs exp':>7} {'all cores':>10} "
+        f"{'vs exp':>7} {'naive':>7} {'vs naive':>9}"
+    )
     print(header)
     print("-" * len(header))
     queries = rng.uniform(-1, 1, size=(n_queries, 2))
     for n in sizes:
         X, y = task(n, rng)
-        model = KernelSmoother(bandwidth=0.1).fit(X, y)
-        fast = n_queries * n / best_time(lambda: model.predict(queries))  # noqa: B023
         naive = n_queries * n / best_time(lambda: naive_predict(X, y, queries, 0.1), 2)  # noqa: B023
-        np.testing.assert_allclose(model.predict(queries), naive_predict(X, y, queries, 0.1))
-        print(
-            f"{n:>8} {fast / 1e9:>10.3f} {naive / 1e9:>10.3f} {fast / naive:>8.1f}x "
-            f"{fast / limit:>6.0%}"
-        )
+        reference = naive_predict(X, y, queries, 0.1)
+        for dtype in (np.float64, np.float32):
+            model = KernelSmoother(bandwidth=0.1).fit(X.astype(dtype), y)
+            q = queries.astype(dtype)
+            one = evaluations_per_second(model, q, n, n_jobs=1)
+            every = evaluations_per_second(model, q, n, n_jobs=None)
+            prediction = model.predict(q)
+            assert prediction.dtype == dtype
+            tolerance = 1e-10 if dtype == np.float64 else 1e-5
+            np.testing.assert_allclose(prediction, reference, rtol=tolerance, atol=tolerance)
+            limit = limits[dtype]
+            print(
+                f"{n:>8} {np.dtype(dtype).name:>8} {one / 1e9:>9.3f} {one / limit:>6.0%} "
+                f"{every / 1e9:>10.3f} {every / limit:>6.0%} {naive / 1e9:>7.3f} "
+                f"{every / naive:>8.1f}x"
+            )
+    return limits
+
+
+def evaluations_per_second(model, queries, n_train, n_jobs):
+    model.set_params(n_jobs=n_jobs)
+    return len(queries) * n_train / best_time(lambda: model.predict(queries))
+
+
+def exact_paths_table(n, n_queries, limits, rng):
+    """The exact path of every estimator, one thread, d = 2, float64 and float32."""
+    print(f"the exact path of each estimator, n_train = {n}, {n_queries} queries, one thread")
+    header = f"{'estimator':>34} {'dtype':>8} {'G/s':>7} {'vs exp':>7}"
+    print(header)
+    print("-" * len(header))
+    X, y = task(n, rng)
+    queries = rng.uniform(-1, 1, size=(n_queries, 2))
+    for dtype in (np.float64, np.float32):
+        Xd, q = X.astype(dtype), queries.astype(dtype)
+        smoother = KernelSmoother(bandwidth=0.1, n_jobs=1).fit(Xd, y)
+        # max_iter=0: the kernel at its initial projections (the cost does not depend on them).
+        attention = AttentionRegressor(max_iter=0, random_state=0, n_jobs=1).fit(Xd, y)
+        linear = LinearAttentionRegressor(bandwidth=0.1, random_state=0, n_jobs=1).fit(Xd, y)
+        runs = {
+            "KernelSmoother.predict": lambda: smoother.predict(q),  # noqa: B023
+            "AttentionRegressor.predict": lambda: attention.predict(q),  # noqa: B023
+            # The rows the linear estimator cannot approximate go through this engine call.
+            "LinearAttentionRegressor exact rows": lambda: linear._exact_sums(  # noqa: B023
+                linear.kernel_.exact, q, 0  # noqa: B023
+            ),
+        }
+        for name, run in runs.items():
+            with threadpool_limits(1):
+                rate = n_queries * n / best_time(run)
+            print(
+                f"{name:>34} {np.dtype(dtype).name:>8} {rate / 1e9:>7.3f} "
+                f"{rate / limits[dtype]:>6.0%}"
+            )
 
 
 def memory_table(n_train, query_counts, rng):
@@ -112,13 +172,17 @@ def main():
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     if args.quick:
-        throughput_table([2_000, 5_000], 1_000, rng)
+        limits = throughput_table([2_000, 5_000], 1_000, rng)
+        print()
+        exact_paths_table(5_000, 1_000, limits, rng)
         print()
         memory_table(5_000, [1_000, 5_000], rng)
         print()
         loo_table([800], rng)
         return
-    throughput_table([2_000, 5_000, 20_000, 50_000], 2_000, rng)
+    limits = throughput_table([2_000, 5_000, 20_000, 50_000], 2_000, rng)
+    print()
+    exact_paths_table(20_000, 2_000, limits, rng)
     print()
     memory_table(20_000, [2_000, 20_000], rng)
     print()

@@ -1,0 +1,491 @@
+r"""The leave-one-out objective of :class:`~kernattn.AttentionRegressor` and its gradient.
+
+For standardised inputs :math:`z_i`, head :math:`h` projects queries and keys,
+:math:`q_i = z_i W_q^h`, :math:`k_j = z_j W_k^h`, and makes the logits
+
+- ``"dot"``: :math:`\ell_{ij} = s_h\, q_i^\top k_j`,
+- ``"cosine"``: :math:`\ell_{ij} = s_h\, \hat q_i^\top \hat k_j` with
+  :math:`\hat u = u / \sqrt{\|u\|^2 + \epsilon}`,
+- ``"gaussian"``: :math:`\ell_{ij} = -\tfrac{s_h}{2}\|q_i - k_j\|^2`, computed as
+  :math:`s_h (q_i^\top k_j - \tfrac12\|k_j\|^2)` (the query-only term cancels in the softmax),
+
+plus :math:`\log s_j` for the sample weights (:math:`s_h` is the head's scale, the multiplier
+of the similarity). The leave-one-out estimate of head :math:`h` at training point :math:`i`
+is :math:`f^h_i = \sum_j w^h_{ij} y_j`, the softmax taken over the keys :math:`j` whose input
+differs from :math:`x_i`: the query's own key and its exact duplicates are left out
+(:class:`~kernattn._loo.DuplicateGroups`), otherwise a sharp kernel copies each target from
+itself and repeated rows would not act as integer weights. The heads are mixed affinely,
+:math:`\hat y_i = \sum_h a_h f^h_i + b`, and the objective is
+
+.. math::
+
+    L = \frac{1}{V \sum_i s_i} \sum_i s_i \|\hat y_i - y_i\|^2
+        + \frac{\alpha}{\sum_i s_i} \sum \|W\|_F^2,
+
+with :math:`V` the weighted variance of the (centred) targets: the data term reads as a
+leave-one-out :math:`1 - R^2`, so ``alpha`` and ``tol`` do not depend on the targets' units,
+and ``alpha`` weighs the penalty against the sum of squared errors (as in ridge
+regression), so the penalty matters less as the sample grows. With
+:math:`r_i = \hat y_i - y_i`, the gradient with respect to the logits is
+
+.. math::
+
+    \frac{\partial L}{\partial \ell^h_{ij}} = \frac{2 s_i a_h}{V \sum s}\,
+        w^h_{ij} \langle r_i, y_j - f^h_i\rangle =: G^h_{ij},
+
+and the chain rule through the (bi)linear logits gives the projections' gradients as
+matrix products with :math:`G`:
+:math:`\partial L/\partial q_i = s_h \sum_j G_{ij} k_j`,
+:math:`\partial L/\partial k_j = s_h \sum_i G_{ij} (q_i - [\text{gaussian}]\, k_j)` and
+:math:`\partial L/\partial \log s_h = \sum_{ij} G_{ij} (\ell_{ij} - \log s_j)`.
+
+Queries are processed in blocks bounded by scikit-learn's ``working_memory``, on threads for
+large problems (:func:`~kernattn._blocks.map_query_blocks`); each block returns its share of
+the loss and of the key gradients, and the shares are added in block order, so the result
+does not depend on the number of threads. No (n × n) matrix is formed.
+
+References
+----------
+.. [1] K. Q. Weinberger, G. Tesauro, "Metric Learning for Kernel Regression", AISTATS 2007.
+"""
+
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+
+from kernattn._blocks import map_query_blocks, single_threaded_blas
+from kernattn._heads import key_bias, project
+from kernattn._numerics import shifted_exp
+
+# Entries per (queries × keys) array of a block: the objective passes over a block several
+# times (logits, weights, gradient products), and blocks of about this size are fastest.
+_BLOCK_ENTRIES = 2**19
+
+
+class Layout:
+    """Where each parameter lives in the flat vector the optimisers see.
+
+    The vector holds ``W_q`` (n_heads, n_features, head_dim), ``W_k`` (unless tied),
+    ``log s`` (n_heads, only for a learned scale), the head weights ``a`` (n_heads) and the
+    head bias ``b`` (n_outputs, in centred target units).
+
+    Parameters
+    ----------
+    n_heads, n_features, head_dim, n_outputs : int
+    tie_qk : bool
+        Queries and keys share ``W_q``.
+    learn_scale : bool
+        The log-scales are parameters.
+    """
+
+    def __init__(self, n_heads, n_features, head_dim, n_outputs, tie_qk, learn_scale):
+        self.shape = (n_heads, n_features, head_dim)
+        self.n_heads = n_heads
+        self.n_outputs = n_outputs
+        self.tie_qk = tie_qk
+        self.learn_scale = learn_scale
+        w = n_heads * n_features * head_dim
+        sizes = [("query", w), ("key", 0 if tie_qk else w)]
+        sizes += [("log_scale", n_heads if learn_scale else 0), ("a", n_heads), ("b", n_outputs)]
+        self.slices = {}
+        start = 0
+        for name, size in sizes:
+            self.slices[name] = slice(start, start + size)
+            start += size
+        self.size = start
+
+    def pack(self, query, key, log_scale, a, b):
+        """The flat vector of the parameters (``key`` ignored when tied, ``log_scale`` when
+        the scale is fixed)."""
+        theta = np.empty(self.size)
+        theta[self.slices["query"]] = np.ravel(query)
+        if not self.tie_qk:
+            theta[self.slices["key"]] = np.ravel(key)
+        if self.learn_scale:
+            theta[self.slices["log_scale"]] = log_scale
+        theta[self.slices["a"]] = a
+        theta[self.slices["b"]] = b
+        return theta
+
+    def unpack(self, theta):
+        """``(W_q, W_k, log_scale, a, b)`` as views of ``theta`` (``log_scale`` is ``None``
+        for a fixed scale, ``W_k`` is ``W_q`` when tied)."""
+        query = theta[self.slices["query"]].reshape(self.shape)
+        key = query if self.tie_qk else theta[self.slices["key"]].reshape(self.shape)
+        log_scale = theta[self.slices["log_scale"]] if self.learn_scale else None
+        return query, key, log_scale, theta[self.slices["a"]], theta[self.slices["b"]]
+
+    def penalised(self):
+        """Mask of the entries the L2 penalty applies to (the projections)."""
+        mask = np.zeros(self.size, dtype=bool)
+        mask[self.slices["query"]] = True
+        mask[self.slices["key"]] = True
+        return mask
+
+
+class _Head:
+    """One head's projections at some parameters, in the form the blocks use.
+
+    ``queries`` is ``[s q, 1]`` for every row and ``keys`` is ``[k, s·kb + log s_j]`` for
+    the keys (``kb`` the key bias, ``−½‖k‖²`` for ``"gaussian"``), so that one matrix
+    product gives a block of logits; ``keys_t`` holds the key projections transposed, the
+    layout in which the gradient's products are fastest. ``Pq``/``Pk`` and their norms are
+    kept for the chain rule of the cosine normalisation.
+    """
+
+    def __init__(self, Z, Wq, Wk, scale, similarity, log_sw, keys, tied):
+        hd = Wq.shape[1]
+        self.scale = scale
+        self.Pq, self.norm_q = project(Z, Wq, similarity)
+        self.Pk, self.norm_k = (self.Pq, self.norm_q) if tied else project(Z, Wk, similarity)
+        self.queries = np.empty((len(Z), hd + 1))
+        np.multiply(self.Pq, scale, out=self.queries[:, :hd])
+        self.queries[:, hd] = 1.0
+        K = self.Pk if keys is None else self.Pk[keys]
+        self.key_bias = key_bias(K, similarity)
+        self.keys = np.empty((len(K), hd + 1))
+        self.keys[:, :hd] = K
+        self.keys[:, hd] = scale * self.key_bias + (log_sw if keys is None else log_sw[keys])
+        self.keys_t = np.ascontiguousarray(K.T)
+
+
+class _Scratch:
+    """Blocks of scratch memory reused from one evaluation to the next.
+
+    The objective is evaluated hundreds of times on blocks of the same shape; a fresh
+    (rows × keys) array each time costs more in page faults than the products filling it.
+    One set of arrays per block in flight (threads take and return them).
+    """
+
+    def __init__(self):
+        self._free = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def take(self, n_arrays, shape):
+        size = shape[0] * shape[1]
+        with self._lock:
+            memory = self._free.pop() if self._free else None
+        if memory is None or memory.shape[0] < n_arrays or memory.shape[1] < size:
+            memory = np.empty((n_arrays, size))
+        try:
+            yield [memory[i, :size].reshape(shape) for i in range(n_arrays)]
+        finally:
+            with self._lock:
+                self._free.append(memory)
+
+
+def _as_slice(rows):
+    """A slice for rows that are a contiguous increasing range (no copies when indexing)."""
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and np.all(np.diff(rows) == 1):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
+
+
+class LeaveOneOutObjective:
+    """Leave-one-out loss and gradient of the multi-head attention regressor.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, d)
+        Standardised inputs.
+    Y : ndarray of shape (n, t)
+        Targets, centred by their weighted mean.
+    sample_weight : ndarray of shape (n,)
+        Positive.
+    groups : DuplicateGroups
+        The groups of identical training inputs.
+    layout : Layout
+    similarity : {"dot", "cosine", "gaussian"}
+    scale : ndarray of shape (n_heads,)
+        The multipliers of the similarity when they are not learned.
+    alpha : float
+        L2 penalty on the projections (against the sum of squared errors / V).
+    n_jobs : int, optional
+        Threads over query blocks (see :func:`~kernattn._blocks.effective_n_jobs`).
+    """
+
+    def __init__(self, Z, Y, sample_weight, groups, layout, similarity, scale, alpha, n_jobs=None):
+        self.Z = np.ascontiguousarray(Z, dtype=float)
+        self.Y = np.ascontiguousarray(Y, dtype=float)
+        self.sw = np.asarray(sample_weight, dtype=float)
+        self.log_sw = np.log(self.sw / self.sw.max())
+        self.groups = groups
+        self.layout = layout
+        self.similarity = similarity
+        self.scale = np.asarray(scale, dtype=float)
+        self.alpha = alpha / self.sw.sum()
+        variance = np.sum(self.sw @ self.Y**2) / self.sw.sum()
+        self.variance = variance if variance > 0 else 1.0
+        self.penalised = layout.penalised()
+        self.n_jobs = n_jobs
+        # [y, 1]: one product gives a block's weighted sums of the values and of the weights.
+        self._values_one = np.hstack([self.Y, np.ones((len(self.Y), 1))])
+        self._scratch = _Scratch()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _heads(self, theta, keys):
+        query, key, log_scale, _, _ = self.layout.unpack(theta)
+        scales = np.exp(log_scale) if log_scale is not None else self.scale
+        return [
+            _Head(
+                self.Z,
+                query[h],
+                key[h],
+                scales[h],
+                self.similarity,
+                self.log_sw,
+                keys,
+                self.layout.tie_qk,
+            )
+            for h in range(self.layout.n_heads)
+        ]
+
+    def _rows_and_keys(self, queries, keys):
+        """Valid query rows, keys (``None`` for all rows in order) and the key count."""
+        n = len(self.Z)
+        if keys is not None:
+            keys = np.asarray(keys)
+            if len(keys) == n and np.array_equal(keys, np.arange(n)):
+                keys = None
+        queries = np.arange(n) if queries is None else np.asarray(queries)
+        queries = self.groups.valid_queries(queries, np.arange(n) if keys is None else keys)
+        return queries, keys, n if keys is None else len(keys)
+
+    def _left_out(self, rows, keys, shape):
+        """A function that sets the block's entries pairing a query with a key of its own
+        duplicate group to ``-inf``.
+
+        For contiguous rows against all keys the pairs are looked up (no pass over the
+        block); otherwise they are found once per block and reused for every head.
+        """
+        if keys is None and isinstance(rows, slice):
+            return lambda block: self.groups.leave_out(block, rows)
+        if isinstance(rows, slice):
+            rows = np.arange(rows.start, rows.stop)
+        mask = self.groups.leave_out(np.zeros(shape, dtype=bool), rows, keys, value=True)
+        flat = np.flatnonzero(mask)
+
+        def leave_out(block):
+            block.reshape(-1)[flat] = -np.inf
+            return block
+
+        return leave_out
+
+    def _block_softmax(self, heads, rows, keys, values_one, kernels):
+        """Fill ``kernels[h]`` with head ``h``'s ``exp(ℓ − max)`` for a block and return its
+        sums ``[Σ_j e_ij y_j, Σ_j e_ij]``.
+
+        The query's own group gets logit ``-inf``, which the floor of
+        :func:`~kernattn._numerics.shifted_exp` turns into ``e^-700``: nothing next to the
+        row maximum's 1 in any float64 sum.
+        """
+        leave_out = self._left_out(rows, keys, kernels[0].shape)
+        sums = []
+        for head, kernel in zip(heads, kernels, strict=True):
+            np.matmul(head.queries[rows], head.keys.T, out=kernel)
+            shifted_exp(leave_out(kernel))
+            sums.append(kernel @ values_one)
+        return sums
+
+    def _map_blocks(self, function, n_queries, n_keys, n_arrays):
+        """``function(span, scratch)`` over query blocks, ``scratch`` a list of ``n_arrays``
+        (rows × n_keys) arrays; results in block order."""
+
+        def run(span):
+            shape = (span.stop - span.start, n_keys)
+            with self._scratch.take(n_arrays, shape) as scratch:
+                return function(span, scratch)
+
+        # Blocks bounded by working_memory only: a block is a dozen calls over a few arrays,
+        # and cache-sized blocks would be so short that the calls' overhead dominates.
+        return map_query_blocks(
+            run, n_queries, n_keys, n_jobs=self.n_jobs, n_arrays=n_arrays, cache=_BLOCK_ENTRIES
+        )
+
+    # ---------------------------------------------------------------- public
+
+    def head_estimates(self, theta, queries=None, keys=None):
+        """Leave-one-out estimates ``f^h_i`` of every head, shape (n_queries, n_heads, t).
+
+        Queries without any key outside their duplicate group get ``nan``.
+        """
+        n = len(self.Z)
+        asked = np.arange(n) if queries is None else np.asarray(queries)
+        valid, keys, n_keys = self._rows_and_keys(asked, keys)
+        t = self.Y.shape[1]
+        out = np.full((len(asked), self.layout.n_heads, t), np.nan)
+        index = np.flatnonzero(np.isin(asked, valid))
+        heads = self._heads(theta, keys)
+        values_one = self._values_one if keys is None else self._values_one[keys]
+
+        def estimate(span, kernels):
+            rows = _as_slice(asked[index[span]])
+            sums = self._block_softmax(heads, rows, keys, values_one, kernels)
+            for h, s in enumerate(sums):
+                out[index[span], h] = s[:, :t] / s[:, t:]
+
+        self._map_blocks(estimate, len(index), n_keys, self.layout.n_heads)
+        return out
+
+    def loss(self, theta, queries=None, keys=None):
+        """The objective at ``theta`` (queries against keys, both row indices; all rows for
+        ``None``)."""
+        return self.loss_and_grad(theta, queries, keys, gradient=False)[0]
+
+    def loss_and_grad(self, theta, queries=None, keys=None, gradient=True):
+        """Objective and its gradient at ``theta`` (queries against keys, both row indices).
+
+        The data term is averaged over the queries that have a key outside their
+        duplicate group; with none, it is 0 (and so is its gradient).
+        """
+        with single_threaded_blas():
+            return self._loss_and_grad(theta, queries, keys, gradient)
+
+    def _loss_and_grad(self, theta, queries, keys, gradient):
+        layout = self.layout
+        H, t = layout.n_heads, layout.n_outputs
+        queries, keys, n_keys = self._rows_and_keys(queries, keys)
+        _, _, _, a, b = layout.unpack(theta)
+        heads = self._heads(theta, keys)
+        total = self.sw[queries].sum()
+        values_one = self._values_one if keys is None else self._values_one[keys]
+        values_one_t = np.ascontiguousarray(values_one.T)
+        # ∂L/∂(s q_i) per head, written by the blocks into their own rows.
+        grad_queries = [np.zeros_like(head.Pq) for head in heads] if gradient else None
+        normaliser = 2.0 / (self.variance * total) if total > 0 else 0.0
+
+        def block(span, scratch):
+            rows = _as_slice(queries[span])
+            kernels = scratch[:H]
+            sums = self._block_softmax(heads, rows, keys, values_one, kernels)
+            estimates = [s[:, :t] / s[:, t:] for s in sums]
+            residual = b - self.Y[rows]
+            for h in range(H):
+                residual += a[h] * estimates[h]
+            sw = self.sw[rows]
+            data = sw @ np.einsum("ij,ij->i", residual, residual)
+            if not gradient:
+                return data, None
+            weighted = residual * (normaliser * sw)[:, None]
+            g_a = np.array([np.sum(weighted * f) for f in estimates])
+            g_b = weighted.sum(axis=0)
+            g_log_scale = np.zeros(H)
+            key_parts = []
+            for h, head in enumerate(heads):
+                # G_ij = e_ij (u_i·y_j − u_i·f_i), u_i = a_h c_i r_i / Σ_j e_ij: in place of e.
+                u = weighted * (a[h] / sums[h][:, t:])
+                coef = np.hstack([u, -np.einsum("ij,ij->i", u, estimates[h])[:, None]])
+                G = kernels[h]
+                G *= np.matmul(coef, values_one_t, out=scratch[H])
+                # The products are taken with the long key axis last (twice as fast).
+                GK = (head.keys_t @ G.T).T  # Σ_j G_ij k_j = ∂L/∂(s q_i)
+                grad_queries[h][rows] = head.scale * GK
+                g_log_scale[h] = np.einsum("ij,ij->", head.queries[rows, :-1], GK)
+                # Rows: Σ_i G_ij s q_i (the keys' gradient) and Σ_i G_ij (column sums).
+                KG = head.queries[rows].T @ G
+                if self.similarity == "gaussian":
+                    KG[:-1] -= head.scale * KG[-1] * head.keys_t
+                    g_log_scale[h] += head.scale * (KG[-1] @ head.key_bias)
+                key_parts.append(KG[:-1])
+            return data, (g_a, g_b, g_log_scale, key_parts)
+
+        results = self._map_blocks(block, len(queries), n_keys, H + 1)
+        data = 0.0
+        for part, _ in results:
+            data += part
+        scale = self.variance * total if total > 0 else 1.0
+        penalty = self.alpha * np.sum(theta[self.penalised] ** 2)
+        if not gradient:
+            return data / scale + penalty, None
+        g_a, g_b, g_log_scale = np.zeros(H), np.zeros(t), np.zeros(H)
+        grad_keys = [np.zeros_like(head.keys_t) for head in heads]
+        for _, (block_a, block_b, block_scale, key_parts) in results:
+            g_a += block_a
+            g_b += block_b
+            g_log_scale += block_scale
+            for h in range(H):
+                grad_keys[h] += key_parts[h]
+        g_query = np.empty(layout.shape)
+        g_key = np.empty(layout.shape)
+        for h, head in enumerate(heads):
+            g_query[h] = self.Z.T @ _unnormalise(grad_queries[h], head.Pq, head.norm_q)
+            if keys is None:
+                gk = grad_keys[h].T
+            else:
+                gk = np.zeros_like(head.Pk)
+                gk[keys] = grad_keys[h].T
+            g_key[h] = self.Z.T @ _unnormalise(gk, head.Pk, head.norm_k)
+        if layout.tie_qk:
+            g_query += g_key
+        grad = layout.pack(g_query, g_key, g_log_scale, g_a, g_b)
+        if total == 0:
+            grad[:] = 0.0
+        grad[self.penalised] += 2.0 * self.alpha * theta[self.penalised]
+        return data / scale + penalty, grad
+
+    def within_row_logits(self, query, key, scale, rows):
+        """Per head: weighted within-row variance of the logits and mean largest weight.
+
+        Queries are ``rows``; keys are all rows outside the query's duplicate group (as in
+        the leave-one-out loss), weighted by their sample weights, so repeated rows and
+        integer weights give the same figures. Computed over query blocks: no
+        ``len(rows) × n`` array is formed beyond the ``working_memory`` bound.
+
+        Parameters
+        ----------
+        query, key : ndarray of shape (n_heads, n_features, head_dim)
+        scale : ndarray of shape (n_heads,)
+        rows : ndarray of int
+
+        Returns
+        -------
+        variance, top : ndarray of shape (n_heads,)
+        """
+        H = len(scale)
+        n = len(self.Z)
+        projections = []
+        for h in range(H):
+            Pq, _ = project(self.Z[rows], query[h], self.similarity)
+            Pk, _ = project(self.Z, key[h], self.similarity)
+            projections.append((scale[h] * Pq, Pk, scale[h] * key_bias(Pk, self.similarity)))
+
+        def block(span):
+            block_rows = rows[span]
+            kw = np.broadcast_to(self.sw, (len(block_rows), n)).copy()
+            self.groups.leave_out(kw, block_rows, value=0.0)
+            norm = kw.sum(axis=1)
+            ok = norm > 0
+            safe_norm = np.where(ok, norm, 1.0)
+            sw = self.sw[block_rows][ok]
+            out = np.zeros((H, 3))
+            for h, (Qs, Pk, bias) in enumerate(projections):
+                logits = Qs[span] @ Pk.T
+                logits += bias
+                mean = (kw * logits).sum(axis=1) / safe_norm
+                var = (kw * (logits - mean[:, None]) ** 2).sum(axis=1) / safe_norm
+                logits += self.log_sw
+                logits[kw == 0] = -np.inf
+                logits[~ok] = 0.0
+                w = shifted_exp(logits)
+                w /= w.sum(axis=1, keepdims=True)
+                out[h] = [var[ok] @ sw, sw.sum(), w.max(axis=1)[ok] @ sw]
+            return out
+
+        parts = map_query_blocks(
+            block, len(rows), n, n_jobs=self.n_jobs, n_arrays=5, cache=_BLOCK_ENTRIES
+        )
+        totals = np.zeros((H, 3))
+        for part in parts:
+            totals += part
+        weight = np.where(totals[:, 1] > 0, totals[:, 1], 1.0)
+        return totals[:, 0] / weight, totals[:, 2] / weight
+
+
+def _unnormalise(g, P, norm):
+    """Back through ``u = p/√(‖p‖² + ε)``: ``∂u/∂p = (I − u uᵀ)/√(‖p‖² + ε)``."""
+    if norm is None:
+        return g
+    return (g - np.einsum("ij,ij->i", g, P)[:, None] * P) / norm[:, None]

@@ -1,0 +1,343 @@
+"""How :class:`~kernattn.AttentionRegressor` starts and runs its optimisers.
+
+Initial projections scaled to unit logit variance, the check that the softmax is not
+saturated at the start, the split of a validation set, and the two optimisers over the
+leave-one-out objective of :mod:`kernattn.learned._objective`: full-batch L-BFGS (scipy) and
+Adam over mini-batches of queries. Both record a loss per iteration or epoch, print progress
+when asked and stop early on a held-out validation loss. Everything here takes plain arrays
+and settings.
+"""
+
+import warnings
+
+import numpy as np
+from scipy.optimize import minimize
+from sklearn.exceptions import ConvergenceWarning
+
+from kernattn._blocks import single_threaded_blas
+
+# At most this many duplicate groups are used to measure the initial logit variance.
+_INIT_SAMPLE = 512
+# The softmax counts as saturated at the start when the mean largest weight exceeds this.
+_SATURATED = 0.99
+# Adam's moment decay rates and denominator guard (Kingma & Ba, 2015).
+_BETA1, _BETA2, _ADAM_EPS = 0.9, 0.999, 1e-8
+
+
+def sample_groups(groups, rng):
+    """Rows of at most ``_INIT_SAMPLE`` randomly chosen duplicate groups (all rows if fewer).
+
+    Parameters
+    ----------
+    groups : DuplicateGroups
+    rng : numpy.random.RandomState
+    """
+    if groups.n_groups <= _INIT_SAMPLE:
+        return np.arange(len(groups.ids))
+    chosen = np.zeros(groups.n_groups, dtype=bool)
+    chosen[rng.choice(groups.n_groups, _INIT_SAMPLE, replace=False)] = True
+    return np.flatnonzero(chosen[groups.ids])
+
+
+def validation_split(groups, fraction, rng):
+    """Training and validation rows, holding out ``fraction`` of the duplicate groups whole
+    (so that no validation query has a twin among the training keys)."""
+    n_val = int(np.ceil(fraction * groups.n_groups))
+    if groups.n_groups - n_val < 2:
+        raise ValueError(
+            "early_stopping needs at least 3 distinct training inputs; got "
+            f"{len(groups.ids)} sample(s) with {groups.n_groups} distinct input(s)"
+        )
+    held = np.zeros(groups.n_groups, dtype=bool)
+    held[rng.choice(groups.n_groups, n_val, replace=False)] = True
+    return np.flatnonzero(~held[groups.ids]), np.flatnonzero(held[groups.ids])
+
+
+def initial_projections(init, Z, sample_weight, n_heads, head_dim, rng):
+    """Unscaled initial projections (n_heads, d, head_dim) for ``"identity"``, ``"pca"`` or
+    ``"random"``.
+
+    Heads after the first get a random perturbation: identical heads would receive
+    identical gradients and never become different.
+    """
+    d = Z.shape[1]
+    if init == "random":
+        return rng.standard_normal((n_heads, d, head_dim)) / np.sqrt(d)
+    if init == "identity":
+        base = np.eye(d, head_dim)
+    else:
+        mean = np.average(Z, axis=0, weights=sample_weight)
+        centred = Z - mean
+        covariance = (centred * sample_weight[:, None]).T @ centred / sample_weight.sum()
+        eigenvalues, eigenvectors = np.linalg.eigh(covariance)
+        order = np.argsort(eigenvalues)[::-1]
+        base = np.zeros((d, head_dim))
+        k = min(d, head_dim)
+        base[:, :k] = eigenvectors[:, order[:k]]
+        # Directions without variance (d > n) are an arbitrary basis of the null space, and
+        # project every training input to the same value: drop them.
+        base[:, :k] *= eigenvalues[order[:k]] > 1e-10 * max(eigenvalues.max(), 1e-300)
+        # A deterministic sign (the largest entry positive): eigh's sign is arbitrary.
+        signs = np.sign(base[np.argmax(np.abs(base), axis=0), np.arange(head_dim)])
+        base *= np.where(signs == 0, 1.0, signs)
+    W = np.repeat(base[None], n_heads, axis=0)
+    if n_heads > 1:
+        W[1:] += 0.5 * rng.standard_normal((n_heads - 1, d, head_dim)) / np.sqrt(d)
+    return W
+
+
+def scale_to_unit_variance(objective, W, scale, rows):
+    """Rescale each head's projection so that its logits have unit within-row variance.
+
+    Dot-product and Gaussian logits are quadratic in a common factor of ``W_q = W_k = W``,
+    so the factor is ``var^(-1/4)``; cosine logits do not depend on it.
+    """
+    if objective.similarity == "cosine":
+        return W
+    variance, _ = objective.within_row_logits(W, W, scale, rows)
+    factor = np.where(variance > 0, np.maximum(variance, 1e-300) ** -0.25, 1.0)
+    return W * factor[:, None, None]
+
+
+def warn_if_saturated(objective, query, key, scale, rows):
+    """Warn when a head's softmax starts close to one-hot (its gradient then vanishes)."""
+    _, top = objective.within_row_logits(query, key, scale, rows)
+    if np.any(top > _SATURATED):
+        heads = np.flatnonzero(top > _SATURATED).tolist()
+        warnings.warn(
+            f"the softmax of head(s) {heads} is saturated at the start (mean largest weight "
+            f"{top.max():.4f}): each query attends to about one key, so the gradient is "
+            "close to 0 and training barely moves. Scale the initial projections down or use "
+            "a smaller scale.",
+            UserWarning,
+            stacklevel=5,
+        )
+
+
+class Monitor:
+    """Records the losses of a run, prints them, and decides when to stop.
+
+    ``n_iter_no_change`` iterations without an improvement of at least ``tol`` (relative,
+    of the validation loss when there is one, else of the training loss) stop the run; the
+    parameters with the lowest validation loss seen are kept.
+
+    Parameters
+    ----------
+    validation_loss : callable or None
+        ``theta → loss`` of the held-out queries.
+    tol : float
+    n_iter_no_change : int
+    verbose : int
+    """
+
+    def __init__(self, validation_loss, tol, n_iter_no_change, verbose):
+        self.validation_loss = validation_loss
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.verbose = verbose
+        self.loss_curve = []
+        self.validation_scores = []
+        self.best_theta = None
+        self.best_score = np.inf
+        self._stall = 0
+
+    def record(self, theta, loss, grad_norm):
+        """Record one iteration; ``True`` when the run should stop."""
+        self.loss_curve.append(float(loss))
+        if self.validation_loss is not None:
+            score = float(self.validation_loss(theta))
+            self.validation_scores.append(score)
+        else:
+            score = loss
+        if self.verbose:
+            extra = "" if self.validation_loss is None else f", validation loss = {score:.6f}"
+            print(
+                f"Iteration {len(self.loss_curve)}, loss = {loss:.6f}, "
+                f"gradient norm = {grad_norm:.3e}" + extra
+            )
+        if score < self.best_score - self.tol * max(abs(self.best_score), 1.0):
+            self._stall = 0
+        else:
+            self._stall += 1
+        if score < self.best_score:
+            self.best_score = score
+            self.best_theta = theta.copy()
+        return self._stall >= self.n_iter_no_change
+
+
+def run_lbfgs(loss_and_grad, theta, monitor, *, max_iter, tol, stop_early):
+    """Full-batch L-BFGS (scipy's L-BFGS-B without bounds) from ``theta``.
+
+    ``stop_early``: the monitor's stopping rule ends the run (otherwise only its records
+    are kept and L-BFGS stops on its own ``ftol``). Returns the last parameters, the number
+    of iterations and whether the run converged.
+    """
+    last = {}
+
+    def fun(t):
+        loss, grad = loss_and_grad(t)
+        last["x"], last["loss"], last["grad"] = t.copy(), loss, grad
+        return loss, grad
+
+    stopped = []
+
+    def callback(intermediate_result):
+        t = intermediate_result.x
+        if not np.array_equal(t, last.get("x", None)):
+            fun(t)
+        if monitor.record(t, last["loss"], np.linalg.norm(last["grad"])) and stop_early:
+            stopped.append(True)
+            raise StopIteration
+
+    result = minimize(
+        fun,
+        theta,
+        jac=True,
+        method="L-BFGS-B",
+        callback=callback,
+        options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-8, "maxfun": 3 * max_iter + 20},
+    )
+    converged = result.status == 0 or (result.status == 99 and bool(stopped))
+    return result.x, int(result.nit), converged
+
+
+def run_adam(
+    loss_and_grad,
+    theta,
+    monitor,
+    *,
+    groups,
+    train,
+    sample_weight,
+    max_iter,
+    learning_rate,
+    batch_size,
+    key_subsample,
+    rng,
+):
+    """Adam (Kingma & Ba, 2015) over mini-batches of duplicate groups of queries.
+
+    Batches are made of whole duplicate groups, drawn in a random order each epoch, so
+    integer sample weights and repeated rows give the same batches. With
+    ``key_subsample``, each step's queries attend to a random subset of that many groups of
+    keys (nothing of their own group). ``loss_and_grad(theta, queries, keys)`` is the
+    objective on row indices. Returns the last parameters, the number of epochs and whether
+    the monitor stopped the run.
+    """
+    ids, local = np.unique(groups.ids[train], return_inverse=True)
+    m = np.zeros_like(theta)
+    v = np.zeros_like(theta)
+    step = 0
+    for epoch in range(max_iter):
+        order = rng.permutation(len(ids))
+        losses, weights, norms = [], [], []
+        for start in range(0, len(ids), batch_size):
+            in_batch = np.zeros(len(ids), dtype=bool)
+            in_batch[order[start : start + batch_size]] = True
+            queries = train[in_batch[local]]
+            keys = train
+            if key_subsample is not None and key_subsample < len(ids):
+                kept = np.zeros(len(ids), dtype=bool)
+                kept[rng.choice(len(ids), key_subsample, replace=False)] = True
+                keys = train[kept[local]]
+            loss, grad = loss_and_grad(theta, queries, keys)
+            step += 1
+            m = _BETA1 * m + (1 - _BETA1) * grad
+            v = _BETA2 * v + (1 - _BETA2) * grad**2
+            m_hat = m / (1 - _BETA1**step)
+            v_hat = v / (1 - _BETA2**step)
+            theta = theta - learning_rate * m_hat / (np.sqrt(v_hat) + _ADAM_EPS)
+            losses.append(loss)
+            weights.append(sample_weight[queries].sum())
+            norms.append(np.linalg.norm(grad))
+        epoch_loss = np.average(losses, weights=weights) if sum(weights) > 0 else 0.0
+        if monitor.record(theta, epoch_loss, float(np.mean(norms))):
+            return theta, epoch + 1, True
+    return theta, max_iter, False
+
+
+def optimize(
+    objective,
+    theta,
+    *,
+    optimizer,
+    train,
+    validation,
+    max_iter,
+    tol,
+    n_iter_no_change,
+    learning_rate,
+    batch_size,
+    key_subsample,
+    rng,
+    verbose,
+):
+    """Run ``optimizer`` over ``objective`` from ``theta``.
+
+    Training queries attend to the training keys; validation queries (``None``: no early
+    stopping) to the training keys too. With a validation set, the parameters with the
+    lowest validation loss are returned.
+
+    Returns
+    -------
+    theta : ndarray
+    n_iter : int
+    monitor : Monitor
+        Holds ``loss_curve`` and ``validation_scores``.
+    """
+    validation_loss = None
+    if validation is not None:
+
+        def validation_loss(t):
+            return objective.loss(t, validation, train)
+
+    monitor = Monitor(validation_loss, tol, n_iter_no_change, verbose)
+    # The optimisers' own linear algebra is tiny, and the objective runs its blocks on
+    # threads of its own: BLAS threads woken in between spin and take a core from them.
+    with single_threaded_blas():
+        theta, n_iter, converged = _run(
+            optimizer,
+            objective,
+            theta,
+            monitor,
+            train=train,
+            max_iter=max_iter,
+            tol=tol,
+            stop_early=validation is not None,
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            key_subsample=key_subsample,
+            rng=rng,
+        )
+    if validation is not None and monitor.best_theta is not None:
+        theta = monitor.best_theta
+    if not converged:
+        warnings.warn(
+            f"AttentionRegressor's {optimizer} optimiser stopped at max_iter={max_iter} "
+            "before converging; increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=5,
+        )
+    return theta, n_iter, monitor
+
+
+def _run(optimizer, objective, theta, monitor, *, train, max_iter, tol, stop_early, **adam):
+    if optimizer == "lbfgs":
+        return run_lbfgs(
+            lambda t: objective.loss_and_grad(t, train, train),
+            theta,
+            monitor,
+            max_iter=max_iter,
+            tol=tol,
+            stop_early=stop_early,
+        )
+    return run_adam(
+        objective.loss_and_grad,
+        theta,
+        monitor,
+        groups=objective.groups,
+        train=train,
+        sample_weight=objective.sw,
+        max_iter=max_iter,
+        **adam,
+    )

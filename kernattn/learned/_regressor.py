@@ -1,0 +1,621 @@
+r"""``AttentionRegressor``: Nadaraya–Watson regression with a learned attention kernel.
+
+Each head :math:`h` compares a query with the training inputs through learned projections
+of the standardised inputs, :math:`q = u W_q^h`, :math:`k_i = u_i W_k^h`, and averages the
+training targets with the softmax of the logits :math:`s_h\, \mathrm{sim}(q, k_i)`; the
+heads' estimates are mixed affinely. ``fit`` learns the projections, the mixture and
+optionally the scales by leave-one-out (:mod:`kernattn.learned._objective`, optimised by
+:mod:`kernattn.learned._optimize`) and hands the result to the shared Nadaraya–Watson engine
+as a :class:`~kernattn._heads.SoftmaxHeads` kernel; the engine predicts.
+"""
+
+import copy
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.optimize import nnls
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from kernattn._blocks import map_query_blocks
+from kernattn._engine import NadarayaWatsonRegressor
+from kernattn._heads import SoftmaxHeads
+from kernattn._loo import DuplicateGroups
+from kernattn.learned._objective import Layout, LeaveOneOutObjective
+from kernattn.learned._optimize import (
+    initial_projections,
+    optimize,
+    sample_groups,
+    scale_to_unit_variance,
+    validation_split,
+    warn_if_saturated,
+)
+
+_INITS = ("identity", "pca", "random")
+
+
+def _standardization(X, sample_weight, standardize):
+    """Weighted mean and standard deviation of every feature (a constant feature gets 1)."""
+    d = X.shape[1]
+    if not standardize:
+        return np.zeros(d), np.ones(d)
+    mean = np.average(X, axis=0, weights=sample_weight)
+    std = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=sample_weight))
+    size = np.max(np.abs(X), axis=0)
+    return mean, np.where(std > 1e-12 * np.maximum(size, 1e-300), std, 1.0)
+
+
+def _read_only(array):
+    """A view that cannot be written to: the fitted kernel's keys were projected with it."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+class AttentionRegressor(NadarayaWatsonRegressor):
+    r"""Nadaraya–Watson regression whose kernel is multi-head attention, learned by
+    leave-one-out.
+
+    A query :math:`x` is standardised to :math:`u = (x - c)/\sigma` (``center_``,
+    ``input_scale_``), and head :math:`h` makes logits against every training input
+    :math:`x_i`,
+
+    .. math::
+
+        \ell^h_i = s_h\, \mathrm{sim}(u W_q^h,\; u_i W_k^h) + \log s_i,
+
+    with ``sim`` the dot product, the cosine, or :math:`-\tfrac12\|q - k\|^2`, :math:`s_h`
+    the head's scale (``scale_``) and :math:`s_i` the sample weights. Its estimate is the
+    softmax average of the training targets (the values),
+    :math:`\hat y_h(x) = \sum_i \mathrm{softmax}(\ell^h)_i\, y_i`, and the prediction is the
+    affine mixture :math:`\hat y(x) = \sum_h a_h \hat y_h(x) + b` (``head_weights_``,
+    ``head_bias_``). The projections :math:`W_q^h, W_k^h`, the mixture and (with
+    ``scale="learned"``) the scales minimise the leave-one-out squared error, in which
+    training point :math:`i` is predicted from the other points (its exact duplicates
+    left out too), plus ``alpha`` times the squared Frobenius norm of the projections. The
+    loss is divided by the targets' variance: ``loss_curve_`` reads as a leave-one-out
+    :math:`1 - R^2`.
+
+    With ``similarity="gaussian"``, ``tie_qk=True`` and one head this is Metric Learning for
+    Kernel Regression [1]_: the Gaussian smoother with the learned metric
+    :math:`s W W^\top`; with :math:`W = \mathrm{diag}(1/h)`, ``scale=1.0``,
+    ``standardize=False`` and ``max_iter=0`` it is exactly
+    :class:`~kernattn.KernelSmoother` with bandwidth :math:`h`. The ``"dot"`` kernel
+    :math:`\exp(s\, q^\top k)` with :math:`W_q \ne W_k` is asymmetric and not local by
+    itself (it prefers keys far along :math:`q`); mixing heads makes up for part of that.
+
+    Parameters
+    ----------
+    n_heads : int, default=1
+        Number of attention heads, each with its own projections and scale; their
+        estimates are mixed with learned weights and a bias.
+    head_dim : int, default=None
+        Columns of each projection (the dimension of queries and keys); ``None`` means
+        ``n_features``.
+    similarity : {"dot", "cosine", "gaussian"}, default="dot"
+        How a head compares a query with a key: :math:`q^\top k`, the cosine of their
+        angle, or :math:`-\tfrac12\|q - k\|^2`. The cosine is bounded, so only its scale
+        sets how sharp the kernel is: use it with ``scale="learned"``.
+    tie_qk : bool, default=False
+        Share one projection for queries and keys (a symmetric kernel).
+    scale : float, "learned" or None, default=None
+        The multiplier of the similarity, as in PyTorch's
+        ``scaled_dot_product_attention``: ``None`` is :math:`1/\sqrt{d_{head}}` (unit logit
+        variance for unit-variance queries and keys), a positive float is used as given
+        (``1.0``: no scaling), ``"learned"`` learns one per head, starting at
+        :math:`1/\sqrt{d_{head}}`.
+    init : {"identity", "pca", "random"} or array_like, default="identity"
+        Initial projections: the identity (truncated or padded to ``head_dim``), the leading
+        principal directions of the standardised inputs, or Gaussian; each scaled so that
+        the initial logits have unit within-query variance, whatever ``head_dim`` is. Heads
+        after the first are perturbed randomly. An array of shape
+        ``(n_features, head_dim)`` (every head) or ``(n_heads, n_features, head_dim)`` is used
+        as given, for queries and keys (heads that start identical receive identical
+        gradients and stay identical: give one array per head).
+    alpha : float, default=3.0
+        L2 penalty on the projections, weighed against the sum of squared leave-one-out
+        errors divided by the targets' variance (as ridge regression's ``alpha`` against
+        its sum of squares), so it fades as the sample grows.
+    optimizer : {"lbfgs", "adam"}, default="lbfgs"
+        Full-batch L-BFGS with the analytic gradient, or Adam over mini-batches of queries
+        (whole duplicate groups) attending to all keys, or to ``key_subsample`` of them.
+    learning_rate : float, default=0.01
+        Adam's step size.
+    batch_size : int, default=256
+        Queries per Adam step.
+    key_subsample : int, default=None
+        Adam only: each step's queries attend to this many randomly drawn keys (groups of
+        duplicates) instead of all of them, for large n.
+    max_iter : int, default=200
+        L-BFGS iterations or Adam epochs; 0 keeps the initial kernel (no training).
+    tol : float, default=1e-6
+        Relative improvement of the loss below which training has converged (``ftol`` of
+        L-BFGS; for Adam and early stopping, over ``n_iter_no_change`` iterations).
+    n_iter_no_change : int, default=10
+        Iterations (L-BFGS) or epochs (Adam) without an improvement of at least ``tol``
+        after which training stops: of the validation loss with ``early_stopping``, of the
+        training loss for Adam otherwise (L-BFGS then stops on its own ``tol``).
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training inputs (whole duplicate groups),
+        train on the rest, and keep the parameters with the lowest loss of the held-out
+        queries against the training keys. The fitted estimator attends to all rows.
+    validation_fraction : float, default=0.1
+        Fraction of the distinct training inputs held out with ``early_stopping``; in
+        (0, 1).
+    standardize : bool, default=True
+        Standardise the inputs (weighted mean and standard deviation; a constant feature
+        gets scale 1) before projecting, so the initial scaling and ``alpha`` mean the same
+        for every feature's units.
+    random_state : int, RandomState instance or None, default=None
+        For the initial projections, the validation split and Adam's batches.
+    warm_start : bool, default=False
+        Start from the previous fit's parameters (when their shapes match).
+    verbose : int, default=0
+        Print the loss and gradient norm at every iteration or epoch.
+    n_jobs : int, default=None
+        Threads over blocks of queries, for training and prediction of large problems:
+        ``None`` all cores (or the ``n_jobs`` of an enclosing ``joblib.parallel_config``),
+        −1 all cores, a positive number that many. A thread limit set around the call with
+        ``threadpoolctl.threadpool_limits`` is honoured. The result does not depend on it
+        (up to rounding).
+
+    Attributes
+    ----------
+    kernel_ : SoftmaxHeads
+        The fitted kernel: the heads' projections, scales and mixture, bound to the training
+        inputs. The attributes below are read from it.
+    query_projection_, key_projection_ : ndarray of shape (n_heads, n_features, head_dim)
+        :math:`W_q^h, W_k^h`, applied to the standardised inputs (equal with ``tie_qk``).
+    scale_ : ndarray of shape (n_heads,)
+        :math:`s_h`, the multiplier of each head's similarity.
+    head_weights_ : ndarray of shape (n_heads,)
+        :math:`a_h`, the weight of each head's estimate in the mixture.
+    head_bias_ : ndarray of shape (n_outputs,)
+        :math:`b`, in target units: ``predict(X) = Σ_h head_weights_[h] ŷ_h(X) + head_bias_``.
+    center_, input_scale_ : ndarray of shape (n_features,)
+        The standardisation :math:`u = (x - c)/\sigma` (zeros and ones without
+        ``standardize``).
+    loss_curve_ : list of float
+        Training loss (leave-one-out :math:`1 - R^2` plus penalty) per iteration or epoch.
+    validation_scores_ : list of float
+        Held-out loss per iteration (only with ``early_stopping``).
+    n_iter_ : int
+        Iterations (L-BFGS) or epochs (Adam) run.
+    X_fit_, y_fit_, sample_weight_ : ndarray
+        The training set (the keys and values the queries attend to).
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit`` (only when ``X`` has string column
+        names).
+
+    See Also
+    --------
+    kernattn.KernelSmoother : the fixed-kernel estimator (no learning).
+    kernattn.LinearAttentionRegressor : an approximation of the kernel by features, linear
+        in n.
+
+    References
+    ----------
+    .. [1] K. Q. Weinberger, G. Tesauro, "Metric Learning for Kernel Regression",
+       AISTATS 2007.
+    .. [2] A. Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
+    .. [3] E. A. Nadaraya, "On estimating regression", Theory Probab. Appl. 9 (1964).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernattn import AttentionRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3))
+    >>> y = np.sin(X[:, 0])
+    >>> model = AttentionRegressor(similarity="gaussian", tie_qk=True, random_state=0)
+    >>> model = model.fit(X, y)
+    >>> bool(model.score(X, y) > 0.9)
+    True
+    >>> model.scale_.round(4)
+    array([0.5774])
+    >>> model.attention_weights(X[:2]).sum(axis=1).round(12)
+    array([1., 1.])
+    """
+
+    _parameter_constraints: dict = {
+        **NadarayaWatsonRegressor._parameter_constraints,
+        "n_heads": [Interval(Integral, 1, None, closed="left")],
+        "head_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "similarity": [StrOptions({"dot", "cosine", "gaussian"})],
+        "tie_qk": ["boolean"],
+        "scale": [Interval(Real, 0, None, closed="neither"), StrOptions({"learned"}), None],
+        "init": [StrOptions(set(_INITS)), "array-like"],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "optimizer": [StrOptions({"lbfgs", "adam"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "key_subsample": [Interval(Integral, 1, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "standardize": ["boolean"],
+        "random_state": ["random_state"],
+        "warm_start": ["boolean"],
+        # "boolean" as well: verbose=True is a valid level of verbosity.
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_heads=1,
+        head_dim=None,
+        similarity="dot",
+        tie_qk=False,
+        scale=None,
+        init="identity",
+        alpha=3.0,
+        optimizer="lbfgs",
+        learning_rate=0.01,
+        batch_size=256,
+        key_subsample=None,
+        max_iter=200,
+        tol=1e-6,
+        n_iter_no_change=10,
+        early_stopping=False,
+        validation_fraction=0.1,
+        standardize=True,
+        random_state=None,
+        warm_start=False,
+        verbose=0,
+        n_jobs=None,
+    ):
+        self.n_heads = n_heads
+        self.head_dim = head_dim
+        self.similarity = similarity
+        self.tie_qk = tie_qk
+        self.scale = scale
+        self.init = init
+        self.alpha = alpha
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.key_subsample = key_subsample
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.standardize = standardize
+        self.random_state = random_state
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.n_jobs = n_jobs
+
+    # ----------------------------------------------------------------- checks
+
+    def _check_params(self):
+        super()._check_params()
+        if not isinstance(self.init, str):
+            try:
+                W = np.asarray(self.init, dtype=float)
+            except (TypeError, ValueError):
+                raise InvalidParameterError(
+                    "init must be 'identity', 'pca', 'random' or an array of numbers; got "
+                    f"{self.init!r}"
+                ) from None
+            if not np.all(np.isfinite(W)):
+                raise InvalidParameterError("init must contain only finite values")
+
+    def _user_init(self, d, head_dim):
+        W = np.asarray(self.init, dtype=float)
+        if W.shape not in ((d, head_dim), (self.n_heads, d, head_dim)):
+            raise ValueError(
+                "init must be 'identity', 'pca', 'random' or an array of shape (n_features, "
+                f"head_dim) = ({d}, {head_dim}) or (n_heads, n_features, head_dim); got "
+                f"{W.shape!r}"
+            )
+        return np.broadcast_to(W, (self.n_heads, d, head_dim)).copy()
+
+    def _initial_scale(self, head_dim):
+        if self.scale is None or isinstance(self.scale, str):
+            value = 1.0 / np.sqrt(head_dim)
+        else:
+            value = float(self.scale)
+        return np.full(self.n_heads, value)
+
+    # ---------------------------------------------------------------- fitting
+
+    def _fit_kernel(self, X, Y, sample_weight):
+        d = X.shape[1]
+        head_dim = d if self.head_dim is None else self.head_dim
+        # A given init must fit the data: checked before any work.
+        user_init = None if isinstance(self.init, str) else self._user_init(d, head_dim)
+        rng = check_random_state(self.random_state)
+        center, input_scale = _standardization(X, sample_weight, self.standardize)
+        Z = (X - center) / input_scale
+        groups = DuplicateGroups(X)
+        learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
+        layout = Layout(self.n_heads, d, head_dim, Y.shape[1], self.tie_qk, learn_scale)
+        scale = self._initial_scale(head_dim)
+        objective = LeaveOneOutObjective(
+            Z,
+            self._values,
+            sample_weight,
+            groups,
+            layout,
+            self.similarity,
+            scale,
+            self.alpha,
+            n_jobs=self.n_jobs,
+        )
+        if self.early_stopping:
+            train, validation = validation_split(groups, self.validation_fraction, rng)
+        else:
+            train, validation = np.arange(len(X)), None
+        probe = sample_groups(groups, rng)
+        theta = self._initial_theta(objective, layout, scale, probe, rng, user_init)
+        self.__dict__.pop("validation_scores_", None)
+        if self.max_iter > 0:
+            if len(groups.valid_queries(train, train)) == 0:
+                raise ValueError(
+                    "AttentionRegressor learns its kernel by leave-one-out and needs at least "
+                    f"2 distinct training inputs; got {len(X)} sample(s) with 1 distinct "
+                    "input. Use max_iter=0 to keep the initial kernel."
+                )
+            query, key, log_scale, _, _ = layout.unpack(theta)
+            start_scale = scale if log_scale is None else np.exp(log_scale)
+            warn_if_saturated(objective, query, key, start_scale, probe)
+            theta, self.n_iter_, monitor = optimize(
+                objective,
+                theta,
+                optimizer=self.optimizer,
+                train=train,
+                validation=validation,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                n_iter_no_change=self.n_iter_no_change,
+                learning_rate=self.learning_rate,
+                batch_size=self.batch_size,
+                key_subsample=self.key_subsample,
+                rng=rng,
+                verbose=self.verbose,
+            )
+            self.loss_curve_ = monitor.loss_curve
+            if validation is not None:
+                self.validation_scores_ = monitor.validation_scores
+        else:
+            self.n_iter_ = 0
+            self.loss_curve_ = [float(objective.loss(theta, train, train))]
+        query, key, log_scale, a, b = layout.unpack(theta)
+        return SoftmaxHeads(
+            similarity=self.similarity,
+            center=center,
+            input_scale=input_scale,
+            query_weights=query.copy(),
+            key_weights=key.copy(),
+            scale=scale if log_scale is None else np.exp(log_scale),
+            head_weights=a.copy(),
+            head_bias=b.copy(),
+            keys=X,
+            log_sample_weight=self._log_sample_weight,
+            dtype=self._dtype,
+        )
+
+    def _initial_theta(self, objective, layout, scale, probe, rng, user_init):
+        """The parameters to start from: the previous fit's (``warm_start``) or new ones."""
+        previous = getattr(self, "kernel_", None) if self.warm_start else None
+        if (
+            previous is not None
+            and previous.query_weights is not None
+            and previous.query_weights.shape == layout.shape
+            and previous.head_bias.shape == (layout.n_outputs,)
+        ):
+            # head_bias is in centred units: the new targets may have another mean.
+            return layout.pack(
+                previous.query_weights,
+                previous.key_weights,
+                np.log(previous.scale),
+                previous.head_weights,
+                previous.head_bias,
+            )
+        if user_init is None:
+            W = initial_projections(
+                self.init, objective.Z, objective.sw, self.n_heads, layout.shape[2], rng
+            )
+            W = scale_to_unit_variance(objective, W, scale, probe)
+        else:
+            W = user_init
+        a = np.full(self.n_heads, 1.0 / self.n_heads)
+        return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
+
+    # ------------------------------------------------------ fitted attributes
+
+    def _kernel(self, name):
+        try:
+            return self.__dict__["kernel_"]
+        except KeyError:
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute {name!r} before it is fitted"
+            ) from None
+
+    @property
+    def query_projection_(self):
+        """:math:`W_q^h` of every head, (n_heads, n_features, head_dim) (read-only)."""
+        return _read_only(self._kernel("query_projection_").query_weights)
+
+    @property
+    def key_projection_(self):
+        """:math:`W_k^h` of every head, (n_heads, n_features, head_dim) (read-only)."""
+        return _read_only(self._kernel("key_projection_").key_weights)
+
+    @property
+    def scale_(self):
+        """The multiplier :math:`s_h` of every head's similarity (read-only)."""
+        return _read_only(self._kernel("scale_").scale)
+
+    @property
+    def head_weights_(self):
+        """The weight :math:`a_h` of every head's estimate in the mixture (read-only)."""
+        return _read_only(self._kernel("head_weights_").head_weights)
+
+    @property
+    def head_bias_(self):
+        """The bias :math:`b` of the mixture, in target units."""
+        kernel = self._kernel("head_bias_")
+        return kernel.head_bias + (1.0 - kernel.head_weights.sum()) * self._y_offset
+
+    @property
+    def center_(self):
+        """The centre :math:`c` of the standardisation (read-only)."""
+        return _read_only(self._kernel("center_").center)
+
+    @property
+    def input_scale_(self):
+        """The scale :math:`\\sigma` of the standardisation (read-only)."""
+        return _read_only(self._kernel("input_scale_").input_scale)
+
+    # ------------------------------------------------------------- predicting
+
+    def predict(self, X, return_std=False, heads=None):
+        r"""Mixed Nadaraya–Watson estimate of the heads.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        return_std : bool, default=False
+            Also return the spread of the targets the heads attend to around the estimate,
+            :math:`\sqrt{\sum_h \pi_h \sum_i w^h_i (y_i - \hat y)^2}` with
+            :math:`\pi_h = |a_h| / \sum_g |a_g|`: the weighted standard deviation of the
+            targets for one head.
+        heads : array_like of int, default=None
+            Predict with these heads only; every other head's estimate is replaced by the
+            training mean of the targets (mean ablation) and the mixture is not re-fitted
+            (:meth:`prune_heads` re-fits it).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+        y_std : ndarray of the same shape
+            Only when ``return_std=True``.
+        """
+        X = self._validate_queries(X)
+        heads = self._check_heads(heads)
+        return self._finish_prediction(*self._predict_centred(X, return_std, heads=heads))
+
+    def logit_variance(self, X):
+        """Per head: the mean over the queries of the logits' variance across the keys.
+
+        Sample-weighted over the keys (the ``log s_i`` term is not part of the logit
+        here). Around 1 the softmax spreads its weight; much larger, it is close to
+        one-hot and its gradient vanishes.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+
+        Returns
+        -------
+        variance : ndarray of shape (n_heads,)
+        """
+        X = self._validate_queries(X)
+        kernel = self.kernel_
+        H = kernel.n_heads
+        sw = self.sample_weight_[self._active]
+        p = sw / sw.sum()
+        log_sw = kernel.log_sample_weight
+
+        def block(rows):
+            total = np.zeros(H)
+            for h in range(H):
+                logits = kernel.logits(kernel.queries(X[rows], h), h).astype(float)
+                logits -= log_sw
+                logits -= (logits @ p)[:, None]
+                logits **= 2
+                total[h] = np.sum(logits @ p)
+            return total
+
+        parts = map_query_blocks(block, len(X), 2 * kernel.n_keys, n_jobs=self.n_jobs, cache=False)
+        total = np.zeros(H)
+        for part in parts:
+            total += part
+        return total / max(len(X), 1)
+
+    # ----------------------------------------------------------------- heads
+
+    def prune_heads(self, heads, refit_mixture=True):
+        """A copy that keeps only ``heads``, to measure what the other heads contribute.
+
+        Parameters
+        ----------
+        heads : array_like of int
+            Indices of the heads to keep.
+        refit_mixture : bool, default=True
+            Re-estimate ``head_weights_`` and ``head_bias_`` of the kept heads by weighted
+            non-negative least squares on their leave-one-out estimates over the training
+            set (stacked regression [1]_; the projections are not retrained). Unconstrained
+            weights would exploit the anti-correlation of a leave-one-out estimate with its
+            own target, and fit the training set only. Otherwise keep their weights and
+            replace each dropped head by the training mean (as ``predict(X, heads=...)``
+            does).
+
+        Returns
+        -------
+        pruned : AttentionRegressor
+            With ``n_heads = len(heads)``.
+
+        References
+        ----------
+        .. [1] L. Breiman, "Stacked regressions", Machine Learning 24 (1996).
+        """
+        check_is_fitted(self)
+        keep = self._check_heads(heads)
+        kernel = self.kernel_.select(keep)
+        if refit_mixture:
+            kernel = kernel.with_mixture(*self._refit_mixture(kernel))
+        pruned = copy.deepcopy(self)
+        pruned.kernel_ = kernel
+        pruned.n_heads = len(keep)
+        if not isinstance(self.init, str) and np.ndim(self.init) == 3:
+            pruned.init = np.asarray(self.init)[keep]
+        return pruned
+
+    def _refit_mixture(self, kernel):
+        """Weighted non-negative least squares of the targets on the heads' leave-one-out
+        estimates: head weights and the bias (centred units)."""
+        X = self.X_fit_[self._active]
+        sw = self.sample_weight_[self._active]
+        H = kernel.n_heads
+        _, d, head_dim = kernel.query_weights.shape
+        t = self._values.shape[1]
+        layout = Layout(H, d, head_dim, t, False, False)
+        objective = LeaveOneOutObjective(
+            (X - kernel.center) / kernel.input_scale,
+            self._values,
+            sw,
+            DuplicateGroups(X),
+            layout,
+            kernel.similarity,
+            kernel.scale,
+            0.0,
+            n_jobs=self.n_jobs,
+        )
+        theta = layout.pack(
+            kernel.query_weights, kernel.key_weights, None, np.ones(H), np.zeros(t)
+        )
+        F = objective.head_estimates(theta)  # (n, H, t)
+        ok = ~np.isnan(F[:, 0, 0])
+        F, Y, sw = F[ok], self._values[ok], sw[ok]
+        # Non-negative weights, as in stacked regression (Breiman, 1996): leave-one-out
+        # estimates are anti-correlated with their own targets (a head that attends almost
+        # uniformly predicts (Σ_j y_j − y_i)/(n − 1)), and unconstrained least squares turns
+        # that into a weight near −n that fits the training targets and nothing else.
+        total = sw.sum()
+        F_mean = np.einsum("i,iht->ht", sw, F) / total
+        Y_mean = sw @ Y / total
+        # Rows (i, output): y_io − ȳ_o ≈ Σ_h a_h (F_iho − F̄_ho), intercept from the means.
+        design = (F - F_mean).transpose(0, 2, 1).reshape(-1, H)
+        root = np.sqrt(np.repeat(sw, t))
+        a = nnls(design * root[:, None], (Y - Y_mean).ravel() * root)[0]
+        return a, Y_mean - np.einsum("h,ht->t", a, F_mean)
