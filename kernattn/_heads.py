@@ -35,7 +35,7 @@ same object with learned :math:`W_q, W_k, s`.
 import numpy as np
 
 from kernattn._numerics import exp_floor
-from kernattn.kernels import _OUTSIDE_SLOPE, log_kernel, squared_distances
+from kernattn.kernels import OUTSIDE_SLOPE, log_kernel, squared_distances
 
 #: Similarities whose logits depend on the distance ‖q − k‖ only (never positive).
 RADIAL = ("gaussian", "epanechnikov", "tricube")
@@ -244,7 +244,7 @@ class SoftmaxHeads:
             # Shift before scaling, so that the nearest key's logit is 0, not an overflow.
             logits -= logits.max(axis=1, keepdims=True)
             with np.errstate(over="ignore"):
-                logits *= 2.0 * _OUTSIDE_SLOPE
+                logits *= 2.0 * OUTSIDE_SLOPE
         logits += self.log_sample_weight
         return logits
 

@@ -31,7 +31,7 @@ __all__ = ["KERNELS", "squared_distances", "log_kernel", "kernel_logits"]
 KERNELS = ("gaussian", "epanechnikov", "tricube")
 
 # Logit slope outside a compact support, see the module docstring.
-_OUTSIDE_SLOPE = 1e6
+OUTSIDE_SLOPE = 1e6
 
 
 def squared_distances(Q, K, *, K_sq=None):
@@ -87,7 +87,7 @@ def log_kernel(r2, kernel="gaussian"):
         log_in = np.log1p(-r2_in)
     else:
         log_in = 3.0 * np.log1p(-(r2_in**1.5))
-    return np.where(inside, log_in, -_OUTSIDE_SLOPE * r2)
+    return np.where(inside, log_in, -OUTSIDE_SLOPE * r2)
 
 
 def log_kernel_derivative(r2, kernel="gaussian"):
@@ -103,7 +103,7 @@ def log_kernel_derivative(r2, kernel="gaussian"):
     else:
         r3 = r2_in**1.5
         d_in = -4.5 * np.sqrt(r2_in) / (1.0 - r3)
-    return np.where(inside, d_in, -_OUTSIDE_SLOPE)
+    return np.where(inside, d_in, -OUTSIDE_SLOPE)
 
 
 def kernel_logits(X, Y, bandwidth, kernel="gaussian"):

@@ -60,7 +60,7 @@ from kernattn._numerics import shifted_exp
 
 # Entries per (queries × keys) array of a block: the objective passes over a block several
 # times (logits, weights, gradient products), and blocks of about this size are fastest.
-_BLOCK_ENTRIES = 2**19
+_BLOCK_ENTRIES = 2**18
 
 
 class Layout:
