@@ -186,11 +186,12 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             return shifted_exp(kernel.logits(queries, h)) @ moments
         sums = np.zeros((len(X), moments.shape[1]), dtype=moments.dtype)
         buffer = np.empty((len(X), min(KEY_TILE, kernel.n_keys)), dtype=moments.dtype)
+        floor = kernel.may_underflow(queries, h)
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             for start in range(0, kernel.n_keys, KEY_TILE):
                 keys = slice(start, min(start + KEY_TILE, kernel.n_keys))
                 out = buffer[:, : keys.stop - keys.start]
-                logits = kernel.logits(queries, h, keys=keys, floor=True, out=out)
+                logits = kernel.logits(queries, h, keys=keys, floor=floor, out=out)
                 sums += np.exp(logits, out=logits) @ moments[keys]
         redo = underflowed(sums[:, -1])
         if np.any(redo):
@@ -205,7 +206,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             weights = shifted_exp(kernel.logits(queries, h))
         else:
             with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-                logits = kernel.logits(queries, h, floor=True)
+                logits = kernel.logits(queries, h, floor=kernel.may_underflow(queries, h))
                 weights = np.exp(logits, out=logits)
             redo = underflowed(weights.sum(axis=1))
             if np.any(redo):

@@ -114,6 +114,7 @@ class SoftmaxHeads:
         self.dtype = np.dtype(dtype)
         self.log_sample_weight = np.asarray(log_sample_weight, dtype=float)
         self._lowest_log_sample_weight = float(self.log_sample_weight.min(initial=0.0))
+        self._floor = exp_floor(self.dtype)
         self._bind(np.asarray(keys, dtype=float))
 
     @property
@@ -195,32 +196,36 @@ class SoftmaxHeads:
             self.dtype, copy=False
         )
 
+    def may_underflow(self, queries, h):
+        """Whether a logit of these prepared queries can fall below the ``exp`` floor.
+
+        For the Gaussian similarity −½‖q − k‖² ≥ −½(‖q‖ + max‖k‖)², so most blocks of
+        queries inside the data cannot, and the flooring pass is skipped for them.
+        """
+        if self._keys_aug[h] is None:
+            return True
+        q_norm = np.sqrt(-2.0 * float(queries[:, -2].min(initial=0.0)))
+        lowest = -0.5 * (q_norm + self._key_radius[h]) ** 2
+        return lowest + self._lowest_log_sample_weight < self._floor
+
     def logits(self, queries, h, keys=slice(None), floor=False, out=None):
         """Logits ``ℓ(q, k_i) + log s_i`` of prepared ``queries`` against ``keys`` (a slice).
 
-        With ``floor`` (for never-positive logits), logits that could fall below the
-        ``exp`` floor are raised to it (numpy's ``exp`` is slow where it underflows); the
-        pass is skipped when no logit of the block can get there. ``out``: a buffer of
-        the block's shape and ``dtype`` to write to.
+        With ``floor`` (for never-positive logits that :meth:`may_underflow`), logits below
+        the ``exp`` floor are raised to it: numpy's ``exp`` is slow where it underflows.
+        ``out``: a buffer of the block's shape and ``dtype`` to write to.
         """
-        lowest_allowed = exp_floor(self.dtype)
         if self._keys_aug[h] is not None:
             logits = np.matmul(queries, self._keys_aug[h][keys].T, out=out)
-            if floor:
-                # −½‖q − k‖² ≥ −½(‖q‖ + max‖k‖)²: only blocks that can reach the slow range.
-                q_norm = np.sqrt(-2.0 * float(queries[:, -2].min(initial=0.0)))
-                lowest = -0.5 * (q_norm + self._key_radius[h]) ** 2
-                if lowest + self._lowest_log_sample_weight < lowest_allowed:
-                    np.maximum(logits, lowest_allowed, out=logits)
-            return logits
-        r2 = squared_distances(queries, self._keys[h][keys], K_sq=self._keys_sq[h][keys])
-        logits = log_kernel(r2, self.similarity).astype(self.dtype, copy=False)
-        logits += self.log_sample_weight[keys].astype(self.dtype)
+        else:
+            r2 = squared_distances(queries, self._keys[h][keys], K_sq=self._keys_sq[h][keys])
+            logits = log_kernel(r2, self.similarity).astype(self.dtype, copy=False)
+            logits += self.log_sample_weight[keys].astype(self.dtype)
+            if out is not None:
+                out[...] = logits
+                logits = out
         if floor:
-            np.maximum(logits, lowest_allowed, out=logits)
-        if out is not None:
-            out[...] = logits
-            return out
+            np.maximum(logits, self._floor, out=logits)
         return logits
 
     def far_logits(self, X, h):

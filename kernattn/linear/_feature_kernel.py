@@ -64,6 +64,8 @@ SIGNED_Z = 3.0
 ABSOLUTE_TINY = 1e-280
 # A Gaussian query this many kernel units beyond every key sees kernel values below e^-18.
 REACH = 6.0
+# Entries of a (rows × features) block: a few MiB, however large the chunk of keys.
+_BLOCK_ENTRIES = 2**19
 
 
 class FeatureKernel:
@@ -239,7 +241,7 @@ class FeatureKernel:
         radius = self.key_radius.copy()
         for h in range(self.n_heads):
             r = self.feature_maps[h].n_components_
-            for rows in iter_query_blocks(len(X), r, n_arrays=3, cache=False):
+            for rows in iter_query_blocks(len(X), r, n_arrays=3, cache=_BLOCK_ENTRIES):
                 K = self.project(X[rows], h, "key")
                 radius[h] = max(radius[h], np.sqrt(np.einsum("ij,ij->i", K, K).max()))
                 features, top = self._key_features(h, K, log_weight[rows])
@@ -327,7 +329,9 @@ class FeatureKernel:
         log_weight = exact.log_sample_weight
         inner = self.feature_maps[h].inner
         weights = np.empty((len(X), len(K)))
-        for rows in iter_query_blocks(len(K), features.shape[1], n_arrays=3, cache=False):
+        for rows in iter_query_blocks(
+            len(K), features.shape[1], n_arrays=3, cache=_BLOCK_ENTRIES
+        ):
             block, top = self._key_features(h, K[rows], log_weight[rows])
             block *= np.exp(top - self.key_log_scale[h])
             weights[:, rows] = features @ inner(block.T)
