@@ -25,9 +25,9 @@ from joblib.parallel import get_active_backend
 from sklearn import get_config
 from threadpoolctl import ThreadpoolController
 
-# A block of about this many float64 entries (512 KiB) stays in cache between the passes over it
+# A block of about this many float64 entries (1 MiB) stays in cache between the passes over it
 # (matmul output, exp, matmul input); larger blocks stream through main memory and are slower.
-_CACHE_ENTRIES = 2**16
+_CACHE_ENTRIES = 2**17
 # Fewer rows than this turn the block's matrix products into slow matrix-vector products.
 _MIN_ROWS = 8
 # Below this many query-key pairs a computation runs in one thread: starting threads costs
