@@ -15,7 +15,7 @@
   smoother is a band along the diagonal; its width is the bandwidth. Linear attention's
   band is the smoother's, blurred by the random-feature approximation. The learned
   dot-product kernel is not a band: in one dimension its logit is ``c·x·x_i``, which grows
-  with ``x_i`` and favours the ends of the data — a dot product is a similarity only after
+  with ``x_i`` and favors the ends of the data — a dot product is a similarity only after
   the projections make it one, and a Gaussian score (a learned metric) is local again.
 
 Run ``python 01_attention_as_kernel_smoother.py [--out DIR]``; it writes
@@ -85,7 +85,7 @@ ax_fit = fig.add_subplot(grid[0, 0])
 plot_fit(models, X, y, truth=curve_function, ax=ax_fit)
 ax_fit.set_title("fits; band: ± weighted spread of the targets")
 ax_fit.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize="small")
-# One colour scale for all heat maps, so their peaks compare.
+# One color scale for all heat maps, so their peaks compare.
 vmax = max(model.attention_weights(queries).max() for model in models.values())
 for i, (name, model) in enumerate(models.items()):
     ax = fig.add_subplot(grid[0, i + 1])

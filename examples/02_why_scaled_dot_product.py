@@ -128,10 +128,10 @@ print(f"wrote {path}")
 
 # %%
 # Does it matter for a learned kernel? ``AttentionRegressor`` rescales its built-in
-# initialisations so that the first logits have unit variance whatever the head dimension —
+# initializations so that the first logits have unit variance whatever the head dimension —
 # the variance argument applied at the start. To see what the scale itself does, both runs
 # here start from the same given projections with unit-variance q and k entries (Gaussian,
-# variance 1/n_features per weight, on the standardised inputs): with ``scale=None`` (1/√head_dim)
+# variance 1/n_features per weight, on the standardized inputs): with ``scale=None`` (1/√head_dim)
 # the first logits have unit variance, with ``scale=1.0`` variance head_dim.
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 

@@ -52,7 +52,7 @@ targets = {
 }
 
 # %%
-# Fit both similarities on both tasks (same split, same initialisation).
+# Fit both similarities on both tasks (same split, same initialization).
 similarities = ("dot", "cosine")
 scores = {}
 predictions = {}
@@ -84,7 +84,7 @@ fig.colorbar(points, ax=ax, label="r + sin 2θ")
 ax.set_aspect("equal")
 ax.set_xlabel("x₁")
 ax.set_ylabel("x₂")
-ax.set_title("inputs, coloured by the magnitude task's target")
+ax.set_title("inputs, colored by the magnitude task's target")
 
 ax = axes[1]
 width = 0.38
@@ -101,12 +101,12 @@ ax.legend(title="similarity", fontsize="small")
 ax = axes[2]
 task = "magnitude too: r + sin 2θ"
 bins = np.linspace(0.5, 3.0, 6 if SMOKE else 11)
-centres = (bins[1:] + bins[:-1]) / 2
+centers = (bins[1:] + bins[:-1]) / 2
 for j, similarity in enumerate(similarities):
     r_test, y_test, y_pred = predictions[task, similarity]
-    which = np.clip(np.digitize(r_test, bins) - 1, 0, len(centres) - 1)
-    residual = [np.mean((y_pred - y_test)[which == b]) for b in range(len(centres))]
-    ax.plot(centres, residual, "o-", color=f"C{j}", label=similarity)
+    which = np.clip(np.digitize(r_test, bins) - 1, 0, len(centers) - 1)
+    residual = [np.mean((y_pred - y_test)[which == b]) for b in range(len(centers))]
+    ax.plot(centers, residual, "o-", color=f"C{j}", label=similarity)
 ax.axhline(0.0, color="0.3", lw=0.8)
 ax.set_xlabel("radius r = |x| (binned)")
 ax.set_ylabel("mean held-out residual, prediction − target")

@@ -15,7 +15,7 @@ more irrelevant features — an additive target whose parts a head could special
   irrelevant features 6–10 should get little;
 - the attention weights of each head for the same queries, keys ordered along the head's
   leading key direction v and queries by q·v: a dot-product head is not local — a query far
-  along v favours the keys far along v, one at the other end the keys at the other end (a
+  along v favors the keys far along v, one at the other end the keys at the other end (a
   diagonal, from corner to corner); a head with near-uniform weights adds a constant;
 - ``head_weights_`` (an affine mixture: they need not be positive or sum to one), and the
   held-out MSE as the heads are removed one at a time, smallest |a_h| first — replaced by the
@@ -91,7 +91,7 @@ for n_removed in range(n_heads):
     )
 
 # %%
-# Which features each head uses: the norm of each (standardised) input feature's row of the
+# Which features each head uses: the norm of each (standardized) input feature's row of the
 # key projection.
 usage = np.linalg.norm(model.key_projection_, axis=2)  # (n_heads, n_features)
 
@@ -127,7 +127,7 @@ ax.set_title("pruning the heads")
 ax.legend(fontsize="small")
 
 queries = X_test[: 30 if SMOKE else 60]
-# One colour scale for the heads, its top at the 99.5th percentile so a few peaks do not
+# One color scale for the heads, its top at the 99.5th percentile so a few peaks do not
 # hide the pattern.
 all_weights = [model.attention_weights(queries, head=h) for h in range(n_heads)]
 vmax = np.percentile(np.concatenate([w.ravel() for w in all_weights]), 99.5)
@@ -135,7 +135,7 @@ head_axes = bottom.subplots(1, n_heads)
 for h, ax in enumerate(head_axes):
     # Order keys along the head's leading key direction v, and queries by how strongly they
     # point along it (q·v): the logit q·k is largest where both are far along v, so a
-    # dot-product head is not local — its queries at one end favour the keys at one end.
+    # dot-product head is not local — its queries at one end favor the keys at one end.
     def project(U, weights):
         return ((U - model.center_) / model.input_scale_) @ weights
 

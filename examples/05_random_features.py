@@ -17,7 +17,7 @@ it faster than exact attention?
   number of features r. Positive features (FAVOR+, ``exp(ωᵀu − ½‖u‖²)``) against trigonometric
   (random Fourier, ``[cos ωᵀu, sin ωᵀu]``), i.i.d. against orthogonal rows ω. Monte Carlo
   error falls like r^(−1/2) (dotted); orthogonal rows should sit lower. What the estimator
-  uses are these normalised weights, and there the maps are much closer than their kernels;
+  uses are these normalized weights, and there the maps are much closer than their kernels;
 - third: the same weight error at a small bandwidth, inputs of norm about 2.6 in kernel
   units (2 000 keys in 3-D), where the positive map's variance explodes. Generalised
   ("optimal") positive features damp it; Nyström features (``NystroemFeatures``: the kernel's
@@ -51,7 +51,7 @@ SMOKE = os.environ.get("KERNATTN_SMOKE") == "1"
 
 # %%
 # Queries and keys of moderate norm (the variance of positive features grows like
-# exp(‖q‖² + ‖k‖²), which is why the estimators centre and scale the inputs first).
+# exp(‖q‖² + ‖k‖²), which is why the estimators center and scale the inputs first).
 rng = np.random.default_rng(0)
 d = 4
 Q = 0.5 * rng.normal(size=(100, d))

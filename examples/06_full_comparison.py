@@ -2,7 +2,7 @@
 ====================
 
 **The question.** On the built-in regression tasks, how do the kernattn estimators compare
-with each other and with scikit-learn's k-nearest neighbours and kernel ridge regression, in
+with each other and with scikit-learn's k-nearest neighbors and kernel ridge regression, in
 held-out accuracy and in time? This is what ``kernattn compare`` runs (with 3 folds here, to
 stay under a minute).
 

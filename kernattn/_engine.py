@@ -62,7 +62,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
       :class:`~kernattn._heads.SoftmaxHeads`, or an object with ``n_heads``,
       ``head_weights`` and ``head_bias`` whose hooks the subclass overrides). ``X`` (float64,
       (n, d)), ``Y`` (float64, (n, n_outputs)) and ``sample_weight`` hold the rows with
-      positive weight; ``self._values`` (centred targets) and ``self._log_sample_weight``
+      positive weight; ``self._values`` (centered targets) and ``self._log_sample_weight``
       are set before it is called;
     - optionally ``_check_params()`` for checks across parameters (before any work).
 
@@ -162,7 +162,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         sw = sample_weight[active]
         self._active = active
         self._log_sample_weight = np.log(sw / sw.max())
-        # Targets are stored centred: the weighted second moment used by return_std then
+        # Targets are stored centered: the weighted second moment used by return_std then
         # does not cancel catastrophically for targets far from zero.
         self._y_offset = np.average(Y, axis=0, weights=sw)
         self._values = Y - self._y_offset
@@ -200,7 +200,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         return sums
 
     def _exact_weights(self, kernel, X, h):
-        """Head ``h``'s normalised weights (rows sum to 1) against the positive-weight rows."""
+        """Head ``h``'s normalized weights (rows sum to 1) against the positive-weight rows."""
         queries = kernel.queries(X, h)
         if not kernel.nonpositive:
             weights = shifted_exp(kernel.logits(queries, h))
@@ -217,7 +217,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------- hooks
 
     def _head_moments(self, X, h, return_std):
-        """Head ``h``'s estimate ``E_w[v]`` (centred units), with ``return_std`` the spread
+        """Head ``h``'s estimate ``E_w[v]`` (centered units), with ``return_std`` the spread
         of the values around it, ``E_w[(v − E_w[v])²]`` (else ``None``), and a mask of the
         rows that an approximate kernel could not serve and sent through the exact path
         (``None``: every row is exact)."""
@@ -268,7 +268,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         return keep
 
     def _mixture(self, X, return_std, heads):
-        r"""Mixed estimate (centred units) and its spread for a block.
+        r"""Mixed estimate (centered units) and its spread for a block.
 
         The estimate is :math:`\sum_h a_h m^h_1 + b`. The spread is that of the mixture of
         the heads' weights with proportions :math:`\pi_h = |a_h| / \sum_g |a_g|` around the
@@ -298,8 +298,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             variance += p * (spread + (first - mean) ** 2)
         return mean, np.maximum(variance, 0.0), fallback
 
-    def _predict_centred(self, X, return_std, heads=None):
-        """Estimates and variances of validated queries in centred target units, over
+    def _predict_centered(self, X, return_std, heads=None):
+        """Estimates and variances of validated queries in centered target units, over
         query blocks (on threads for large problems)."""
         heads = np.arange(self.kernel_.n_heads) if heads is None else heads
         t = len(self._y_offset)
@@ -346,7 +346,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             The queries.
         return_std : bool, default=False
             Also return the weighted spread of the training targets around the estimate,
-            ``sqrt(Σ_i w_i(x) (y_i − ŷ(x))²)``: how much the neighbours the query attends to
+            ``sqrt(Σ_i w_i(x) (y_i − ŷ(x))²)``: how much the neighbors the query attends to
             disagree (not a confidence interval of the estimate).
 
         Returns
@@ -357,7 +357,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             Only when ``return_std=True``.
         """
         X = self._validate_queries(X)
-        return self._finish_prediction(*self._predict_centred(X, return_std))
+        return self._finish_prediction(*self._predict_centered(X, return_std))
 
     def _map_heads(self, X, heads, compute, width=None):
         """``compute(X_block, h)`` for every block and head, on threads; a list per head of
@@ -419,7 +419,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """Entropy (nats) of every head's weights at each query, ``H = −Σ_i w_i log w_i``.
 
         0 for a query that attends to one training row, ``log n`` for uniform weights.
-        Signed weights (local-linear, Nyström) are taken in absolute value, normalised.
+        Signed weights (local-linear, Nyström) are taken in absolute value, normalized.
 
         Parameters
         ----------

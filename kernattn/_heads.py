@@ -1,7 +1,7 @@
 r"""``SoftmaxHeads``: the fitted kernel of every exact kernattn estimator.
 
 A head compares a query :math:`x` with a key :math:`x'` through projections of their
-standardised inputs :math:`u = (x - c)/\sigma`,
+standardized inputs :math:`u = (x - c)/\sigma`,
 
 .. math::
 
@@ -41,8 +41,8 @@ from kernattn.kernels import OUTSIDE_SLOPE, log_kernel, squared_distances
 RADIAL = ("gaussian", "epanechnikov", "tricube")
 SIMILARITIES = ("dot", "cosine") + RADIAL
 
-# Added to ‖u‖² before the square root of the cosine normalisation: a zero projection then
-# has a zero (not NaN) direction and the normalisation stays differentiable.
+# Added to ‖u‖² before the square root of the cosine normalization: a zero projection then
+# has a zero (not NaN) direction and the normalization stays differentiable.
 COSINE_EPS = 1e-12
 
 
@@ -72,14 +72,14 @@ class SoftmaxHeads:
     ----------
     similarity : {"dot", "cosine", "gaussian", "epanechnikov", "tricube"}
     center, input_scale : ndarray of shape (n_features,)
-        Inputs are standardised to ``(x - center) / input_scale`` before projecting.
+        Inputs are standardized to ``(x - center) / input_scale`` before projecting.
     query_weights, key_weights : ndarray of shape (n_heads, n_features, head_dim) or None
         ``None``: one head whose projection is the identity.
     scale : ndarray of shape (n_heads,)
         Positive multipliers of the similarity.
     head_weights : ndarray of shape (n_heads,)
     head_bias : ndarray of shape (n_outputs,)
-        Added to the mixture, in the centred target units of the estimator.
+        Added to the mixture, in the centered target units of the estimator.
     keys : ndarray of shape (n_keys, n_features)
         The training inputs (positive sample weight only).
     log_sample_weight : ndarray of shape (n_keys,)

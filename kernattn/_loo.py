@@ -1,6 +1,6 @@
 """Leave-one-out bookkeeping shared by every objective that fits a kernel.
 
-Fitting a kernel (a bandwidth, projections, a feature map's input map) minimises the
+Fitting a kernel (a bandwidth, projections, a feature map's input map) minimizes the
 leave-one-out error: each training point is predicted from the others. Its own key is left
 out, and so is every *exact duplicate* of it: otherwise a vanishing bandwidth (or a sharp
 learned kernel) would copy each target from its twin, and repeated rows would not act like

@@ -77,7 +77,7 @@ class ComparisonResult:
     # ----------------------------------------------------------------- building
 
     def add(self, task, estimator, shape, scores):
-        """Append the row summarising per-split ``scores`` (dicts from one fit each)."""
+        """Append the row summarizing per-split ``scores`` (dicts from one fit each)."""
         per_split = {key: [s[key] for s in scores] for key in _SPLIT_KEYS}
         messages = sorted({m for s in scores for m in s.get("warnings", [])})
         row = {

@@ -14,7 +14,7 @@ from scipy.optimize import minimize
 
 from kernattn._blocks import iter_query_blocks, single_threaded_blas
 from kernattn._loo import DuplicateGroups
-from kernattn._numerics import exp_shifted
+from kernattn._numerics import exp_shifted, shifted_exp
 from kernattn.kernels import log_kernel, log_kernel_derivative
 
 __all__ = ["BANDWIDTH_RULES", "rule_of_thumb_bandwidth", "loo_bandwidth", "resolve_bandwidth"]
@@ -132,7 +132,7 @@ class _LeaveOneOut:
         if self.log_sw is not None:
             logits += self.log_sw
         if self.kernel != "gaussian" or self.log_sw is not None:
-            logits -= logits.max(axis=1, keepdims=True)
+            return shifted_exp(logits)
         return exp_shifted(logits)
 
     def _prepare(self, r2):
@@ -161,7 +161,7 @@ class _LeaveOneOut:
         n, d = K.shape
         t = self.Y.shape[1]
         # Key moments M_j = [1, k_j, k_j²], alone and times each target column: one product
-        # with the kernel block gives the normaliser, the estimate and every gradient sum.
+        # with the kernel block gives the normalizer, the estimate and every gradient sum.
         M = np.hstack([np.ones((n, 1)), K, K**2])
         columns = np.hstack([M] + [self.Y[:, [c]] * M for c in range(t)])
         loss = 0.0
@@ -192,7 +192,7 @@ class _LeaveOneOut:
 
 
 def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
-    """Per-feature bandwidths that minimise the leave-one-out squared error.
+    """Per-feature bandwidths that minimize the leave-one-out squared error.
 
     First the best common multiple ``c · h_scott`` over a log grid (all factors evaluated on
     one set of distances), then all log-bandwidths refined together by L-BFGS-B with the
@@ -263,7 +263,7 @@ def _search_loo_bandwidth(X, Y, sw, kernel):
         candidate, candidate_loss = refine(dropped)
         if candidate_loss < loss:
             log_h, loss = candidate, candidate_loss
-    # Within 1 %: the optimiser stops as the loss flattens, not exactly on the edge.
+    # Within 1 %: the optimizer stops as the loss flattens, not exactly on the edge.
     at_bound = (log_h <= lower + 0.01) | (log_h >= upper - 0.01)
     return np.exp(log_h), float(loss), at_bound
 

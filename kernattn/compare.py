@@ -69,7 +69,7 @@ def default_estimators(quick=False):
     """The estimators of the default comparison, by name.
 
     The kernattn estimators with the settings the documentation recommends, and two
-    scikit-learn baselines on standardised inputs, each tuned by 3-fold grid search (the
+    scikit-learn baselines on standardized inputs, each tuned by 3-fold grid search (the
     kernattn estimators tune themselves: leave-one-out bandwidth, learned kernel):
 
     - ``KernelSmoother``: Gaussian Nadaraya–Watson, one leave-one-out bandwidth per feature;
@@ -100,9 +100,9 @@ def default_estimators(quick=False):
     KernelSmoother
     LinearAttentionRegressor
     """
-    neighbours = [5, 10, 20] if quick else [3, 5, 10, 20, 40]
+    neighbors = [5, 10, 20] if quick else [3, 5, 10, 20, 40]
     alphas = [1e-2, 1e-1, 1.0]
-    # Relative to the dimension: on standardised inputs ‖x − x'‖² is about 2d.
+    # Relative to the dimension: on standardized inputs ‖x − x'‖² is about 2d.
     widths = [0.3, 1.0, 3.0]
     return {
         "KernelSmoother": KernelSmoother(bandwidth="loo"),
@@ -113,7 +113,7 @@ def default_estimators(quick=False):
         "KNeighborsRegressor": make_pipeline(
             StandardScaler(),
             GridSearchCV(
-                KNeighborsRegressor(weights="distance"), {"n_neighbors": neighbours}, cv=3
+                KNeighborsRegressor(weights="distance"), {"n_neighbors": neighbors}, cv=3
             ),
         ),
         "KernelRidge": make_pipeline(
@@ -126,7 +126,7 @@ def default_estimators(quick=False):
 class _ScaledGammaSearch(GridSearchCV):
     """Grid search for an RBF kernel ridge whose gamma grid is ``widths / n_features``.
 
-    The gamma that suits standardised data scales like 1/d; the grid follows d at fit time
+    The gamma that suits standardized data scales like 1/d; the grid follows d at fit time
     so the same default works for 1 and 20 features.
     """
 

@@ -266,7 +266,7 @@ def make_irrelevant(n_samples=400, *, n_irrelevant=7, noise=0.1, random_state=No
 
     :math:`x \sim U(-1, 1)^{3 + m}`, :math:`y = \sin(\pi x_1) + x_2^2 + x_1 x_3 + \epsilon`;
     the irrelevant features are on a larger scale (``U(-3, 3)``), so an isotropic kernel on the
-    raw inputs mostly measures noise, and a standardised one still gives them most of the
+    raw inputs mostly measures noise, and a standardized one still gives them most of the
     distance. Per-feature bandwidths (leave-one-out) or a learned projection should ignore
     them.
 

@@ -4,14 +4,14 @@ Every kernel here is radial in the bandwidth-scaled inputs: with :math:`u = (x -
 (per-feature bandwidth :math:`h`) and :math:`r^2 = \|u\|^2`,
 
 ====================  =============================================  ==================
-kernel                :math:`\kappa(r)` (unnormalised)               support
+kernel                :math:`\kappa(r)` (unnormalized)               support
 ====================  =============================================  ==================
 ``"gaussian"``        :math:`\exp(-r^2/2)`                           all of R^d
 ``"epanechnikov"``    :math:`1 - r^2`                                :math:`r < 1`
 ``"tricube"``         :math:`(1 - r^3)^3`                            :math:`r < 1`
 ====================  =============================================  ==================
 
-Normalising constants cancel in the Nadaraya–Watson ratio, so only the logit
+Normalizing constants cancel in the Nadaraya–Watson ratio, so only the logit
 :math:`\log\kappa` matters. For the Gaussian kernel, :math:`h` is the kernel's standard
 deviation in each feature's own units (the convention of statsmodels' ``KernelReg``).
 
@@ -38,7 +38,7 @@ def squared_distances(Q, K, *, K_sq=None):
     """Squared Euclidean distances ``‖q_i − k_j‖²`` as ``‖q‖² + ‖k‖² − 2 qᵀk``.
 
     The expansion costs one matrix product; it loses precision when the points are far from
-    the origin compared with their distances, so callers centre the data first. Rounding
+    the origin compared with their distances, so callers center the data first. Rounding
     can make the expansion slightly negative; it is clipped at 0.
 
     Parameters
@@ -131,6 +131,6 @@ def kernel_logits(X, Y, bandwidth, kernel="gaussian"):
     h = np.broadcast_to(np.asarray(bandwidth, dtype=float), (X.shape[1],))
     if not np.all(h > 0):
         raise ValueError(f"bandwidth must be positive; got {bandwidth!r}")
-    # Centre on Y's mean: distances are translation invariant, the expansion is not.
-    centre = Y.mean(axis=0) if Y.shape[0] else 0.0
-    return log_kernel(squared_distances((X - centre) / h, (Y - centre) / h), kernel)
+    # Center on Y's mean: distances are translation invariant, the expansion is not.
+    center = Y.mean(axis=0) if Y.shape[0] else 0.0
+    return log_kernel(squared_distances((X - center) / h, (Y - center) / h), kernel)

@@ -103,13 +103,13 @@ def plot_fit(estimators, X, y, *, truth=None, n_grid=400, show_std=True, ax=None
     return ax
 
 
-def _cell_edges(centres):
-    """Edges of cells centred on sorted ``centres`` (midpoints, extended at both ends)."""
-    centres = np.asarray(centres, dtype=float)
-    if len(centres) == 1:
-        return centres[0] + np.array([-0.5, 0.5])
-    middle = (centres[1:] + centres[:-1]) / 2
-    return np.concatenate([[2 * centres[0] - middle[0]], middle, [2 * centres[-1] - middle[-1]]])
+def _cell_edges(centers):
+    """Edges of cells centered on sorted ``centers`` (midpoints, extended at both ends)."""
+    centers = np.asarray(centers, dtype=float)
+    if len(centers) == 1:
+        return centers[0] + np.array([-0.5, 0.5])
+    middle = (centers[1:] + centers[:-1]) / 2
+    return np.concatenate([[2 * centers[0] - middle[0]], middle, [2 * centers[-1] - middle[-1]]])
 
 
 def plot_attention(
@@ -134,7 +134,7 @@ def plot_attention(
         axes differently (queries and keys have different projections). The first feature by
         default.
     vmax : float, optional
-        Top of the colour scale (give the same to several panels to compare them).
+        Top of the color scale (give the same to several panels to compare them).
     title : str, optional
         Defaults to the estimator's class name.
     ax : matplotlib Axes, optional
@@ -144,7 +144,7 @@ def plot_attention(
     Returns
     -------
     ax : matplotlib Axes
-        Its ``collections[-1]`` is the heat map (a ``QuadMesh``, for a colour bar).
+        Its ``collections[-1]`` is the heat map (a ``QuadMesh``, for a color bar).
     """
     ax = _axes(ax)
     X = np.asarray(X, dtype=float)

@@ -52,7 +52,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
 default="scott"
         A positive float (the same bandwidth for every feature), one positive float per
         feature, a normal-reference rule (one bandwidth per feature from its spread), or
-        ``"loo"``: one bandwidth per feature minimising the leave-one-out squared error (a
+        ``"loo"``: one bandwidth per feature minimizing the leave-one-out squared error (a
         grid over a common multiple of Scott's bandwidths, then all of them refined by
         gradient descent; see :func:`loo_bandwidth`). Features are not rescaled otherwise.
     degree : {0, 1}, default=0
@@ -70,7 +70,7 @@ default="scott"
     loo_error_ : float
         Leave-one-out mean squared error reached (only with ``bandwidth="loo"``).
     kernel_ : SoftmaxHeads
-        The fitted kernel: one softmax head whose queries and keys are the inputs, centred on
+        The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
         the training mean and divided by ``bandwidth_``.
     X_fit_, y_fit_, sample_weight_ : ndarray
         The training set (the keys and values the queries attend to).
@@ -81,7 +81,7 @@ default="scott"
     Notes
     -----
     The logits come from one matrix product per block of queries, with the expansion
-    :math:`\|q - k\|^2 = \|q\|^2 + \|k\|^2 - 2q^\top k` of the inputs centred on the
+    :math:`\|q - k\|^2 = \|q\|^2 + \|k\|^2 - 2q^\top k` of the inputs centered on the
     training mean and divided by the bandwidth. Their absolute accuracy is about
     :math:`10^{-16} (\text{spread}/h)^2`: predictions agree with a direct computation to
     about 1e-12 for bandwidths above a thousandth of the data's spread, less below that.
@@ -136,7 +136,7 @@ default="scott"
         self.bandwidth_ = h
         if loo_error is not None:
             self.loo_error_ = loo_error
-        # Centre before scaling: distances are translation invariant, their expansion
+        # Center before scaling: distances are translation invariant, their expansion
         # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
         kernel = SoftmaxHeads(
             similarity=self.kernel,
@@ -159,7 +159,7 @@ default="scott"
     # ------------------------------------------------------------ local linear
 
     def _local_linear_weights(self, X, kernel_weights):
-        """Equivalent weights l_i(x) of the local-linear fit, given normalised kernel weights.
+        """Equivalent weights l_i(x) of the local-linear fit, given normalized kernel weights.
 
         At query q the weighted least-squares line in u = (x_i − q)/h has intercept
         ŷ = e₁ᵀ M⁻¹ Σ_i w_i [1, u_i] y_i with M = Σ_i w_i [1, u_i][1, u_i]ᵀ, so

@@ -31,7 +31,7 @@ def make_problem(seed, n=40, d=3, duplicates=False, weighted=False):
 
 def bandwidths(kernel, seed, d=3):
     """Random bandwidths; the compact kernels' wide enough that every point has kept
-    neighbours inside its support."""
+    neighbors inside its support."""
     rng = np.random.default_rng(100 + seed)
     low, high = (0.2, 1.5) if kernel == "gaussian" else (1.0, 1.8)
     return rng.uniform(low, high, size=d)
@@ -45,7 +45,7 @@ def direct_loo_loss(X, Y, sample_weight, h, kernel):
     same_input = (X[:, None, :] == X[None, :, :]).all(axis=-1)
     kernel_values[same_input] = 0.0
     total = kernel_values.sum(axis=1)
-    assert np.all(total > 0), "a point has no neighbour inside its kernel's support"
+    assert np.all(total > 0), "a point has no neighbor inside its kernel's support"
     residual = Y - kernel_values @ Y / total[:, None]
     return sample_weight @ (residual**2).sum(axis=1) / sample_weight.sum()
 

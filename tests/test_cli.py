@@ -66,7 +66,7 @@ def test_unwritable_out_is_a_one_line_error(tmp_path, capsys):
         (["compare", "--folds", "three"], "argument --folds: must be an integer; got 'three'"),
         (["compare", "--seed", "-1"], "argument --seed: must be at least 0"),
         (["compare", "--repeats", "0"], "argument --repeats: must be at least 1"),
-        (["compare", "--colour"], "unrecognized arguments: --colour"),
+        (["compare", "--color"], "unrecognized arguments: --color"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )

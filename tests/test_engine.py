@@ -182,11 +182,11 @@ def test_predict_and_std_equal_the_dense_mixture_of_heads(data, similarity):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="defect: the spread is E_w[v²] − E_w[v]² with the values centred on the global "
+    reason="defect: the spread is E_w[v²] − E_w[v]² with the values centered on the global "
     "mean only; where the weights sit on targets far from that mean it cancels (here the "
     "std comes out as 0, 0.71, 1 or 1.22 for a true 0.73)",
 )
-def test_std_stays_accurate_where_the_neighbours_targets_are_far_from_the_mean():
+def test_std_stays_accurate_where_the_neighbors_targets_are_far_from_the_mean():
     rng = np.random.default_rng(4)
     # Two clusters of inputs far apart, whose targets are 1e8 apart and spread by about 1.
     far_group = np.arange(300) >= 150
@@ -359,7 +359,7 @@ def test_far_query_whose_projection_overflows_still_gets_a_training_target(data,
             1e300,
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="defect: the cosine normalisation squares the projection, which "
+                reason="defect: the cosine normalization squares the projection, which "
                 "overflows beyond about 1e154; the direction becomes 0 and the weights uniform",
             ),
         ),

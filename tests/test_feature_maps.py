@@ -73,7 +73,7 @@ def test_generalised_positive_features_match_formula():
     np.testing.assert_allclose(phi.shifted_log_transform(U), shifted, atol=1e-12)
 
 
-def test_optimal_parameter_minimises_second_moment():
+def test_optimal_parameter_minimizes_second_moment():
     d, rho = 6, 12.0
     A = np.linspace(-20, 0.12, 400001)
     t = 1 - 8 * A

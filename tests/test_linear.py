@@ -252,7 +252,7 @@ def test_zero_denominators_fall_back_to_exact_kernel():
     X, y = _data(200)
     model = LinearAttentionRegressor(feature_map="relu", bandwidth=0.4, random_state=0)
     model.fit(X, y)
-    # relu(q) = 0 for a query below the centre in every coordinate: φ(q)ᵀz = 0.
+    # relu(q) = 0 for a query below the center in every coordinate: φ(q)ᵀz = 0.
     Xq = model.center_ - np.array([[0.1, 0.3], [0.5, 0.01], [0.2, 0.2]])
     with pytest.warns(UserWarning, match="3 of 3 queries"):
         mean, std = model.predict(Xq, return_std=True)
@@ -300,7 +300,7 @@ class _FittedAttention(AttentionRegressor):
 
 
 def _fitted_attention(similarity, X, n_heads=2, head_dim=2, seed=0):
-    """A _FittedAttention with random heads on standardised inputs."""
+    """A _FittedAttention with random heads on standardized inputs."""
     rng = np.random.default_rng(seed)
     d = X.shape[1]
     query_weights = 0.3 * rng.standard_normal((n_heads, d, head_dim))

@@ -174,7 +174,7 @@ def test_every_estimator_ignores_the_order_of_the_training_rows(name, problem, o
 @pytest.mark.xfail(
     strict=True,
     reason="defect: with two distinct inputs, every query's kept keys (its own group left out) "
-    "give equal initial logits; their variance is 0 up to rounding, and the initialisation "
+    "give equal initial logits; their variance is 0 up to rounding, and the initialization "
     "scales the projections by variance^(-1/4) of that rounding noise (1e8 in one row order, "
     "1 in another), so the untrained kernel depends on the order of the rows",
 )
@@ -214,7 +214,7 @@ def test_every_estimator_maps_an_affine_map_of_the_targets(name, problem, option
 @pytest.mark.xfail(
     strict=True,
     reason="defect: the leave-one-out loss is divided by the targets' variance, but the "
-    "mixture's bias is optimised in target units, so a few L-BFGS steps on 2·y do not "
+    "mixture's bias is optimized in target units, so a few L-BFGS steps on 2·y do not "
     "take the path they take on y (they agree only at convergence)",
 )
 @settings(max_examples=20, deadline=None)
@@ -274,7 +274,7 @@ overflowing_projection = pytest.mark.xfail(
 )
 @EVERY_SETTINGS
 @given(problem=problems(), options=attention_options, distance=astronomic_distances)
-# Inputs 4e-132 apart: a standardised or bandwidth-scaled query 1e300 away overflows.
+# Inputs 4e-132 apart: a standardized or bandwidth-scaled query 1e300 away overflows.
 @example(
     problem=one_feature_problem(X=[0.0, 4.4e-132], y=[0.0, 1.0]),
     options=(0, 1, "dot"),

@@ -140,7 +140,7 @@ def test_local_linear_reproduces_a_linear_target_and_removes_boundary_bias():
     assert constant[0] > 2.3 and constant[1] < 4.7
 
 
-def test_local_linear_falls_back_to_local_constant_on_a_degenerate_neighbourhood():
+def test_local_linear_falls_back_to_local_constant_on_a_degenerate_neighborhood():
     X = np.array([[0.0], [10.0]])
     y = np.array([1.0, 5.0])
     # With a tiny bandwidth all the weight is on one point: no line is determined.
@@ -257,7 +257,7 @@ def leave_one_out_error(X, y, h):
     return np.mean((y - weights @ y / weights.sum(axis=1)) ** 2)
 
 
-def test_loo_bandwidth_minimises_the_leave_one_out_error():
+def test_loo_bandwidth_minimizes_the_leave_one_out_error():
     rng = np.random.default_rng(5)
     X = rng.uniform(-1, 1, size=(300, 2))
     y = np.sin(2 * np.pi * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=300)

@@ -1,8 +1,8 @@
-"""Benchmark: the learned attention kernel against tuned smoothers, neighbours and kernel ridge.
+"""Benchmark: the learned attention kernel against tuned smoothers, neighbors and kernel ridge.
 
 The question: does learning the attention kernel (projections and head mixture, by
 leave-one-out) beat a kernel smoother with per-feature leave-one-out bandwidths and a
-k-nearest-neighbours regressor tuned by cross-validation? Kernel ridge regression (tuned the
+k-nearest-neighbors regressor tuned by cross-validation? Kernel ridge regression (tuned the
 same way) is the strong smooth baseline. Two tasks: Friedman #1 (10 features, 5 of them
 noise; 2 000 samples, noise 1.0, so the best test MSE is about 1) and scikit-learn's diabetes
 data (442 samples, 10 features), both split 75/25 with ``random_state=0``.

@@ -85,7 +85,7 @@ for n in SIZES:
     )
     row["t_optimal"], pred_optimal, _ = fit_predict_time(optimal, X, y, X_test)
     row["mse_optimal"] = np.mean((pred_optimal - y_test) ** 2)
-    # Nyström features: r landmarks (k-means centres of 2 000 keys) instead of random ones.
+    # Nyström features: r landmarks (k-means centers of 2 000 keys) instead of random ones.
     nystroem = LinearAttentionRegressor(
         feature_map="nystroem", n_components=R, bandwidth=bandwidth, random_state=0
     )

@@ -41,7 +41,7 @@ independent, which lowers the variance.
 **Variance.** The positive estimate of :math:`\exp(q^\top k)` is a mean of log-normal terms
 :math:`\exp(\omega^\top(q + k) - \|q + k\|^2/2)\,\exp(q^\top k)` whose relative variance is
 :math:`(\exp(\|q + k\|^2) - 1)/r`: it is accurate only for inputs of small norm. Callers
-centre and scale the inputs first (``LinearAttentionRegressor`` does). The trigonometric
+center and scale the inputs first (``LinearAttentionRegressor`` does). The trigonometric
 estimate has bounded absolute error :math:`O(r^{-1/2})` but can be negative.
 
 :func:`make_feature_map` builds a map from its name (``FEATURE_MAPS``),

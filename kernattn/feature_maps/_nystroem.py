@@ -46,7 +46,7 @@ class NystroemFeatures(FeatureMap):
     :math:`G` once to the sums (:meth:`inner`), so each key and query costs O(m d), as for
     random features.
 
-    The landmarks come from the keys given to ``fit``: k-means centres (the default, which
+    The landmarks come from the keys given to ``fit``: k-means centers (the default, which
     spreads them over the data, weighted by ``sample_weight``) or a random subset of the
     distinct keys. Eigenvalues of the landmarks' kernel matrix below ``rcond`` times the
     largest are dropped, which keeps :math:`G` bounded when landmarks nearly coincide in

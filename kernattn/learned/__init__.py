@@ -1,9 +1,9 @@
 """Nadaraya–Watson regression with a learned multi-head attention kernel.
 
 :class:`AttentionRegressor` learns the projections (and the mixture of the heads) of a
-softmax attention kernel by minimising the leave-one-out error, then predicts with the
+softmax attention kernel by minimizing the leave-one-out error, then predicts with the
 shared Nadaraya–Watson engine. The objective and its gradient live in ``_objective``, the
-optimisers and the initialisation in ``_optimize``.
+optimizers and the initialization in ``_optimize``.
 """
 
 from kernattn.learned._regressor import AttentionRegressor

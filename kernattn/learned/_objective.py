@@ -1,6 +1,6 @@
 r"""The leave-one-out objective of :class:`~kernattn.AttentionRegressor` and its gradient.
 
-For standardised inputs :math:`z_i`, head :math:`h` projects queries and keys,
+For standardized inputs :math:`z_i`, head :math:`h` projects queries and keys,
 :math:`q_i = z_i W_q^h`, :math:`k_j = z_j W_k^h`, and makes the logits
 
 - ``"dot"``: :math:`\ell_{ij} = s_h\, q_i^\top k_j`,
@@ -22,7 +22,7 @@ itself and repeated rows would not act as integer weights. The heads are mixed a
     L = \frac{1}{V \sum_i s_i} \sum_i s_i \|\hat y_i - y_i\|^2
         + \frac{\alpha}{\sum_i s_i} \sum \|W\|_F^2,
 
-with :math:`V` the weighted variance of the (centred) targets: the data term reads as a
+with :math:`V` the weighted variance of the (centered) targets: the data term reads as a
 leave-one-out :math:`1 - R^2`, so ``alpha`` and ``tol`` do not depend on the targets' units,
 and ``alpha`` weighs the penalty against the sum of squared errors (as in ridge
 regression), so the penalty matters less as the sample grows. With
@@ -64,11 +64,11 @@ _BLOCK_ENTRIES = 2**18
 
 
 class Layout:
-    """Where each parameter lives in the flat vector the optimisers see.
+    """Where each parameter lives in the flat vector the optimizers see.
 
     The vector holds ``W_q`` (n_heads, n_features, head_dim), ``W_k`` (unless tied),
     ``log s`` (n_heads, only for a learned scale), the head weights ``a`` (n_heads) and the
-    head bias ``b`` (n_outputs, in centred target units).
+    head bias ``b`` (n_outputs, in centered target units).
 
     Parameters
     ----------
@@ -131,7 +131,7 @@ class _Head:
     the keys (``kb`` the key bias, ``−½‖k‖²`` for ``"gaussian"``), so that one matrix
     product gives a block of logits; ``keys_t`` holds the key projections transposed, the
     layout in which the gradient's products are fastest. ``Pq``/``Pk`` and their norms are
-    kept for the chain rule of the cosine normalisation.
+    kept for the chain rule of the cosine normalization.
     """
 
     def __init__(self, Z, Wq, Wk, scale, similarity, log_sw, keys, tied):
@@ -189,9 +189,9 @@ class LeaveOneOutObjective:
     Parameters
     ----------
     Z : ndarray of shape (n, d)
-        Standardised inputs.
+        Standardized inputs.
     Y : ndarray of shape (n, t)
-        Targets, centred by their weighted mean.
+        Targets, centered by their weighted mean.
     sample_weight : ndarray of shape (n,)
         Positive.
     groups : DuplicateGroups
@@ -355,7 +355,7 @@ class LeaveOneOutObjective:
         values_one_t = np.ascontiguousarray(values_one.T)
         # ∂L/∂(s q_i) per head, written by the blocks into their own rows.
         grad_queries = [np.zeros_like(head.Pq) for head in heads] if gradient else None
-        normaliser = 2.0 / (self.variance * total) if total > 0 else 0.0
+        normalizer = 2.0 / (self.variance * total) if total > 0 else 0.0
 
         def block(span, scratch):
             rows = _as_slice(queries[span])
@@ -369,7 +369,7 @@ class LeaveOneOutObjective:
             data = sw @ np.einsum("ij,ij->i", residual, residual)
             if not gradient:
                 return data, None
-            weighted = residual * (normaliser * sw)[:, None]
+            weighted = residual * (normalizer * sw)[:, None]
             g_a = np.array([np.sum(weighted * f) for f in estimates])
             g_b = weighted.sum(axis=0)
             g_log_scale = np.zeros(H)
@@ -411,13 +411,13 @@ class LeaveOneOutObjective:
         g_query = np.empty(layout.shape)
         g_key = np.empty(layout.shape)
         for h, head in enumerate(heads):
-            g_query[h] = self.Z.T @ _unnormalise(grad_queries[h], head.Pq, head.norm_q)
+            g_query[h] = self.Z.T @ _unnormalize(grad_queries[h], head.Pq, head.norm_q)
             if keys is None:
                 gk = grad_keys[h].T
             else:
                 gk = np.zeros_like(head.Pk)
                 gk[keys] = grad_keys[h].T
-            g_key[h] = self.Z.T @ _unnormalise(gk, head.Pk, head.norm_k)
+            g_key[h] = self.Z.T @ _unnormalize(gk, head.Pk, head.norm_k)
         if layout.tie_qk:
             g_query += g_key
         grad = layout.pack(g_query, g_key, g_log_scale, g_a, g_b)
@@ -484,7 +484,7 @@ class LeaveOneOutObjective:
         return totals[:, 0] / weight, totals[:, 2] / weight
 
 
-def _unnormalise(g, P, norm):
+def _unnormalize(g, P, norm):
     """Back through ``u = p/√(‖p‖² + ε)``: ``∂u/∂p = (I − u uᵀ)/√(‖p‖² + ε)``."""
     if norm is None:
         return g

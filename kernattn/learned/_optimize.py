@@ -1,7 +1,7 @@
-"""How :class:`~kernattn.AttentionRegressor` starts and runs its optimisers.
+"""How :class:`~kernattn.AttentionRegressor` starts and runs its optimizers.
 
 Initial projections scaled to unit logit variance, the check that the softmax is not
-saturated at the start, the split of a validation set, and the two optimisers over the
+saturated at the start, the split of a validation set, and the two optimizers over the
 leave-one-out objective of :mod:`kernattn.learned._objective`: full-batch L-BFGS (scipy) and
 Adam over mini-batches of queries. Both record a loss per iteration or epoch, print progress
 when asked and stop early on a held-out validation loss. Everything here takes plain arrays
@@ -67,8 +67,8 @@ def initial_projections(init, Z, sample_weight, n_heads, head_dim, rng):
         base = np.eye(d, head_dim)
     else:
         mean = np.average(Z, axis=0, weights=sample_weight)
-        centred = Z - mean
-        covariance = (centred * sample_weight[:, None]).T @ centred / sample_weight.sum()
+        centered = Z - mean
+        covariance = (centered * sample_weight[:, None]).T @ centered / sample_weight.sum()
         eigenvalues, eigenvectors = np.linalg.eigh(covariance)
         order = np.argsort(eigenvalues)[::-1]
         base = np.zeros((d, head_dim))
@@ -292,7 +292,7 @@ def optimize(
             return objective.loss(t, validation, train)
 
     monitor = Monitor(validation_loss, tol, n_iter_no_change, verbose)
-    # The optimisers' own linear algebra is tiny, and the objective runs its blocks on
+    # The optimizers' own linear algebra is tiny, and the objective runs its blocks on
     # threads of its own: BLAS threads woken in between spin and take a core from them.
     with single_threaded_blas():
         theta, n_iter, converged = _run(
@@ -313,7 +313,7 @@ def optimize(
         theta = monitor.best_theta
     if not converged:
         warnings.warn(
-            f"AttentionRegressor's {optimizer} optimiser stopped at max_iter={max_iter} "
+            f"AttentionRegressor's {optimizer} optimizer stopped at max_iter={max_iter} "
             "before converging; increase max_iter or tol.",
             ConvergenceWarning,
             stacklevel=5,

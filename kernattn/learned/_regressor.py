@@ -1,10 +1,10 @@
 r"""``AttentionRegressor``: Nadaraya–Watson regression with a learned attention kernel.
 
 Each head :math:`h` compares a query with the training inputs through learned projections
-of the standardised inputs, :math:`q = u W_q^h`, :math:`k_i = u_i W_k^h`, and averages the
+of the standardized inputs, :math:`q = u W_q^h`, :math:`k_i = u_i W_k^h`, and averages the
 training targets with the softmax of the logits :math:`s_h\, \mathrm{sim}(q, k_i)`; the
 heads' estimates are mixed affinely. ``fit`` learns the projections, the mixture and
-optionally the scales by leave-one-out (:mod:`kernattn.learned._objective`, optimised by
+optionally the scales by leave-one-out (:mod:`kernattn.learned._objective`, optimized by
 :mod:`kernattn.learned._optimize`) and hands the result to the shared Nadaraya–Watson engine
 as a :class:`~kernattn._heads.SoftmaxHeads` kernel; the engine predicts.
 """
@@ -57,7 +57,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     r"""Nadaraya–Watson regression whose kernel is multi-head attention, learned by
     leave-one-out.
 
-    A query :math:`x` is standardised to :math:`u = (x - c)/\sigma` (``center_``,
+    A query :math:`x` is standardized to :math:`u = (x - c)/\sigma` (``center_``,
     ``input_scale_``), and head :math:`h` makes logits against every training input
     :math:`x_i`,
 
@@ -71,7 +71,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     :math:`\hat y_h(x) = \sum_i \mathrm{softmax}(\ell^h)_i\, y_i`, and the prediction is the
     affine mixture :math:`\hat y(x) = \sum_h a_h \hat y_h(x) + b` (``head_weights_``,
     ``head_bias_``). The projections :math:`W_q^h, W_k^h`, the mixture and (with
-    ``scale="learned"``) the scales minimise the leave-one-out squared error, in which
+    ``scale="learned"``) the scales minimize the leave-one-out squared error, in which
     training point :math:`i` is predicted from the other points (its exact duplicates
     left out too), plus ``alpha`` times the squared Frobenius norm of the projections. The
     loss is divided by the targets' variance: ``loss_curve_`` reads as a leave-one-out
@@ -107,7 +107,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         :math:`1/\sqrt{d_{head}}`.
     init : {"identity", "pca", "random"} or array_like, default="identity"
         Initial projections: the identity (truncated or padded to ``head_dim``), the leading
-        principal directions of the standardised inputs, or Gaussian; each scaled so that
+        principal directions of the standardized inputs, or Gaussian; each scaled so that
         the initial logits have unit within-query variance, whatever ``head_dim`` is. Heads
         after the first are perturbed randomly. An array of shape
         ``(n_features, head_dim)`` (every head) or ``(n_heads, n_features, head_dim)`` is used
@@ -144,7 +144,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         Fraction of the distinct training inputs held out with ``early_stopping``; in
         (0, 1).
     standardize : bool, default=True
-        Standardise the inputs (weighted mean and standard deviation; a constant feature
+        Standardize the inputs (weighted mean and standard deviation; a constant feature
         gets scale 1) before projecting, so the initial scaling and ``alpha`` mean the same
         for every feature's units.
     random_state : int, RandomState instance or None, default=None
@@ -166,7 +166,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         The fitted kernel: the heads' projections, scales and mixture, bound to the training
         inputs. The attributes below are read from it.
     query_projection_, key_projection_ : ndarray of shape (n_heads, n_features, head_dim)
-        :math:`W_q^h, W_k^h`, applied to the standardised inputs (equal with ``tie_qk``).
+        :math:`W_q^h, W_k^h`, applied to the standardized inputs (equal with ``tie_qk``).
     scale_ : ndarray of shape (n_heads,)
         :math:`s_h`, the multiplier of each head's similarity.
     head_weights_ : ndarray of shape (n_heads,)
@@ -174,7 +174,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     head_bias_ : ndarray of shape (n_outputs,)
         :math:`b`, in target units: ``predict(X) = Σ_h head_weights_[h] ŷ_h(X) + head_bias_``.
     center_, input_scale_ : ndarray of shape (n_features,)
-        The standardisation :math:`u = (x - c)/\sigma` (zeros and ones without
+        The standardization :math:`u = (x - c)/\sigma` (zeros and ones without
         ``standardize``).
     loss_curve_ : list of float
         Training loss (leave-one-out :math:`1 - R^2` plus penalty) per iteration or epoch.
@@ -410,7 +410,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             and previous.query_weights.shape == layout.shape
             and previous.head_bias.shape == (layout.n_outputs,)
         ):
-            # head_bias is in centred units: the new targets may have another mean.
+            # head_bias is in centered units: the new targets may have another mean.
             return layout.pack(
                 previous.query_weights,
                 previous.key_weights,
@@ -466,12 +466,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     @property
     def center_(self):
-        """The centre :math:`c` of the standardisation (read-only)."""
+        """The center :math:`c` of the standardization (read-only)."""
         return _read_only(self._kernel("center_").center)
 
     @property
     def input_scale_(self):
-        """The scale :math:`\\sigma` of the standardisation (read-only)."""
+        """The scale :math:`\\sigma` of the standardization (read-only)."""
         return _read_only(self._kernel("input_scale_").input_scale)
 
     # ------------------------------------------------------------- predicting
@@ -501,7 +501,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         """
         X = self._validate_queries(X)
         heads = self._check_heads(heads)
-        return self._finish_prediction(*self._predict_centred(X, return_std, heads=heads))
+        return self._finish_prediction(*self._predict_centered(X, return_std, heads=heads))
 
     def logit_variance(self, X):
         """Per head: the mean over the queries of the logits' variance across the keys.
@@ -583,7 +583,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     def _refit_mixture(self, kernel):
         """Weighted non-negative least squares of the targets on the heads' leave-one-out
-        estimates: head weights and the bias (centred units)."""
+        estimates: head weights and the bias (centered units)."""
         X = self.X_fit_[self._active]
         sw = self.sample_weight_[self._active]
         H = kernel.n_heads

@@ -24,7 +24,7 @@ rest:
 For the Gaussian similarity the features see :math:`q - m_h` and :math:`k - m_h`, with
 :math:`m_h` the head's weighted key mean (``key_shift``): :math:`-\|q - k\|^2/2` is unchanged,
 and the positive features' variance, which grows like :math:`\exp(\|q + k\|^2)`, is smallest
-for centred inputs.
+for centered inputs.
 
 **Stabilisation.** Maps with a log domain are evaluated as log-features. A query's
 log-features have their row maximum subtracted (a factor of the query alone, which cancels).
@@ -82,7 +82,7 @@ class FeatureKernel:
         Subtracted from a head's projected queries and keys before the map sees them
         (the weighted key mean for the Gaussian similarity, 0 otherwise).
     head_bias : ndarray of shape (n_outputs,)
-        Added to the mixture of the heads, in the centred target units of the estimator.
+        Added to the mixture of the heads, in the centered target units of the estimator.
     weight_scale : float
         The sample weight that counts as 1 in the sums (the largest weight of the data the
         kernel was first fitted on), so that chunks of data weigh alike.
@@ -100,7 +100,7 @@ class FeatureKernel:
     key_radius : ndarray of shape (n_heads,)
         The largest norm of a head's (shifted) projected keys.
     target_sums : ndarray of shape (3, n_outputs)
-        :math:`\\sum s v`, :math:`\\sum s v^2` and :math:`\\sum s` of the centred values.
+        :math:`\\sum s v`, :math:`\\sum s v^2` and :math:`\\sum s` of the centered values.
 
     Examples
     --------
@@ -227,7 +227,7 @@ class FeatureKernel:
     # ---------------------------------------------------------- accumulating
 
     def accumulate(self, X, values, sample_weight):
-        """Add keys ``X`` with centred ``values`` and positive ``sample_weight`` to the sums.
+        """Add keys ``X`` with centered ``values`` and positive ``sample_weight`` to the sums.
 
         The keys go through in row blocks bounded by ``working_memory``. New arrays are
         assigned at the end, so a failure leaves the sums as they were.
@@ -283,7 +283,7 @@ class FeatureKernel:
         return ~reliable
 
     def moments(self, X, h):
-        """Head ``h``'s first and second moments of the centred values at queries ``X``.
+        """Head ``h``'s first and second moments of the centered values at queries ``X``.
 
         Returns
         -------
@@ -306,7 +306,7 @@ class FeatureKernel:
         return first, second, unreliable
 
     def training_moments(self):
-        """The weighted mean of the centred values and of their squares (no keys needed)."""
+        """The weighted mean of the centered values and of their squares (no keys needed)."""
         totals = self.target_sums
         return totals[0] / totals[2, 0], totals[1] / totals[2, 0]
 

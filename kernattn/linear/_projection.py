@@ -55,9 +55,9 @@ class FeatureLeaveOneOut:
     Parameters
     ----------
     Z : ndarray of shape (n, d)
-        Centred inputs :math:`x_i - c`.
+        Centered inputs :math:`x_i - c`.
     V : ndarray of shape (n, t)
-        Targets (centred here on their weighted mean).
+        Targets (centered here on their weighted mean).
     sample_weight : ndarray of shape (n,)
         Positive.
     omega : ndarray of shape (r, p)
@@ -133,7 +133,7 @@ class FeatureLeaveOneOut:
 
 
 def learn_projection(Z, V, sample_weight, omega, initial, log_offset=None, max_iter=MAX_ITER):
-    """Minimise the feature leave-one-out loss over ``P`` from ``initial`` (L-BFGS).
+    """Minimize the feature leave-one-out loss over ``P`` from ``initial`` (L-BFGS).
 
     Parameters
     ----------
@@ -149,7 +149,7 @@ def learn_projection(Z, V, sample_weight, omega, initial, log_offset=None, max_i
     projection : ndarray of shape (d, p)
     loss : float
         The leave-one-out mean squared error reached (never worse than at ``initial``: the
-        start is kept if the optimiser does not improve on it).
+        start is kept if the optimizer does not improve on it).
     """
     objective = FeatureLeaveOneOut(Z, V, sample_weight, omega, log_offset)
     start_loss, _ = objective.loss_and_grad(initial.ravel())

@@ -46,13 +46,13 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         \hat y(x) = \frac{\phi(q)^\top \sum_i s_i \phi(k_i)\, y_i^\top}
                          {\phi(q)^\top \sum_i s_i \phi(k_i)},
 
-    so that the training set is summarised once, in O(n r p) for r features of
+    so that the training set is summarized once, in O(n r p) for r features of
     p-dimensional projections, and each prediction costs O(r p) instead of O(n p). The sums
     can be accumulated chunk by chunk (:meth:`partial_fit`).
 
     **Which kernel.** By default the Gaussian kernel of :class:`~kernattn.KernelSmoother`,
     with ``bandwidth`` meaning exactly what it means there: queries and keys are the inputs,
-    centred and divided by the bandwidth, and the Gaussian kernel is
+    centered and divided by the bandwidth, and the Gaussian kernel is
     :math:`\exp(q^\top k) \cdot e^{-\|k\|^2/2} \cdot e^{-\|q\|^2/2}` — the key factor is
     folded into the key features, the query factor cancels. With ``kernel`` an
     ``AttentionRegressor`` (or ``"attention"``), its learned heads are used instead: a
@@ -67,12 +67,12 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     **Center and scale.** The positive features estimate :math:`\exp(q^\top k)` with
     relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`: it grows like
     :math:`\exp(\|q\|^2 + \|k\|^2)` with the norms of the inputs in kernel units. The inputs
-    are therefore centred (``center``, the weighted mean by default), and random features
+    are therefore centered (``center``, the weighted mean by default), and random features
     are accurate only where the bandwidth is not small compared with the spread of the data
     — a large bandwidth, few input dimensions, or both. With a small bandwidth their
     estimate stays finite and inside the range of the targets, but it is a different,
     coarser smoother. ``feature_map="nystroem"`` does not have this limit: its r features
-    are the kernel's values at r landmarks chosen from the training keys (k-means centres),
+    are the kernel's values at r landmarks chosen from the training keys (k-means centers),
     so they resolve the kernel wherever the data are. In
     ``examples/benchmarks/bench_linear.py`` (d = 8, leave-one-out bandwidth, r = 256) the
     test MSE is about 80 % above the exact smoother's with positive features, about 30 %
@@ -112,7 +112,7 @@ or FeatureMap, default="positive"
         Orthogonal blocks of random frequencies (lower variance; named maps only).
     bandwidth : float, array_like of shape (n_features,), or {"scott", "silverman", \
 "loo"}, default="scott"
-        As in :class:`~kernattn.KernelSmoother`. ``"loo"`` minimises the exact leave-one-out
+        As in :class:`~kernattn.KernelSmoother`. ``"loo"`` minimizes the exact leave-one-out
         error, O(n²): on more than ``n_subsample`` rows it is run on a random subsample of
         ``n_subsample`` rows and the bandwidth rescaled by Scott's factor
         :math:`(n_{\mathrm{sub}}/n)^{1/(d+4)}`. Ignored when ``kernel`` is an
@@ -147,9 +147,9 @@ or FeatureMap, default="positive"
     center_ : ndarray of shape (n_features_in_,)
         Subtracted from the inputs before scaling.
     input_scale_ : ndarray of shape (n_features_in_,)
-        The inputs are divided by it after centring: the bandwidth for the Gaussian kernel
+        The inputs are divided by it after centering: the bandwidth for the Gaussian kernel
         (ones when the projection is learned: it holds the scale), the attention model's
-        standardisation otherwise.
+        standardization otherwise.
     bandwidth_ : ndarray of shape (n_features_in_,)
         The bandwidth of the Gaussian kernel (the starting point of a learned projection).
         Gaussian kernel only.
@@ -157,7 +157,7 @@ or FeatureMap, default="positive"
         Head h's query is :math:`q = \sqrt{s_h}\, \mathrm{norm}((x - c)/\sigma\, W_h)`
         with :math:`c` ``center_``, :math:`\sigma` ``input_scale_``, :math:`W_h`
         ``query_projection_[h]``, :math:`s_h` ``scale_[h]`` and ``norm`` the unit
-        normalisation for the cosine similarity (the identity otherwise); keys likewise
+        normalization for the cosine similarity (the identity otherwise); keys likewise
         with ``key_projection_``. The identity for the Gaussian kernel.
     key_shift_ : ndarray of shape (n_heads, head_dim)
         Subtracted from a head's queries and keys before the feature map sees them: the
@@ -276,7 +276,7 @@ or FeatureMap, default="positive"
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        # scikit-learn's training-score check fits 10 standardised features at Scott's
+        # scikit-learn's training-score check fits 10 standardized features at Scott's
         # bandwidth, where the exact smoother scores by (nearly) memorising each point; a
         # few hundred random features of such a small-bandwidth kernel cannot (see
         # "Center and scale" above), so that check's R² > 0.5 is not claimed.
@@ -398,9 +398,9 @@ or FeatureMap, default="positive"
         self.head_bias_ = head_bias
         self.similarity_ = heads.similarity
         self.feature_maps_ = feature_maps
-        # The engine mixes centred estimates: Σ_h a_h (ŷ_h − ȳ) + b' = Σ_h a_h ŷ_h + b − ȳ.
-        centred_bias = head_bias + (heads.head_weights.sum() - 1.0) * self._y_offset
-        return FeatureKernel(heads, feature_maps, key_shift, centred_bias, sample_weight.max())
+        # The engine mixes centered estimates: Σ_h a_h (ŷ_h − ȳ) + b' = Σ_h a_h ŷ_h + b − ȳ.
+        centered_bias = head_bias + (heads.head_weights.sum() - 1.0) * self._y_offset
+        return FeatureKernel(heads, feature_maps, key_shift, centered_bias, sample_weight.max())
 
     def _center(self, X, sample_weight):
         d = X.shape[1]
@@ -495,7 +495,7 @@ or FeatureMap, default="positive"
     def _key_shift(heads, X, sample_weight):
         """Per head, the weighted mean of the projected keys for a Gaussian similarity
         (−½‖q − k‖² is unchanged by one shift of both, and the features are most accurate
-        for centred inputs); 0 for the others."""
+        for centered inputs); 0 for the others."""
         head_dim = heads.project(X[:1], 0, "key").shape[1]
         key_shift = np.zeros((heads.n_heads, head_dim))
         if heads.similarity == "gaussian":
@@ -557,7 +557,7 @@ or FeatureMap, default="positive"
         return first, spread, unreliable
 
     def _exact_moments(self, X, h):
-        """First and second moments of the centred values under head ``h``'s exact kernel
+        """First and second moments of the centered values under head ``h``'s exact kernel
         (in blocks bounded by ``working_memory``); the training mean without keys."""
         kernel = self.kernel_
         if kernel.exact is None:
