@@ -92,7 +92,7 @@ def _outer_limits():
 
 @contextmanager
 def single_threaded_blas():
-    """Context manager: BLAS uses one thread inside it (and threads over blocks honour the
+    """Context manager: BLAS uses one thread inside it (and threads over blocks honor the
     thread limit that was in force outside it)."""
     limits = _outer_limits()
     limits.append(_thread_limit())

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 from scipy.optimize import minimize
 
-from kernattn._blocks import iter_query_blocks, single_threaded_blas
+from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import exp_shifted, shifted_exp
 from kernattn.kernels import log_kernel, log_kernel_derivative
@@ -24,6 +24,8 @@ BANDWIDTH_RULES = ("scott", "silverman", "loo")
 _LOO_GRID = np.geomspace(1e-2, 1e1, 16)
 # The per-feature refinement keeps log-bandwidths within this factor of the rule of thumb.
 _LOO_RANGE = 1e3
+# Entries per (queries × keys) array of a block of the leave-one-out objective.
+_BLOCK_ENTRIES = 2**18
 
 
 def _weighted_quantile(x, weights, q):
@@ -87,7 +89,8 @@ class _LeaveOneOut:
     Everything is computed in query blocks bounded by ``working_memory``.
     """
 
-    def __init__(self, X, Y, sample_weight, kernel):
+    def __init__(self, X, Y, sample_weight, kernel, n_jobs=None):
+        self.n_jobs = n_jobs
         self.X = X - np.average(X, axis=0, weights=sample_weight)
         self.Y = Y - np.average(Y, axis=0, weights=sample_weight)
         self.Y1 = np.hstack([self.Y, np.ones((len(Y), 1))])
@@ -100,9 +103,12 @@ class _LeaveOneOut:
         self.groups = DuplicateGroups(X)
         self.n_groups = self.groups.n_groups
 
-    def _blocks(self):
+    def _map_blocks(self, function):
+        """``function(rows)`` over query blocks, on threads; the results in block order."""
         n = len(self.X)
-        return iter_query_blocks(n, n, n_arrays=3, cache=False)
+        return map_query_blocks(
+            function, n, n, n_jobs=self.n_jobs, n_arrays=3, cache=_BLOCK_ENTRIES
+        )
 
     def _distances(self, K, K_aug, rows):
         """Scaled squared distances of a block, +inf on the left-out pairs.
@@ -144,16 +150,19 @@ class _LeaveOneOut:
         """Loss at ``bandwidth * c`` for every common factor ``c``, sharing the distances."""
         K = self.X / bandwidth
         K_aug = self._augment(K)
-        losses = np.zeros(len(factors))
         t = self.Y.shape[1]
-        for rows in self._blocks():
+
+        def block_losses(rows):
+            losses = np.zeros(len(factors))
             r2 = self._prepare(self._distances(K, K_aug, rows))
             buffer = np.empty_like(r2)
             for c, factor in enumerate(factors):
                 sums = self._kernel(r2, factor, out=buffer) @ self.Y1
                 residual = self.Y[rows] - sums[:, :t] / sums[:, t:]
-                losses[c] += self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
-        return losses / self.total
+                losses[c] = self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
+            return losses
+
+        return np.sum(self._map_blocks(block_losses), axis=0) / self.total
 
     def loss_and_grad(self, log_bandwidth):
         K = self.X / np.exp(log_bandwidth)
@@ -164,9 +173,8 @@ class _LeaveOneOut:
         # with the kernel block gives the normalizer, the estimate and every gradient sum.
         M = np.hstack([np.ones((n, 1)), K, K**2])
         columns = np.hstack([M] + [self.Y[:, [c]] * M for c in range(t)])
-        loss = 0.0
-        grad = np.zeros(d)
-        for rows in self._blocks():
+
+        def block_loss_and_grad(rows):
             r2 = self._prepare(self._distances(K, K_aug, rows))
             kernel = self._kernel(r2 if self.kernel == "gaussian" else r2.copy())
             sums = (kernel @ columns).reshape(len(kernel), t + 1, 2 * d + 1)
@@ -178,20 +186,25 @@ class _LeaveOneOut:
             denominator = sums[:, 0, 0]
             fitted = sums[:, 1:, 0] / denominator[:, None]
             residual = self.Y[rows] - fitted
-            loss += self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
+            loss = self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
             # C_i = Σ_j w_ij f'_ij <r_i, y_j − ŷ_i> M_j, up to the factor 1/denominator_i.
             C = np.einsum("ic,icm->im", residual, derivative_sums[:, 1:, :])
             C -= np.einsum("ic,ic->i", residual, fitted)[:, None] * derivative_sums[:, 0, :]
             C *= (self.sw[rows] / denominator)[:, None]
             Q = K[rows]
             # Σ_j (...) (q_f − k_jf)² = q_f² C_0 − 2 q_f C_f + C_{d+f}.
-            grad += np.einsum("if,i->f", Q**2, C[:, 0])
+            grad = np.einsum("if,i->f", Q**2, C[:, 0])
             grad -= 2.0 * np.einsum("if,if->f", Q, C[:, 1 : d + 1])
             grad += C[:, d + 1 :].sum(axis=0)
+            return loss, grad
+
+        parts = self._map_blocks(block_loss_and_grad)
+        loss = sum(part[0] for part in parts)
+        grad = np.sum([part[1] for part in parts], axis=0)
         return loss / self.total, 4.0 * grad / self.total
 
 
-def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
+def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian", *, n_jobs=None):
     """Per-feature bandwidths that minimize the leave-one-out squared error.
 
     First the best common multiple ``c · h_scott`` over a log grid (all factors evaluated on
@@ -200,6 +213,9 @@ def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
     feature is tried with its largest bandwidth (smoothed away: irrelevant features want
     that, but a small bandwidth on a feature with gaps is a flat plateau the gradient cannot
     leave), and the refinement is repeated from any improvement.
+
+    The objective and its gradient are computed over blocks of queries on ``n_jobs``
+    threads (``None``: all cores, within any thread limit set around the call).
 
     Returns
     -------
@@ -217,11 +233,11 @@ def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian"):
             f"bandwidth='loo' needs at least 2 samples to leave one out; got {len(X)} sample"
         )
     with single_threaded_blas():
-        return _search_loo_bandwidth(X, Y, sw, kernel)
+        return _search_loo_bandwidth(X, Y, sw, kernel, n_jobs)
 
 
-def _search_loo_bandwidth(X, Y, sw, kernel):
-    objective = _LeaveOneOut(X, Y, sw, kernel)
+def _search_loo_bandwidth(X, Y, sw, kernel, n_jobs):
+    objective = _LeaveOneOut(X, Y, sw, kernel, n_jobs)
     if objective.n_groups < 2:
         raise ValueError(
             "bandwidth='loo' needs at least 2 distinct training inputs; every row of X is the "
@@ -295,7 +311,7 @@ def check_bandwidth(bandwidth, n_features):
     return h
 
 
-def resolve_bandwidth(bandwidth, X, Y, sample_weight, kernel="gaussian"):
+def resolve_bandwidth(bandwidth, X, Y, sample_weight, kernel="gaussian", *, n_jobs=None):
     """The bandwidth a smoother uses: a rule, the leave-one-out search, or the given values.
 
     Warns when a leave-one-out bandwidth ends on the edge of its search range.
@@ -307,7 +323,7 @@ def resolve_bandwidth(bandwidth, X, Y, sample_weight, kernel="gaussian"):
         The leave-one-out error reached, for ``"loo"``.
     """
     if isinstance(bandwidth, str) and bandwidth == "loo":
-        h, loss, at_bound = loo_bandwidth(X, Y, sample_weight, kernel)
+        h, loss, at_bound = loo_bandwidth(X, Y, sample_weight, kernel, n_jobs=n_jobs)
         if np.any(at_bound):
             features = np.flatnonzero(at_bound).tolist()
             warnings.warn(

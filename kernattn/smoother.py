@@ -58,10 +58,10 @@ default="scott"
     degree : {0, 1}, default=0
         0 for Nadaraya–Watson (local constant), 1 for local linear.
     n_jobs : int, default=None
-        Threads for exact prediction and weights of large problems: ``None`` all cores (or
-        the ``n_jobs`` of an enclosing ``joblib.parallel_config``), −1 all cores, a positive
-        number that many. A thread limit set around the call with
-        ``threadpoolctl.threadpool_limits`` is honoured.
+        Threads for the leave-one-out search and for exact prediction and weights of large
+        problems: ``None`` all cores (or the ``n_jobs`` of an enclosing
+        ``joblib.parallel_config``), −1 all cores, a positive number that many. A thread
+        limit set around the call with ``threadpoolctl.threadpool_limits`` is honored.
 
     Attributes
     ----------
@@ -132,7 +132,9 @@ default="scott"
         self.n_jobs = n_jobs
 
     def _fit_kernel(self, X, Y, sample_weight):
-        h, loo_error = resolve_bandwidth(self.bandwidth, X, Y, sample_weight, self.kernel)
+        h, loo_error = resolve_bandwidth(
+            self.bandwidth, X, Y, sample_weight, self.kernel, n_jobs=self.n_jobs
+        )
         self.bandwidth_ = h
         if loo_error is not None:
             self.loo_error_ = loo_error

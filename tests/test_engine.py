@@ -567,7 +567,7 @@ def test_n_jobs_none_means_every_core():
         assert effective_n_jobs(1) == 1
 
 
-def test_a_thread_limit_around_the_call_is_honoured():
+def test_a_thread_limit_around_the_call_is_honored():
     with threadpool_limits(limits=1):
         assert effective_n_jobs(None) == 1
         assert effective_n_jobs(-1) == 1

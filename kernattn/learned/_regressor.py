@@ -157,7 +157,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         Threads over blocks of queries, for training and prediction of large problems:
         ``None`` all cores (or the ``n_jobs`` of an enclosing ``joblib.parallel_config``),
         −1 all cores, a positive number that many. A thread limit set around the call with
-        ``threadpoolctl.threadpool_limits`` is honoured. The result does not depend on it
+        ``threadpoolctl.threadpool_limits`` is honored. The result does not depend on it
         (up to rounding).
 
     Attributes

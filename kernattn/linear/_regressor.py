@@ -140,7 +140,7 @@ or FeatureMap, default="positive"
         Threads for prediction and weights of large problems: ``None`` all cores (or the
         ``n_jobs`` of an enclosing ``joblib.parallel_config``), −1 all cores, a positive
         number that many. A thread limit set around the call with
-        ``threadpoolctl.threadpool_limits`` is honoured. Results do not depend on it.
+        ``threadpoolctl.threadpool_limits`` is honored. Results do not depend on it.
 
     Attributes
     ----------
@@ -419,10 +419,12 @@ or FeatureMap, default="positive"
         loo = isinstance(self.bandwidth, str) and self.bandwidth == "loo"
         if loo and len(X) > self.n_subsample:
             rows = self._subsample(len(X), rng)
-            h, loo_error = resolve_bandwidth("loo", X[rows], Y[rows], sample_weight[rows])
+            h, loo_error = resolve_bandwidth(
+                "loo", X[rows], Y[rows], sample_weight[rows], n_jobs=self.n_jobs
+            )
             # Scott's rate: the optimal bandwidth shrinks like n^(-1/(d+4)).
             return h * (len(rows) / len(X)) ** (1.0 / (X.shape[1] + 4)), loo_error
-        return resolve_bandwidth(self.bandwidth, X, Y, sample_weight)
+        return resolve_bandwidth(self.bandwidth, X, Y, sample_weight, n_jobs=self.n_jobs)
 
     @staticmethod
     def _heads(similarity, center, input_scale, query_weights, key_weights, scale, head_weights):
