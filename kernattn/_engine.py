@@ -182,10 +182,24 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """
         moments = self._moments if moments is None else moments
         queries = kernel.queries(X, h)
-        if not kernel.nonpositive:
-            return shifted_exp(kernel.logits(queries, h)) @ moments
         sums = np.zeros((len(X), moments.shape[1]), dtype=moments.dtype)
         buffer = np.empty((len(X), min(KEY_TILE, kernel.n_keys)), dtype=moments.dtype)
+        if not kernel.nonpositive:
+            # The shift is the running maximum over the tiles seen so far; when a tile
+            # raises it, the sums so far are rescaled (the online softmax).
+            top = np.full(len(X), -np.inf, dtype=moments.dtype)
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                for start in range(0, kernel.n_keys, KEY_TILE):
+                    keys = slice(start, min(start + KEY_TILE, kernel.n_keys))
+                    out = buffer[:, : keys.stop - keys.start]
+                    logits = kernel.logits(queries, h, keys=keys, out=out)
+                    new_top = np.maximum(top, logits.max(axis=1))
+                    if start:
+                        sums *= np.exp(top - new_top)[:, None]
+                    top = new_top
+                    logits -= top[:, None]
+                    sums += exp_shifted(logits) @ moments[keys]
+            return sums
         floor = kernel.may_underflow(queries, h)
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             for start in range(0, kernel.n_keys, KEY_TILE):
@@ -235,11 +249,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     def _block_width(self):
         """Keys a query meets (for the work estimate and block size) and the key tile."""
-        kernel = self.kernel_
-        if getattr(kernel, "nonpositive", False):
-            return kernel.n_keys, KEY_TILE
-        # A kernel block and the logits it is made from live side by side.
-        return 2 * len(self._values), None
+        return self.kernel_.n_keys, KEY_TILE
 
     # ------------------------------------------------------------- predicting
 
