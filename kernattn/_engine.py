@@ -35,10 +35,21 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from kernattn._blocks import map_query_blocks
-from kernattn._numerics import exp_shifted, shifted_exp, underflowed
+from kernattn._numerics import (
+    exp_shifted,
+    normalized_weights,
+    power_of_two_scale,
+    shifted_exp,
+    underflowed,
+)
 
 # Keys per tile for never-positive logits: each tile's kernel block stays in cache.
 KEY_TILE = 512
+# A spread below this fraction of the second moment lost digits to cancellation (a relative
+# error of about 1e-16 / this) and is recomputed around the row's estimate.
+_WELL_CONDITIONED = 1e-4
+# Entries of a (rows × keys) array of the rows redone on a slower path.
+_BLOCK_ENTRIES = 2**18
 
 
 @contextmanager
@@ -159,15 +170,25 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         self.y_fit_ = y
         self.sample_weight_ = sample_weight
         Y = y.reshape(len(y), -1)[active]
-        sw = sample_weight[active]
+        # Divided by a power of two near the largest weight: the sums of weights of 1e308
+        # each stay finite, and the ratios of sums do not change by a bit.
+        sw = normalized_weights(sample_weight[active])
         self._active = active
         self._log_sample_weight = np.log(sw / sw.max())
         # Targets are stored centered: the weighted second moment used by return_std then
-        # does not cancel catastrophically for targets far from zero.
-        self._y_offset = np.average(Y, axis=0, weights=sw)
+        # does not cancel catastrophically for targets far from zero. The mean is taken of
+        # the targets divided by a power of two, which cannot overflow.
+        magnitude = power_of_two_scale(Y, axis=0)
+        self._y_offset = np.average(Y / magnitude, axis=0, weights=sw) * magnitude
         self._values = Y - self._y_offset
         self._target_shape = y.shape[1:]
-        moments = np.hstack([self._values, self._values**2, np.ones((len(Y), 1))])
+        # The engine's moments are of the values divided by one power of two per output
+        # (exact): v² of targets near 1e200 would overflow, of targets near 1e-200
+        # underflow. Estimates and spreads are computed in these units, and multiplied
+        # back only at the end (a variance of 1e400 has no float, its square root has).
+        self._value_scale = power_of_two_scale(self._values, axis=0)
+        scaled = self._values / self._value_scale
+        moments = np.hstack([scaled, scaled**2, np.ones((len(Y), 1))])
         self._moments = moments.astype(self._dtype, copy=False)
 
     # --------------------------------------------------------------- exact path
@@ -181,6 +202,11 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         with their maximum subtracted.
         """
         moments = self._moments if moments is None else moments
+        if kernel.far_only(h):
+            # Keys too large for the one product (a tiny input scale): every row is far.
+            return (shifted_exp(kernel.far_logits(X, h)) @ moments.astype(np.float64)).astype(
+                moments.dtype
+            )
         queries = kernel.queries(X, h)
         sums = np.zeros((len(X), moments.shape[1]), dtype=moments.dtype)
         buffer = np.empty((len(X), min(KEY_TILE, kernel.n_keys)), dtype=moments.dtype)
@@ -199,6 +225,13 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                     top = new_top
                     logits -= top[:, None]
                     sums += exp_shifted(logits) @ moments[keys]
+            # A row whose projection or logits overflowed (a query near the largest float,
+            # or a float64 query beyond a float32 fit's range) is redone in float64 from
+            # logits scaled per row. One check per row, not per key.
+            redo = ~np.all(np.isfinite(sums), axis=1)
+            if np.any(redo):
+                far = shifted_exp(kernel.far_logits(X[redo], h))
+                sums[redo] = far @ moments.astype(np.float64, copy=False)
             return sums
         floor = kernel.may_underflow(queries, h)
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
@@ -215,9 +248,17 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     def _exact_weights(self, kernel, X, h):
         """Head ``h``'s normalized weights (rows sum to 1) against the positive-weight rows."""
+        if kernel.far_only(h):
+            weights = shifted_exp(kernel.far_logits(X, h))
+            weights /= weights.sum(axis=1, keepdims=True)
+            return weights
         queries = kernel.queries(X, h)
         if not kernel.nonpositive:
-            weights = shifted_exp(kernel.logits(queries, h))
+            with np.errstate(over="ignore", invalid="ignore"):
+                weights = shifted_exp(kernel.logits(queries, h))
+            redo = underflowed(weights.sum(axis=1))
+            if np.any(redo):
+                weights[redo] = shifted_exp(kernel.far_logits(X[redo], h))
         else:
             with np.errstate(over="ignore", invalid="ignore", under="ignore"):
                 logits = kernel.logits(queries, h, floor=kernel.may_underflow(queries, h))
@@ -231,17 +272,43 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------- hooks
 
     def _head_moments(self, X, h, return_std):
-        """Head ``h``'s estimate ``E_w[v]`` (centered units), with ``return_std`` the spread
-        of the values around it, ``E_w[(v − E_w[v])²]`` (else ``None``), and a mask of the
-        rows that an approximate kernel could not serve and sent through the exact path
-        (``None``: every row is exact)."""
+        """Head ``h``'s estimate ``E_w[v]``, with ``return_std`` the spread of the values
+        around it, ``E_w[(v − E_w[v])²]`` (else ``None``), and a mask of the rows that an
+        approximate kernel could not serve and sent through the exact path (``None``: every
+        row is exact). In the engine's units: centered values divided by ``_value_scale``."""
         sums = self._exact_sums(self.kernel_, X, h)
         t = self._values.shape[1]
         denominator = sums[:, -1:]
         first = sums[:, :t] / denominator
         if not return_std:
             return first, None, None
-        return first, sums[:, t : 2 * t] / denominator - first**2, None
+        second = sums[:, t : 2 * t] / denominator
+        spread = self._accurate_spread(X, h, first, second - first**2, second)
+        return first, spread, None
+
+    def _accurate_spread(self, X, h, first, spread, second):
+        """The spread ``E_w[v²] − E_w[v]²``, redone around each row's own estimate where
+        the difference cancels.
+
+        The values are centered on the global mean; where a query's weights sit on values far
+        from it (compared with their spread), ``E_w[v²]`` and ``E_w[v]²`` agree in most of
+        their digits. Those rows (rare: they need a spread below ``1e-4 E_w[v²]``) are redone
+        as ``Σ_i w_i (v_i − E_w[v])²`` from the head's weights.
+        """
+        with np.errstate(invalid="ignore"):
+            redo = np.flatnonzero(np.any(~(spread > _WELL_CONDITIONED * second), axis=1))
+        if not len(redo):
+            return spread
+        spread = spread.astype(np.float64)
+        values = self._moments[:, : first.shape[1]].astype(np.float64)
+        step = max(1, _BLOCK_ENTRIES // max(1, len(values)))
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            weights = self._exact_weights(self.kernel_, X[rows], h).astype(np.float64)
+            for o in range(values.shape[1]):
+                deviation = values[:, o][None, :] - first[rows, o][:, None]
+                spread[rows, o] = np.einsum("ij,ij->i", weights * deviation, deviation)
+        return spread
 
     def _head_weights(self, X, h):
         """Head ``h``'s weights of a block of queries against the positive-weight rows."""
@@ -295,7 +362,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         if len(heads) == 1 and a[heads[0]] == 1.0 and not np.any(kernel.head_bias):
             mean = per_head[0][0]
         else:
-            mean = np.zeros_like(per_head[0][0]) + kernel.head_bias
+            mean = np.zeros_like(per_head[0][0]) + kernel.head_bias / self._value_scale
             for h, (first, _, _) in zip(heads, per_head, strict=True):
                 mean += a[h] * first
         if not return_std:
@@ -309,8 +376,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         return mean, np.maximum(variance, 0.0), fallback
 
     def _predict_centered(self, X, return_std, heads=None):
-        """Estimates and variances of validated queries in centered target units, over
-        query blocks (on threads for large problems)."""
+        """Estimates and variances of validated queries in the engine's units (centered
+        targets divided by ``_value_scale``), over query blocks (on threads for large
+        problems)."""
         heads = np.arange(self.kernel_.n_heads) if heads is None else heads
         t = len(self._y_offset)
         mean = np.empty((len(X), t), dtype=self._dtype)
@@ -341,11 +409,14 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     def _finish_prediction(self, mean, variance):
         """Back to target units and shape; the standard deviation from the variance."""
+        value_scale = self._value_scale.astype(mean.dtype)
+        mean *= value_scale
         mean += self._y_offset.astype(mean.dtype)
         shape = (len(mean),) + self._target_shape
         if variance is None:
             return mean.reshape(shape)
-        return mean.reshape(shape), np.sqrt(variance).reshape(shape)
+        # The square root before the scale: the variance of targets near 1e200 overflows.
+        return mean.reshape(shape), (np.sqrt(variance) * value_scale).reshape(shape)
 
     def predict(self, X, return_std=False):
         """Nadaraya–Watson estimate at each query.

@@ -34,12 +34,21 @@ same object with learned :math:`W_q, W_k, s`.
 
 import numpy as np
 
-from kernattn._numerics import exp_floor
+from kernattn._numerics import exp_floor, power_of_two_scale
 from kernattn.kernels import OUTSIDE_SLOPE, log_kernel, squared_distances
 
 #: Similarities whose logits depend on the distance ‖q − k‖ only (never positive).
 RADIAL = ("gaussian", "epanechnikov", "tricube")
 SIMILARITIES = ("dot", "cosine") + RADIAL
+
+# A projection this large is recomputed in scaled form: its square, or its products with
+# the keys, could overflow.
+LARGE = 1e150
+# A far query more than this many times the keys' extent from the center is compared with
+# the keys through qᵀk (the differences q − k would round the keys away).
+_EXACT_REACH = 1e8
+# Entries of the (rows × keys × head_dim) differences of a chunk of far rows.
+_FAR_ENTRIES = 2**18
 
 # Added to ‖u‖² before the square root of the cosine normalization: a zero projection then
 # has a zero (not NaN) direction and the normalization stays differentiable.
@@ -54,7 +63,15 @@ def project(U, W, similarity):
     P = U if W is None else U @ W
     if similarity != "cosine":
         return P, None
-    norm = np.sqrt(np.einsum("ij,ij->i", P, P) + COSINE_EPS)
+    with np.errstate(over="ignore"):
+        norm = np.sqrt(np.einsum("ij,ij->i", P, P) + COSINE_EPS)
+    large = ~(norm < 1e150)
+    if np.any(large):
+        # ‖u‖² overflows beyond about 1e154: those rows are divided by their largest entry
+        # (a power of two, exact) before the squares, where COSINE_EPS no longer counts.
+        unit = power_of_two_scale(P[large], axis=1)
+        scaled = P[large] / unit[:, None]
+        norm[large] = np.sqrt(np.einsum("ij,ij->i", scaled, scaled)) * unit
     return P / norm[:, None], norm
 
 
@@ -131,33 +148,105 @@ class SoftmaxHeads:
         return self.similarity in RADIAL
 
     def project(self, X, h, side="query"):
-        """The scaled projections ``q`` (or ``k``) of head ``h`` for inputs ``X``, float64."""
-        U = (np.asarray(X, dtype=float) - self.center) / self.input_scale
+        """The scaled projections ``q`` (or ``k``) of head ``h`` for inputs ``X``, float64.
+
+        Rows whose projection overflows (a query near the largest float, or a tiny
+        ``input_scale``) come out infinite, never NaN: they are recomputed from
+        :meth:`project_scaled`, which is finite (a cosine head's are always finite).
+        """
+        X = np.asarray(X, dtype=float)
         weights = self.query_weights if side == "query" else self.key_weights
-        P, _ = project(U, None if weights is None else weights[h], self.similarity)
-        if self.scale[h] != 1.0:
-            P = P * np.sqrt(self.scale[h])
+        with np.errstate(over="ignore", invalid="ignore"):
+            U = (X - self.center) / self.input_scale
+            P, _ = project(U, None if weights is None else weights[h], self.similarity)
+            if self.scale[h] != 1.0:
+                P = P * np.sqrt(self.scale[h])
+        # One pass over (rows × head_dim), not over the keys.
+        large = ~np.all(np.abs(P) < LARGE, axis=1)
+        if np.any(large):
+            unit, log_size = self.project_scaled(X[large], h, side)
+            with np.errstate(over="ignore"):
+                P[large] = unit * np.exp(log_size)[:, None]
         return P
+
+    def project_scaled(self, X, h, side="query"):
+        """Head ``h``'s projections of ``X`` as ``exp(log_size) · unit``, overflow-free.
+
+        ``unit`` has rows of largest entry in [1, 2) (or 0), computed from the inputs in
+        units of their own magnitude and of the smallest ``input_scale``; ``log_size`` is
+        the log of the factor (any size, also beyond the float range).
+
+        Returns
+        -------
+        unit : ndarray of shape (n, head_dim)
+        log_size : ndarray of shape (n,)
+        """
+        X = np.asarray(X, dtype=float)
+        magnitude = power_of_two_scale(
+            np.hstack([X, np.broadcast_to(self.center, X.shape)]), axis=1
+        )
+        A = X / magnitude[:, None] - self.center / magnitude[:, None]
+        smallest = power_of_two_scale(self.input_scale.min())
+        U = A * (smallest / self.input_scale)
+        weights = self.query_weights if side == "query" else self.key_weights
+        P = U if weights is None else U @ weights[h]
+        if self.similarity == "cosine":
+            # A direction does not depend on the size of the input (beyond COSINE_EPS).
+            P, _ = project(P / power_of_two_scale(P, axis=1)[:, None], None, "cosine")
+            return P * np.sqrt(self.scale[h]), np.zeros(len(P))
+        unit = power_of_two_scale(P, axis=1)
+        with np.errstate(divide="ignore"):
+            log_size = np.log(magnitude) - np.log(smallest) + 0.5 * np.log(self.scale[h])
+        return P / unit[:, None], log_size + np.log(unit)
 
     def _bind(self, X):
         """Per head, what every query block meets: the keys and their biases."""
+        # The inputs themselves, for the far path's exact differences.
+        self._inputs = X if self.nonpositive else None
         self._keys = []
         self._keys_aug = []
         self._keys_sq = []
         self._key_radius = []
+        self._unit_keys = []
+        self._far_only = []
         for h in range(self.n_heads):
             K = self.project(X, h, "key")
-            sq = np.einsum("ij,ij->i", K, K)
+            self._bind_unit_keys(X, K, h)
+            with np.errstate(over="ignore"):
+                sq = np.einsum("ij,ij->i", K, K)
             self._keys.append(K)
             self._keys_sq.append(sq)
-            self._key_radius.append(np.sqrt(sq.max(initial=0.0)))
+            with np.errstate(invalid="ignore"):
+                self._key_radius.append(np.sqrt(sq.max(initial=0.0)))
             if self.similarity in ("dot", "cosine", "gaussian"):
                 # [q, −½‖q‖², 1] · [k, 1, −½‖k‖² + log s]: the logits in one product.
-                bias = key_bias(K, self.similarity) + self.log_sample_weight
+                with np.errstate(over="ignore", invalid="ignore"):
+                    bias = key_bias(K, self.similarity) + self.log_sample_weight
                 aug = np.hstack([K, np.ones((len(K), 1)), bias[:, None]])
                 self._keys_aug.append(np.ascontiguousarray(aug, dtype=self.dtype))
             else:
                 self._keys_aug.append(None)
+
+    def _bind_unit_keys(self, X, K, h):
+        """The keys in units of a power of two near their extent, for the far path.
+
+        Keys whose squares could overflow (a tiny ``input_scale``) make every logit of
+        the one-product path lose its meaning: such a head sends every query through the
+        far path (``_far_only``).
+        """
+        if np.all(np.abs(K) < LARGE):
+            unit = power_of_two_scale(K)
+            self._unit_keys.append((K / unit, float(np.log(unit))))
+            self._far_only.append(False)
+            return
+        unit, log_size = self.project_scaled(X, h, "key")
+        log_unit = float(log_size.max(initial=0.0))
+        self._unit_keys.append((unit * np.exp(log_size - log_unit)[:, None], log_unit))
+        self._far_only.append(True)
+
+    def far_only(self, h):
+        """Whether head ``h``'s keys are too large for the one-product path."""
+        return self._far_only[h]
 
     def select(self, heads):
         """A copy with only ``heads`` (their mixture weights kept as they are)."""
@@ -169,7 +258,7 @@ class SoftmaxHeads:
             setattr(out, name, None if value is None else value[heads])
         out.scale = self.scale[heads]
         out.head_weights = self.head_weights[heads]
-        for name in ("_keys", "_keys_aug", "_keys_sq", "_key_radius"):
+        for name in ("_keys", "_keys_aug", "_keys_sq", "_key_radius", "_unit_keys", "_far_only"):
             setattr(out, name, [getattr(self, name)[h] for h in heads])
         return out
 
@@ -186,15 +275,18 @@ class SoftmaxHeads:
     def queries(self, X, h):
         """What :meth:`logits` takes: head ``h``'s queries, prepared, in ``dtype``."""
         Q = self.project(X, h, "query")
-        if self._keys_aug[h] is None:
-            return Q.astype(self.dtype, copy=False)
-        if self.similarity == "gaussian":
-            half_sq = -0.5 * np.einsum("ij,ij->i", Q, Q)
-        else:
-            half_sq = np.zeros(len(Q))
-        return np.hstack([Q, half_sq[:, None], np.ones((len(Q), 1))]).astype(
-            self.dtype, copy=False
-        )
+        # A projection beyond float32's range (or whose square overflows) becomes inf here:
+        # its logits are not finite, and the caller redoes the row with far_logits.
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self._keys_aug[h] is None:
+                return Q.astype(self.dtype, copy=False)
+            if self.similarity == "gaussian":
+                half_sq = -0.5 * np.einsum("ij,ij->i", Q, Q)
+            else:
+                half_sq = np.zeros(len(Q))
+            return np.hstack([Q, half_sq[:, None], np.ones((len(Q), 1))]).astype(
+                self.dtype, copy=False
+            )
 
     def may_underflow(self, queries, h):
         """Whether a logit of these prepared queries can fall below the ``exp`` floor.
@@ -204,7 +296,8 @@ class SoftmaxHeads:
         """
         if self._keys_aug[h] is None:
             return True
-        q_norm = np.sqrt(-2.0 * float(queries[:, -2].min(initial=0.0)))
+        with np.errstate(invalid="ignore"):
+            q_norm = np.sqrt(-2.0 * float(queries[:, -2].min(initial=0.0)))
         lowest = -0.5 * (q_norm + self._key_radius[h]) ** 2
         return lowest + self._lowest_log_sample_weight < self._floor
 
@@ -229,30 +322,131 @@ class SoftmaxHeads:
         return logits
 
     def far_logits(self, X, h):
-        """Logits up to a per-query constant, in float64, for queries whose kernel underflowed.
+        """Logits up to a per-query constant, in float64, for the rows the one-product path
+        cannot serve (their kernel underflowed, or something overflowed).
 
-        The radial logits without the query's own −½‖q‖²: that term is the same for every
-        key, so it cancels in the weights, but for a query far from the data it swamps the
-        differences between keys (or overflows). Without it the nearest key wins. Outside a
-        compact support the log-kernel is −10⁶ r², hence the factor 2·10⁶ there. A query
-        beyond about 1e150 (in kernel units) is scaled down with its logits, so qᵀk cannot
-        overflow; its weights are one-hot on the nearest key either way.
+        The keys are taken in units of their extent ``F`` and the query as
+        ``exp(log_size) · unit`` (:meth:`project_scaled`), so nothing overflows. For radial
+        similarities the query's own −½‖q‖² is left out: it is the same for every key, but
+        for a far query it swamps the differences between keys. Within ``_EXACT_REACH`` key
+        extents, the squared distances are summed from the exact differences
+        ``Σ_j (q_j − k_j)²``: ties are exact, and a row's logits do not depend on the other
+        rows computed with it. Farther out, those differences would round the keys away, and
+        the logits come from ``qᵀk − ½‖k‖²``. Outside a compact support the log-kernel is
+        −10⁶ r². The logits are shifted so that each row's largest is 0 before being
+        multiplied by the (possibly huge) scale: a row too far for floats to resolve gets
+        its nearest key(s), never NaN.
         """
-        Q = self.project(X, h, "query")
-        K = self._keys[h]
+        unit_keys, log_unit = self._unit_keys[h]
+        X = np.asarray(X, dtype=float)
+        unit, log_size = self.project_scaled(X, h, "query")
         if self.similarity in ("dot", "cosine"):
-            return Q @ K.T + self.log_sample_weight
-        shrink = np.maximum(np.abs(Q).max(axis=1, initial=0.0) / 1e150, 1.0)[:, None]
-        logits = (Q / shrink) @ K.T
-        logits -= 0.5 * self._keys_sq[h] / shrink
-        if self.similarity != "gaussian":
-            # Shift before scaling, so that the nearest key's logit is 0, not an overflow.
-            logits -= logits.max(axis=1, keepdims=True)
-            with np.errstate(over="ignore"):
-                logits *= 2.0 * OUTSIDE_SLOPE
+            # q·k = exp(log_size + log_unit) · unit·k̃; the row maximum taken out first.
+            logits = np.einsum("ij,kj->ik", unit, unit_keys)
+            logits -= logits.max(axis=1, keepdims=True, initial=-np.inf)
+            _scale_logits(logits, log_size + log_unit)
+            logits += self.log_sample_weight
+            return logits
+        relative = log_size - log_unit
+        near = relative <= np.log(_EXACT_REACH)
+        logits = np.empty((len(X), self.n_keys))
+        if np.any(near):
+            logits[near] = self._far_radial(
+                X[near], h, unit[near], relative[near], unit_keys, log_unit
+            )
+        if not np.all(near):
+            far = ~near
+            shrink = np.exp(-relative[far])[:, None]
+            # (q·k − ½‖k‖²)/(exp(log_size) F): the key term fades beyond the float range.
+            distant = np.einsum("ij,kj->ik", unit[far], unit_keys)
+            distant -= 0.5 * shrink * np.einsum("ij,ij->i", unit_keys, unit_keys)
+            distant -= distant.max(axis=1, keepdims=True, initial=-np.inf)
+            _scale_logits(distant, log_size[far] + log_unit)
+            if self.similarity != "gaussian":
+                with np.errstate(over="ignore"):
+                    distant *= 2.0 * OUTSIDE_SLOPE
+            logits[far] = distant
         logits += self.log_sample_weight
+        return logits
+
+    def _far_radial(self, X, h, unit, relative, unit_keys, log_unit):
+        """Radial logits (without a per-row constant) from the exact differences with the
+        keys: of the inputs, ``(x − x_i)/σ · W``, when queries and keys share the
+        projection (a difference that ties in the inputs ties in the logits), else of the
+        projections in key units (``exp(relative) · unit − k̃``)."""
+        tied = self._inputs is not None and (
+            self.query_weights is None
+            or np.array_equal(self.query_weights[h], self.key_weights[h])
+        )
+        logits = np.empty((len(X), self.n_keys))
+        log_factor = np.empty(len(X))
+        step = max(1, _FAR_ENTRIES // max(1, unit_keys.size))
+        smallest = power_of_two_scale(self.input_scale.min())
+        W = None if self.query_weights is None else self.query_weights[h]
+        for start in range(0, len(X), step):
+            rows = slice(start, start + step)
+            if tied:
+                # In units of a power of two near the largest input (exact): x − x_i of
+                # inputs near ±1e308 would overflow.
+                magnitude = np.maximum(
+                    power_of_two_scale(X[rows], axis=1), power_of_two_scale(self._inputs)
+                )[:, None, None]
+                difference = X[rows, None, :] / magnitude - self._inputs[None] / magnitude
+                difference *= smallest / self.input_scale
+                if W is not None:
+                    difference = np.matmul(difference, W)
+                log_factor[rows] = 2.0 * (np.log(magnitude[:, 0, 0]) - np.log(smallest))
+                log_factor[rows] += np.log(self.scale[h])
+            else:
+                Q = unit[rows] * np.exp(relative[rows])[:, None]
+                difference = Q[:, None, :] - unit_keys[None, :, :]
+                log_factor[rows] = 2.0 * log_unit
+            logits[rows] = np.einsum("ijk,ijk->ij", difference, difference)
+        # logits holds r² / exp(log_factor); what matters is r² − min r² per row.
+        nearest = logits.min(axis=1, keepdims=True, initial=np.inf)
+        r2_nearest = _times_exp(nearest[:, 0], log_factor)
+        logits -= nearest
+        if self.similarity == "gaussian":
+            _scale_logits(logits, log_factor, factor=-0.5)
+            return logits
+        inside = r2_nearest < 1.0
+        if np.any(inside):
+            # Some key within the support (the row underflowed only through tiny sample
+            # weights): the log-kernel itself, shifted by its value at the nearest key.
+            r2 = _times_exp(logits[inside] + nearest[inside], log_factor[inside, None])
+            with np.errstate(over="ignore"):  # −10⁶ r² of a far key: −inf, a weight of 0
+                logits[inside] = log_kernel(r2, self.similarity) - log_kernel(
+                    r2_nearest[inside], self.similarity
+                )[:, None]
+        outside = ~inside
+        if np.any(outside):
+            part = logits[outside]
+            _scale_logits(part, log_factor[outside], factor=-OUTSIDE_SLOPE)
+            logits[outside] = part
         return logits
 
     def keys(self, h):
         """Head ``h``'s projected keys (float64)."""
         return self._keys[h]
+
+
+def _scale_logits(logits, log_factor, factor=1.0):
+    """In place: ``logits · factor · exp(log_factor)`` (per row) for logits ≤ 0 whose row
+    maximum is 0, where the scale may be beyond the float range: a 0 stays 0 (the
+    nearest keys), everything else may become −inf (a weight of 0), never NaN."""
+    log_factor = np.broadcast_to(np.asarray(log_factor, dtype=float), (len(logits),))
+    with np.errstate(over="ignore", invalid="ignore"):
+        # In two halves: a tiny difference times a huge scale can be an ordinary number
+        # even where the scale alone overflows.
+        half = np.exp(0.5 * log_factor)[:, None]
+        np.multiply(logits, half * factor, out=logits)
+        np.multiply(logits, half, out=logits)
+    logits[np.isnan(logits)] = 0.0
+
+
+def _times_exp(a, log_factor):
+    """``a · exp(log_factor)`` for ``a ≥ 0`` and any scale: 0 stays 0, overflow is inf."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = np.exp(0.5 * log_factor)
+        out = a * half * half
+    return np.where(a == 0, 0.0, out)

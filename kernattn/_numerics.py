@@ -52,3 +52,26 @@ def underflowed(row_sums):
     tiny = _UNDERFLOW32 if row_sums.dtype == np.float32 else UNDERFLOW
     with np.errstate(invalid="ignore"):
         return ~((row_sums >= tiny) & (row_sums < np.inf))
+
+
+def power_of_two_scale(a, axis=None):
+    """The power of two ``2**k ≤ max|a| < 2**(k+1)`` along ``axis`` (1 where ``a`` is all 0).
+
+    Dividing by a power of two is exact (short of the subnormal range), so data scaled by it
+    keep every digit: ordinary data give bit-for-bit the results of the unscaled formulas,
+    while data near the ends of the float range stop overflowing (in squares and sums) or
+    underflowing.
+    """
+    a = np.asarray(a, dtype=float)
+    with np.errstate(invalid="ignore"):
+        top = np.max(np.abs(a), axis=axis, initial=0.0)
+    _, exponent = np.frexp(top)
+    ok = np.isfinite(top) & (top > 0)
+    return np.where(ok, np.ldexp(1.0, np.where(ok, exponent - 1, 0)), 1.0)
+
+
+def normalized_weights(sample_weight):
+    """Sample weights divided by a power of two near their largest, so their sum cannot
+    overflow (``n`` weights of 1e308 each); every ratio of weighted sums is unchanged."""
+    sample_weight = np.asarray(sample_weight, dtype=float)
+    return sample_weight / power_of_two_scale(sample_weight)

@@ -14,7 +14,12 @@ from scipy.optimize import minimize
 
 from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._loo import DuplicateGroups
-from kernattn._numerics import exp_shifted, shifted_exp
+from kernattn._numerics import (
+    exp_shifted,
+    normalized_weights,
+    power_of_two_scale,
+    shifted_exp,
+)
 from kernattn.kernels import log_kernel, log_kernel_derivative
 
 __all__ = ["BANDWIDTH_RULES", "rule_of_thumb_bandwidth", "loo_bandwidth", "resolve_bandwidth"]
@@ -54,26 +59,54 @@ def rule_of_thumb_bandwidth(X, sample_weight=None, rule="scott"):
     X = np.asarray(X, dtype=float)
     n, d = X.shape
     weights = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-    total = weights.sum()
-    mean = weights @ X / total
-    sigma = np.sqrt(np.maximum(weights @ (X - mean) ** 2 / total, 0.0))
+    # The sum of the weights in logs: n weights near 1e308 overflow it, not its root.
+    unit = power_of_two_scale(weights)
+    weights = weights / unit
+    with np.errstate(over="ignore"):
+        total = weights.sum() * unit
+    if np.isfinite(total):
+        factor = total ** (-1.0 / (d + 4))
+    else:
+        factor = np.exp(-(np.log(weights.sum()) + np.log(unit)) / (d + 4))
+    _, sigma = weighted_spread(X, weights)
     if rule == "scott":
-        h = sigma * total ** (-1.0 / (d + 4))
+        h = sigma * factor
     elif rule == "silverman":
-        iqr = np.array(
-            [
-                _weighted_quantile(X[:, j], weights, 0.75)
-                - _weighted_quantile(X[:, j], weights, 0.25)
-                for j in range(d)
-            ]
-        )
+        iqr = np.array([_weighted_iqr(X[:, j], weights) for j in range(d)])
         spread = np.where(iqr > 0, np.minimum(sigma, iqr / 1.349), sigma)
-        h = (4.0 / (d + 2)) ** (1.0 / (d + 4)) * total ** (-1.0 / (d + 4)) * spread
+        h = (4.0 / (d + 2)) ** (1.0 / (d + 4)) * factor * spread
     else:
         raise ValueError(f"rule must be 'scott' or 'silverman'; got {rule!r}")
     # Relative to the feature's magnitude: a "constant" feature that differs only by rounding.
     scale = np.max(np.abs(X), axis=0) if n else np.ones(d)
     return np.where(sigma > 1e-12 * np.maximum(scale, 1e-300), h, 1.0)
+
+
+def _weighted_iqr(x, weights):
+    """Weighted interquartile range, its difference taken in units of ``max|x|`` (exact
+    powers of two): quartiles near ±1e308 would overflow it."""
+    unit = power_of_two_scale(x)
+    x = x / unit
+    return (_weighted_quantile(x, weights, 0.75) - _weighted_quantile(x, weights, 0.25)) * unit
+
+
+def weighted_spread(X, weights):
+    r"""Weighted mean and standard deviation of every column, at any scale.
+
+    :math:`\sigma = m\, \mathrm{std}(x/m)` with :math:`m` a power of two near
+    :math:`\max|x - \bar x|`: the squares of inputs near 1e200 overflow and those of
+    inputs near 1e-200 underflow, their scaled versions do neither; for ordinary data the
+    scaling is exact and changes nothing.
+    """
+    weights = normalized_weights(weights)
+    total = weights.sum()
+    unit = power_of_two_scale(X, axis=0)
+    mean = weights @ (X / unit) / total * unit
+    deviation = X - mean
+    unit = power_of_two_scale(deviation, axis=0)
+    deviation /= unit
+    sigma = np.sqrt(np.maximum(weights @ deviation**2 / total, 0.0)) * unit
+    return mean, sigma
 
 
 class _LeaveOneOut:
@@ -91,8 +124,12 @@ class _LeaveOneOut:
 
     def __init__(self, X, Y, sample_weight, kernel, n_jobs=None):
         self.n_jobs = n_jobs
-        self.X = X - np.average(X, axis=0, weights=sample_weight)
-        self.Y = Y - np.average(Y, axis=0, weights=sample_weight)
+        # Weights and data divided by powers of two (exact): their sums cannot overflow.
+        sample_weight = normalized_weights(sample_weight)
+        unit = power_of_two_scale(X, axis=0)
+        self.X = X - np.average(X / unit, axis=0, weights=sample_weight) * unit
+        unit = power_of_two_scale(Y, axis=0)
+        self.Y = Y - np.average(Y / unit, axis=0, weights=sample_weight) * unit
         self.Y1 = np.hstack([self.Y, np.ones((len(Y), 1))])
         self.sw = sample_weight
         log_sw = np.log(sample_weight / sample_weight.max())

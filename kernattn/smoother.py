@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from kernattn._engine import NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
+from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.bandwidth import BANDWIDTH_RULES, resolve_bandwidth
 from kernattn.kernels import KERNELS
 
@@ -142,7 +143,7 @@ default="scott"
         # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
         kernel = SoftmaxHeads(
             similarity=self.kernel,
-            center=np.average(X, axis=0, weights=sample_weight),
+            center=_weighted_mean(X, sample_weight),
             input_scale=h,
             query_weights=None,
             key_weights=None,
@@ -155,7 +156,8 @@ default="scott"
         )
         if self.degree == 1:
             keys = kernel.keys(0)
-            self._keys_outer = np.einsum("ij,ik->ijk", keys, keys).reshape(len(keys), -1)
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._keys_outer = np.einsum("ij,ik->ijk", keys, keys).reshape(len(keys), -1)
         return kernel
 
     # ------------------------------------------------------------ local linear
@@ -167,10 +169,16 @@ default="scott"
         ŷ = e₁ᵀ M⁻¹ Σ_i w_i [1, u_i] y_i with M = Σ_i w_i [1, u_i][1, u_i]ᵀ, so
         l_i = w_i (a₀ + aᵀu_i) with (a₀, a) = M⁻¹e₁. Where M is (nearly) singular — all the
         weight on one point, or on a lower-dimensional set — the line is not determined and
-        the query falls back to the local-constant weights w_i.
+        the query falls back to the local-constant weights w_i; so does a query whose system
+        is not finite (beyond the float range). Returns the weights and the mask of the rows
+        that fell back.
         """
         kernel_weights = np.asarray(kernel_weights, dtype=np.float64)
         Q = self.kernel_.project(X, 0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._solve_local_linear(Q, kernel_weights)
+
+    def _solve_local_linear(self, Q, kernel_weights):
         keys = self.kernel_.keys(0)
         d = Q.shape[1]
         centroid = kernel_weights @ keys  # Σ w k
@@ -183,38 +191,57 @@ default="scott"
         M[:, 0, 0] = 1.0
         M[:, 0, 1:] = M[:, 1:, 0] = centroid - Q
         M[:, 1:, 1:] = second
+        # A query or keys beyond the float range (a query near 1e308, a bandwidth near
+        # 1e-300) give a system that is not finite: the line is not determined there either.
+        finite = np.all(np.isfinite(M), axis=(1, 2)) & np.all(np.isfinite(Q), axis=1)
+        M[~finite] = np.eye(d + 1)
         eigenvalues, eigenvectors = np.linalg.eigh(M)
-        solvable = eigenvalues[:, 0] > 1e-10 * eigenvalues[:, -1]
+        solvable = (eigenvalues[:, 0] > 1e-10 * eigenvalues[:, -1]) & finite
         eigenvalues[~solvable] = 1.0
         # (a₀, a) = M⁻¹ e₁ = Σ_k v_k v_k[0] / λ_k.
         coef = np.einsum("bik,bk,bk->bi", eigenvectors, 1.0 / eigenvalues, eigenvectors[:, 0, :])
         coef[~solvable] = 0.0
         coef[~solvable, 0] = 1.0
         # l_i = w_i (a₀ − aᵀq + aᵀk_i).
-        scale = coef[:, 1:] @ keys.T
-        scale += (coef[:, 0] - np.einsum("bj,bj->b", coef[:, 1:], Q))[:, None]
-        return kernel_weights * scale
+        with np.errstate(invalid="ignore", over="ignore"):
+            scale = coef[:, 1:] @ keys.T
+            scale += (coef[:, 0] - np.einsum("bj,bj->b", coef[:, 1:], Q))[:, None]
+        scale[~solvable] = 1.0
+        return kernel_weights * scale, ~solvable
 
     def _head_weights(self, X, h):
         weights = super()._head_weights(X, h)
         if self.degree == 1:
-            return self._local_linear_weights(X, weights)
+            return self._local_linear_weights(X, weights)[0]
         return weights
 
     def _head_moments(self, X, h, return_std):
         if self.degree == 0:
             return super()._head_moments(X, h, return_std)
         kernel_weights = self._exact_weights(self.kernel_, X, h).astype(np.float64)
-        mean = self._local_linear_weights(X, kernel_weights) @ self._values
-        if not return_std:
-            return mean, None, None
-        # The spread uses the (non-negative) kernel weights around the local-linear estimate.
-        moments = kernel_weights @ np.hstack([self._values, self._values**2])
+        weights, constant = self._local_linear_weights(X, kernel_weights)
         t = self._values.shape[1]
-        return mean, moments[:, t:] - 2.0 * mean * moments[:, :t] + mean**2, None
+        values = self._moments[:, :t].astype(np.float64)  # the engine's units
+        mean = weights @ values
+        if not return_std:
+            return mean, None, constant
+        # The spread uses the (non-negative) kernel weights around the local-linear estimate,
+        # summed from the deviations themselves (the moments would cancel).
+        spread = np.empty_like(mean)
+        for o in range(t):
+            deviation = values[:, o][None, :] - mean[:, o][:, None]
+            spread[:, o] = np.einsum("ij,ij->i", kernel_weights * deviation, deviation)
+        return mean, spread, constant
 
     def _block_width(self):
         if self.degree == 1:
             # The local-linear weights need the whole row of kernel weights at once.
             return 2 * len(self._values), None
         return super()._block_width()
+
+
+def _weighted_mean(X, sample_weight):
+    """The weighted mean of the columns, in units that cannot overflow (powers of two near
+    the largest input and weight: exact, so ordinary data give the plain average)."""
+    unit = power_of_two_scale(X, axis=0)
+    return np.average(X / unit, axis=0, weights=normalized_weights(sample_weight)) * unit

@@ -180,12 +180,6 @@ def test_predict_and_std_equal_the_dense_mixture_of_heads(data, similarity):
     np.testing.assert_array_equal(model.predict(queries), mean)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: the spread is E_w[v²] − E_w[v]² with the values centered on the global "
-    "mean only; where the weights sit on targets far from that mean it cancels (here the "
-    "std comes out as 0, 0.71, 1 or 1.22 for a true 0.73)",
-)
 def test_std_stays_accurate_where_the_neighbors_targets_are_far_from_the_mean():
     rng = np.random.default_rng(4)
     # Two clusters of inputs far apart, whose targets are 1e8 apart and spread by about 1.
@@ -335,12 +329,6 @@ def test_far_query_gets_the_target_of_the_key_it_ends_up_on(data, similarity, di
         np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: SoftmaxHeads.project computes √s·(x − c)/σ·W in float64 before "
-    "far_logits can scale the query down; when that overflows the estimate is NaN (also "
-    "KernelSmoother(bandwidth=1e-10) at a query 1e300 away)",
-)
 @pytest.mark.parametrize("similarity", ["dot", "gaussian", "tricube"])
 def test_far_query_whose_projection_overflows_still_gets_a_training_target(data, similarity):
     X, y, sample_weight, queries = data
@@ -353,17 +341,7 @@ def test_far_query_whose_projection_overflows_still_gets_a_training_target(data,
 
 @pytest.mark.parametrize(
     "distance",
-    [
-        1e15,
-        pytest.param(
-            1e300,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="defect: the cosine normalization squares the projection, which "
-                "overflows beyond about 1e154; the direction becomes 0 and the weights uniform",
-            ),
-        ),
-    ],
+    [1e15, 1e300],
 )
 def test_far_query_of_cosine_heads_gets_the_limit_along_its_direction(data, distance):
     X, y, sample_weight, queries = data
@@ -446,28 +424,7 @@ def test_float32_input_gives_float32_predictions_close_to_float64(data, similari
     np.testing.assert_allclose(std, expected_std, rtol=1e-4, atol=1e-4 * scale)
 
 
-@pytest.mark.parametrize(
-    "similarity",
-    [
-        pytest.param(
-            "dot",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="defect: float64 queries against a float32 fit are cast to float32 "
-                "before the logits; beyond float32's range a query becomes inf and a dot "
-                "head's estimate NaN",
-            ),
-        ),
-        pytest.param(
-            "gaussian",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="defect: the same cast; the radial path recovers the nearest key "
-                "through far_logits, but the cast raises 'overflow encountered in cast'",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("similarity", ["dot", "gaussian"])
 def test_far_float64_query_against_a_float32_fit_is_finite_and_quiet(data, similarity):
     X, y, sample_weight, queries = data
     model = HandBuiltHeads(similarity=similarity).fit(X.astype(np.float32), y, sample_weight)

@@ -171,13 +171,6 @@ def test_every_estimator_ignores_the_order_of_the_training_rows(name, problem, o
     np.testing.assert_allclose(permuted.predict(queries), expected, rtol=rtol, atol=atol)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: with two distinct inputs, every query's kept keys (its own group left out) "
-    "give equal initial logits; their variance is 0 up to rounding, and the initialization "
-    "scales the projections by variance^(-1/4) of that rounding noise (1e8 in one row order, "
-    "1 in another), so the untrained kernel depends on the order of the rows",
-)
 @pytest.mark.parametrize("similarity", ["dot", "gaussian"])
 def test_initial_attention_kernel_ignores_the_order_of_rows_with_two_distinct_inputs(similarity):
     X = np.array([[0.0, 1.0]] + [[1.0, 1.0]] * 11)
@@ -255,22 +248,10 @@ def test_every_estimator_keeps_far_queries_finite_and_quiet(name, problem, optio
         assert np.all(mean >= y.min() - span) and np.all(mean <= y.max() + span)
 
 
-overflowing_projection = pytest.mark.xfail(
-    strict=True,
-    reason="defect: the engine projects a query, (x − c)/σ·W, before it can scale a far one "
-    "down; when that overflows (a query 1e300 away from inputs of small spread) the estimate "
-    "is NaN",
-)
-
-
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize(
     "name",
-    [
-        "smoother",
-        pytest.param("attention", marks=overflowing_projection),
-        pytest.param("linear", marks=overflowing_projection),
-    ],
+    ["smoother", "attention", "linear"],
 )
 @EVERY_SETTINGS
 @given(problem=problems(), options=attention_options, distance=astronomic_distances)

@@ -56,8 +56,10 @@ import numpy as np
 
 from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._heads import key_bias, project
-from kernattn._numerics import shifted_exp
+from kernattn._numerics import power_of_two_scale, shifted_exp
 
+# A logit spread below this fraction of the size of the logits' terms is rounding noise.
+_ROUNDING_SPREAD = 1e-12
 # Entries per (queries × keys) array of a block: the objective passes over a block several
 # times (logits, weights, gradient products), and blocks of about this size are fastest.
 _BLOCK_ENTRIES = 2**18
@@ -209,13 +211,18 @@ class LeaveOneOutObjective:
     def __init__(self, Z, Y, sample_weight, groups, layout, similarity, scale, alpha, n_jobs=None):
         self.Z = np.ascontiguousarray(Z, dtype=float)
         self.Y = np.ascontiguousarray(Y, dtype=float)
-        self.sw = np.asarray(sample_weight, dtype=float)
+        # Divided by a power of two near the largest (exact, so every ratio of sums is
+        # unchanged): weights near 1e308 would overflow their sum.
+        unit = power_of_two_scale(sample_weight)
+        self.sw = np.asarray(sample_weight, dtype=float) / unit
         self.log_sw = np.log(self.sw / self.sw.max())
         self.groups = groups
         self.layout = layout
         self.similarity = similarity
         self.scale = np.asarray(scale, dtype=float)
-        self.alpha = alpha / self.sw.sum()
+        # alpha weighs against the sum of the weights as given.
+        with np.errstate(over="ignore"):
+            self.alpha = alpha / (self.sw.sum() * unit)
         variance = np.sum(self.sw @ self.Y**2) / self.sw.sum()
         self.variance = variance if variance > 0 else 1.0
         self.penalised = layout.penalised()
@@ -481,7 +488,22 @@ class LeaveOneOutObjective:
         for part in parts:
             totals += part
         weight = np.where(totals[:, 1] > 0, totals[:, 1], 1.0)
-        return totals[:, 0] / weight, totals[:, 2] / weight
+        variance = totals[:, 0] / weight
+        # Logits that are equal up to rounding (every key at the same logit) have a
+        # variance of rounding noise, which depends on the order of the rows: relative to
+        # the size of the logits' terms, it is 0.
+        size = np.array(
+            [
+                _largest_norm(Qs) * _largest_norm(Pk) + np.abs(bias).max(initial=0.0)
+                for Qs, Pk, bias in projections
+            ]
+        )
+        variance = np.where(variance > (_ROUNDING_SPREAD * size) ** 2, variance, 0.0)
+        return variance, totals[:, 2] / weight
+
+
+def _largest_norm(P):
+    return np.sqrt(np.einsum("ij,ij->i", P, P).max(initial=0.0))
 
 
 def _unnormalize(g, P, norm):

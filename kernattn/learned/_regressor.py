@@ -22,6 +22,7 @@ from kernattn._blocks import map_query_blocks
 from kernattn._engine import NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
 from kernattn._loo import DuplicateGroups
+from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     initial_projections,
@@ -33,6 +34,8 @@ from kernattn.learned._optimize import (
 )
 
 _INITS = ("identity", "pca", "random")
+# Largest entry of a given init: the logits, quadratic in it, stay far from overflowing.
+_LARGEST_INIT = 1e100
 
 
 def _standardization(X, sample_weight, standardize):
@@ -40,8 +43,14 @@ def _standardization(X, sample_weight, standardize):
     d = X.shape[1]
     if not standardize:
         return np.zeros(d), np.ones(d)
-    mean = np.average(X, axis=0, weights=sample_weight)
-    std = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=sample_weight))
+    # In units of powers of two near max|x| and max|x − mean| (exact): the sums and squares
+    # of inputs near 1e300 overflow (input_scale_ = inf), those near 1e-300 underflow.
+    sample_weight = normalized_weights(sample_weight)
+    unit = power_of_two_scale(X, axis=0)
+    mean = np.average(X / unit, axis=0, weights=sample_weight) * unit
+    deviation = X - mean
+    unit = power_of_two_scale(deviation, axis=0)
+    std = np.sqrt(np.average((deviation / unit) ** 2, axis=0, weights=sample_weight)) * unit
     size = np.max(np.abs(X), axis=0)
     return mean, np.where(std > 1e-12 * np.maximum(size, 1e-300), std, 1.0)
 
@@ -305,6 +314,15 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 ) from None
             if not np.all(np.isfinite(W)):
                 raise InvalidParameterError("init must contain only finite values")
+            if np.abs(W).max(initial=0.0) > _LARGEST_INIT:
+                # The logits are quadratic in the projections of standardized inputs: beyond
+                # this they overflow (NaN losses and predictions), and the softmax would be
+                # one-hot with a zero gradient long before.
+                raise InvalidParameterError(
+                    f"init must hold projections of at most {_LARGEST_INIT:g} in absolute "
+                    f"value (they act on standardized inputs); got {np.abs(W).max():g}. "
+                    "Scale it down, or use init='identity'."
+                )
 
     def _user_init(self, d, head_dim):
         W = np.asarray(self.init, dtype=float)
@@ -337,9 +355,15 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
         layout = Layout(self.n_heads, d, head_dim, Y.shape[1], self.tie_qk, learn_scale)
         scale = self._initial_scale(head_dim)
+        # Targets near 1e±200 would overflow (underflow) the objective's squares: it then
+        # sees them in units of a power of two near their size (and the mixture's bias in
+        # those units). Ordinary targets are left as they are, and so is the optimizer's path.
+        target_unit = float(power_of_two_scale(self._values))
+        if 2.0**-64 <= target_unit <= 2.0**64:
+            target_unit = 1.0
         objective = LeaveOneOutObjective(
             Z,
-            self._values,
+            self._values / target_unit,
             sample_weight,
             groups,
             layout,
@@ -353,7 +377,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         else:
             train, validation = np.arange(len(X)), None
         probe = sample_groups(groups, rng)
-        theta = self._initial_theta(objective, layout, scale, probe, rng, user_init)
+        theta = self._initial_theta(objective, layout, scale, probe, rng, user_init, target_unit)
         self.__dict__.pop("validation_scores_", None)
         if self.max_iter > 0:
             if len(groups.valid_queries(train, train)) == 0:
@@ -395,13 +419,13 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             key_weights=key.copy(),
             scale=scale if log_scale is None else np.exp(log_scale),
             head_weights=a.copy(),
-            head_bias=b.copy(),
+            head_bias=b * target_unit,
             keys=X,
             log_sample_weight=self._log_sample_weight,
             dtype=self._dtype,
         )
 
-    def _initial_theta(self, objective, layout, scale, probe, rng, user_init):
+    def _initial_theta(self, objective, layout, scale, probe, rng, user_init, target_unit=1.0):
         """The parameters to start from: the previous fit's (``warm_start``) or new ones."""
         previous = getattr(self, "kernel_", None) if self.warm_start else None
         if (
@@ -416,7 +440,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 previous.key_weights,
                 np.log(previous.scale),
                 previous.head_weights,
-                previous.head_bias,
+                previous.head_bias / target_unit,
             )
         if user_init is None:
             W = initial_projections(

@@ -86,6 +86,10 @@ class FeatureKernel:
     weight_scale : float
         The sample weight that counts as 1 in the sums (the largest weight of the data the
         kernel was first fitted on), so that chunks of data weigh alike.
+    value_scale : ndarray of shape (n_outputs,), optional
+        The values are summed divided by it (a power of two per output, exact): the sums
+        of squares of targets near 1e200 would overflow. The moments come out in these
+        units. Ones by default.
 
     Attributes
     ----------
@@ -124,7 +128,7 @@ class FeatureKernel:
     (True, [False, False, False])
     """
 
-    def __init__(self, heads, feature_maps, key_shift, head_bias, weight_scale):
+    def __init__(self, heads, feature_maps, key_shift, head_bias, weight_scale, value_scale=None):
         self.heads = heads
         self.feature_maps = list(feature_maps)
         self.key_shift = np.asarray(key_shift, dtype=float)
@@ -132,6 +136,7 @@ class FeatureKernel:
         self.weight_scale = float(weight_scale)
         self.exact = None
         t = len(self.head_bias)
+        self.value_scale = np.ones(t) if value_scale is None else np.asarray(value_scale, float)
         r = self.n_components
         self.key_sums = np.zeros((self.n_heads, r, 2 * t + 1))
         self.key_log_scale = np.full(self.n_heads, -np.inf)
@@ -235,10 +240,25 @@ class FeatureKernel:
         if not len(X):
             return self
         log_weight = self.log_weights(sample_weight)
+        values = values / self.value_scale
         moments = np.hstack([values, values**2, np.ones((len(values), 1))])
         sums = self.key_sums.copy()
         scales = self.key_log_scale.copy()
         radius = self.key_radius.copy()
+        # Keys beyond the float range (a bandwidth near 1e-300) give sums that are not
+        # finite: every query is then unreliable and computed exactly, never NaN.
+        with np.errstate(over="ignore", invalid="ignore"):
+            self._accumulate_heads(X, log_weight, moments, sums, scales, radius)
+        self.key_sums, self.key_log_scale, self.key_radius = sums, scales, radius
+        # Weights relative to weight_scale: n weights near 1e308 would overflow the sum.
+        weight = sample_weight / self.weight_scale
+        self.target_sums = self.target_sums + np.stack(
+            [weight @ values, weight @ values**2, np.full(values.shape[1], weight.sum())]
+        )
+        return self
+
+    def _accumulate_heads(self, X, log_weight, moments, sums, scales, radius):
+        """Add the keys' features times their moments to ``sums`` (in place), head by head."""
         for h in range(self.n_heads):
             r = self.feature_maps[h].n_components_
             for rows in iter_query_blocks(len(X), r, n_arrays=3, cache=_BLOCK_ENTRIES):
@@ -250,15 +270,6 @@ class FeatureKernel:
                         sums[h] *= np.exp(scales[h] - top)
                     scales[h] = top
                 sums[h, :r] += np.exp(top - scales[h]) * (features.T @ moments[rows])
-        self.key_sums, self.key_log_scale, self.key_radius = sums, scales, radius
-        self.target_sums = self.target_sums + np.stack(
-            [
-                sample_weight @ values,
-                sample_weight @ values**2,
-                np.full(values.shape[1], sample_weight.sum()),
-            ]
-        )
-        return self
 
     # ------------------------------------------------------------ predicting
 
@@ -283,7 +294,8 @@ class FeatureKernel:
         return ~reliable
 
     def moments(self, X, h):
-        """Head ``h``'s first and second moments of the centered values at queries ``X``.
+        """Head ``h``'s first and second moments of the centered values (divided by
+        ``value_scale``) at queries ``X``.
 
         Returns
         -------
@@ -293,10 +305,13 @@ class FeatureKernel:
         unreliable : ndarray of bool, shape (n_queries,)
             The rows the features cannot serve.
         """
-        features, Q, covered = self._query_features(X, h)
-        key_sums = self._inner_sums(h)
-        sums = features @ key_sums
-        unreliable = self._unreliable(features, Q, covered, key_sums, sums, h)
+        # A query beyond the float range has features that are not finite: it is
+        # unreliable, and the estimator computes it exactly.
+        with np.errstate(over="ignore", invalid="ignore"):
+            features, Q, covered = self._query_features(X, h)
+            key_sums = self._inner_sums(h)
+            sums = features @ key_sums
+            unreliable = self._unreliable(features, Q, covered, key_sums, sums, h)
         t = self.n_outputs
         reliable = ~unreliable
         first = np.zeros((len(X), t))
@@ -306,7 +321,8 @@ class FeatureKernel:
         return first, second, unreliable
 
     def training_moments(self):
-        """The weighted mean of the centered values and of their squares (no keys needed)."""
+        """The weighted mean of the (scaled) centered values and of their squares (no keys
+        needed)."""
         totals = self.target_sums
         return totals[0] / totals[2, 0], totals[1] / totals[2, 0]
 

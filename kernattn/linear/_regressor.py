@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 from kernattn._blocks import iter_query_blocks
 from kernattn._engine import KEY_TILE, NadarayaWatsonRegressor, fit_transaction
 from kernattn._heads import SoftmaxHeads
+from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.bandwidth import BANDWIDTH_RULES, resolve_bandwidth
 from kernattn.feature_maps import (
     FEATURE_MAPS,
@@ -30,6 +31,7 @@ from kernattn.feature_maps import (
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._feature_kernel import FeatureKernel
 from kernattn.linear._projection import learn_projection
+from kernattn.smoother import _weighted_mean
 
 #: Similarities whose kernel is a softmax kernel exp(qᵀk + b_k) that features can estimate.
 SIMILARITIES = ("dot", "cosine", "gaussian")
@@ -354,7 +356,11 @@ or FeatureMap, default="positive"
             X, Y, sample_weight = X[active], Y[active], sample_weight[active]
             if first:
                 self._target_shape = y.shape[1:]
-                self._y_offset = np.average(Y, axis=0, weights=sample_weight)
+                # As the engine does for fit: in units that cannot overflow (exact).
+                weight = normalized_weights(sample_weight)
+                magnitude = power_of_two_scale(Y, axis=0)
+                self._y_offset = np.average(Y / magnitude, axis=0, weights=weight) * magnitude
+                self._value_scale = power_of_two_scale(Y - self._y_offset, axis=0)
                 kernel = self._make_kernel(X, Y, sample_weight)
             elif y.shape[1:] != self._target_shape:
                 raise ValueError(
@@ -400,12 +406,19 @@ or FeatureMap, default="positive"
         self.feature_maps_ = feature_maps
         # The engine mixes centered estimates: Σ_h a_h (ŷ_h − ȳ) + b' = Σ_h a_h ŷ_h + b − ȳ.
         centered_bias = head_bias + (heads.head_weights.sum() - 1.0) * self._y_offset
-        return FeatureKernel(heads, feature_maps, key_shift, centered_bias, sample_weight.max())
+        return FeatureKernel(
+            heads,
+            feature_maps,
+            key_shift,
+            centered_bias,
+            sample_weight.max(),
+            value_scale=self._value_scale,
+        )
 
     def _center(self, X, sample_weight):
         d = X.shape[1]
         if self.center is None:
-            return np.average(X, axis=0, weights=sample_weight)
+            return _weighted_mean(X, sample_weight)
         center = np.asarray(self.center, dtype=float)
         if center.shape != (d,) or not np.all(np.isfinite(center)):
             raise ValueError(
@@ -503,7 +516,7 @@ or FeatureMap, default="positive"
         if heads.similarity == "gaussian":
             for h in range(heads.n_heads):
                 keys = heads.project(X, h, "key")
-                key_shift[h] = np.average(keys, axis=0, weights=sample_weight)
+                key_shift[h] = _weighted_mean(keys, sample_weight)
         return key_shift
 
     def _fit_feature_maps(self, heads, key_shift, X, sample_weight, rng):

@@ -1,0 +1,259 @@
+"""Every estimator at the ends of the float range: finite, documented answers, never NaN.
+
+Inputs, targets, queries, bandwidths and sample weights are pushed towards 1e±300. The
+Nadaraya–Watson estimate is invariant to rescaling the inputs together with the bandwidth,
+the targets scale with the values, and sample weights only count relative to each other:
+each test checks one of these against the problem at ordinary scale.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.utils._param_validation import InvalidParameterError
+
+from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
+
+ESTIMATORS = ("smoother", "smoother_linear", "attention", "linear")
+# Powers of ten from 1e-300 to 1e300 (hypothesis draws the exponent).
+exponents = st.integers(min_value=-300, max_value=300)
+
+
+def make(name, **params):
+    if name == "smoother":
+        return KernelSmoother(**params)
+    if name == "smoother_linear":
+        return KernelSmoother(degree=1, **params)
+    if name == "attention":
+        return AttentionRegressor(max_iter=0, random_state=0, **params)
+    return LinearAttentionRegressor(n_components=64, random_state=0, **params)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(40, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1]
+    queries = rng.uniform(-1.2, 1.2, size=(7, 2))
+    return X, y, queries
+
+
+def quiet_predict(model, queries, return_std=False):
+    """Predict with every warning an error, except the linear estimator's fallback notice."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", ".*queries had a linear-attention", UserWarning)
+        return model.predict(queries, return_std=return_std)
+
+
+# ------------------------------------------------------------- 1. input scale
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("rule", ["scott", "silverman"])
+@settings(max_examples=6, deadline=None)
+@given(exponent=exponents)
+def test_rescaled_inputs_give_the_predictions_of_the_unscaled_problem(problem, name, rule, exponent):
+    X, y, queries = problem
+    if name in ("attention",) and rule != "scott":
+        return
+    c = 10.0**exponent
+    params = {} if name == "attention" else {"bandwidth": rule}
+    expected = make(name, **params).fit(X, y).predict(queries)
+    model = make(name, **params).fit(X * c, y)
+    mean = quiet_predict(model, queries * c)
+    np.testing.assert_allclose(mean, expected, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("rule", ["scott", "silverman"])
+@pytest.mark.parametrize("c", [1e-300, 1e300])
+def test_rule_of_thumb_bandwidth_scales_with_the_inputs(problem, rule, c):
+    X, y, _ = problem
+    h = KernelSmoother(bandwidth=rule).fit(X, y).bandwidth_
+    np.testing.assert_allclose(KernelSmoother(bandwidth=rule).fit(X * c, y).bandwidth_, h * c)
+
+
+@pytest.mark.parametrize("c", [1e-300, 1e300])
+def test_attention_standardization_scales_with_the_inputs(problem, c):
+    X, y, _ = problem
+    scale = make("attention").fit(X, y).input_scale_
+    np.testing.assert_allclose(make("attention").fit(X * c, y).input_scale_, scale * c)
+
+
+# ------------------------------------------------------------ 2. target scale
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("c", [1e-200, 1e200, -1e200])
+def test_rescaled_targets_give_rescaled_predictions_and_spreads(problem, name, c):
+    X, y, queries = problem
+    expected_mean, expected_std = make(name).fit(X, y).predict(queries, return_std=True)
+    model = make(name).fit(X, y * c)
+    mean, std = quiet_predict(model, queries, return_std=True)
+    np.testing.assert_allclose(mean / c, expected_mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(std / abs(c), expected_std, rtol=1e-6, atol=1e-12)
+
+
+def test_linear_sums_of_huge_targets_keep_the_features(problem):
+    X, y, queries = problem
+    model = make("linear", bandwidth=1.0).fit(X, y * 1e200)
+    # Every row from the features: no overflowing sum marks a row unreliable.
+    _, _, unreliable = model.kernel_.moments(queries, 0)
+    assert not np.any(unreliable)
+
+
+# ---------------------------------------------- 3. queries near the largest float
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_queries_near_the_largest_float_get_finite_answers_in_the_target_range(
+    problem, name, sign
+):
+    X, y, queries = problem
+    model = make(name).fit(X, y)
+    mean, std = quiet_predict(model, np.full((3, 2), sign * 1e308), return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+    if name != "attention":  # its dot-product kernel extrapolates to a training target too
+        assert np.all((mean >= y.min() - 1e-12) & (mean <= y.max() + 1e-12))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube"])
+def test_query_near_the_largest_float_gets_its_nearest_target(problem, kernel):
+    X, y, _ = problem
+    model = KernelSmoother(kernel=kernel, bandwidth=0.1).fit(X, y)
+    query = np.array([[1e308, 0.0]])
+    # Far along the first feature only the first coordinate counts: the largest x₀ wins.
+    np.testing.assert_allclose(quiet_predict(model, query), y[X[:, 0].argmax()], rtol=1e-12)
+
+
+# ------------------------------------------------- 4. tiny accepted bandwidths
+
+
+@pytest.mark.parametrize("bandwidth", [1e-300, 1e-154, 1e-20])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_tiny_bandwidth_gives_the_nearest_target(problem, bandwidth, kernel, degree):
+    X, y, queries = problem
+    model = KernelSmoother(kernel=kernel, bandwidth=bandwidth, degree=degree).fit(X, y)
+    nearest = ((queries[:, None, :] - X[None]) ** 2).sum(axis=2).argmin(axis=1)
+    np.testing.assert_allclose(quiet_predict(model, queries), y[nearest], rtol=1e-12)
+    np.testing.assert_allclose(quiet_predict(model, X[:5]), y[:5], rtol=1e-12)
+    _, std = quiet_predict(model, queries, return_std=True)
+    np.testing.assert_allclose(std, 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("bandwidth", [1e-300, 1e-154])
+def test_linear_attention_with_a_tiny_bandwidth_is_finite(problem, bandwidth):
+    X, y, queries = problem
+    model = make("linear", bandwidth=bandwidth).fit(X, y)
+    # Random features cannot resolve such a kernel: the documented answer is a coarser
+    # smoother, finite and inside the range of the targets.
+    mean, std = quiet_predict(model, queries, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+    assert np.all((mean >= y.min() - 1e-12) & (mean <= y.max() + 1e-12))
+
+
+# --------------------------------------------- 5. weights whose sum overflows
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_huge_sample_weights_count_as_equal_weights(problem, name):
+    X, y, queries = problem
+    # A given bandwidth: the rules read the sample size from the sum of the weights.
+    params = {} if name == "attention" else {"bandwidth": 0.5}
+    expected = make(name, **params).fit(X, y).predict(queries, return_std=True)
+    model = make(name, **params).fit(X, y, sample_weight=np.full(len(X), 1e308))
+    for got, want in zip(quiet_predict(model, queries, return_std=True), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("rule", ["scott", "silverman"])
+def test_bandwidth_rule_with_huge_weights_is_finite(problem, rule):
+    X, y, _ = problem
+    model = KernelSmoother(bandwidth=rule).fit(X, y, sample_weight=np.full(len(X), 1e308))
+    assert np.all(np.isfinite(model.bandwidth_)) and np.all(model.bandwidth_ > 0)
+
+
+def test_trained_attention_with_huge_weights_is_the_unpenalized_fit(problem):
+    X, y, queries = problem
+    # alpha is weighed against the sum of the weights: against 40 · 2^1020 it is nothing.
+    params = {"max_iter": 3, "random_state": 0}
+    expected = AttentionRegressor(alpha=0.0, **params).fit(X, y).predict(queries)
+    model = AttentionRegressor(**params).fit(X, y, sample_weight=np.full(len(X), 2.0**1020))
+    np.testing.assert_allclose(quiet_predict(model, queries), expected, rtol=1e-9)
+
+
+# ------------------------------------------------ 6. ties of compact kernels
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "tricube"])
+def test_far_query_between_tied_points_does_not_depend_on_the_batch(kernel):
+    X = np.array([[0.0], [1.0], [4.0], [7.0]])
+    y = np.array([0.0, 1.0, 3.0, 5.0])
+    model = KernelSmoother(kernel=kernel, bandwidth=0.1).fit(X, y)
+    # 2.5 lies halfway between 1 and 4, outside every support: the mean of their targets.
+    alone = model.predict([[2.5]])
+    batch = model.predict(np.array([[2.5], [5.5], [-3.0], [0.5]]))
+    assert alone[0] == batch[0] == 2.0
+    assert batch[1] == 4.0
+
+
+# ------------------------------------------------------ 7. cosine, float32
+
+
+def test_cosine_heads_far_out_follow_the_direction(problem):
+    X, y, queries = problem
+    model = make("attention", similarity="cosine").fit(X, y)
+    direction = queries[:1] / np.abs(queries[:1]).max()
+    expected = model.predict(direction * 1e15)
+    np.testing.assert_allclose(quiet_predict(model, direction * 1e300), expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_float64_query_beyond_a_float32_fit_is_finite(problem, name):
+    X, y, _ = problem
+    model = make(name).fit(X.astype(np.float32), y)
+    mean = quiet_predict(model, np.array([[1e300, -1e300], [1e50, 0.0]]))
+    assert mean.dtype == np.float32 and np.all(np.isfinite(mean))
+
+
+# --------------------------------------------------------------- 8. parameters
+
+
+INVALID = [
+    ("attention", {"alpha": np.inf}, "alpha"),
+    ("attention", {"learning_rate": np.inf}, "learning_rate"),
+    ("attention", {"tie_qk": "yes"}, "tie_qk"),
+    ("attention", {"standardize": None}, "standardize"),
+    ("attention", {"early_stopping": "false"}, "early_stopping"),
+    ("attention", {"init": np.full((2, 2), 1e200)}, "init"),
+    ("linear", {"orthogonal": "no"}, "orthogonal"),
+    ("linear", {"learn_projection": None}, "learn_projection"),
+    ("linear", {"bandwidth": np.inf}, "bandwidth"),
+    ("smoother", {"bandwidth": np.inf}, "bandwidth"),
+    ("smoother", {"bandwidth": [1.0, np.inf]}, "bandwidth"),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "parameter"), INVALID)
+def test_invalid_parameter_is_refused_by_name_and_leaves_the_fit(problem, name, params, parameter):
+    X, y, queries = problem
+    model = make(name).fit(X, y)
+    before = model.predict(queries)
+    state = dict(model.__dict__)
+    model.set_params(**params)
+    with pytest.raises((ValueError, TypeError), match=parameter):
+        model.fit(X[:10], y[:10] + 1.0)
+    assert model.n_features_in_ == 2
+    for key, value in state.items():
+        if key not in params:
+            assert model.__dict__[key] is value
+    np.testing.assert_array_equal(model.predict(queries), before)
+
+
+def test_huge_init_names_the_parameter():
+    with pytest.raises(InvalidParameterError, match="init must hold projections"):
+        AttentionRegressor(init=np.full((2, 2), 1e200)).fit(np.eye(2), [0.0, 1.0])
