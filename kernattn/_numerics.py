@@ -54,6 +54,12 @@ def underflowed(row_sums):
         return ~((row_sums >= tiny) & (row_sums < np.inf))
 
 
+def max_exponent(a, axis=None):
+    """The exponent ``e`` of a power of two with ``|a| < 2**e`` along ``axis`` (0 where ``a``
+    is empty or all 0): dividing by ``2**e`` is exact, and changes only the range."""
+    return np.frexp(np.max(np.abs(a), axis=axis, initial=0.0))[1].astype(int)
+
+
 def power_of_two_scale(a, axis=None):
     """The power of two ``2**k ≤ max|a| < 2**(k+1)`` along ``axis`` (1 where ``a`` is all 0).
 

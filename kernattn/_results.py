@@ -39,6 +39,8 @@ def _sig(value, digits=4):
 
 
 def _seconds(value):
+    if math.isnan(value):
+        return "nan"
     return f"{value:.3f}" if value >= 1e-3 else f"{value:.1e}"
 
 
@@ -51,7 +53,9 @@ class ComparisonResult:
     Columns: ``task``, ``estimator``, ``n_samples``, ``n_features``, ``n_splits``,
     ``mse_mean``, ``mse_std``, ``r2_mean``, ``r2_std`` (over the splits), ``fit_time``,
     ``predict_time`` (mean seconds per split) and ``n_warnings`` (distinct warnings the
-    estimator raised; the messages are in ``warnings``).
+    estimator raised; the messages are in ``warnings``). A pair that failed under
+    ``compare(..., error_score=np.nan)`` has NaN scores and times, and its error messages in
+    ``errors``.
 
     Parameters
     ----------
@@ -65,14 +69,26 @@ class ComparisonResult:
         "predict_time": [...]}``.
     warnings : dict, optional
         ``(task, estimator) -> list of distinct warning messages``.
+    errors : dict, optional
+        ``(task, estimator) -> list of distinct error messages``, for the pairs that failed.
     """
 
-    def __init__(self, rows=None, *, settings=None, descriptions=None, splits=None, warnings=None):
+    def __init__(
+        self,
+        rows=None,
+        *,
+        settings=None,
+        descriptions=None,
+        splits=None,
+        warnings=None,
+        errors=None,
+    ):
         self.rows = list(rows or [])
         self.settings = dict(settings or {})
         self.descriptions = dict(descriptions or {})
         self.splits = dict(splits or {})
         self.warnings = dict(warnings or {})
+        self.errors = dict(errors or {})
 
     # ----------------------------------------------------------------- building
 
@@ -97,6 +113,9 @@ class ComparisonResult:
         self.rows.append(row)
         self.splits[(task, estimator)] = per_split
         self.warnings[(task, estimator)] = messages
+        errors = sorted({s["error"] for s in scores if s.get("error")})
+        if errors:
+            self.errors[(task, estimator)] = errors
         return row
 
     # ------------------------------------------------------------------ reading
@@ -153,12 +172,15 @@ class ComparisonResult:
         header = ["task", "estimator", "R² (held out)", "MSE (held out)", "fit s", "predict s"]
         best = {}
         for row in self.rows:
+            # A failed pair (NaN) is never the best; NaN compares False with everything.
+            if math.isnan(row["r2_mean"]):
+                continue
             if row["task"] not in best or row["r2_mean"] > best[row["task"]]["r2_mean"]:
                 best[row["task"]] = row
         body = []
         for row in self.rows:
             cells = self._cells(row)
-            cells[2] += " *" if best[row["task"]] is row else "  "
+            cells[2] += " *" if best.get(row["task"]) is row else "  "
             body.append(cells)
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
         left = {0, 1}
@@ -186,11 +208,13 @@ class ComparisonResult:
         """One line for a finished (task, estimator): ``[ 3/15] task  estimator  R² ...``."""
         width = len(str(total))
         note = f"  ({row['n_warnings']} warning{'s' * (row['n_warnings'] != 1)})"
+        errors = self.errors.get((row["task"], row["estimator"]))
         return (
             f"[{index:>{width}}/{total}] {row['task']:<12} {row['estimator']:<26} "
             f"R² {row['r2_mean']:6.3f} ± {row['r2_std']:.3f}   "
             f"fit {_seconds(row['fit_time'])} s   predict {_seconds(row['predict_time'])} s"
             + (note if row["n_warnings"] else "")
+            + (f"  failed: {errors[0]}" if errors else "")
         )
 
     # ------------------------------------------------------------- saving/loading
@@ -224,6 +248,7 @@ class ComparisonResult:
                     **row,
                     "splits": self.splits.get((row["task"], row["estimator"])),
                     "warnings": self.warnings.get((row["task"], row["estimator"]), []),
+                    "errors": self.errors.get((row["task"], row["estimator"]), []),
                 }
                 for row in self.rows
             ],
@@ -247,7 +272,7 @@ class ComparisonResult:
         document = json.loads(_read(path_or_text))
         if not isinstance(document, dict) or "rows" not in document:
             raise ValueError("not a kernattn comparison JSON: no 'rows'")
-        rows, splits, warnings = [], {}, {}
+        rows, splits, warnings, errors = [], {}, {}, {}
         for raw in document["rows"]:
             missing = set(COLUMNS) - set(raw)
             if missing:
@@ -258,13 +283,30 @@ class ComparisonResult:
             if raw.get("splits") is not None:
                 splits[key] = raw["splits"]
             warnings[key] = list(raw.get("warnings", []))
+            if raw.get("errors"):
+                errors[key] = list(raw["errors"])
         return cls(
             rows,
             settings=document.get("settings"),
             descriptions=document.get("tasks"),
             splits=splits,
             warnings=warnings,
+            errors=errors,
         )
+
+    def to_frame(self):
+        """The summary rows as a pandas ``DataFrame``, the columns in table order.
+
+        pandas is not a dependency of kernattn: this needs it installed.
+        """
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError(
+                "ComparisonResult.to_frame needs pandas, which kernattn does not install: "
+                "pip install pandas, or use result.rows, to_csv() or to_json()"
+            ) from None
+        return pandas.DataFrame(self.rows, columns=list(COLUMNS))
 
     def plot(self, metric="r2", ax=None):
         """Bar chart of ``metric`` per task and estimator; see

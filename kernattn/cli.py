@@ -8,6 +8,7 @@ built-in regression tasks, prints a line per (task, estimator) and then the tabl
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 import kernattn
@@ -55,6 +56,57 @@ def _integer(minimum):
 
     parse.__name__ = "integer"
     return parse
+
+
+def _n_jobs(text):
+    """An argparse type for ``--n-jobs``: -1 (all cores) or 1 up to a cap of 4 × the cores.
+
+    A process per job is started: thousands of them would stall the machine, not speed up a
+    comparison that has a few splits at a time.
+    """
+    from joblib import cpu_count
+
+    cores = cpu_count()
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+    if value == -1:
+        return value
+    if not 1 <= value <= 4 * cores:
+        raise argparse.ArgumentTypeError(
+            f"must be -1 (all {cores} cores) or from 1 to {4 * cores} (4 x the cores); "
+            f"got {value}"
+        )
+    return value
+
+
+_n_jobs.__name__ = "n_jobs"
+
+
+def _check_out(path):
+    """Fail now, not after the whole run, if the results cannot be written to ``path``.
+
+    ``path`` must be a folder or not exist yet, in a folder we can write to. A probe file is
+    created and removed there (permission bits say nothing when running as root or on a
+    read-only file system).
+    """
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"cannot write the results to --out {path}: it is a file, not a folder")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ValueError(
+            f"cannot write the results to --out {path}: {existing} is a file, not a folder"
+        )
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"cannot write the results to --out {path}: {exc.strerror or exc}"
+        ) from None
 
 
 def build_parser():
@@ -122,10 +174,13 @@ def build_parser():
     )
     compare.add_argument(
         "--n-jobs",
-        type=_integer(1),
+        type=_n_jobs,
         default=1,
         metavar="N",
-        help="fit N splits in parallel; each fit uses one thread (default: 1)",
+        help=(
+            "fit N splits in parallel, -1 for all cores, at most 4 x the cores; each fit "
+            "uses one thread (default: 1)"
+        ),
     )
     compare.add_argument(
         "--out",
@@ -164,6 +219,7 @@ def run_compare(args, out=None):
     from kernattn.compare import compare, default_estimators, load_tasks
 
     out = sys.stdout if out is None else out
+    _check_out(args.out)
     estimators = default_estimators(quick=args.quick)
     if args.estimators is not None:
         estimators = {name: estimators[name] for name in args.estimators}

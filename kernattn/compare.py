@@ -18,6 +18,7 @@ import types
 import warnings
 
 import numpy as np
+from joblib import cpu_count
 from sklearn.base import clone
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.metrics import mean_squared_error, r2_score
@@ -290,27 +291,80 @@ def _seed_estimator(estimator, seed):
     return estimator
 
 
-def _fit_and_score(estimator, X, y, train, test):
+def _check_n_jobs(n_jobs):
+    """``n_jobs`` as joblib reads it (None, a positive int, or -k for all cores but k − 1)."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"n_jobs must be None or a non-zero int; got {n_jobs!r}")
+    n_jobs = int(n_jobs)
+    cores = cpu_count()
+    if n_jobs == 0 or cores + 1 + n_jobs < 1:
+        raise ValueError(
+            f"n_jobs must be None, a positive int or -1 (all {cores} cores) down to -{cores}; "
+            f"got {n_jobs}"
+        )
+    return n_jobs
+
+
+def _workers(n_jobs, n_splits):
+    """Processes worth starting: never more than the splits fitted at a time (joblib would
+    try to start every worker asked for, and 100 000 processes hang the machine)."""
+    if n_jobs is None:
+        return None
+    if n_jobs < 0:
+        n_jobs = cpu_count() + 1 + n_jobs
+    return max(1, min(n_jobs, n_splits))
+
+
+def _check_error_score(error_score):
+    if isinstance(error_score, str) and error_score == "raise":
+        return error_score
+    if isinstance(error_score, numbers.Real) and not isinstance(error_score, bool):
+        return float(error_score)
+    raise ValueError(
+        f"error_score must be 'raise' or a number such as np.nan; got {error_score!r}"
+    )
+
+
+def _fit_and_score(estimator, X, y, train, test, error_score="raise"):
     # One BLAS/OpenMP thread per fit: every estimator is timed on one core (comparable), the
     # cores are used through n_jobs, and a BLAS thread pool on a busy machine does not spin
     # (which can make a small fit ten times slower).
     with threadpool_limits(limits=1), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        start = time.perf_counter()
-        estimator.fit(X[train], y[train])
-        fit_time = time.perf_counter() - start
-        start = time.perf_counter()
-        prediction = estimator.predict(X[test])
-        predict_time = time.perf_counter() - start
-    prediction = np.asarray(prediction, dtype=float)
-    if not np.all(np.isfinite(prediction)):
-        raise ValueError("the prediction contains NaN or infinite values")
+        try:
+            start = time.perf_counter()
+            estimator.fit(X[train], y[train])
+            fit_time = time.perf_counter() - start
+            start = time.perf_counter()
+            prediction = estimator.predict(X[test])
+            predict_time = time.perf_counter() - start
+            prediction = np.asarray(prediction, dtype=float)
+            if not np.all(np.isfinite(prediction)):
+                raise ValueError("the prediction contains NaN or infinite values")
+        except Exception as exc:
+            if isinstance(error_score, str):
+                raise
+            failure = f"{type(exc).__name__}: {str(exc).partition(chr(10))[0]}"
+        else:
+            failure = None
+    messages = sorted({str(w.message).split("\n")[0] for w in caught})
+    if failure is not None:
+        return {
+            "mse": error_score,
+            "r2": error_score,
+            "fit_time": float("nan"),
+            "predict_time": float("nan"),
+            "warnings": messages,
+            "error": failure,
+        }
     return {
         "mse": float(mean_squared_error(y[test], prediction)),
         "r2": float(r2_score(y[test], prediction)),
         "fit_time": fit_time,
         "predict_time": predict_time,
-        "warnings": sorted({str(w.message).split("\n")[0] for w in caught}),
+        "warnings": messages,
     }
 
 
@@ -322,6 +376,7 @@ def compare(
     n_repeats=1,
     random_state=None,
     n_jobs=None,
+    error_score="raise",
     verbose=False,
 ):
     """Cross-validate every estimator on every task, with the same splits.
@@ -349,9 +404,18 @@ def compare(
         Draws the built-in tasks, the splits and the ``random_state`` of every estimator that
         has one left at ``None``, so one integer reproduces the whole table.
     n_jobs : int or None
-        Splits fitted in parallel (joblib). Each fit runs with one BLAS/OpenMP thread, so its
-        time is per core and comparable across estimators; parallel fits still share memory
-        bandwidth: compare times measured with the same ``n_jobs``.
+        Splits fitted in parallel (joblib): a positive int, ``-1`` for all cores (``-k``:
+        all but ``k - 1``), ``None`` for joblib's default (one, unless set by
+        ``joblib.parallel_config``). No more processes are started than there are splits.
+        Each fit runs with one BLAS/OpenMP thread, so its time is per core and comparable
+        across estimators; parallel fits still share memory bandwidth: compare times
+        measured with the same ``n_jobs``.
+    error_score : 'raise' or float
+        What a failing fit or prediction (an exception, or NaN or infinite predictions)
+        does. ``'raise'`` stops the comparison with a ``RuntimeError``; a number, typically
+        ``np.nan``, becomes that split's MSE and R² (its times are NaN), so the row's means
+        are NaN, and the comparison goes on; the error messages are kept in
+        ``result.errors``.
     verbose : bool
         Print a line as each (task, estimator) finishes.
 
@@ -365,7 +429,8 @@ def compare(
     ValueError, TypeError
         Bad arguments, before anything is fitted.
     RuntimeError
-        An estimator failed on a task (the message names both; the original error is chained).
+        An estimator failed on a task, with ``error_score='raise'`` (the message names both;
+        the original error is chained).
 
     Examples
     --------
@@ -377,11 +442,14 @@ def compare(
     >>> [(row["task"], row["estimator"]) for row in result.rows]
     [('curve', 'KernelSmoother'), ('curve', 'Ridge')]
     """
+    # Every argument is checked before the tasks are made, and all before anything is fitted.
+    n_jobs = _check_n_jobs(n_jobs)
+    error_score = _check_error_score(error_score)
     named = _check_estimators(estimators)
     rng = check_random_state(random_state)
-    task_data = _check_tasks(tasks, _draw_seed(rng))
-    splitter = _check_cv(cv, n_repeats, _draw_seed(rng))
-    estimator_seed = _draw_seed(rng)
+    task_seed, split_seed, estimator_seed = (_draw_seed(rng) for _ in range(3))
+    splitter = _check_cv(cv, n_repeats, split_seed)
+    task_data = _check_tasks(tasks, task_seed)
     splits = {}
     for name, (X, y, _) in task_data.items():
         n_splits = splitter.get_n_splits(X, y)
@@ -402,13 +470,13 @@ def compare(
         descriptions={name: task.description for name, task in task_data.items()},
     )
     total = len(task_data) * len(named)
-    parallel = Parallel(n_jobs=n_jobs)
+    parallel = Parallel(n_jobs=_workers(n_jobs, max(len(s) for s in splits.values())))
     for task_name, (X, y, _) in task_data.items():
         for estimator_name, estimator in named.items():
             template = _seed_estimator(clone(estimator), estimator_seed)
             try:
                 scores = parallel(
-                    delayed(_fit_and_score)(clone(template), X, y, train, test)
+                    delayed(_fit_and_score)(clone(template), X, y, train, test, error_score)
                     for train, test in splits[task_name]
                 )
             except Exception as exc:

@@ -48,13 +48,27 @@ def test_options_choose_tasks_estimators_folds_repeats_and_seed(tmp_path, capsys
     assert [r["r2_mean"] for r in again.rows] == [r["r2_mean"] for r in loaded.rows]
 
 
-def test_unwritable_out_is_a_one_line_error(tmp_path, capsys):
+@pytest.mark.parametrize("where", ["file", "file/inside"])
+def test_out_that_cannot_be_written_is_refused_before_any_fit(tmp_path, capsys, where):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     argv = ["compare", "--quick", "--tasks", "curve", "--estimators", "KernelSmoother"]
-    assert main(argv + ["--folds", "2", "--out", str(blocker)]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
+    assert main(argv + ["--folds", "2", "--out", str(tmp_path / where)]) == 2
+    captured = capsys.readouterr()
+    # Nothing was run: the header line printed before the first fit is not there.
+    assert captured.out == ""
+    err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kernattn compare: error: cannot write")
+    assert "is a file, not a folder" in err[0]
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+def test_n_jobs_minus_one_means_all_cores(tmp_path, capsys):
+    argv = ["compare", "--quick", "--tasks", "curve", "--estimators", "KernelSmoother"]
+    assert main(argv + ["--folds", "2", "--n-jobs", "-1", "--out", str(tmp_path)]) == 0
+    loaded = ComparisonResult.from_json(tmp_path / "results.json")
+    assert loaded.settings["n_jobs"] == -1
+    assert loaded.rows[0]["n_splits"] == 2
 
 
 @pytest.mark.parametrize(
@@ -66,6 +80,10 @@ def test_unwritable_out_is_a_one_line_error(tmp_path, capsys):
         (["compare", "--folds", "three"], "argument --folds: must be an integer; got 'three'"),
         (["compare", "--seed", "-1"], "argument --seed: must be at least 0"),
         (["compare", "--repeats", "0"], "argument --repeats: must be at least 1"),
+        (["compare", "--n-jobs", "100000"], "argument --n-jobs: must be -1 (all"),
+        (["compare", "--n-jobs", "0"], "argument --n-jobs: must be -1 (all"),
+        (["compare", "--n-jobs", "-2"], "argument --n-jobs: must be -1 (all"),
+        (["compare", "--n-jobs", "many"], "argument --n-jobs: must be an integer"),
         (["compare", "--color"], "unrecognized arguments: --color"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],

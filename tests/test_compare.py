@@ -1,6 +1,8 @@
 """The comparison harness: rows, scores, seeds, the result table and its files."""
 
 import json
+import sys
+import types
 import warnings
 
 import numpy as np
@@ -230,13 +232,77 @@ def test_a_failing_estimator_names_itself_and_the_task():
         ({"n_repeats": 0}, ValueError, "n_repeats must be a positive int"),
         ({"cv": KFold(2), "n_repeats": 2}, ValueError, "n_repeats applies"),
         ({"cv": 50}, ValueError, "only 40 samples"),
+        ({"n_jobs": 0}, ValueError, "n_jobs must be None, a positive int or -1"),
+        ({"n_jobs": -10_000}, ValueError, "n_jobs must be None, a positive int or -1"),
+        ({"n_jobs": 1.5}, TypeError, "n_jobs must be None or a non-zero int"),
+        ({"n_jobs": True}, TypeError, "n_jobs must be None or a non-zero int"),
+        ({"random_state": "seed"}, ValueError, "cannot be used to seed"),
+        ({"error_score": "ignore"}, ValueError, "error_score must be 'raise' or a number"),
+        ({"cv": 1, "tasks": ["large"]}, ValueError, "at least 2 folds"),
     ],
 )
 def test_bad_arguments_fail_before_fitting(kwargs, error, match):
-    arguments = {"estimators": {"ridge": Ridge()}, "tasks": {"plane": _tiny_tasks()["plane"]}}
+    _MustNotFit.fitted = False
+    arguments = {
+        "estimators": {"ridge": _MustNotFit()},
+        "tasks": {"plane": _tiny_tasks()["plane"]},
+    }
     arguments.update(kwargs)
     with pytest.raises(error, match=match):
         compare(**arguments)
+    assert not _MustNotFit.fitted
+
+
+class _MustNotFit(Ridge):
+    fitted = False
+
+    def fit(self, X, y):
+        _MustNotFit.fitted = True
+        return super().fit(X, y)
+
+
+def test_failing_estimators_are_recorded_with_a_numeric_error_score(tmp_path, capsys):
+    estimators = {"broken": _Broken(), "ridge": Ridge(), "nan": _NaNPredictor()}
+    result = compare(
+        estimators, {"plane": _tiny_tasks()["plane"]}, cv=2, error_score=np.nan, verbose=True
+    )
+    assert result.estimators == ["broken", "ridge", "nan"]
+    for name in ("broken", "nan"):
+        row = result.get("plane", name)
+        assert all(np.isnan(row[key]) for key in ("mse_mean", "r2_mean", "fit_time"))
+    assert result.errors[("plane", "broken")] == ["ValueError: cannot fit this"]
+    assert "NaN or infinite" in result.errors[("plane", "nan")][0]
+    assert ("plane", "ridge") not in result.errors
+    assert result.get("plane", "ridge")["r2_mean"] > 0.9
+    # The table still marks the best working estimator; the progress line says what failed.
+    assert [line for line in str(result).splitlines() if " * " in line][0].startswith(
+        "plane  ridge"
+    )
+    assert "failed: ValueError: cannot fit this" in capsys.readouterr().out
+    result.to_json(tmp_path / "results.json")
+    assert ComparisonResult.from_json(tmp_path / "results.json").errors == result.errors
+    result = compare({"zero": _Broken()}, {"plane": _tiny_tasks()["plane"]}, cv=2, error_score=0)
+    assert result.rows[0]["r2_mean"] == 0.0
+
+
+def test_huge_n_jobs_starts_no_more_workers_than_splits():
+    tasks = {"plane": _tiny_tasks()["plane"]}
+    result = compare({"ridge": Ridge()}, tasks, cv=2, n_jobs=100_000, random_state=0)
+    serial = compare({"ridge": Ridge()}, tasks, cv=2, random_state=0)
+    assert result.splits[("plane", "ridge")]["mse"] == serial.splits[("plane", "ridge")]["mse"]
+
+
+def test_to_frame_returns_a_pandas_frame_or_explains_that_pandas_is_needed(
+    tiny_result, monkeypatch
+):
+    fake = types.ModuleType("pandas")
+    fake.DataFrame = lambda rows, columns: ("frame", rows, columns)
+    monkeypatch.setitem(sys.modules, "pandas", fake)
+    kind, rows, columns = tiny_result.to_frame()
+    assert rows == tiny_result.rows and columns[:2] == ["task", "estimator"]
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="to_frame needs pandas"):
+        tiny_result.to_frame()
 
 
 def test_default_estimators_are_fresh_regressors_and_tasks_are_built_in():
