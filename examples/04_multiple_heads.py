@@ -18,7 +18,7 @@ more irrelevant features — an additive target whose parts a head could special
   along v favors the keys far along v, one at the other end the keys at the other end (a
   diagonal, from corner to corner); a head with near-uniform weights adds a constant;
 - ``head_weights_`` (an affine mixture: they need not be positive or sum to one), and the
-  held-out MSE as the heads are removed one at a time, smallest |a_h| first — replaced by the
+  held-out MSE as the heads are removed one at a time, smallest ``|a_h|`` first — replaced by the
   training mean, or with the mixture of the rest re-fitted (``prune_heads``): a flat start
   means redundant heads.
 
@@ -72,7 +72,7 @@ gap = np.abs(mixed - model.predict(X_test)).max()
 print(f"max |mixture of head estimates - predict| = {gap:.1e}")
 
 # %%
-# Remove the heads one by one, smallest |head weight| first, two ways:
+# Remove the heads one by one, smallest ``|head weight|`` first, two ways:
 # ``predict(X, heads=kept)`` replaces each removed head by the training mean and keeps the
 # other weights (what the removed heads contributed); ``prune_heads(kept)`` re-fits the mixture
 # of the kept heads (what is lost if the model is rebuilt without them).

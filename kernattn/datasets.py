@@ -9,7 +9,7 @@ every task small enough for a cross-validated comparison on a laptop, except
 name            what it is                                                 who should win
 ==============  =========================================================  ===============
 ``curve``       1-D noisy curve :math:`y = 2\sin x + x^{0.8} + \epsilon`    all smoothers
-``friedman1``   Friedman #1: 5 relevant and 5 irrelevant features           per-feature
+``friedman1``   Friedman #1: 5 relevant and 5 irrelevant features          per-feature
                                                                            bandwidths
 ``friedman2``   Friedman #2: impedance of an AC circuit, 4 features         --
 ``friedman3``   Friedman #3: phase of the same circuit                     --

@@ -49,8 +49,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
     kernel : {"gaussian", "epanechnikov", "tricube"}, default="gaussian"
         The radial profile of the kernel (see :mod:`kernattn.kernels`). The compact ones give
         a query outside every training point's support its nearest training target.
-    bandwidth : float, array_like of shape (n_features,), or {"scott", "silverman", "loo"}, \
-default="scott"
+    bandwidth : float, array_like, or {"scott", "silverman", "loo"}, default="scott"
         A positive float (the same bandwidth for every feature), one positive float per
         feature, a normal-reference rule (one bandwidth per feature from its spread), or
         ``"loo"``: one bandwidth per feature minimizing the leave-one-out squared error (a

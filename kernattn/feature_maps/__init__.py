@@ -50,15 +50,15 @@ estimate has bounded absolute error :math:`O(r^{-1/2})` but can be negative.
 
 References
 ----------
-.. [1] A. Rahimi, B. Recht, "Random features for large-scale kernel machines", NeurIPS 2007.
-.. [2] C. K. I. Williams, M. Seeger, "Using the Nyström method to speed up kernel machines",
-   NeurIPS 2001.
-.. [3] F. X. Yu et al., "Orthogonal random features", NeurIPS 2016.
-.. [4] A. Katharopoulos et al., "Transformers are RNNs: fast autoregressive transformers with
-   linear attention", ICML 2020.
-.. [5] K. Choromanski et al., "Rethinking attention with Performers", ICLR 2021.
-.. [6] V. Likhosherstov et al., "Chefs' random tables: non-trigonometric random features",
-   NeurIPS 2022.
+- A. Rahimi, B. Recht, "Random features for large-scale kernel machines", NeurIPS 2007.
+- C. K. I. Williams, M. Seeger, "Using the Nyström method to speed up kernel machines",
+  NeurIPS 2001.
+- F. X. Yu et al., "Orthogonal random features", NeurIPS 2016.
+- A. Katharopoulos et al., "Transformers are RNNs: fast autoregressive transformers with
+  linear attention", ICML 2020.
+- K. Choromanski et al., "Rethinking attention with Performers", ICLR 2021.
+- V. Likhosherstov et al., "Chefs' random tables: non-trigonometric random features",
+  NeurIPS 2022.
 """
 
 from kernattn.feature_maps._base import FeatureMap

@@ -134,10 +134,10 @@ class FeatureMap(BaseEstimator, abc.ABC):
 
     @abc.abstractmethod
     def transform(self, U):
-        """The features φ(U), of shape (n, n_components_)."""
+        """The features φ(U), of shape (n, ``n_components_``)."""
 
     def log_transform(self, U):
-        """The log of the base features a(U), of shape (n, n_components_).
+        """The log of the base features a(U), of shape (n, ``n_components_``).
 
         Implemented by the maps whose ``log_domain`` is True.
         """

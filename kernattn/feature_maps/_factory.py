@@ -20,8 +20,8 @@ def make_feature_map(feature_map="positive", n_components=256, orthogonal=True):
 
     Parameters
     ----------
-    feature_map : {"positive", "hyperbolic", "optimal", "trig", "nystroem", "elu", "relu"}, \
-            default="positive"
+    feature_map : str, default="positive"
+        One of ``FEATURE_MAPS``:
         ``"positive"``, ``"hyperbolic"`` and ``"optimal"`` are
         :class:`PositiveRandomFeatures` (plain, with antithetic pairs, and with
         ``A="optimal"``); ``"trig"`` is :class:`TrigonometricRandomFeatures`;

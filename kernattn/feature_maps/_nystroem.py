@@ -72,9 +72,9 @@ class NystroemFeatures(FeatureMap):
 
     Attributes
     ----------
-    landmarks_ : ndarray of shape (n_components_, n_features_in_)
+    landmarks_ : ndarray of shape (``n_components_``, ``n_features_in_``)
         The landmarks :math:`l_j`.
-    inner_matrix_ : ndarray of shape (n_components_, n_components_)
+    inner_matrix_ : ndarray of shape (``n_components_``, ``n_components_``)
         :math:`G = K_{mm}^{+}`.
     rank_ : int
         Eigenvalues kept in the pseudo-inverse.

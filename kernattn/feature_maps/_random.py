@@ -158,13 +158,13 @@ class PositiveRandomFeatures(FeatureMap):
 
     Attributes
     ----------
-    omega_ : ndarray of shape (n_components_, n_features_in_)
+    omega_ : ndarray of shape (``n_components_``, ``n_features_in_``)
         The frequencies :math:`\Omega`, ``[Ω; −Ω]`` when hyperbolic.
     A_ : float
         The parameter used.
-    scaled_omega_ : ndarray of shape (n_components_, n_features_in_)
+    scaled_omega_ : ndarray of shape (``n_components_``, ``n_features_in_``)
         :math:`B\Omega`.
-    log_offset_ : ndarray of shape (n_components_,)
+    log_offset_ : ndarray of shape (``n_components_``,)
         The per-feature constant of the log features,
         :math:`A\|\omega_j\|^2 + \tfrac d4 \log(1 - 4A) - \tfrac12 \log r`.
     n_components_ : int
@@ -270,7 +270,7 @@ class TrigonometricRandomFeatures(FeatureMap):
 
     Attributes
     ----------
-    omega_ : ndarray of shape (n_components_ // 2, n_features_in_)
+    omega_ : ndarray of shape (``n_components_ // 2``, ``n_features_in_``)
         The frequencies.
     n_components_ : int
         r.

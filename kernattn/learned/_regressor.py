@@ -195,7 +195,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         The training set (the keys and values the queries attend to).
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Names of the features seen during ``fit`` (only when ``X`` has string column
         names).
 

@@ -94,8 +94,8 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     Parameters
     ----------
-    feature_map : {"positive", "hyperbolic", "optimal", "trig", "nystroem", "elu", "relu"} \
-or FeatureMap, default="positive"
+    feature_map : str or FeatureMap, default="positive"
+        One of "positive", "hyperbolic", "optimal", "trig", "nystroem", "elu", "relu".
         Positive random features (FAVOR+), their hyperbolic variant, generalised positive
         features with the variance-optimal parameter for the training data's
         :math:`\overline{\|q + k\|^2}` (lower variance at small bandwidths), random
@@ -112,8 +112,7 @@ or FeatureMap, default="positive"
         r = p).
     orthogonal : bool, default=True
         Orthogonal blocks of random frequencies (lower variance; named maps only).
-    bandwidth : float, array_like of shape (n_features,), or {"scott", "silverman", \
-"loo"}, default="scott"
+    bandwidth : float, array_like, or {"scott", "silverman", "loo"}, default="scott"
         As in :class:`~kernattn.KernelSmoother`. ``"loo"`` minimizes the exact leave-one-out
         error, O(n²): on more than ``n_subsample`` rows it is run on a random subsample of
         ``n_subsample`` rows and the bandwidth rescaled by Scott's factor
@@ -146,16 +145,16 @@ or FeatureMap, default="positive"
 
     Attributes
     ----------
-    center_ : ndarray of shape (n_features_in_,)
+    center_ : ndarray of shape (n_features,)
         Subtracted from the inputs before scaling.
-    input_scale_ : ndarray of shape (n_features_in_,)
+    input_scale_ : ndarray of shape (n_features,)
         The inputs are divided by it after centering: the bandwidth for the Gaussian kernel
         (ones when the projection is learned: it holds the scale), the attention model's
         standardization otherwise.
-    bandwidth_ : ndarray of shape (n_features_in_,)
+    bandwidth_ : ndarray of shape (n_features,)
         The bandwidth of the Gaussian kernel (the starting point of a learned projection).
         Gaussian kernel only.
-    query_projection_, key_projection_ : ndarray of shape (n_heads, n_features_in_, head_dim)
+    query_projection_, key_projection_ : ndarray of shape (n_heads, n_features, head_dim)
         Head h's query is :math:`q = \sqrt{s_h}\, \mathrm{norm}((x - c)/\sigma\, W_h)`
         with :math:`c` ``center_``, :math:`\sigma` ``input_scale_``, :math:`W_h`
         ``query_projection_[h]``, :math:`s_h` ``scale_[h]`` and ``norm`` the unit

@@ -1,0 +1,100 @@
+"""Sphinx configuration of the kernattn documentation.
+
+Build (offline) from the repository root::
+
+    python -m sphinx -W -b html docs docs/_build/html
+
+``KERNATTN_DOCS_FAST=1`` runs the gallery examples at their small smoke-test sizes
+(``KERNATTN_SMOKE=1``), as CI does; without it they run at full size.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+# kernattn itself (when it is not installed) and the helpers next to this file.
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(DOCS))
+
+if os.environ.get("KERNATTN_DOCS_FAST") == "1":
+    os.environ.setdefault("KERNATTN_SMOKE", "1")
+# Figures are drawn off screen.
+os.environ.setdefault("MPLBACKEND", "agg")
+
+import kernattn  # noqa: E402
+
+project = "kernattn"
+author = "the kernattn developers"
+copyright = "the kernattn developers"
+release = kernattn.__version__
+version = ".".join(release.split(".")[:2])
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.doctest",
+    "sphinx.ext.mathjax",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+]
+
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "sg_execution_times.rst"]
+root_doc = "index"
+language = "en"
+
+# -- API reference -------------------------------------------------------------------------
+autosummary_generate = True
+autodoc_default_options = {"member-order": "groupwise"}
+autodoc_typehints = "none"
+# The classes' pages list their members through autodoc (see the class template); numpydoc's
+# own member tables would describe every method twice.
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+# numpydoc_validation_checks is left unset on purpose: the docstrings are checked by their
+# doctests, not by numpydoc's style validation.
+
+# -- Gallery -------------------------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    # The lessons are 01_*.py ... 06_*.py; examples/benchmarks/ has no GALLERY_HEADER file,
+    # so it is not part of the gallery (its scripts are long timings, quoted in
+    # comparison.rst).
+    "filename_pattern": r"[\\/]0\d_[^\\/]*\.py$",
+    "ignore_pattern": r"__init__\.py|[\\/]benchmarks[\\/]",
+    "within_subsection_order": "FileNameSortKey",
+    # The examples save their figures to --out (default: their own folder). Send them to the
+    # build folder, so that a build leaves nothing in examples/; the gallery shows the
+    # figures that are still open at the end of each cell (matplotlib scraper).
+    "reset_argv": "_gallery_helpers.reset_argv",
+    "image_scrapers": ("matplotlib",),
+    "matplotlib_animations": False,
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "show_memory": False,
+    "capture_repr": ("__repr__",),
+    "min_reported_time": 1,
+    "write_computation_times": False,
+    "plot_gallery": "True",
+    "abort_on_example_error": True,
+    "doc_module": ("kernattn",),
+    "backreferences_dir": None,
+}
+
+# -- HTML ----------------------------------------------------------------------------------
+html_theme = "alabaster"
+html_title = f"kernattn {release}"
+html_static_path = []
+html_theme_options = {
+    "description": "Attention is a kernel smoother",
+    "fixed_sidebar": True,
+    "page_width": "1100px",
+    "sidebar_width": "230px",
+}
+html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
+
+# -- Doctest (``python -m sphinx -b doctest docs docs/_build/doctest``) ---------------------
+doctest_global_setup = "import numpy as np"
