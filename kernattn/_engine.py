@@ -286,17 +286,20 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         spread = self._accurate_spread(X, h, first, second - first**2, second)
         return first, spread, None
 
-    def _accurate_spread(self, X, h, first, spread, second):
+    def _accurate_spread(self, X, h, first, spread, second, kernel=None):
         """The spread ``E_w[v²] − E_w[v]²``, redone around each row's own estimate where
         the difference cancels.
 
         The values are centered on the global mean; where a query's weights sit on values far
         from it (compared with their spread), ``E_w[v²]`` and ``E_w[v]²`` agree in most of
         their digits. Those rows (rare: they need a spread below ``1e-4 E_w[v²]``) are redone
-        as ``Σ_i w_i (v_i − E_w[v])²`` from the head's weights.
+        as ``Σ_i w_i (v_i − E_w[v])²`` from the head's weights under ``kernel`` (default
+        ``kernel_``; an approximate estimator passes the exact kernel it approximates).
         """
+        kernel = self.kernel_ if kernel is None else kernel
         with np.errstate(invalid="ignore"):
-            redo = np.flatnonzero(np.any(~(spread > _WELL_CONDITIONED * second), axis=1))
+            cancelled = ~(spread > _WELL_CONDITIONED * second)
+        redo = np.flatnonzero(np.any(cancelled, axis=1))
         if not len(redo):
             return spread
         spread = spread.astype(np.float64)
@@ -304,10 +307,16 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         step = max(1, _BLOCK_ENTRIES // max(1, len(values)))
         for start in range(0, len(redo), step):
             rows = redo[start : start + step]
-            weights = self._exact_weights(self.kernel_, X[rows], h).astype(np.float64)
+            weights = self._exact_weights(kernel, X[rows], h).astype(np.float64)
             for o in range(values.shape[1]):
-                deviation = values[:, o][None, :] - first[rows, o][:, None]
-                spread[rows, o] = np.einsum("ij,ij->i", weights * deviation, deviation)
+                # Only the outputs that cancelled: the others keep their moments' spread.
+                mine = cancelled[rows, o]
+                if not np.any(mine):
+                    continue
+                deviation = values[:, o][None, :] - first[rows[mine], o][:, None]
+                spread[rows[mine], o] = np.einsum(
+                    "ij,ij->i", weights[mine] * deviation, deviation
+                )
         return spread
 
     def _head_weights(self, X, h):

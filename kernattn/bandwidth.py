@@ -119,7 +119,10 @@ class _LeaveOneOut:
     to :math:`\log h_f` is
     :math:`\frac{4}{S}\sum_i s_i \sum_j w_{ij} \langle y_i - \hat y_i, y_j - \hat y_i\rangle
     f'(r_{ij}^2)\, u_{ijf}^2`, with :math:`f` the log-kernel and :math:`u = (x_i - x_j)/h`.
-    Everything is computed in query blocks bounded by ``working_memory``.
+    Everything is computed in query blocks bounded by ``working_memory``, on the targets
+    divided by a power of two per output (see ``__init__``): the loss and gradient are
+    those in units of ``target_unit²`` (the ``scaled_`` methods, which the search uses), and
+    :meth:`in_target_units` converts back.
     """
 
     def __init__(self, X, Y, sample_weight, kernel, n_jobs=None):
@@ -129,7 +132,20 @@ class _LeaveOneOut:
         unit = power_of_two_scale(X, axis=0)
         self.X = X - np.average(X / unit, axis=0, weights=sample_weight) * unit
         unit = power_of_two_scale(Y, axis=0)
-        self.Y = Y - np.average(Y / unit, axis=0, weights=sample_weight) * unit
+        Y = Y - np.average(Y / unit, axis=0, weights=sample_weight) * unit
+        # The centered targets in units of a power of two per output (exact): squared
+        # residuals of targets near 1e200 would overflow, of targets near 1e-200 underflow.
+        # Each output's squares are weighted by (unit / target_unit)², so that the loss is
+        # the plain one divided by target_unit², one power of two for all outputs: the
+        # search sees the same function for y and c·y (c a power of two) and the error is
+        # reported in the targets' units only at the end. target_unit is half the largest
+        # output's unit (2^(k−1) for 2^k ≤ max|y − ȳ| < 2^(k+1)). Any such convention only
+        # fixes the scale the optimizer's absolute tolerances (ftol's floor of 1, gtol)
+        # refer to; this one gives unit 1, the unscaled search, when max|y − ȳ| ∈ [2, 4).
+        self.unit = power_of_two_scale(Y, axis=0)
+        self.target_unit = 0.5 * float(self.unit.max())
+        self.output_weight = (self.unit / self.target_unit) ** 2
+        self.Y = Y / self.unit
         self.Y1 = np.hstack([self.Y, np.ones((len(Y), 1))])
         self.sw = sample_weight
         log_sw = np.log(sample_weight / sample_weight.max())
@@ -139,6 +155,12 @@ class _LeaveOneOut:
         # The (query, key) pairs to leave out: each row with every row of identical input.
         self.groups = DuplicateGroups(X)
         self.n_groups = self.groups.n_groups
+
+    def in_target_units(self, loss):
+        """Losses (or gradients) of the search, in units of ``target_unit²``, in the
+        targets' units: inf only where the true value overflows."""
+        with np.errstate(over="ignore", under="ignore"):
+            return loss * self.target_unit * self.target_unit
 
     def _map_blocks(self, function):
         """``function(rows)`` over query blocks, on threads; the results in block order."""
@@ -184,7 +206,18 @@ class _LeaveOneOut:
         return r2
 
     def grid_losses(self, bandwidth, factors):
-        """Loss at ``bandwidth * c`` for every common factor ``c``, sharing the distances."""
+        """Loss at ``bandwidth * c`` for every common factor ``c`` (targets' units)."""
+        return self.in_target_units(self.scaled_grid_losses(bandwidth, factors))
+
+    def loss_and_grad(self, log_bandwidth):
+        """Loss and gradient at ``exp(log_bandwidth)`` in the targets' units (they overflow
+        to inf for targets beyond about 1e154: the search uses the scaled ones)."""
+        loss, grad = self.scaled_loss_and_grad(log_bandwidth)
+        return self.in_target_units(loss), self.in_target_units(grad)
+
+    def scaled_grid_losses(self, bandwidth, factors):
+        """Loss at ``bandwidth * c`` for every common factor ``c``, sharing the distances
+        (in units of ``target_unit²``)."""
         K = self.X / bandwidth
         K_aug = self._augment(K)
         t = self.Y.shape[1]
@@ -196,12 +229,14 @@ class _LeaveOneOut:
             for c, factor in enumerate(factors):
                 sums = self._kernel(r2, factor, out=buffer) @ self.Y1
                 residual = self.Y[rows] - sums[:, :t] / sums[:, t:]
-                losses[c] = self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
+                weighted = residual * self.output_weight
+                losses[c] = self.sw[rows] @ np.einsum("ij,ij->i", weighted, residual)
             return losses
 
         return np.sum(self._map_blocks(block_losses), axis=0) / self.total
 
-    def loss_and_grad(self, log_bandwidth):
+    def scaled_loss_and_grad(self, log_bandwidth):
+        """Loss and gradient at ``exp(log_bandwidth)`` in units of ``target_unit²``."""
         K = self.X / np.exp(log_bandwidth)
         K_aug = self._augment(K)
         n, d = K.shape
@@ -223,7 +258,10 @@ class _LeaveOneOut:
             denominator = sums[:, 0, 0]
             fitted = sums[:, 1:, 0] / denominator[:, None]
             residual = self.Y[rows] - fitted
-            loss = self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
+            # The output weights enter through the residual of the loss and its gradient.
+            weighted = residual * self.output_weight
+            loss = self.sw[rows] @ np.einsum("ij,ij->i", weighted, residual)
+            residual = weighted
             # C_i = Σ_j w_ij f'_ij <r_i, y_j − ŷ_i> M_j, up to the factor 1/denominator_i.
             C = np.einsum("ic,icm->im", residual, derivative_sums[:, 1:, :])
             C -= np.einsum("ic,ic->i", residual, fitted)[:, None] * derivative_sums[:, 0, :]
@@ -258,7 +296,12 @@ def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian", *, n_jobs=None):
     -------
     bandwidth : ndarray of shape (n_features,)
     loss : float
-        The leave-one-out mean squared error reached.
+        The leave-one-out mean squared error reached, in the targets' units (squared,
+        summed over the outputs). The search itself works on the targets divided by a power
+        of two per output, so it chooses the same bandwidths for ``Y`` and ``c·Y`` (exactly
+        when ``c`` is a power of two) and neither overflows nor underflows for targets near
+        1e±200; only this reported error is ``inf`` when its true value exceeds the largest
+        float (targets beyond about 1e154).
     at_bound : ndarray of bool, shape (n_features,)
         Which bandwidths ended on the edge of the search range.
     """
@@ -281,7 +324,7 @@ def _search_loo_bandwidth(X, Y, sw, kernel, n_jobs):
             "same. Give a bandwidth or use 'scott'."
         )
     start = rule_of_thumb_bandwidth(X, sw, "scott")
-    grid = objective.grid_losses(start, _LOO_GRID)
+    grid = objective.scaled_grid_losses(start, _LOO_GRID)
     best = np.exp(np.log(start) + np.log(_LOO_GRID[np.argmin(grid)]))
     lower = np.log(start / _LOO_RANGE)
     upper = np.log(start * _LOO_RANGE)
@@ -290,7 +333,7 @@ def _search_loo_bandwidth(X, Y, sw, kernel, n_jobs):
 
     def refine(log_h):
         result = minimize(
-            objective.loss_and_grad,
+            objective.scaled_loss_and_grad,
             log_h,
             jac=True,
             method="L-BFGS-B",
@@ -309,7 +352,7 @@ def _search_loo_bandwidth(X, Y, sw, kernel, n_jobs):
     for j in range(len(log_h)):
         candidate = dropped.copy()
         candidate[j] = upper[j]
-        candidate_loss = objective.loss_and_grad(candidate)[0]
+        candidate_loss = objective.scaled_loss_and_grad(candidate)[0]
         if candidate_loss < dropped_loss:
             dropped, dropped_loss = candidate, candidate_loss
     if np.any(dropped != log_h):
@@ -318,7 +361,7 @@ def _search_loo_bandwidth(X, Y, sw, kernel, n_jobs):
             log_h, loss = candidate, candidate_loss
     # Within 1 %: the optimizer stops as the loss flattens, not exactly on the edge.
     at_bound = (log_h <= lower + 0.01) | (log_h >= upper - 0.01)
-    return np.exp(log_h), float(loss), at_bound
+    return np.exp(log_h), float(objective.in_target_units(loss)), at_bound
 
 
 def _bandwidth_message(bandwidth, detail=""):

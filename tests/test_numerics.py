@@ -104,6 +104,108 @@ def test_linear_sums_of_huge_targets_keep_the_features(problem):
     assert not np.any(unreliable)
 
 
+LOO_ESTIMATORS = ("smoother", "linear")
+
+
+def loo_model(name):
+    if name == "smoother":
+        return KernelSmoother(bandwidth="loo")
+    return LinearAttentionRegressor(bandwidth="loo", n_components=64, random_state=0)
+
+
+@pytest.mark.parametrize("name", LOO_ESTIMATORS)
+@pytest.mark.parametrize("c", [2.0**-600, 2.0**-3, 2.0**5, 2.0**600])
+def test_loo_bandwidth_of_targets_times_a_power_of_two_is_the_same(problem, name, c):
+    X, y, _ = problem
+    expected = loo_model(name).fit(X, y)
+    model = loo_model(name).fit(X, y * c)
+    # The search sees the targets in units of a power of two: the very same function.
+    np.testing.assert_array_equal(model.bandwidth_, expected.bandwidth_)
+    # The error in the targets' units: c² times, 0 or inf where that leaves the floats.
+    with np.errstate(over="ignore", under="ignore"):
+        np.testing.assert_array_equal(model.loo_error_, expected.loo_error_ * c * c)
+
+
+@pytest.mark.parametrize("name", LOO_ESTIMATORS)
+@pytest.mark.parametrize("c", [1e-200, 1e-100, 3.0, 1e100, 1e200, -1e200])
+def test_loo_bandwidth_of_rescaled_targets_is_the_same_within_the_search_tolerance(
+    problem, name, c
+):
+    X, y, _ = problem
+    expected = loo_model(name).fit(X, y)
+    model = loo_model(name).fit(X, y * c)
+    # c is not a power of two: its targets differ in their last bits, and the optimizer
+    # stops within its tolerance of the same minimum.
+    np.testing.assert_allclose(model.bandwidth_, expected.bandwidth_, rtol=1e-4)
+    if 1e-150 < abs(c) < 1e150:
+        np.testing.assert_allclose(model.loo_error_, expected.loo_error_ * c**2, rtol=1e-6)
+    elif abs(c) > 1:
+        assert model.loo_error_ == np.inf  # the true error, about 3e398, overflows
+    else:
+        assert 0.0 <= model.loo_error_ < 1e-300  # ... and here underflows
+
+
+def test_loo_bandwidth_weighs_outputs_of_different_scales_as_they_are(problem):
+    X, y, _ = problem
+    # A second output 1e-250 times smaller adds nothing to the squared error: the
+    # bandwidth is that of the first output alone (not of both on an equal footing).
+    Y = np.c_[y, 1e-250 * np.cos(3 * X[:, 1])]
+    expected = KernelSmoother(bandwidth="loo").fit(X, y)
+    model = KernelSmoother(bandwidth="loo").fit(X, Y)
+    # (Up to rounding: the products have one more column.)
+    np.testing.assert_allclose(model.bandwidth_, expected.bandwidth_, rtol=1e-12)
+    np.testing.assert_allclose(model.loo_error_, expected.loo_error_, rtol=1e-12)
+
+
+@pytest.mark.parametrize("c", [1e200, 1e-200, -1e200])
+def test_pruned_heads_of_rescaled_targets_predict_rescaled(problem, c):
+    X, _, queries = problem
+    Y = np.c_[np.sin(2 * X[:, 0]) + X[:, 1], 3.0 * X[:, 0]]
+    # max_iter=0: the kernel does not depend on the targets, only the refitted mixture.
+    params = {"n_heads": 3, "max_iter": 0, "random_state": 0}
+    expected = AttentionRegressor(**params).fit(X, Y).prune_heads([0, 2])
+    pruned = AttentionRegressor(**params).fit(X, Y * c).prune_heads([0, 2])
+    np.testing.assert_allclose(
+        pruned.kernel_.head_weights, expected.kernel_.head_weights, rtol=1e-9
+    )
+    np.testing.assert_allclose(
+        quiet_predict(pruned, queries) / c, expected.predict(queries), rtol=1e-9
+    )
+
+
+def test_linear_spread_of_targets_far_from_the_mean_matches_the_exact_smoother():
+    from kernattn.feature_maps import NystroemFeatures
+
+    rng = np.random.default_rng(1)
+    # Two clusters of inputs, their targets 1e8 apart: within a cluster the weights sit on
+    # targets 5e7 from the global mean, and E[v²] − E[v]² has no correct digit left.
+    X = np.r_[np.linspace(0.0, 6.0, 20), np.linspace(20.0, 26.0, 20)][:, None]
+    y = np.r_[rng.normal(0.0, 1.0, 20), 1e8 + rng.normal(0.0, 1.0, 20)]
+    queries = np.array([[3.05], [23.05], [0.4]])
+    exact = KernelSmoother(bandwidth=0.3).fit(X, y)
+    # Every key a landmark: the features give the exact kernel up to rounding.
+    features = NystroemFeatures(landmarks="random")
+    model = LinearAttentionRegressor(
+        feature_map=features, n_components=40, bandwidth=0.3, random_state=0
+    ).fit(X, y)
+    mean, std = quiet_predict(model, queries, return_std=True)
+    expected_mean, expected_std = exact.predict(queries, return_std=True)
+    np.testing.assert_allclose(mean, expected_mean, rtol=1e-12, atol=1e-6)
+    np.testing.assert_allclose(std, expected_std, rtol=1e-6)
+
+
+def test_linear_spread_without_keys_is_clipped_at_zero():
+    rng = np.random.default_rng(1)
+    X = np.r_[np.linspace(0.0, 6.0, 20), np.linspace(20.0, 26.0, 20)][:, None]
+    y = np.r_[rng.normal(0.0, 1.0, 20), 1e8 + rng.normal(0.0, 1.0, 20)]
+    model = LinearAttentionRegressor(
+        feature_map="nystroem", n_components=40, bandwidth=0.3, random_state=0
+    ).partial_fit(X, y)
+    # No keys to recompute the cancelled rows with: the documented answer is finite, ≥ 0.
+    _, std = quiet_predict(model, np.array([[3.05], [23.05]]), return_std=True)
+    assert np.all(np.isfinite(std)) and np.all(std >= 0.0)
+
+
 # ---------------------------------------------- 3. queries near the largest float
 
 

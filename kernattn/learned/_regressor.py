@@ -607,16 +607,25 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     def _refit_mixture(self, kernel):
         """Weighted non-negative least squares of the targets on the heads' leave-one-out
-        estimates: head weights and the bias (centered units)."""
+        estimates: head weights and the bias (centered units).
+
+        Done in the engine's units, the centered targets divided by one power of two per
+        output (exact): the squares of targets near 1e200 would overflow, of targets near
+        1e-200 underflow. Each output's rows are weighted by ``unit / largest unit`` (a
+        power of two), so the least squares are the plain ones divided by that largest
+        unit: the head weights are those of the unscaled problem, and the bias is
+        multiplied back at the end."""
         X = self.X_fit_[self._active]
         sw = self.sample_weight_[self._active]
         H = kernel.n_heads
         _, d, head_dim = kernel.query_weights.shape
         t = self._values.shape[1]
         layout = Layout(H, d, head_dim, t, False, False)
+        unit = self._value_scale
+        values = self._values / unit
         objective = LeaveOneOutObjective(
             (X - kernel.center) / kernel.input_scale,
-            self._values,
+            values,
             sw,
             DuplicateGroups(X),
             layout,
@@ -630,7 +639,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         )
         F = objective.head_estimates(theta)  # (n, H, t)
         ok = ~np.isnan(F[:, 0, 0])
-        F, Y, sw = F[ok], self._values[ok], sw[ok]
+        F, Y, sw = F[ok], values[ok], sw[ok]
         # Non-negative weights, as in stacked regression (Breiman, 1996): leave-one-out
         # estimates are anti-correlated with their own targets (a head that attends almost
         # uniformly predicts (Σ_j y_j − y_i)/(n − 1)), and unconstrained least squares turns
@@ -640,6 +649,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         Y_mean = sw @ Y / total
         # Rows (i, output): y_io − ȳ_o ≈ Σ_h a_h (F_iho − F̄_ho), intercept from the means.
         design = (F - F_mean).transpose(0, 2, 1).reshape(-1, H)
-        root = np.sqrt(np.repeat(sw, t))
+        root = np.sqrt(np.repeat(sw, t)) * np.tile(unit / unit.max(), len(sw))
         a = nnls(design * root[:, None], (Y - Y_mean).ravel() * root)[0]
-        return a, Y_mean - np.einsum("h,ht->t", a, F_mean)
+        with np.errstate(over="ignore"):
+            return a, (Y_mean - np.einsum("h,ht->t", a, F_mean)) * unit

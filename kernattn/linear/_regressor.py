@@ -180,7 +180,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         The model whose heads are used (``kernel`` other than "gaussian").
     loo_error_ : float
         Leave-one-out mean squared error reached (``bandwidth="loo"`` or
-        ``learn_projection=True``).
+        ``learn_projection=True``), in the targets' units. The ``"loo"`` search works on
+        the targets divided by a power of two, so it is not affected by their scale; only
+        this reported error is ``inf`` when its true value overflows (targets beyond about
+        1e154) and 0 when it underflows.
     kernel_ : FeatureKernel
         The fitted kernel the engine predicts with: the feature maps, the key sums
         :math:`S, S_2, z` of every head, and (after ``fit``) the exact softmax heads bound
@@ -567,7 +570,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         first, second, unreliable = self.kernel_.moments(X, h)
         if np.any(unreliable):
             first[unreliable], second[unreliable] = self._exact_moments(X[unreliable], h)
-        spread = second - first**2 if return_std else None
+        if not return_std:
+            return first, None, unreliable
+        spread = second - first**2
+        if self.kernel_.exact is not None:
+            # Weights that sit on values far from the global mean (compared with their
+            # spread) leave E[v²] − E[v]² with no correct digit: those rows are redone as
+            # Σ_i w_i (v_i − ŷ)² with the weights of the kernel the features approximate.
+            spread = self._accurate_spread(X, h, first, spread, second, self.kernel_.exact)
+        else:
+            # Without keys nothing can be redone: a spread lost to cancellation is clipped.
+            spread = np.maximum(spread, 0.0)
         return first, spread, unreliable
 
     def _exact_moments(self, X, h):
@@ -614,6 +627,32 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             UserWarning,
             stacklevel=4,
         )
+
+    def predict(self, X, return_std=False):
+        """Linear-attention estimate at each query.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        return_std : bool, default=False
+            Also return the weighted spread of the training targets around the estimate,
+            ``sqrt(Σ_i w_i(x) (y_i − ŷ(x))²)``, from the feature sums as
+            ``E_w[v²] − E_w[v]²``. Where that difference cancels (weights that sit on
+            targets far from the training mean compared with their spread: below
+            ``1e-4 E_w[v²]``, or negative), the row is recomputed as the exact kernel's
+            ``Σ_i w_i (y_i − ŷ(x))²`` from the kept training keys. After ``partial_fit`` no
+            keys are kept, and the spread of such rows is clipped at 0 (it may then read 0
+            although the neighbors disagree).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            In the precision of the training inputs (float32 stays float32).
+        y_std : ndarray of the same shape
+            Only when ``return_std=True``.
+        """
+        return super().predict(X, return_std=return_std)
 
     # ------------------------------------------------------------------ weights
 
