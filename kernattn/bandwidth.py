@@ -138,12 +138,15 @@ class _LeaveOneOut:
         # Each output's squares are weighted by (unit / target_unit)², so that the loss is
         # the plain one divided by target_unit², one power of two for all outputs: the
         # search sees the same function for y and c·y (c a power of two) and the error is
-        # reported in the targets' units only at the end. target_unit is half the largest
-        # output's unit (2^(k−1) for 2^k ≤ max|y − ȳ| < 2^(k+1)). Any such convention only
-        # fixes the scale the optimizer's absolute tolerances (ftol's floor of 1, gtol)
-        # refer to; this one gives unit 1, the unscaled search, when max|y − ȳ| ∈ [2, 4).
+        # reported in the targets' units only at the end. The optimizer's tolerances are
+        # absolute (ftol's floor of 1, gtol), so the unit of the loss decides where it
+        # stops: targets whose squares cannot leave the float range keep the plain loss
+        # (target_unit 1, the same search for data that differ in their last bits, such as
+        # weighted and repeated rows); beyond 2^±100 target_unit is half the largest
+        # output's unit (2^(k−1) for 2^k ≤ max|y − ȳ| < 2^(k+1)).
         self.unit = power_of_two_scale(Y, axis=0)
-        self.target_unit = 0.5 * float(self.unit.max())
+        largest = float(self.unit.max())
+        self.target_unit = 1.0 if 2.0**-100 <= largest <= 2.0**100 else 0.5 * largest
         self.output_weight = (self.unit / self.target_unit) ** 2
         self.Y = Y / self.unit
         self.Y1 = np.hstack([self.Y, np.ones((len(Y), 1))])

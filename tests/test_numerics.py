@@ -114,12 +114,13 @@ def loo_model(name):
 
 
 @pytest.mark.parametrize("name", LOO_ESTIMATORS)
-@pytest.mark.parametrize("c", [2.0**-600, 2.0**-3, 2.0**5, 2.0**600])
-def test_loo_bandwidth_of_targets_times_a_power_of_two_is_the_same(problem, name, c):
+@pytest.mark.parametrize("c", [2.0**-600, 2.0**600])
+def test_loo_bandwidth_of_targets_times_a_huge_power_of_two_is_the_same(problem, name, c):
     X, y, _ = problem
     expected = loo_model(name).fit(X, y)
     model = loo_model(name).fit(X, y * c)
-    # The search sees the targets in units of a power of two: the very same function.
+    # Beyond 2^±100 the search sees the targets in units of a power of two: here (max|y − ȳ|
+    # in [2, 4)) the very same function as for y itself.
     np.testing.assert_array_equal(model.bandwidth_, expected.bandwidth_)
     # The error in the targets' units: c² times, 0 or inf where that leaves the floats.
     with np.errstate(over="ignore", under="ignore"):
@@ -127,7 +128,7 @@ def test_loo_bandwidth_of_targets_times_a_power_of_two_is_the_same(problem, name
 
 
 @pytest.mark.parametrize("name", LOO_ESTIMATORS)
-@pytest.mark.parametrize("c", [1e-200, 1e-100, 3.0, 1e100, 1e200, -1e200])
+@pytest.mark.parametrize("c", [1e-200, 1e-100, 2.0**-3, 3.0, 2.0**5, 1e100, 1e200, -1e200])
 def test_loo_bandwidth_of_rescaled_targets_is_the_same_within_the_search_tolerance(
     problem, name, c
 ):
@@ -279,6 +280,8 @@ def test_bandwidth_rule_with_huge_weights_is_finite(problem, rule):
     assert np.all(np.isfinite(model.bandwidth_)) and np.all(model.bandwidth_ > 0)
 
 
+# Three L-BFGS steps on purpose: the comparison needs the same short path, not convergence.
+@pytest.mark.filterwarnings("ignore:AttentionRegressor's lbfgs optimizer stopped at max_iter")
 def test_trained_attention_with_huge_weights_is_the_unpenalized_fit(problem):
     X, y, queries = problem
     # alpha is weighed against the sum of the weights: against 40 · 2^1020 it is nothing.
