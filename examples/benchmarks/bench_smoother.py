@@ -68,7 +68,7 @@ def throughput_table(sizes, n_queries, rng):
         f"float32 {limits[np.float32] / 1e9:.3f} G/s"
     )
     print("KernelSmoother.predict, Gaussian kernel, d = 2, G kernel evaluations per second;")
-    print("'vs exp' = throughput on one thread / np.exp on one core, same precision")
+    print("'vs exp' = throughput / np.exp on one core, same precision")
     print()
     header = (
         f"{'n_train':>8} {'dtype':>8} {'1 thread':>9} {'vs exp':>7} {'all cores':>10} "
