@@ -78,17 +78,17 @@ for name, model in models.items():
     print(f"{name:38s} MSE against the truth {mse:.3f}")
 
 # %%
-# The figure: the fits on the left, one attention heat map per model on the right.
-fig = plt.figure(figsize=(5 + 3.6 * len(models), 4.6), layout="constrained")
-grid = fig.add_gridspec(1, len(models) + 1, width_ratios=[1.6] + [1] * len(models))
-ax_fit = fig.add_subplot(grid[0, 0])
+# The figure: the fits on top, one attention heat map per model below.
+fig = plt.figure(figsize=(14, 9), layout="constrained")
+grid = fig.add_gridspec(2, len(models), height_ratios=[1.1, 1])
+ax_fit = fig.add_subplot(grid[0, :])
 plot_fit(models, X, y, truth=curve_function, ax=ax_fit)
 ax_fit.set_title("fits; band: ± weighted spread of the targets")
-ax_fit.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize="small")
+ax_fit.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=3, fontsize=9)
 # One color scale for all heat maps, so their peaks compare.
 vmax = max(model.attention_weights(queries).max() for model in models.values())
 for i, (name, model) in enumerate(models.items()):
-    ax = fig.add_subplot(grid[0, i + 1])
+    ax = fig.add_subplot(grid[1, i])
     plot_attention(model, queries, vmax=vmax, title=name, ax=ax)
     if i:
         ax.set_ylabel("")

@@ -91,7 +91,8 @@ for name, curves in saturation.items():
 
 # %%
 # The first figure.
-fig, axes = plt.subplots(1, 4, figsize=(17, 4.2), layout="constrained")
+fig, axes = plt.subplots(2, 2, figsize=(11, 8), layout="constrained")
+axes = axes.ravel()
 ax = axes[0]
 for name, values in variance.items():
     ax.plot(head_dims, values, "o-", label=name)
@@ -101,7 +102,7 @@ ax.set_yscale("log", base=2)
 ax.set_xlabel("head dimension d_k")
 ax.set_ylabel("variance of the logit")
 ax.set_title("Var(q·k) grows like d_k")
-ax.legend(fontsize="small")
+ax.legend(fontsize=9)
 titles = {
     "max weight": "largest softmax weight (64 keys, median)",
     "entropy": "entropy of the weights (median)",
@@ -113,11 +114,11 @@ for ax, key in zip(axes[1:], titles, strict=True):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("head dimension d_k")
     ax.set_title(titles[key])
-    ax.legend(fontsize="small")
+    ax.legend(fontsize=9)
 axes[2].axhline(np.log(n_keys), color="0.5", ls=":", lw=1)
-axes[2].annotate("uniform: log 64", (head_dims[0], np.log(n_keys)), va="bottom", fontsize="small")
+axes[2].annotate("uniform: log 64", (head_dims[0], np.log(n_keys)), va="bottom", fontsize=9)
 axes[2].set_ylim(0, 1.1 * np.log(n_keys))
-axes[2].legend(fontsize="small", loc="center left")
+axes[2].legend(fontsize=9, loc="center left")
 axes[3].set_yscale("log")
 fig.suptitle(
     "Without 1/√d_k the logits spread out, the softmax saturates and its gradient vanishes"
@@ -167,7 +168,7 @@ for ax, head_dim in zip(axes, ablation_dims, strict=True):
         )
     ax.set_title(f"head_dim = {head_dim}")
     ax.set_xlabel("epoch (Adam)")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize=9)
 axes[0].set_ylabel("training objective: leave-one-out 1 − R² + penalty")
 fig.suptitle("AttentionRegressor on Friedman #1: learning with and without the 1/√d_k scale")
 path = os.path.join(args.out, "02_scale_ablation_loss_curves.png")

@@ -77,7 +77,7 @@ for task, y in targets.items():
 
 # %%
 # The figure: the inputs, the scores, and the magnitude task's predictions against r.
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), layout="constrained")
 ax = axes[0]
 points = ax.scatter(X[:, 0], X[:, 1], c=targets["magnitude too: r + sin 2θ"], s=8, cmap="coolwarm")
 fig.colorbar(points, ax=ax, label="r + sin 2θ")
@@ -96,7 +96,7 @@ ax.set_xticklabels(list(targets))
 ax.set_ylim(min(0.0, *scores.values()) - 0.05, 1.0)
 ax.set_ylabel("held-out R²")
 ax.set_title("AttentionRegressor: dot against cosine")
-ax.legend(title="similarity", fontsize="small")
+ax.legend(title="similarity", fontsize=9)
 
 ax = axes[2]
 task = "magnitude too: r + sin 2θ"
@@ -111,7 +111,7 @@ ax.axhline(0.0, color="0.3", lw=0.8)
 ax.set_xlabel("radius r = |x| (binned)")
 ax.set_ylabel("mean held-out residual, prediction − target")
 ax.set_title("magnitude task: errors against the radius")
-ax.legend(title="similarity", fontsize="small")
+ax.legend(title="similarity", fontsize=9)
 fig.suptitle("Cosine similarity discards |x|: fine when only the direction matters")
 path = os.path.join(args.out, "03_dot_product_vs_cosine.png")
 fig.savefig(path, dpi=110)

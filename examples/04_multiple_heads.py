@@ -97,7 +97,7 @@ usage = np.linalg.norm(model.key_projection_, axis=2)  # (n_heads, n_features)
 
 # %%
 # The figure.
-fig = plt.figure(figsize=(16, 7.5), layout="constrained")
+fig = plt.figure(figsize=(14.5, 7.5), layout="constrained")
 top, bottom = fig.subfigures(2, 1)
 ax_usage, ax_weights, ax_pruning = top.subplots(1, 3, width_ratios=[2, 1, 1])
 ax = ax_usage
@@ -124,7 +124,7 @@ ax.set_yscale("log")
 ax.set_xlabel("heads removed (smallest |weight| first)")
 ax.set_ylabel("held-out MSE")
 ax.set_title("pruning the heads")
-ax.legend(fontsize="small")
+ax.legend(fontsize=9)
 
 queries = X_test[: 30 if SMOKE else 60]
 # One color scale for the heads, its top at the 99.5th percentile so a few peaks do not

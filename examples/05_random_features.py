@@ -172,7 +172,8 @@ for n in sizes:
 
 # %%
 # The figure.
-fig, axes = plt.subplots(1, 4, figsize=(25, 5.5), layout="constrained")
+fig, axes = plt.subplots(2, 2, figsize=(14, 10), layout="constrained")
+axes = axes.ravel()
 plot_approximation_error(n_components, kernel_errors, ax=axes[0])
 axes[0].set_ylabel("relative kernel error ‖K̂ − K‖ / ‖K‖")
 axes[0].set_title("each map against its own kernel")
