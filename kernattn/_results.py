@@ -5,6 +5,7 @@ import io
 import json
 import math
 import os
+import textwrap
 
 import numpy as np
 
@@ -61,7 +62,9 @@ class ComparisonResult:
     ----------
     rows : list of dict, optional
     settings : dict, optional
-        How the comparison was run (splitter, repeats, seed).
+        How the comparison was run: ``cv`` (the splitter), ``n_repeats``, ``random_state``
+        (the seed given), ``seeds`` (the seeds drawn from it for the tasks, the splitter and
+        the estimators), ``n_jobs``.
     descriptions : dict of str to str, optional
         A one-line description per task.
     splits : dict, optional
@@ -202,6 +205,50 @@ class ComparisonResult:
         if self.settings.get("cv"):
             lines.append("")
             lines.append(f"splits: {self.settings['cv']}   * best R² on the task")
+            seed_line = self.seed_line()
+            if seed_line:
+                lines.append(seed_line)
+        return "\n".join(lines)
+
+    def seed_line(self):
+        """One line saying the seed given and the seeds drawn from it (``""`` if unknown)."""
+        seeds = self.settings.get("seeds") or {}
+        seed = self.settings.get("random_state")
+        drawn = []
+        if seeds.get("tasks") is not None:
+            drawn.append(f"tasks {seeds['tasks']}")
+        if seeds.get("splits") is not None:
+            drawn.append(f"splitter random_state={seeds['splits']}")
+        if seeds.get("estimators") is not None:
+            drawn.append(f"estimators random_state={seeds['estimators']}")
+        if not drawn and seed is None:
+            return ""
+        given = f"seed {seed}" if seed is not None else "no integer seed (random_state=None)"
+        return f"{given}; drawn from it: {', '.join(drawn)}" if drawn else given
+
+    def warnings_report(self):
+        """The distinct warning (and error) messages of every (task, estimator), as text.
+
+        One block per pair that warned or failed, in table order; ``""`` when none did.
+        """
+        lines = []
+        for row in self.rows:
+            key = (row["task"], row["estimator"])
+            messages = self.warnings.get(key, [])
+            errors = self.errors.get(key, [])
+            if not messages and not errors:
+                continue
+            lines.append(f"{row['task']} / {row['estimator']}:")
+            for kind, texts in (("warning", messages), ("error", errors)):
+                for text in texts:
+                    lines.append(
+                        textwrap.fill(
+                            text,
+                            width=100,
+                            initial_indent=f"  {kind}: ",
+                            subsequent_indent=" " * (len(kind) + 4),
+                        )
+                    )
         return "\n".join(lines)
 
     def progress_line(self, row, index, total):

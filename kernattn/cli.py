@@ -170,7 +170,10 @@ def build_parser():
         type=_integer(0),
         default=0,
         metavar="S",
-        help="random seed for the tasks, the splits and the estimators (default: 0)",
+        help=(
+            "random seed (default: 0); the seeds of the tasks, the splitter and the "
+            "estimators are drawn from it, and the output reports all of them"
+        ),
     )
     compare.add_argument(
         "--n-jobs",
@@ -189,6 +192,14 @@ def build_parser():
         help=(
             "folder for results.csv, results.json and comparison.png, created if missing "
             f"(default: ./{_DEFAULT_OUT}/)"
+        ),
+    )
+    compare.add_argument(
+        "--show-warnings",
+        action="store_true",
+        help=(
+            "after the table, print the distinct warning messages of each (task, estimator) "
+            "(the table only counts them; results.json keeps them either way)"
         ),
     )
     compare.add_argument(
@@ -216,14 +227,17 @@ def _save_figure(result, path):
 
 def run_compare(args, out=None):
     """Run ``kernattn compare`` with parsed ``args``; print to ``out`` (default stdout)."""
-    from kernattn.compare import compare, default_estimators, load_tasks
+    from kernattn.compare import compare, default_estimators, derive_seeds, load_tasks
 
     out = sys.stdout if out is None else out
     _check_out(args.out)
     estimators = default_estimators(quick=args.quick)
     if args.estimators is not None:
         estimators = {name: estimators[name] for name in args.estimators}
-    tasks = load_tasks(args.tasks, quick=args.quick, random_state=args.seed)
+    # The tasks get the seed compare() would draw for them from --seed, so the one seed
+    # reported (header, footer, results.json) accounts for the tasks, splits and estimators.
+    seeds = derive_seeds(args.seed)
+    tasks = load_tasks(args.tasks, quick=args.quick, random_state=seeds["tasks"])
     folds = args.folds if args.folds is not None else (3 if args.quick else 5)
     for name, task in tasks.items():
         if folds > len(task.X):
@@ -232,7 +246,9 @@ def run_compare(args, out=None):
         f"kernattn {kernattn.__version__}: {len(estimators)} estimators x {len(tasks)} tasks, "
         f"{folds}-fold cross-validation"
         + (f" x {args.repeats} repeats" if args.repeats > 1 else "")
-        + f", seed {args.seed}",
+        + f", seed {args.seed} (drawn from it: tasks {seeds['tasks']}, "
+        f"splitter random_state={seeds['splits']}, "
+        f"estimators random_state={seeds['estimators']})",
         file=out,
         flush=True,
     )
@@ -244,10 +260,14 @@ def run_compare(args, out=None):
         n_repeats=args.repeats,
         random_state=args.seed,
         n_jobs=args.n_jobs,
-        verbose=True,
+        verbose=2,
     )
+    result.settings["seeds"]["tasks"] = seeds["tasks"]
     print(file=out)
     print(result, file=out)
+    if args.show_warnings:
+        report = result.warnings_report()
+        print("\nwarnings:\n" + (report or "(none)"), file=out)
     os.makedirs(args.out, exist_ok=True)
     paths = [os.path.join(args.out, name) for name in ("results.csv", "results.json")]
     result.to_csv(paths[0])

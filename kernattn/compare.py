@@ -43,6 +43,7 @@ __all__ = [
     "ComparisonResult",
     "compare",
     "default_estimators",
+    "derive_seeds",
     "load_tasks",
 ]
 
@@ -173,6 +174,25 @@ def load_tasks(names=None, *, quick=False, random_state=None):
     return tasks
 
 
+def derive_seeds(random_state=None):
+    """The three seeds :func:`compare` draws from ``random_state``, in the order it draws them.
+
+    ``{"tasks": ..., "splits": ..., "estimators": ...}``: the seed of the built-in tasks (for
+    :func:`load_tasks`), the splitter's ``random_state`` and the ``random_state`` given to
+    every estimator that has one left at ``None``. The same integer always gives the same
+    three seeds.
+
+    Examples
+    --------
+    >>> derive_seeds(0) == derive_seeds(0)
+    True
+    >>> sorted(derive_seeds(0))
+    ['estimators', 'splits', 'tasks']
+    """
+    rng = check_random_state(random_state)
+    return {key: _draw_seed(rng) for key in ("tasks", "splits", "estimators")}
+
+
 def _draw_seed(rng):
     return int(rng.randint(np.iinfo(np.int32).max))
 
@@ -291,6 +311,74 @@ def _seed_estimator(estimator, seed):
     return estimator
 
 
+def _makes_tasks(tasks):
+    """Whether :func:`compare` draws the tasks itself (built-in names, not given data)."""
+    return tasks is None or isinstance(tasks, (str, list, tuple))
+
+
+def _is_splitter(cv):
+    return hasattr(cv, "split") and hasattr(cv, "get_n_splits")
+
+
+def _duration(seconds):
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+class _FoldProgress:
+    """Per-fold progress of a comparison, on standard output.
+
+    On a terminal, one line rewritten in place; otherwise (a log file, a pipe), one plain line
+    per fold. The time remaining assumes the folds left take as long, on average, as the
+    folds done: a rough guide, since tasks and estimators differ in cost.
+    """
+
+    def __init__(self, total, *, enabled=True):
+        self.total = total
+        self.enabled = enabled
+        self.done = 0
+        self.start = time.perf_counter()
+        self._live = False
+
+    def _tty(self):
+        isatty = getattr(sys.stdout, "isatty", None)
+        try:
+            return bool(isatty and isatty())
+        except ValueError:  # a closed stream
+            return False
+
+    def fold_done(self, task, estimator, fold, n_folds):
+        self.done += 1
+        if not self.enabled:
+            return
+        elapsed = time.perf_counter() - self.start
+        remaining = elapsed / self.done * (self.total - self.done)
+        width = len(str(self.total))
+        text = (
+            f"  fold {fold}/{n_folds} {task} {estimator}   "
+            f"[{self.done:>{width}}/{self.total} folds]   elapsed {_duration(elapsed)}, "
+            f"remaining ~{_duration(remaining)}"
+        )
+        if self._tty():
+            sys.stdout.write("\r\033[K" + text)
+            sys.stdout.flush()
+            self._live = True
+        else:
+            print(text, flush=True)
+
+    def clear(self):
+        """Erase the live line on a terminal, before a permanent line is printed."""
+        if self._live:
+            sys.stdout.write("\r\033[K")
+            sys.stdout.flush()
+            self._live = False
+
+
 def _check_n_jobs(n_jobs):
     """``n_jobs`` as joblib reads it (None, a positive int, or -k for all cores but k − 1)."""
     if n_jobs is None:
@@ -401,8 +489,10 @@ def compare(
     n_repeats : int
         Repeats of the folds, or number of random test splits.
     random_state : int, RandomState instance or None
-        Draws the built-in tasks, the splits and the ``random_state`` of every estimator that
-        has one left at ``None``, so one integer reproduces the whole table.
+        Draws three seeds: one for the built-in tasks, one for the splitter (its
+        ``random_state``) and one for every estimator whose ``random_state`` is left at
+        ``None``, so one integer reproduces the whole table. ``result.settings`` records the
+        integer (``"random_state"``) and the three seeds drawn from it (``"seeds"``).
     n_jobs : int or None
         Splits fitted in parallel (joblib): a positive int, ``-1`` for all cores (``-k``:
         all but ``k - 1``), ``None`` for joblib's default (one, unless set by
@@ -416,8 +506,10 @@ def compare(
         ``np.nan``, becomes that split's MSE and R² (its times are NaN), so the row's means
         are NaN, and the comparison goes on; the error messages are kept in
         ``result.errors``.
-    verbose : bool
-        Print a line as each (task, estimator) finishes.
+    verbose : bool or int
+        ``True`` (or 1): print a line as each (task, estimator) finishes. 2: also report
+        each fold as it finishes, with the time elapsed and a rough estimate of the time
+        remaining (one line updated in place on a terminal, a line per fold otherwise).
 
     Returns
     -------
@@ -446,8 +538,7 @@ def compare(
     n_jobs = _check_n_jobs(n_jobs)
     error_score = _check_error_score(error_score)
     named = _check_estimators(estimators)
-    rng = check_random_state(random_state)
-    task_seed, split_seed, estimator_seed = (_draw_seed(rng) for _ in range(3))
+    task_seed, split_seed, estimator_seed = derive_seeds(random_state).values()
     splitter = _check_cv(cv, n_repeats, split_seed)
     task_data = _check_tasks(tasks, task_seed)
     splits = {}
@@ -459,10 +550,19 @@ def compare(
         if not splits[name] or n_splits < 1:
             raise ValueError(f"the splitter gave no splits for task {name!r}")
 
+    given_seed = random_state if isinstance(random_state, numbers.Integral) else None
     settings = {
         "cv": repr(splitter),
         "n_repeats": int(n_repeats),
-        "random_state": random_state if isinstance(random_state, numbers.Integral) else None,
+        "random_state": None if given_seed is None else int(given_seed),
+        # What every random choice was seeded with, all drawn from ``random_state``: the
+        # built-in tasks (None when the data were given), the splitter (None for a splitter
+        # object, used as given) and every estimator ``random_state`` left at None.
+        "seeds": {
+            "tasks": task_seed if _makes_tasks(tasks) else None,
+            "splits": None if _is_splitter(cv) else split_seed,
+            "estimators": estimator_seed,
+        },
         "n_jobs": n_jobs,
     }
     result = ComparisonResult(
@@ -470,21 +570,32 @@ def compare(
         descriptions={name: task.description for name, task in task_data.items()},
     )
     total = len(task_data) * len(named)
-    parallel = Parallel(n_jobs=_workers(n_jobs, max(len(s) for s in splits.values())))
+    progress = _FoldProgress(
+        sum(len(s) for s in splits.values()) * len(named), enabled=int(verbose or 0) >= 2
+    )
+    parallel = Parallel(
+        n_jobs=_workers(n_jobs, max(len(s) for s in splits.values())), return_as="generator"
+    )
     for task_name, (X, y, _) in task_data.items():
         for estimator_name, estimator in named.items():
             template = _seed_estimator(clone(estimator), estimator_seed)
+            n_folds = len(splits[task_name])
+            scores = []
             try:
-                scores = parallel(
+                for score in parallel(
                     delayed(_fit_and_score)(clone(template), X, y, train, test, error_score)
                     for train, test in splits[task_name]
-                )
+                ):
+                    scores.append(score)
+                    progress.fold_done(task_name, estimator_name, len(scores), n_folds)
             except Exception as exc:
+                progress.clear()
                 raise RuntimeError(
                     f"{estimator_name} failed on task {task_name!r}: {type(exc).__name__}: {exc}"
                 ) from exc
             row = result.add(task_name, estimator_name, X.shape, scores)
             if verbose:
+                progress.clear()
                 print(result.progress_line(row, len(result.rows), total), flush=True)
     return result
 

@@ -84,9 +84,13 @@ def make_curve(n_samples=200, *, noise=0.5, random_state=None):
     r"""The classic attention-pooling demonstration: a noisy 1-D curve.
 
     :math:`x \sim U(0, 5)`, :math:`y = 2\sin x + x^{0.8} + \epsilon`,
-    :math:`\epsilon \sim N(0, \mathrm{noise}^2)`. The inputs are sorted, so a plot of
-    ``attention_weights`` against the training points shows a band along the diagonal.
-    :func:`curve_function` is the truth.
+    :math:`\epsilon \sim N(0, \mathrm{noise}^2)`. :func:`curve_function` is the truth.
+
+    The rows come in random order (like the other tasks), so that folds taken in order, as
+    ``cross_val_score(..., cv=5)`` takes them, each cover the whole range of ``x``; sorted
+    rows would make every fold an extrapolation. To draw ``attention_weights`` as a band
+    along the diagonal, sort by ``X[:, 0]`` (:func:`kernattn.plotting.plot_attention` sorts
+    by default).
 
     Parameters
     ----------
@@ -109,7 +113,7 @@ def make_curve(n_samples=200, *, noise=0.5, random_state=None):
     n = _check_n_samples(n_samples)
     noise = _check_noise(noise)
     rng = check_random_state(random_state)
-    x = np.sort(rng.uniform(0.0, 5.0, size=n))
+    x = rng.uniform(0.0, 5.0, size=n)
     y = curve_function(x) + noise * rng.normal(size=n)
     return Task(x[:, None], y, f"1-D curve y = 2 sin x + x^0.8 + N(0, {noise:g}^2), n={n}")
 

@@ -277,16 +277,22 @@ _METRICS = {
 }
 
 
+#: The lowest R² :func:`plot_comparison` draws; worse scores are cut there and labelled.
+_R2_FLOOR = -1.0
+
+
 def plot_comparison(result, metric="r2", *, ax=None):
-    """A :func:`kernattn.compare` result as grouped bars: one group per task.
+    """A :func:`kernattn.compare` result, one group per task (labelled with its size n).
 
     Parameters
     ----------
     result : ComparisonResult
     metric : {"r2", "mse", "fit_time", "predict_time", "time"}
-        ``"r2"`` with ± one standard deviation over the splits; ``"mse"`` relative to the
-        best estimator on each task (tasks have different scales); the times on a log axis
-        (``"time"`` is fit + predict).
+        ``"r2"``: bars with ± one standard deviation over the splits; the axis extends down
+        to the worst score, or to −1 if a score is worse than that, in which case the bar is
+        hatched and labelled with its value. ``"mse"``: bars relative to the best estimator
+        on each task (tasks have different scales). The times (``"time"`` is fit + predict):
+        points on a log axis, where bars would have no meaningful base.
     ax : matplotlib Axes, optional
 
     Returns
@@ -301,61 +307,92 @@ def plot_comparison(result, metric="r2", *, ax=None):
     width = 0.8 / max(len(names), 1)
     values = np.full((len(tasks), len(names)), np.nan)
     errors = np.zeros_like(values)
+    sizes = {}
     for row in result.rows:
         i, j = tasks.index(row["task"]), names.index(row["estimator"])
+        sizes.setdefault(row["task"], row["n_samples"])
         if metric == "time":
             values[i, j] = row["fit_time"] + row["predict_time"]
         else:
             values[i, j] = row[mean_key]
             errors[i, j] = row[std_key] if std_key else 0.0
-    if metric == "mse":
-        # A perfect fit (MSE 0) would divide by zero: measure from the smallest positive MSE.
-        best = np.nanmin(np.where(values > 0, values, np.nan), axis=1, keepdims=True)
-        best = np.where(np.isfinite(best), best, 1.0)
-        values, errors = values / best, errors / best
-    floor = None
-    if metric == "r2":
-        # A very bad model (R² far below 0) would squash every other bar: clip the axis and
-        # print the value at the foot of the clipped bar.
-        floor = min(0.0, max(np.nanmin(values - errors) - 0.05, -0.5))
-        errors[values < floor] = 0.0  # a clipped bar's error bar would float at the floor
     x = np.arange(len(tasks))
-    for j, name in enumerate(names):
-        offset = (j - (len(names) - 1) / 2) * width
-        bottom = 0.0 if floor is None else floor
-        ax.bar(
-            x + offset,
-            np.maximum(values[:, j], bottom) - bottom if floor is not None else values[:, j],
-            width,
-            bottom=bottom,
-            yerr=errors[:, j] if std_key else None,
-            label=name,
-            color=f"C{j}",
-            capsize=2,
-            error_kw={"lw": 0.8},
-        )
-        if floor is not None:
+    offsets = [(j - (len(names) - 1) / 2) * width for j in range(len(names))]
+    if metric in ("fit_time", "predict_time", "time"):
+        for j, name in enumerate(names):
+            ax.plot(
+                x + offsets[j],
+                values[:, j],
+                marker="o",
+                markersize=6,
+                linestyle="none",
+                label=name,
+                color=f"C{j}",
+            )
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+        ax.set_yscale("log")
+        # Ticks at 1, 2, 5 × 10^k, written as plain seconds (0.02, not 2 × 10⁻²).
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.grid(axis="y", which="major", color="0.85", lw=0.8)
+        ax.set_axisbelow(True)
+        ax.set_xlim(-0.5, len(tasks) - 0.5)
+    else:
+        if metric == "mse":
+            # A perfect fit (MSE 0) would divide by zero: measure from the smallest positive MSE.
+            best = np.nanmin(np.where(values > 0, values, np.nan), axis=1, keepdims=True)
+            best = np.where(np.isfinite(best), best, 1.0)
+            values, errors = values / best, errors / best
+        floor = None
+        if metric == "r2":
+            # The axis reaches the worst score (with its error bar), down to -1 at most: a
+            # far worse model would squash every other bar, so its bar is cut at -1, hatched
+            # and labelled with its value.
+            lowest = np.nanmin(values - errors) if np.isfinite(values).any() else 0.0
+            floor = max(min(0.0, lowest - 0.05), _R2_FLOOR)
+            errors[values < floor] = 0.0  # a cut bar's error bar would float at the floor
+        for j, name in enumerate(names):
+            heights = values[:, j]
+            if floor is not None:
+                heights = np.maximum(heights, floor)
+            bars = ax.bar(
+                x + offsets[j],
+                heights,
+                width,
+                yerr=errors[:, j] if std_key else None,
+                label=name,
+                color=f"C{j}",
+                capsize=2,
+                error_kw={"lw": 0.8},
+            )
+            if floor is None:
+                continue
             for i in np.flatnonzero(values[:, j] < floor):
+                bars[i].set_hatch("//")
+                bars[i].set_edgecolor("white")
                 ax.annotate(
-                    f"{values[i, j]:.2g}",
-                    (x[i] + offset, floor),
-                    xytext=(0, 2),
+                    f"R² = {values[i, j]:.2g}",
+                    (x[i] + offsets[j], floor),
+                    xytext=(0, 4),
                     textcoords="offset points",
                     ha="center",
                     va="bottom",
-                    fontsize="x-small",
+                    fontsize=9,
                     rotation=90,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "0.5", "lw": 0.5},
                 )
-    if floor is not None:
-        ax.set_ylim(floor, 1.0)
-        ax.axhline(0.0, color="0.3", lw=0.8)
-    if metric in ("fit_time", "predict_time", "time"):
-        ax.set_yscale("log")
-    if metric == "mse":
-        ax.axhline(1.0, color="0.3", lw=0.8)
+        if floor is not None:
+            ax.set_ylim(floor, 1.0)
+            ax.axhline(0.0, color="0.3", lw=0.8)
+            if (values < floor).any():
+                label += f"; bars cut at {floor:g}"
+        if metric == "mse":
+            ax.axhline(1.0, color="0.3", lw=0.8)
     ax.set_xticks(x)
-    ax.set_xticklabels(tasks)
+    ax.set_xticklabels([f"{task}\n(n={sizes[task]})" for task in tasks])
     ax.set_ylabel(label)
     # Outside the axes, on the right: bars near R² = 1 would hide under a legend inside.
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return ax

@@ -145,3 +145,49 @@ def test_python_dash_m_runs_the_command_line():
         timeout=60,
     )
     assert version.returncode == 0 and version.stdout.startswith("kernattn ")
+
+
+def test_the_one_seed_is_reported_alike_in_header_footer_and_json(tmp_path, capsys):
+    from kernattn.compare import derive_seeds
+
+    argv = ["compare", "--quick", "--tasks", "curve", "--estimators", "KNeighborsRegressor"]
+    assert main(argv + ["--seed", "11", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    seeds = derive_seeds(11)
+    drawn = (
+        f"tasks {seeds['tasks']}, splitter random_state={seeds['splits']}, "
+        f"estimators random_state={seeds['estimators']}"
+    )
+    assert lines[0].endswith(f"seed 11 (drawn from it: {drawn})")
+    assert f"seed 11; drawn from it: {drawn}" in lines
+    assert f"KFold(n_splits=3, random_state={seeds['splits']}, shuffle=True)" in "\n".join(lines)
+    settings = ComparisonResult.from_json(tmp_path / "results.json").settings
+    assert settings["random_state"] == 11
+    assert settings["seeds"] == seeds
+
+
+def test_show_warnings_prints_each_pairs_messages_after_the_table(tmp_path, capsys):
+    argv = ["compare", "--quick", "--tasks", "irrelevant", "--estimators"]
+    argv += ["KernelSmoother,KNeighborsRegressor", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert "\nwarnings:\n" not in capsys.readouterr().out
+    assert main(argv + ["--show-warnings"]) == 0
+    text = capsys.readouterr().out
+    table, _, report = text.partition("\nwarnings:\n")
+    assert "R² (held out)" in table and report
+    loaded = ComparisonResult.from_json(tmp_path / "results.json")
+    assert report.strip().startswith(loaded.warnings_report() or "(none)")
+    for row in loaded.rows:
+        header = f"irrelevant / {row['estimator']}:"
+        assert (header in report) == (row["n_warnings"] > 0)
+        for message in loaded.warnings[("irrelevant", row["estimator"])]:
+            assert message.split()[0] in report
+
+
+def test_the_log_has_a_line_per_fold_with_elapsed_and_remaining(tmp_path, capsys):
+    argv = ["compare", "--quick", "--tasks", "curve", "--estimators", "KernelSmoother"]
+    assert main(argv + ["--folds", "4", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    folds = [line for line in lines if "fold " in line and "elapsed" in line]
+    assert len(folds) == 4 and all("remaining ~" in line for line in folds)
+    assert "[1/1] curve" in "\n".join(lines)

@@ -15,7 +15,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from kernattn import ComparisonResult, KernelSmoother, compare
-from kernattn.compare import DEFAULT_TASKS, QUICK_TASKS, default_estimators, load_tasks
+from kernattn.compare import (
+    DEFAULT_TASKS,
+    QUICK_TASKS,
+    default_estimators,
+    derive_seeds,
+    load_tasks,
+)
 from kernattn.datasets import make_curve
 
 
@@ -348,3 +354,97 @@ def test_parallel_splits_give_the_same_scores():
     parallel = compare(estimators, tasks, cv=3, random_state=0, n_jobs=2)
     for key in serial.splits:
         assert serial.splits[key]["mse"] == parallel.splits[key]["mse"]
+
+
+def test_the_seed_given_and_the_seeds_drawn_from_it_are_reported_alike():
+    estimators = {"split": ShuffleSplitRegressor()}
+    result = compare(estimators, _tiny_tasks(), cv=2, random_state=7)
+    seeds = derive_seeds(7)
+    assert result.settings["random_state"] == 7
+    # Data given as arrays: no task seed was used.
+    assert result.settings["seeds"] == {
+        "tasks": None,
+        "splits": seeds["splits"],
+        "estimators": seeds["estimators"],
+    }
+    assert f"random_state={seeds['splits']}" in result.settings["cv"]
+    footer = str(result).splitlines()[-1]
+    assert footer.startswith("seed 7; drawn from it: ")
+    assert f"splitter random_state={seeds['splits']}" in footer
+    assert f"estimators random_state={seeds['estimators']}" in footer
+    # The footer and the settings survive a JSON round trip.
+    loaded = ComparisonResult.from_json(result.to_json())
+    assert loaded.settings == result.settings
+    assert loaded.seed_line() == footer
+    # Built-in tasks are drawn from the task seed.
+    built_in = compare({"ridge": Ridge()}, ["curve"], cv=2, random_state=7)
+    assert built_in.settings["seeds"]["tasks"] == seeds["tasks"]
+    given = compare(
+        {"ridge": Ridge()}, load_tasks(["curve"], random_state=seeds["tasks"]), cv=2,
+        random_state=7,
+    )
+    assert [r["mse_mean"] for r in given.rows] == [r["mse_mean"] for r in built_in.rows]
+
+
+def test_a_splitter_object_keeps_its_own_seed():
+    result = compare({"ridge": Ridge()}, _tiny_tasks(), cv=KFold(2), random_state=1)
+    assert result.settings["seeds"]["splits"] is None
+    assert "splitter" not in result.seed_line()
+
+
+def test_verbose_2_adds_a_plain_line_per_fold_in_a_log(capsys):
+    compare({"ridge": Ridge(), "knn": KNeighborsRegressor(3)}, _tiny_tasks(), cv=2, verbose=2)
+    lines = capsys.readouterr().out.strip().splitlines()
+    folds = [line for line in lines if line.lstrip().startswith("fold ")]
+    pairs = [line for line in lines if line.startswith("[")]
+    assert len(folds) == 8 and len(pairs) == 4 and len(lines) == 12
+    assert all("elapsed" in line and "remaining" in line for line in folds)
+    assert "\r" not in "".join(lines)
+    assert "fold 2/2 curve ridge" in folds[1] and "[8/8 folds]" in folds[-1]
+    assert "remaining ~0.0 s" in folds[-1]
+    assert lines[2].startswith("[1/4] curve")
+
+
+class _Terminal:
+    """A stand-in for standard output on a terminal."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_on_a_terminal_the_fold_progress_is_one_line_updated_in_place(monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    compare({"ridge": Ridge()}, _tiny_tasks(), cv=3, verbose=2)
+    lines = terminal.text.split("\n")
+    # Only the per-pair lines end with a newline; the fold progress is rewritten with \r.
+    assert [line.rpartition("\r")[2].replace("\033[K", "")[:5] for line in lines[:-1]] == [
+        "[1/2]",
+        "[2/2]",
+    ]
+    assert terminal.text.count("\r\033[K  fold ") == 6
+    assert "remaining" in terminal.text
+
+
+def test_warnings_report_lists_each_pairs_distinct_messages():
+    result = compare(
+        {"warns": _Warns(), "ridge": Ridge()}, {"plane": _tiny_tasks()["plane"]}, cv=3
+    )
+    report = result.warnings_report()
+    assert report.splitlines() == [
+        "plane / warns:",
+        "  warning: another warning",
+        "  warning: first line of the warning",
+    ]
+    assert ComparisonResult.from_json(result.to_json()).warnings_report() == report
+    quiet = compare({"ridge": Ridge()}, {"plane": _tiny_tasks()["plane"]}, cv=3)
+    assert quiet.warnings_report() == ""

@@ -31,7 +31,6 @@ def test_same_seed_same_task_other_seed_other_task(name):
 def test_curve_is_the_documented_function_plus_noise():
     X, y, _ = datasets.make_curve(2000, noise=0.0, random_state=0)
     np.testing.assert_allclose(y, 2 * np.sin(X[:, 0]) + X[:, 0] ** 0.8)
-    assert np.all(np.diff(X[:, 0]) >= 0)
     assert 0.0 <= X.min() and X.max() <= 5.0
     X, y, _ = datasets.make_curve(4000, noise=0.5, random_state=0)
     residual = y - curve_function(X[:, 0])
@@ -92,3 +91,19 @@ def test_bad_arguments_raise_value_error_naming_them(call, match):
 def test_non_integer_size_is_a_type_error():
     with pytest.raises(TypeError, match="n_samples must be an int"):
         datasets.make_large(1e3)
+
+
+def test_curve_rows_are_in_random_order_so_unshuffled_folds_work():
+    from sklearn.model_selection import cross_val_score
+
+    from kernattn import KernelSmoother
+
+    X, y, _ = datasets.make_curve(200, random_state=0)
+    # Not sorted by x: ordered folds would each be an extrapolation (R² around -2).
+    assert not np.all(np.diff(X[:, 0]) >= 0)
+    scores = cross_val_score(KernelSmoother(), X, y, cv=5)
+    assert scores.mean() > 0.5
+    assert np.all(scores > 0)
+    # The row order is part of the seeded draw.
+    again, _, _ = datasets.make_curve(200, random_state=0)
+    np.testing.assert_array_equal(X, again)

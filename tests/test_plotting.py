@@ -131,16 +131,26 @@ def _result(values):
     return result
 
 
-def test_comparison_bars_have_the_r2_heights_and_clip_very_bad_models():
+def test_comparison_bars_have_the_r2_heights_and_cut_very_bad_models():
     result = _result({("a", "x"): 0.9, ("a", "y"): 0.5, ("b", "x"): 0.7, ("b", "y"): -20.0})
     ax = plotting.plot_comparison(result)
     bars = ax.patches
     tops = [bar.get_y() + bar.get_height() for bar in bars]
-    floor = ax.get_ylim()[0]
-    np.testing.assert_allclose(tops, [0.9, 0.7, 0.5, floor])
-    assert -0.5 <= floor < 0
-    assert any(t.get_text() == "-20" for t in ax.texts)
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+    assert ax.get_ylim()[0] == -1.0
+    np.testing.assert_allclose(tops, [0.9, 0.7, 0.5, -1.0])
+    labels = [t for t in ax.texts if t.get_text() == "R² = -20"]
+    assert len(labels) == 1 and labels[0].get_fontsize() >= 9
+    assert bars[3].get_hatch() == "//" and "cut at -1" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a\n(n=10)", "b\n(n=10)"]
+
+
+def test_comparison_axis_extends_to_a_moderately_negative_r2():
+    result = _result({("a", "x"): 0.9, ("a", "y"): -0.7})
+    ax = plotting.plot_comparison(result)
+    tops = [bar.get_y() + bar.get_height() for bar in ax.patches]
+    np.testing.assert_allclose(tops, [0.9, -0.7])
+    assert ax.get_ylim()[0] < -0.7 and not ax.texts
+    assert "cut" not in ax.get_ylabel()
 
 
 def test_comparison_relative_mse_and_log_times():
@@ -149,7 +159,12 @@ def test_comparison_relative_mse_and_log_times():
     np.testing.assert_allclose([b.get_height() for b in ax.patches], [1.0, 5.0])
     ax = plotting.plot_comparison(result, "time", ax=plt.figure().gca())
     assert ax.get_yscale() == "log"
-    np.testing.assert_allclose([b.get_height() for b in ax.patches], [0.11, 0.11])
+    # Points, not bars: a bar on a log axis has no meaningful base.
+    assert not ax.patches
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["x", "y"]
+    assert all(line.get_marker() == "o" and line.get_linestyle() == "None" for line in lines)
+    np.testing.assert_allclose([line.get_ydata()[0] for line in lines], [0.11, 0.11])
     assert result.plot("fit_time").get_yscale() == "log"
     with pytest.raises(ValueError, match="metric must be one of 'r2'"):
         plotting.plot_comparison(result, "speed")
