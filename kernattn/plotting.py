@@ -99,7 +99,7 @@ def plot_fit(estimators, X, y, *, truth=None, n_grid=400, show_std=True, ax=None
         ax.plot(grid[:, 0], mean, color=color, lw=2, label=name, zorder=2)
     ax.set_xlabel("x")
     ax.set_ylabel("y")
-    ax.legend(loc="best", fontsize="small")
+    ax.legend(loc="best", fontsize=9)
     return ax
 
 
@@ -232,7 +232,7 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
     ax.set_yscale("log")
     ax.set_xlabel("number of random features r")
     ax.set_ylabel("approximation error")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -264,7 +264,7 @@ def plot_runtime(n_samples, times, *, ax=None):
     ax.set_yscale("log")
     ax.set_xlabel("number of samples n")
     ax.set_ylabel("time (s)")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize=9)
     return ax
 
 
