@@ -38,6 +38,7 @@ from kernattn.plotting import plot_attention, plot_fit
 parser = argparse.ArgumentParser(description="Attention as a kernel smoother.")
 parser.add_argument("--out", default=".", help="folder for the figure (default: here)")
 args = parser.parse_args()
+os.makedirs(args.out, exist_ok=True)
 SMOKE = os.environ.get("KERNATTN_SMOKE") == "1"
 
 X, y, description = make_curve(60 if SMOKE else 200, noise=0.5, random_state=0)

@@ -37,6 +37,7 @@ from kernattn.attention import softmax_attention
 parser = argparse.ArgumentParser(description="Why dot products, why softmax, why 1/sqrt(d_k).")
 parser.add_argument("--out", default=".", help="folder for the figures (default: here)")
 args = parser.parse_args()
+os.makedirs(args.out, exist_ok=True)
 SMOKE = os.environ.get("KERNATTN_SMOKE") == "1"
 
 rng = np.random.default_rng(0)

@@ -35,6 +35,7 @@ from kernattn import AttentionRegressor
 parser = argparse.ArgumentParser(description="Dot product against cosine similarity.")
 parser.add_argument("--out", default=".", help="folder for the figure (default: here)")
 args = parser.parse_args()
+os.makedirs(args.out, exist_ok=True)
 SMOKE = os.environ.get("KERNATTN_SMOKE") == "1"
 
 # %%

@@ -43,6 +43,7 @@ from kernattn.plotting import plot_attention
 parser = argparse.ArgumentParser(description="Multiple attention heads.")
 parser.add_argument("--out", default=".", help="folder for the figure (default: here)")
 args = parser.parse_args()
+os.makedirs(args.out, exist_ok=True)
 SMOKE = os.environ.get("KERNATTN_SMOKE") == "1"
 
 X, y, description = make_friedman1(200 if SMOKE else 800, random_state=0)

@@ -47,6 +47,7 @@ from kernattn.plotting import plot_approximation_error, plot_runtime
 parser = argparse.ArgumentParser(description="Random features for linear attention.")
 parser.add_argument("--out", default=".", help="folder for the figure (default: here)")
 args = parser.parse_args()
+os.makedirs(args.out, exist_ok=True)
 SMOKE = os.environ.get("KERNATTN_SMOKE") == "1"
 
 # %%

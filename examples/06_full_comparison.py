@@ -33,6 +33,7 @@ from kernattn.compare import default_estimators, load_tasks
 parser = argparse.ArgumentParser(description="The full comparison.")
 parser.add_argument("--out", default=".", help="folder for the figure (default: here)")
 args = parser.parse_args()
+os.makedirs(args.out, exist_ok=True)
 SMOKE = os.environ.get("KERNATTN_SMOKE") == "1"
 
 # %%
