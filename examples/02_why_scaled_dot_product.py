@@ -13,12 +13,12 @@ matter when the kernel is learned?
   weight goes to 1 and the entropy to 0 — the weights become one-hot, and the gradient of the
   attention output with respect to the scores vanishes. Scaled, all three stay flat.
 - ``02_scale_ablation_loss_curves.png``: ``AttentionRegressor`` trained with ``scale=None``
-  (1/√head_dim) and ``scale=1.0`` (no scaling) at head dimensions 8, 32 and 128, from the same initial projections,
-  the training objective per epoch of Adam. Does dropping the scale make early training
-  unstable at large head dimension (a higher, bumpier start: the first logits have variance
-  head_dim and the softmax starts saturated)? And where does each end — without the scale
-  every step on the projections moves the logits √head_dim times further, which is also a
-  larger effective learning rate?
+  (1/√head_dim) and ``scale=1.0`` (no scaling) at head dimensions 8, 32 and 128, from the
+  same initial projections, the training objective per epoch of Adam. Does dropping the scale
+  make early training unstable at large head dimension (a higher, bumpier start: the first
+  logits have variance head_dim and the softmax starts saturated)? And where does each end —
+  without the scale every step on the projections moves the logits √head_dim times further,
+  which is also a larger effective learning rate?
 
 Run ``python 02_why_scaled_dot_product.py [--out DIR]``.
 """

@@ -108,7 +108,8 @@ def test_repeated_rows_act_like_integer_sample_weights_in_the_objective(kernel):
     weighted = _LeaveOneOut(X, Y, counts.astype(float), kernel)
     plain = _LeaveOneOut(X[repeated], Y[repeated], np.ones(len(repeated)), kernel)
     log_h = np.log(bandwidths(kernel, 1))
-    for got, expected in zip(weighted.loss_and_grad(log_h), plain.loss_and_grad(log_h)):
+    pairs = zip(weighted.loss_and_grad(log_h), plain.loss_and_grad(log_h), strict=True)
+    for got, expected in pairs:
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-14)
 
 

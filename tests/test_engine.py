@@ -134,11 +134,12 @@ def reference_prediction(model, X, y, sample_weight, queries):
     offset = np.average(y, weights=sample_weight)
     weights = [reference_head_weights(model, X, sample_weight, queries, h) for h in range(len(a))]
     means = [w @ y for w in weights]
-    mean = offset + sum(a_h * (m - offset) for a_h, m in zip(a, means)) + model.head_bias
+    mixed = sum(a_h * (m - offset) for a_h, m in zip(a, means, strict=True))
+    mean = offset + mixed + model.head_bias
     proportions = np.abs(a) / np.abs(a).sum()
     variance = sum(
         p * ((w * (y[None, :] - m[:, None]) ** 2).sum(axis=1) + (m - mean) ** 2)
-        for p, w, m in zip(proportions, weights, means)
+        for p, w, m in zip(proportions, weights, means, strict=True)
     )
     return mean, np.sqrt(variance), weights
 
@@ -321,7 +322,8 @@ def test_far_query_gets_the_target_of_the_key_it_ends_up_on(data, similarity, di
     offset = np.average(y, weights=sample_weight)
     a = np.array(model.head_weights)
     winners = [winning_key(model, X, far, h) for h in range(2)]
-    expected = offset + sum(a_h * (y[w] - offset) for a_h, w in zip(a, winners)) + 0.25
+    pairs = zip(a, winners, strict=True)
+    expected = offset + sum(a_h * (y[w] - offset) for a_h, w in pairs) + 0.25
     np.testing.assert_allclose(mean, expected, rtol=1e-12, atol=1e-12)
     for h in range(2):
         weights = model.attention_weights(far, head=h)
@@ -403,7 +405,8 @@ def test_keys_in_tiles_equal_the_dense_formula(large, similarity):
     offset = np.average(y, weights=sample_weight)
     winners = [winning_key(model, X, far, h) for h in range(2)]
     a = np.array(model.head_weights)
-    expected = offset + sum(a_h * (y[w] - offset) for a_h, w in zip(a, winners)) + 0.25
+    pairs = zip(a, winners, strict=True)
+    expected = offset + sum(a_h * (y[w] - offset) for a_h, w in pairs) + 0.25
     np.testing.assert_allclose(model.predict(far), expected, rtol=1e-12, atol=1e-12)
 
 

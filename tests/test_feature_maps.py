@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.kernel_approximation import RBFSampler

@@ -55,7 +55,9 @@ def quiet_predict(model, queries, return_std=False):
 @pytest.mark.parametrize("rule", ["scott", "silverman"])
 @settings(max_examples=6, deadline=None)
 @given(exponent=exponents)
-def test_rescaled_inputs_give_the_predictions_of_the_unscaled_problem(problem, name, rule, exponent):
+def test_rescaled_inputs_give_the_predictions_of_the_unscaled_problem(
+    problem, name, rule, exponent
+):
     X, y, queries = problem
     if name in ("attention",) and rule != "scott":
         return

@@ -24,7 +24,6 @@ import tracemalloc
 
 import numpy as np
 from scipy.spatial.distance import cdist
-
 from threadpoolctl import threadpool_limits
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
@@ -107,7 +106,10 @@ def evaluations_per_second(model, queries, n_train, n_jobs):
 def exact_paths_table(n, n_queries, limits, rng):
     """The exact path of every estimator, d = 2, float64 and float32."""
     print(f"the exact path of each estimator, n_train = {n}, {n_queries} queries")
-    header = f"{'estimator':>36} {'dtype':>8} {'1 thread':>9} {'vs exp':>7} {'all cores':>10} {'vs exp':>7}"
+    header = (
+        f"{'estimator':>36} {'dtype':>8} {'1 thread':>9} {'vs exp':>7} "
+        f"{'all cores':>10} {'vs exp':>7}"
+    )
     print(header)
     print("-" * len(header))
     X, y = task(n, rng)
