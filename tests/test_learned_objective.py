@@ -18,12 +18,18 @@ def _similarity(q, k, similarity):
     return -0.5 * np.sum((q - k) ** 2)
 
 
-def reference_loss(Z, Y, sw, Wq, Wk, scale, a, b, similarity, alpha):
+def anisotropy(W):
+    """Σ_h ‖W_h − c_h E‖² with E = eye(d, head_dim) and c_h the best multiple of E."""
+    E = np.eye(*W.shape[1:])
+    return sum(np.sum((w - np.sum(w * E) / np.sum(E * E) * E) ** 2) for w in W)
+
+
+def reference_loss(Z, Y, sw, Wq, Wk, scale, a, b, similarity, alpha, leave_one_out=True):
     """The objective written as a loop over queries, keys and heads."""
     n = len(Z)
     total, data = 0.0, 0.0
     for i in range(n):
-        keys = [j for j in range(n) if not np.array_equal(Z[j], Z[i])]
+        keys = [j for j in range(n) if not (leave_one_out and np.array_equal(Z[j], Z[i]))]
         if not keys:
             continue
         estimate = b.copy()
@@ -38,11 +44,22 @@ def reference_loss(Z, Y, sw, Wq, Wk, scale, a, b, similarity, alpha):
         data += sw[i] * np.sum((estimate - Y[i]) ** 2)
         total += sw[i]
     variance = np.sum(sw @ Y**2) / sw.sum()
-    penalty = alpha / sw.sum() * (np.sum(Wq**2) + (0 if Wk is Wq else np.sum(Wk**2)))
+    penalty = alpha / sw.sum() * (anisotropy(Wq) + (0 if Wk is Wq else anisotropy(Wk)))
     return data / (variance * total) + penalty
 
 
-def make_problem(similarity, tie_qk, learn_scale, n=24, d=3, head_dim=2, n_heads=2, seed=0):
+def make_problem(
+    similarity,
+    tie_qk,
+    learn_scale,
+    n=24,
+    d=3,
+    head_dim=2,
+    n_heads=2,
+    seed=0,
+    mixture="convex",
+    leave_one_out=True,
+):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
     X[5] = X[3]  # a duplicate pair: both must be left out of each other's estimate
@@ -50,10 +67,18 @@ def make_problem(similarity, tie_qk, learn_scale, n=24, d=3, head_dim=2, n_heads
     Y = rng.normal(size=(n, 2))
     sw = rng.uniform(0.5, 2.0, n)
     Y -= np.average(Y, axis=0, weights=sw)
-    layout = Layout(n_heads, d, head_dim, 2, tie_qk, learn_scale)
+    layout = Layout(n_heads, d, head_dim, 2, tie_qk, learn_scale, mixture)
     scale = np.array([1 / 1.3, 1 / 0.7])[:n_heads]
     objective = LeaveOneOutObjective(
-        X, Y, sw, DuplicateGroups(X), layout, similarity, scale, alpha=0.3
+        X,
+        Y,
+        sw,
+        DuplicateGroups(X),
+        layout,
+        similarity,
+        scale,
+        alpha=0.3,
+        leave_one_out=leave_one_out,
     )
     theta = 0.6 * rng.normal(size=layout.size)
     return objective, theta, X, Y, sw, layout, scale
@@ -139,7 +164,8 @@ def test_key_subset_and_query_subset_match_direct_loop():
             estimate = estimate + a[h] * (w / w.sum()) @ Y[allowed]
         data += sw[i] * np.sum((estimate - Y[i]) ** 2)
         total += sw[i]
-    expected = data / (objective.variance * total) + objective.alpha * np.sum(theta[:24] ** 2)
+    penalty = objective.alpha * (anisotropy(Wq) + anisotropy(Wk))
+    expected = data / (objective.variance * total) + penalty
     assert value == pytest.approx(expected, rel=1e-10)
 
 
@@ -148,7 +174,8 @@ def test_query_without_other_keys_is_left_out_not_nan():
     keys = np.array([3, 5, 7])  # all duplicates of one input
     loss, grad = objective.loss_and_grad(theta, np.array([3, 5]), keys)
     assert np.isfinite(loss) and np.all(np.isfinite(grad))
-    assert loss == pytest.approx(objective.alpha * np.sum(theta[:12] ** 2))
+    Wq = objective.layout.unpack(theta)[0]
+    assert loss == pytest.approx(objective.alpha * anisotropy(Wq))
 
 
 def test_threads_match_one_thread():
@@ -219,3 +246,41 @@ def test_within_row_logits_blocked_matches_one_block():
             tops.append(w.max() / w.sum())
         assert variance[h] == pytest.approx(np.average(variances, weights=sw[rows]), rel=1e-10)
         assert top[h] == pytest.approx(np.average(tops, weights=sw[rows]), rel=1e-10)
+
+
+@pytest.mark.parametrize("mixture", ["convex", "affine"])
+@pytest.mark.parametrize("leave_one_out", [True, False])
+def test_mixtures_and_resubstitution_match_direct_loop(mixture, leave_one_out):
+    objective, theta, X, Y, sw, layout, scale = make_problem(
+        "gaussian", False, True, mixture=mixture, leave_one_out=leave_one_out
+    )
+    Wq, Wk, log_scale, a, b = layout.unpack(theta)
+    if mixture == "convex":
+        # The head weights are the softmax of their logits, and there is no bias.
+        logits = theta[layout.slices["a"]]
+        np.testing.assert_allclose(a, np.exp(logits) / np.exp(logits).sum())
+        assert layout.size == theta.size and not np.any(b)
+    else:
+        np.testing.assert_array_equal(a, theta[layout.slices["a"]])
+    expected = reference_loss(
+        X, Y, sw, Wq, Wk, np.exp(log_scale), a, b, "gaussian", 0.3, leave_one_out
+    )
+    assert objective.loss(theta) == pytest.approx(expected, rel=1e-10)
+
+    def loss(t):
+        return objective.loss_and_grad(t)[0]
+
+    def grad(t):
+        return objective.loss_and_grad(t)[1]
+
+    error = check_grad(loss, grad, theta, epsilon=1e-7)
+    assert error < 1e-5 * max(np.linalg.norm(grad(theta)), 1.0)
+
+
+def test_convex_layout_packs_weights_as_logits():
+    layout = Layout(3, 2, 2, 1, False, False, "convex")
+    a = np.array([0.2, 0.5, 0.3])
+    theta = layout.pack(np.ones((3, 2, 2)), np.ones((3, 2, 2)), None, a, np.array([5.0]))
+    _, _, _, unpacked, b = layout.unpack(theta)
+    np.testing.assert_allclose(unpacked, a)
+    np.testing.assert_array_equal(b, 0.0)

@@ -204,12 +204,6 @@ def test_every_estimator_maps_an_affine_map_of_the_targets(name, problem, option
     np.testing.assert_allclose(mapped.predict(queries), a * expected + b, atol=1e-9 * scale)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: the leave-one-out loss is divided by the targets' variance, but the "
-    "mixture's bias is optimized in target units, so a few L-BFGS steps on 2·y do not "
-    "take the path they take on y (they agree only at convergence)",
-)
 @settings(max_examples=20, deadline=None)
 @given(problem=problems(), a=st.sampled_from([1e-2, 2.0, 1e3]), b=finite)
 @example(

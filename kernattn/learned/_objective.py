@@ -14,18 +14,29 @@ of the similarity). The leave-one-out estimate of head :math:`h` at training poi
 is :math:`f^h_i = \sum_j w^h_{ij} y_j`, the softmax taken over the keys :math:`j` whose input
 differs from :math:`x_i`: the query's own key and its exact duplicates are left out
 (:class:`~kernattn._loo.DuplicateGroups`), otherwise a sharp kernel copies each target from
-itself and repeated rows would not act as integer weights. The heads are mixed affinely,
-:math:`\hat y_i = \sum_h a_h f^h_i + b`, and the objective is
+itself and repeated rows would not act as integer weights (``leave_one_out=False`` keeps
+them: the resubstitution loss, whose minimum is a kernel that looks only at the query itself).
+The heads are mixed, :math:`\hat y_i = \sum_h a_h f^h_i + b`: convexly by default
+(:math:`a = \mathrm{softmax}(c)` of learned logits :math:`c`, :math:`b = 0`, so that
+:math:`\hat y_i` is itself a Nadaraya–Watson estimate), or affinely (free :math:`a, b`). The
+objective is
 
 .. math::
 
     L = \frac{1}{V \sum_i s_i} \sum_i s_i \|\hat y_i - y_i\|^2
-        + \frac{\alpha}{\sum_i s_i} \sum \|W\|_F^2,
+        + \frac{\alpha}{\sum_i s_i} \sum \|W - c_W E\|_F^2,
 
-with :math:`V` the weighted variance of the (centered) targets: the data term reads as a
+with :math:`V` the weighted variance of the (centered) targets (the estimator passes
+targets divided by their standard deviation, so that the parameters, the head bias
+included, and the optimizer's path do not depend on the targets' units): the data term reads as a
 leave-one-out :math:`1 - R^2`, so ``alpha`` and ``tol`` do not depend on the targets' units,
 and ``alpha`` weighs the penalty against the sum of squared errors (as in ridge
-regression), so the penalty matters less as the sample grows. With
+regression), so the penalty matters less as the sample grows. The penalty is on the part of
+each projection :math:`W` (:math:`W_q^h`, :math:`W_k^h`) that is not a multiple of the
+identity :math:`E` (:math:`c_W = \langle W, E\rangle / \|E\|_F^2`): it shrinks the learned
+kernel towards an isotropic one of any width, as ridge regression shrinks towards 0, and
+leaves the width itself to the leave-one-out loss (in one dimension there is nothing else to
+learn, and the fit is the leave-one-out bandwidth of a kernel smoother). With
 :math:`r_i = \hat y_i - y_i`, the gradient with respect to the logits is
 
 .. math::
@@ -33,11 +44,13 @@ regression), so the penalty matters less as the sample grows. With
     \frac{\partial L}{\partial \ell^h_{ij}} = \frac{2 s_i a_h}{V \sum s}\,
         w^h_{ij} \langle r_i, y_j - f^h_i\rangle =: G^h_{ij},
 
-and the chain rule through the (bi)linear logits gives the projections' gradients as
-matrix products with :math:`G`:
+the chain rule through the (bi)linear logits gives the projections' gradients as matrix
+products with :math:`G`:
 :math:`\partial L/\partial q_i = s_h \sum_j G_{ij} k_j`,
 :math:`\partial L/\partial k_j = s_h \sum_i G_{ij} (q_i - [\text{gaussian}]\, k_j)` and
-:math:`\partial L/\partial \log s_h = \sum_{ij} G_{ij} (\ell_{ij} - \log s_j)`.
+:math:`\partial L/\partial \log s_h = \sum_{ij} G_{ij} (\ell_{ij} - \log s_j)`. For a
+convex mixture, :math:`\partial L/\partial c_h = a_h(\partial L/\partial a_h -
+\sum_g a_g\, \partial L/\partial a_g)`.
 
 Queries are processed in blocks bounded by scikit-learn's ``working_memory``, on threads for
 large problems (:func:`~kernattn._blocks.map_query_blocks`); each block returns its share of
@@ -66,11 +79,15 @@ _BLOCK_ENTRIES = 2**18
 
 
 class Layout:
-    """Where each parameter lives in the flat vector the optimizers see.
+    r"""Where each parameter lives in the flat vector the optimizers see.
 
     The vector holds ``W_q`` (n_heads, n_features, head_dim), ``W_k`` (unless tied),
-    ``log s`` (n_heads, only for a learned scale), the head weights ``a`` (n_heads) and the
-    head bias ``b`` (n_outputs, in centered target units).
+    ``log s`` (n_heads, only for a learned scale) and the mixture of the heads:
+
+    - ``"convex"``: one logit ``c_h`` per head, the head weights being their softmax,
+      :math:`a = \mathrm{softmax}(c)` (non-negative, summing to one), and no bias;
+    - ``"affine"``: the head weights ``a`` (n_heads) and the head bias ``b`` (n_outputs, in
+      the objective's target units) as they are.
 
     Parameters
     ----------
@@ -79,17 +96,24 @@ class Layout:
         Queries and keys share ``W_q``.
     learn_scale : bool
         The log-scales are parameters.
+    mixture : {"convex", "affine"}, default="convex"
+        How the heads' estimates are mixed.
     """
 
-    def __init__(self, n_heads, n_features, head_dim, n_outputs, tie_qk, learn_scale):
+    def __init__(
+        self, n_heads, n_features, head_dim, n_outputs, tie_qk, learn_scale, mixture="convex"
+    ):
         self.shape = (n_heads, n_features, head_dim)
         self.n_heads = n_heads
         self.n_outputs = n_outputs
         self.tie_qk = tie_qk
         self.learn_scale = learn_scale
+        self.mixture = mixture
+        self.convex = mixture == "convex"
         w = n_heads * n_features * head_dim
         sizes = [("query", w), ("key", 0 if tie_qk else w)]
-        sizes += [("log_scale", n_heads if learn_scale else 0), ("a", n_heads), ("b", n_outputs)]
+        sizes += [("log_scale", n_heads if learn_scale else 0), ("a", n_heads)]
+        sizes += [("b", 0 if self.convex else n_outputs)]
         self.slices = {}
         start = 0
         for name, size in sizes:
@@ -99,31 +123,78 @@ class Layout:
 
     def pack(self, query, key, log_scale, a, b):
         """The flat vector of the parameters (``key`` ignored when tied, ``log_scale`` when
-        the scale is fixed)."""
+        the scale is fixed, ``b`` for a convex mixture, whose ``a`` is stored as its
+        logits ``log a``)."""
         theta = np.empty(self.size)
         theta[self.slices["query"]] = np.ravel(query)
         if not self.tie_qk:
             theta[self.slices["key"]] = np.ravel(key)
         if self.learn_scale:
             theta[self.slices["log_scale"]] = log_scale
-        theta[self.slices["a"]] = a
-        theta[self.slices["b"]] = b
+        if self.convex:
+            # A head weight of 0 (a pruned mixture) stays negligible, not -inf.
+            a = np.asarray(a, dtype=float)
+            theta[self.slices["a"]] = np.log(np.maximum(a / a.sum(), 1e-300))
+        else:
+            theta[self.slices["a"]] = a
+            theta[self.slices["b"]] = b
         return theta
 
     def unpack(self, theta):
-        """``(W_q, W_k, log_scale, a, b)`` as views of ``theta`` (``log_scale`` is ``None``
-        for a fixed scale, ``W_k`` is ``W_q`` when tied)."""
+        """``(W_q, W_k, log_scale, a, b)``, the projections as views of ``theta``
+        (``log_scale`` is ``None`` for a fixed scale, ``W_k`` is ``W_q`` when tied; a convex
+        mixture's ``a`` is the softmax of its logits and its ``b`` is 0)."""
         query = theta[self.slices["query"]].reshape(self.shape)
         key = query if self.tie_qk else theta[self.slices["key"]].reshape(self.shape)
         log_scale = theta[self.slices["log_scale"]] if self.learn_scale else None
+        if self.convex:
+            logits = theta[self.slices["a"]]
+            a = np.exp(logits - logits.max())
+            return query, key, log_scale, a / a.sum(), np.zeros(self.n_outputs)
         return query, key, log_scale, theta[self.slices["a"]], theta[self.slices["b"]]
 
-    def penalised(self):
-        """Mask of the entries the L2 penalty applies to (the projections)."""
-        mask = np.zeros(self.size, dtype=bool)
-        mask[self.slices["query"]] = True
-        mask[self.slices["key"]] = True
-        return mask
+    def pack_gradient(self, g_query, g_key, g_log_scale, g_a, g_b, a):
+        r"""The gradient as a flat vector, from the gradients with respect to ``W_q``,
+        ``W_k``, ``log s`` and the mixture's ``a`` and ``b``.
+
+        For a convex mixture the chain rule goes through the softmax,
+        :math:`\partial L/\partial c_h = a_h (\partial L/\partial a_h - \sum_g a_g\,
+        \partial L/\partial a_g)`, and ``g_b`` is dropped.
+        """
+        grad = np.zeros(self.size)
+        grad[self.slices["query"]] = np.ravel(g_query)
+        if not self.tie_qk:
+            grad[self.slices["key"]] = np.ravel(g_key)
+        if self.learn_scale:
+            grad[self.slices["log_scale"]] = g_log_scale
+        if self.convex:
+            grad[self.slices["a"]] = a * (g_a - a @ g_a)
+        else:
+            grad[self.slices["a"]] = g_a
+            grad[self.slices["b"]] = g_b
+        return grad
+
+    def anisotropy(self, theta):
+        r"""The part of every projection that is not a multiple of the identity ``E``
+        (``eye(n_features, head_dim)``), as a flat vector (0 outside the projections).
+
+        Per head and side, :math:`W - cE` with :math:`c = \langle W, E\rangle / \|E\|^2`:
+        the projection onto the complement of the isotropic kernels (any :math:`c`, i.e.
+        any bandwidth, is free).
+        """
+        d, head_dim = self.shape[1:]
+        k = min(d, head_dim)
+        out = np.zeros(self.size)
+        for name in ("query", "key"):
+            part = self.slices[name]
+            if part.stop == part.start:
+                continue
+            W = theta[part].reshape(self.shape)
+            c = np.einsum("hii->h", W[:, :k, :k]) / k
+            R = W.copy()
+            R[:, np.arange(k), np.arange(k)] -= c[:, None]
+            out[part] = R.ravel()
+        return out
 
 
 class _Head:
@@ -203,12 +274,28 @@ class LeaveOneOutObjective:
     scale : ndarray of shape (n_heads,)
         The multipliers of the similarity when they are not learned.
     alpha : float
-        L2 penalty on the projections (against the sum of squared errors / V).
+        L2 penalty on the projections' anisotropy, :meth:`Layout.anisotropy` (against the
+        sum of squared errors / V).
     n_jobs : int, optional
         Threads over query blocks (see :func:`~kernattn._blocks.effective_n_jobs`).
+    leave_one_out : bool, default=True
+        Leave each query's own duplicate group out of its softmax; ``False`` gives the
+        resubstitution loss.
     """
 
-    def __init__(self, Z, Y, sample_weight, groups, layout, similarity, scale, alpha, n_jobs=None):
+    def __init__(
+        self,
+        Z,
+        Y,
+        sample_weight,
+        groups,
+        layout,
+        similarity,
+        scale,
+        alpha,
+        n_jobs=None,
+        leave_one_out=True,
+    ):
         self.Z = np.ascontiguousarray(Z, dtype=float)
         self.Y = np.ascontiguousarray(Y, dtype=float)
         # Divided by a power of two near the largest (exact, so every ratio of sums is
@@ -225,8 +312,8 @@ class LeaveOneOutObjective:
             self.alpha = alpha / (self.sw.sum() * unit)
         variance = np.sum(self.sw @ self.Y**2) / self.sw.sum()
         self.variance = variance if variance > 0 else 1.0
-        self.penalised = layout.penalised()
         self.n_jobs = n_jobs
+        self.leave_one_out = leave_one_out
         # [y, 1]: one product gives a block's weighted sums of the values and of the weights.
         self._values_one = np.hstack([self.Y, np.ones((len(self.Y), 1))])
         self._scratch = _Scratch()
@@ -258,7 +345,8 @@ class LeaveOneOutObjective:
             if len(keys) == n and np.array_equal(keys, np.arange(n)):
                 keys = None
         queries = np.arange(n) if queries is None else np.asarray(queries)
-        queries = self.groups.valid_queries(queries, np.arange(n) if keys is None else keys)
+        if self.leave_one_out:
+            queries = self.groups.valid_queries(queries, np.arange(n) if keys is None else keys)
         return queries, keys, n if keys is None else len(keys)
 
     def _left_out(self, rows, keys, shape):
@@ -266,8 +354,11 @@ class LeaveOneOutObjective:
         duplicate group to ``-inf``.
 
         For contiguous rows against all keys the pairs are looked up (no pass over the
-        block); otherwise they are found once per block and reused for every head.
+        block); otherwise they are found once per block and reused for every head. Without
+        ``leave_one_out`` (the resubstitution loss) nothing is left out.
         """
+        if not self.leave_one_out:
+            return lambda block: block
         if keys is None and isinstance(rows, slice):
             return lambda block: self.groups.leave_out(block, rows)
         if isinstance(rows, slice):
@@ -404,7 +495,8 @@ class LeaveOneOutObjective:
         for part, _ in results:
             data += part
         scale = self.variance * total if total > 0 else 1.0
-        penalty = self.alpha * np.sum(theta[self.penalised] ** 2)
+        anisotropy = self.layout.anisotropy(theta)
+        penalty = self.alpha * np.sum(anisotropy**2)
         if not gradient:
             return data / scale + penalty, None
         g_a, g_b, g_log_scale = np.zeros(H), np.zeros(t), np.zeros(H)
@@ -427,10 +519,10 @@ class LeaveOneOutObjective:
             g_key[h] = self.Z.T @ _unnormalize(gk, head.Pk, head.norm_k)
         if layout.tie_qk:
             g_query += g_key
-        grad = layout.pack(g_query, g_key, g_log_scale, g_a, g_b)
+        grad = layout.pack_gradient(g_query, g_key, g_log_scale, g_a, g_b, a)
         if total == 0:
             grad[:] = 0.0
-        grad[self.penalised] += 2.0 * self.alpha * theta[self.penalised]
+        grad += 2.0 * self.alpha * anisotropy
         return data / scale + penalty, grad
 
     def within_row_logits(self, query, key, scale, rows):

@@ -8,6 +8,7 @@ when asked and stop early on a held-out validation loss. Everything here takes p
 and settings.
 """
 
+import time
 import warnings
 
 import numpy as np
@@ -117,9 +118,11 @@ def warn_if_saturated(objective, query, key, scale, rows):
 class Monitor:
     """Records the losses of a run, prints them, and decides when to stop.
 
-    ``n_iter_no_change`` iterations without an improvement of at least ``tol`` (relative,
-    of the validation loss when there is one, else of the training loss) stop the run; the
-    parameters with the lowest validation loss seen are kept.
+    The run stops when the loss it watches (the validation loss when there is one, else
+    the training loss) has not improved by at least ``tol`` (relative) over the last
+    ``n_iter_no_change`` iterations: the lowest loss of those iterations is above
+    ``(1 − tol)`` times the lowest one before them. The parameters with the lowest
+    validation loss seen are kept.
 
     Parameters
     ----------
@@ -128,18 +131,22 @@ class Monitor:
     tol : float
     n_iter_no_change : int
     verbose : int
+    max_iter : int, optional
+        Printed with each iteration's number.
     """
 
-    def __init__(self, validation_loss, tol, n_iter_no_change, verbose):
+    def __init__(self, validation_loss, tol, n_iter_no_change, verbose, max_iter=None):
         self.validation_loss = validation_loss
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.verbose = verbose
+        self.max_iter = max_iter
         self.loss_curve = []
         self.validation_scores = []
         self.best_theta = None
         self.best_score = np.inf
-        self._stall = 0
+        self._scores = []
+        self._start = time.perf_counter()
 
     def record(self, theta, loss, grad_norm):
         """Record one iteration; ``True`` when the run should stop."""
@@ -148,29 +155,38 @@ class Monitor:
             score = float(self.validation_loss(theta))
             self.validation_scores.append(score)
         else:
-            score = loss
+            score = float(loss)
+        self._scores.append(score)
         if self.verbose:
             extra = "" if self.validation_loss is None else f", validation loss = {score:.6f}"
+            of = "" if self.max_iter is None else f"/{self.max_iter}"
             print(
-                f"Iteration {len(self.loss_curve)}, loss = {loss:.6f}, "
-                f"gradient norm = {grad_norm:.3e}" + extra
+                f"Iteration {len(self.loss_curve)}{of}, loss = {loss:.6f}, "
+                f"gradient norm = {grad_norm:.3e}{extra}, "
+                f"elapsed = {time.perf_counter() - self._start:.1f} s",
+                flush=True,
             )
-        if score < self.best_score - self.tol * max(abs(self.best_score), 1.0):
-            self._stall = 0
-        else:
-            self._stall += 1
         if score < self.best_score:
             self.best_score = score
             self.best_theta = theta.copy()
-        return self._stall >= self.n_iter_no_change
+        return self.stalled()
+
+    def stalled(self):
+        """Whether the last ``n_iter_no_change`` iterations improved by less than ``tol``."""
+        n = self.n_iter_no_change
+        if len(self._scores) <= n:
+            return False
+        before = min(self._scores[:-n])
+        recent = min(self._scores[-n:])
+        return not (before - recent > self.tol * abs(before))
 
 
-def run_lbfgs(loss_and_grad, theta, monitor, *, max_iter, tol, stop_early):
+def run_lbfgs(loss_and_grad, theta, monitor, *, max_iter):
     """Full-batch L-BFGS (scipy's L-BFGS-B without bounds) from ``theta``.
 
-    ``stop_early``: the monitor's stopping rule ends the run (otherwise only its records
-    are kept and L-BFGS stops on its own ``ftol``). Returns the last parameters, the number
-    of iterations and whether the run converged.
+    The monitor's stopping rule ends the run; L-BFGS's own tests (a relative step of the
+    loss below rounding, a vanishing gradient) end it too. Returns the last parameters, the
+    number of iterations and whether the run converged.
     """
     last = {}
 
@@ -185,7 +201,7 @@ def run_lbfgs(loss_and_grad, theta, monitor, *, max_iter, tol, stop_early):
         t = intermediate_result.x
         if not np.array_equal(t, last.get("x", None)):
             fun(t)
-        if monitor.record(t, last["loss"], np.linalg.norm(last["grad"])) and stop_early:
+        if monitor.record(t, last["loss"], np.linalg.norm(last["grad"])):
             stopped.append(True)
             raise StopIteration
 
@@ -195,7 +211,9 @@ def run_lbfgs(loss_and_grad, theta, monitor, *, max_iter, tol, stop_early):
         jac=True,
         method="L-BFGS-B",
         callback=callback,
-        options={"maxiter": max_iter, "ftol": tol, "gtol": 1e-8, "maxfun": 3 * max_iter + 20},
+        # One step's relative decrease is no test of convergence (L-BFGS takes small steps
+        # between large ones): only rounding ends a run here, the monitor's window does.
+        options={"maxiter": max_iter, "ftol": 1e-15, "gtol": 1e-10, "maxfun": 3 * max_iter + 20},
     )
     converged = result.status == 0 or (result.status == 99 and bool(stopped))
     return result.x, int(result.nit), converged
@@ -291,7 +309,7 @@ def optimize(
         def validation_loss(t):
             return objective.loss(t, validation, train)
 
-    monitor = Monitor(validation_loss, tol, n_iter_no_change, verbose)
+    monitor = Monitor(validation_loss, tol, n_iter_no_change, verbose, max_iter)
     # The optimizers' own linear algebra is tiny, and the objective runs its blocks on
     # threads of its own: BLAS threads woken in between spin and take a core from them.
     with single_threaded_blas():
@@ -302,8 +320,6 @@ def optimize(
             monitor,
             train=train,
             max_iter=max_iter,
-            tol=tol,
-            stop_early=validation is not None,
             learning_rate=learning_rate,
             batch_size=batch_size,
             key_subsample=key_subsample,
@@ -321,15 +337,13 @@ def optimize(
     return theta, n_iter, monitor
 
 
-def _run(optimizer, objective, theta, monitor, *, train, max_iter, tol, stop_early, **adam):
+def _run(optimizer, objective, theta, monitor, *, train, max_iter, **adam):
     if optimizer == "lbfgs":
         return run_lbfgs(
             lambda t: objective.loss_and_grad(t, train, train),
             theta,
             monitor,
             max_iter=max_iter,
-            tol=tol,
-            stop_early=stop_early,
         )
     return run_adam(
         objective.loss_and_grad,

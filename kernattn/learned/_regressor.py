@@ -3,7 +3,8 @@ r"""``AttentionRegressor``: Nadaraya–Watson regression with a learned attentio
 Each head :math:`h` compares a query with the training inputs through learned projections
 of the standardized inputs, :math:`q = u W_q^h`, :math:`k_i = u_i W_k^h`, and averages the
 training targets with the softmax of the logits :math:`s_h\, \mathrm{sim}(q, k_i)`; the
-heads' estimates are mixed affinely. ``fit`` learns the projections, the mixture and
+heads' estimates are mixed convexly (a Nadaraya–Watson estimate again) or, on request,
+affinely. ``fit`` learns the projections, the mixture and
 optionally the scales by leave-one-out (:mod:`kernattn.learned._objective`, optimized by
 :mod:`kernattn.learned._optimize`) and hands the result to the shared Nadaraya–Watson engine
 as a :class:`~kernattn._heads.SoftmaxHeads` kernel; the engine predicts.
@@ -55,6 +56,40 @@ def _standardization(X, sample_weight, standardize):
     return mean, np.where(std > 1e-12 * np.maximum(size, 1e-300), std, 1.0)
 
 
+def _target_scale(values, sample_weight):
+    """The weighted root mean square of the centered targets (over every output; 1 for
+    constant targets), computed in units of a power of two near their size (no overflow)."""
+    unit = float(power_of_two_scale(values))
+    weights = normalized_weights(sample_weight)
+    rms = np.sqrt(np.sum(weights @ (values / unit) ** 2) / weights.sum()) * unit
+    return rms if rms > 0 and np.isfinite(rms) else 1.0
+
+
+def _is_convex(head_weights):
+    """Non-negative weights with a positive sum (a convex mixture once normalized)."""
+    return bool(np.all(head_weights >= 0) and head_weights.sum() > 0)
+
+
+def _convex_least_squares(F, Y, sample_weight, unit):
+    """Head weights on the simplex (non-negative, summing to 1, no bias) minimizing the
+    weighted squared error of ``Σ_h a_h F[:, h]`` against ``Y``.
+
+    Non-negative least squares with the constraint ``Σ_h a_h = 1`` as one more row weighted
+    far above the data (its residual is then below rounding of the data's), normalized
+    exactly at the end. Rows (i, output) are weighted as in the affine refit.
+    """
+    n, H, t = F.shape
+    design = F.transpose(0, 2, 1).reshape(-1, H)
+    root = np.sqrt(np.repeat(sample_weight, t)) * np.tile(unit / unit.max(), n)
+    A = design * root[:, None]
+    b = Y.ravel() * root
+    weight = 1e4 * max(np.linalg.norm(A), np.linalg.norm(b), 1.0)
+    A = np.vstack([A, np.full((1, H), weight)])
+    b = np.append(b, weight)
+    a = nnls(A, b)[0]
+    return a / a.sum() if a.sum() > 0 else np.full(H, 1.0 / H)
+
+
 def _read_only(array):
     """A view that cannot be written to: the fitted kernel's keys were projected with it."""
     view = array.view()
@@ -78,8 +113,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     the head's scale (``scale_``) and :math:`s_i` the sample weights. Its estimate is the
     softmax average of the training targets (the values),
     :math:`\hat y_h(x) = \sum_i \mathrm{softmax}(\ell^h)_i\, y_i`, and the prediction is the
-    affine mixture :math:`\hat y(x) = \sum_h a_h \hat y_h(x) + b` (``head_weights_``,
-    ``head_bias_``). The projections :math:`W_q^h, W_k^h`, the mixture and (with
+    mixture :math:`\hat y(x) = \sum_h a_h \hat y_h(x) + b` (``head_weights_``,
+    ``head_bias_``). By default the mixture is convex (:math:`a_h \ge 0`,
+    :math:`\sum_h a_h = 1`, :math:`b = 0`): the prediction is then itself a Nadaraya–Watson
+    estimate, with weights :math:`\sum_h a_h w^h_i(x)` that sum to 1, and stays inside the
+    range of the training targets. The projections :math:`W_q^h, W_k^h`, the mixture and (with
     ``scale="learned"``) the scales minimize the leave-one-out squared error, in which
     training point :math:`i` is predicted from the other points (its exact duplicates
     left out too), plus ``alpha`` times the squared Frobenius norm of the projections. The
@@ -98,7 +136,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     ----------
     n_heads : int, default=1
         Number of attention heads, each with its own projections and scale; their
-        estimates are mixed with learned weights and a bias.
+        estimates are mixed with learned weights (see ``head_mixture``).
     head_dim : int, default=None
         Columns of each projection (the dimension of queries and keys); ``None`` means
         ``n_features``.
@@ -108,6 +146,20 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         sets how sharp the kernel is: use it with ``scale="learned"``.
     tie_qk : bool, default=False
         Share one projection for queries and keys (a symmetric kernel).
+    head_mixture : {"convex", "affine"}, default="convex"
+        How the heads' estimates are combined. ``"convex"``: non-negative head weights
+        summing to one (the softmax of one learned logit per head) and no bias, so the
+        prediction is a Nadaraya–Watson estimate whose weights (``attention_weights``) sum to
+        1 and which stays inside ``[min y, max y]``. ``"affine"``: free weights and a bias,
+        the analogue of a transformer's output projection; this goes beyond Nadaraya–Watson
+        (the weights need not sum to 1, the prediction can leave the targets' range, and
+        the output can stretch small differences between heads).
+    leave_one_out : bool, default=True
+        Train on the leave-one-out loss, where each training point is predicted from the
+        others. ``False`` trains on the resubstitution loss (each point predicted with
+        itself among the keys), which is minimized by a kernel that collapses onto the
+        query's own key: the training loss goes to 0 while the test error grows. It is
+        there to show that failure, not for use.
     scale : float, "learned" or None, default=None
         The multiplier of the similarity, as in PyTorch's
         ``scaled_dot_product_attention``: ``None`` is :math:`1/\sqrt{d_{head}}` (unit logit
@@ -235,6 +287,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         "head_dim": [Interval(Integral, 1, None, closed="left"), None],
         "similarity": [StrOptions({"dot", "cosine", "gaussian"})],
         "tie_qk": ["boolean"],
+        "head_mixture": [StrOptions({"convex", "affine"})],
+        "leave_one_out": ["boolean"],
         "scale": [Interval(Real, 0, None, closed="neither"), StrOptions({"learned"}), None],
         "init": [StrOptions(set(_INITS)), "array-like"],
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -260,15 +314,17 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         head_dim=None,
         similarity="dot",
         tie_qk=False,
+        head_mixture="convex",
+        leave_one_out=True,
         scale=None,
         init="identity",
-        alpha=3.0,
+        alpha=1.0,
         optimizer="lbfgs",
         learning_rate=0.01,
         batch_size=256,
         key_subsample=None,
         max_iter=200,
-        tol=1e-6,
+        tol=1e-4,
         n_iter_no_change=10,
         early_stopping=False,
         validation_fraction=0.1,
@@ -282,6 +338,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         self.head_dim = head_dim
         self.similarity = similarity
         self.tie_qk = tie_qk
+        self.head_mixture = head_mixture
+        self.leave_one_out = leave_one_out
         self.scale = scale
         self.init = init
         self.alpha = alpha
@@ -353,14 +411,13 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         Z = (X - center) / input_scale
         groups = DuplicateGroups(X)
         learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
-        layout = Layout(self.n_heads, d, head_dim, Y.shape[1], self.tie_qk, learn_scale)
+        layout = Layout(
+            self.n_heads, d, head_dim, Y.shape[1], self.tie_qk, learn_scale, self.head_mixture
+        )
         scale = self._initial_scale(head_dim)
-        # Targets near 1e±200 would overflow (underflow) the objective's squares: it then
-        # sees them in units of a power of two near their size (and the mixture's bias in
-        # those units). Ordinary targets are left as they are, and so is the optimizer's path.
-        target_unit = float(power_of_two_scale(self._values))
-        if 2.0**-64 <= target_unit <= 2.0**64:
-            target_unit = 1.0
+        # The objective sees the targets in units of their standard deviation: the mixture's
+        # bias is then unit-free too, and the optimizer takes the same path for y and c·y.
+        target_unit = _target_scale(self._values, sample_weight)
         objective = LeaveOneOutObjective(
             Z,
             self._values / target_unit,
@@ -371,6 +428,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             scale,
             self.alpha,
             n_jobs=self.n_jobs,
+            leave_one_out=self.leave_one_out,
         )
         if self.early_stopping:
             train, validation = validation_split(groups, self.validation_fraction, rng)
@@ -433,6 +491,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             and previous.query_weights is not None
             and previous.query_weights.shape == layout.shape
             and previous.head_bias.shape == (layout.n_outputs,)
+            and (not layout.convex or _is_convex(previous.head_weights))
         ):
             # head_bias is in centered units: the new targets may have another mean.
             return layout.pack(
@@ -484,9 +543,13 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     @property
     def head_bias_(self):
-        """The bias :math:`b` of the mixture, in target units."""
+        """The bias :math:`b` of the mixture, in target units (0 for a convex mixture)."""
         kernel = self._kernel("head_bias_")
-        return kernel.head_bias + (1.0 - kernel.head_weights.sum()) * self._y_offset
+        a = kernel.head_weights
+        if not np.any(kernel.head_bias) and abs(a.sum() - 1.0) <= 1e-12 and np.all(a >= 0):
+            # A convex mixture: its weights sum to 1 up to rounding, and it has no bias.
+            return np.zeros_like(kernel.head_bias)
+        return kernel.head_bias + (1.0 - a.sum()) * self._y_offset
 
     @property
     def center_(self):
@@ -620,7 +683,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         H = kernel.n_heads
         _, d, head_dim = kernel.query_weights.shape
         t = self._values.shape[1]
-        layout = Layout(H, d, head_dim, t, False, False)
+        layout = Layout(H, d, head_dim, t, False, False, "affine")
         unit = self._value_scale
         values = self._values / unit
         objective = LeaveOneOutObjective(
@@ -645,6 +708,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         # uniformly predicts (Σ_j y_j − y_i)/(n − 1)), and unconstrained least squares turns
         # that into a weight near −n that fits the training targets and nothing else.
         total = sw.sum()
+        if self.head_mixture == "convex":
+            return _convex_least_squares(F, Y, sw, unit), np.zeros(t)
         F_mean = np.einsum("i,iht->ht", sw, F) / total
         Y_mean = sw @ Y / total
         # Rows (i, output): y_io − ȳ_o ≈ Σ_h a_h (F_iho − F̄_ho), intercept from the means.
