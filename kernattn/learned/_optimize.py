@@ -128,8 +128,11 @@ class Monitor:
     The run stops when the loss it watches (the validation loss when there is one, else
     the training loss) has not improved by at least ``tol`` (relative) over the last
     ``n_iter_no_change`` iterations: the lowest loss of those iterations is above
-    ``(1 − tol)`` times the lowest one before them. The parameters with the lowest
-    validation loss seen are kept.
+    ``(1 − tol)`` times the lowest one before them. With ``noisy`` losses (Adam's epoch
+    losses, averages over mini-batches that change from one epoch to the next) the mean of
+    the last ``n_iter_no_change`` losses is compared with the mean of the ones before them
+    instead: a lowest loss keeps falling by chance long after the mean stopped falling. The
+    parameters with the lowest validation loss seen are kept.
 
     Parameters
     ----------
@@ -140,9 +143,13 @@ class Monitor:
     verbose : int
     max_iter : int, optional
         Printed with each iteration's number.
+    noisy : bool, default=False
     """
 
-    def __init__(self, validation_loss, tol, n_iter_no_change, verbose, max_iter=None):
+    def __init__(
+        self, validation_loss, tol, n_iter_no_change, verbose, max_iter=None, noisy=False
+    ):
+        self.noisy = noisy
         self.validation_loss = validation_loss
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
@@ -188,8 +195,14 @@ class Monitor:
         n = self.n_iter_no_change
         if len(self._scores) - self._phase_start < n or len(self._scores) <= n:
             return False
-        before = min(self._scores[:-n])
-        recent = min(self._scores[-n:])
+        if self.noisy:
+            if len(self._scores) < 2 * n:
+                return False
+            before = float(np.mean(self._scores[-2 * n : -n]))
+            recent = float(np.mean(self._scores[-n:]))
+        else:
+            before = min(self._scores[:-n])
+            recent = min(self._scores[-n:])
         return not (before - recent > self.tol * abs(before))
 
 
@@ -324,7 +337,8 @@ def optimize(
         def validation_loss(t):
             return objective.loss(t, validation, train)
 
-    monitor = Monitor(validation_loss, tol, n_iter_no_change, verbose, max_iter)
+    noisy = optimizer == "adam" and validation is None
+    monitor = Monitor(validation_loss, tol, n_iter_no_change, verbose, max_iter, noisy)
     phases = [None] if frozen_first is None else [frozen_first, None]
     n_iter, converged = 0, True
     # The optimizers' own linear algebra is tiny, and the objective runs its blocks on

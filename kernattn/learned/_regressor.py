@@ -214,7 +214,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     tol : float, default=1e-4
         Training stops when the loss (the leave-one-out loss, or the validation loss with
         ``early_stopping``) has improved by less than ``tol`` (relative) over the last
-        ``n_iter_no_change`` iterations or epochs, for L-BFGS and Adam alike.
+        ``n_iter_no_change`` iterations or epochs, for L-BFGS and Adam alike (for Adam's
+        epoch losses, which vary with the mini-batches, the mean over those epochs is
+        compared with the mean over the epochs before).
     n_iter_no_change : int, default=10
         The window of that stopping rule.
     early_stopping : bool, default=False
