@@ -257,6 +257,7 @@ def run_adam(
     batch_size,
     key_subsample,
     rng,
+    steps_per_iteration=None,
 ):
     """Adam (Kingma & Ba, 2015) over mini-batches of duplicate groups of queries.
 
@@ -264,24 +265,33 @@ def run_adam(
     integer sample weights and repeated rows give the same batches. With
     ``key_subsample``, each step's queries attend to a random subset of that many groups of
     keys (nothing of their own group). ``loss_and_grad(theta, queries, keys)`` is the
-    objective on row indices. Returns the last parameters, the number of epochs and whether
-    the monitor stopped the run.
+    objective on row indices. An iteration (one loss recorded, one test of the stopping
+    rule) is an epoch, or ``steps_per_iteration`` steps (epochs then run on across
+    iterations): with many rows an epoch is long, and training may end within the first.
+    Returns the last parameters, the number of iterations and whether the monitor stopped
+    the run.
     """
     ids, local = np.unique(groups.ids[train], return_inverse=True)
+    n_groups = len(ids)
+    steps = steps_per_iteration or -(-n_groups // batch_size)
     m = np.zeros_like(theta)
     v = np.zeros_like(theta)
     step = 0
-    for epoch in range(max_iter):
-        order = rng.permutation(len(ids))
+    position, order = n_groups, None
+    for iteration in range(max_iter):
         losses, weights, norms = [], [], []
-        for start in range(0, len(ids), batch_size):
-            in_batch = np.zeros(len(ids), dtype=bool)
-            in_batch[order[start : start + batch_size]] = True
+        for _ in range(steps):
+            if position >= n_groups:
+                order = rng.permutation(n_groups)
+                position = 0
+            in_batch = np.zeros(n_groups, dtype=bool)
+            in_batch[order[position : position + batch_size]] = True
+            position += batch_size
             queries = train[in_batch[local]]
             keys = train
-            if key_subsample is not None and key_subsample < len(ids):
-                kept = np.zeros(len(ids), dtype=bool)
-                kept[rng.choice(len(ids), key_subsample, replace=False)] = True
+            if key_subsample is not None and key_subsample < n_groups:
+                kept = np.zeros(n_groups, dtype=bool)
+                kept[rng.choice(n_groups, key_subsample, replace=False)] = True
                 keys = train[kept[local]]
             loss, grad = loss_and_grad(theta, queries, keys)
             step += 1
@@ -295,7 +305,7 @@ def run_adam(
             norms.append(np.linalg.norm(grad))
         epoch_loss = np.average(losses, weights=weights) if sum(weights) > 0 else 0.0
         if monitor.record(theta, epoch_loss, float(np.mean(norms))):
-            return theta, epoch + 1, True
+            return theta, iteration + 1, True
     return theta, max_iter, False
 
 
@@ -315,6 +325,7 @@ def optimize(
     rng,
     verbose,
     frozen_first=None,
+    steps_per_iteration=None,
 ):
     """Run ``optimizer`` over ``objective`` from ``theta``.
 
@@ -361,6 +372,7 @@ def optimize(
                 batch_size=batch_size,
                 key_subsample=key_subsample,
                 rng=rng,
+                steps_per_iteration=steps_per_iteration,
             )
             n_iter += used
     if validation is not None and monitor.best_theta is not None:
