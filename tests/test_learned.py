@@ -742,3 +742,24 @@ def test_verbose_prints_iteration_of_max_loss_and_elapsed_time(smooth_task, caps
     lines = [line for line in capsys.readouterr().out.splitlines() if "loss =" in line]
     assert lines[0].startswith("Iteration 1/3, loss = ")
     assert "elapsed = " in lines[0] and lines[0].endswith(" s")
+
+
+def test_width_calibration_scales_projections_to_lower_the_loss_against_all_keys():
+    from kernattn.learned._optimize import calibrate_width
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 2))
+    Y = (np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=600))[:, None]
+    layout = Layout(1, 2, 2, 1, True, False)
+    objective = LeaveOneOutObjective(
+        X, Y - Y.mean(), np.ones(600), DuplicateGroups(X), layout, "gaussian", [1.0], 0.0
+    )
+    theta = layout.pack(0.3 * np.eye(2)[None], None, None, np.ones(1), None)  # too wide
+    mask = np.zeros(layout.size, dtype=bool)
+    mask[layout.slices["query"]] = True
+    train = np.arange(600)
+    calibrated = calibrate_width(objective, theta, mask, train, check_random_state(0))
+    factor = calibrated[mask][0] / theta[mask][0]
+    np.testing.assert_allclose(calibrated[mask], factor * theta[mask])  # one common factor
+    assert factor > 1.2
+    assert objective.loss(calibrated) < objective.loss(theta)

@@ -26,6 +26,7 @@ from kernattn._loo import DuplicateGroups
 from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
+    calibrate_width,
     initial_projections,
     optimize,
     sample_groups,
@@ -496,6 +497,15 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 frozen_first=layout.slices["a"] if layout.convex and self.n_heads > 1 else None,
                 steps_per_iteration=steps_per_iteration,
             )
+            if steps_per_iteration is not None and self.similarity != "cosine":
+                # Trained against a key subsample: the width for all keys (a cosine head's
+                # width is its scale, which stays as the user set it).
+                projections = np.zeros(layout.size, dtype=bool)
+                projections[layout.slices["query"]] = True
+                projections[layout.slices["key"]] = True
+                theta = calibrate_width(
+                    objective, theta, projections, train, rng, verbose=self.verbose
+                )
             self.loss_curve_ = monitor.loss_curve
             if validation is not None:
                 self.validation_scores_ = monitor.validation_scores
