@@ -154,6 +154,7 @@ def test_runtime_draws_the_median_of_repeats_and_fits_slopes_from_a_size():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"linear (slope {slope:.2f})"]
     assert len(ax.collections) == 1  # the band from the fastest to the slowest repeat
 
+
 def _result(values):
     result = ComparisonResult()
     for (task, estimator), r2 in values.items():
