@@ -1,6 +1,10 @@
 """Dot product against cosine similarity
 ======================================
 
+**The claim.** "Dot product is cheap ... and the projections Wq/Wk are learned, so the model
+can shape the geometry however it likes. Cosine would throw away magnitude, which sometimes
+carries signal."
+
 **The question.** Cosine similarity divides the dot product by the norms, ``q·k / (|q||k|)``:
 it keeps the direction and throws the magnitude away. When does that cost accuracy?
 
@@ -8,13 +12,23 @@ it keeps the direction and throws the magnitude away. When does that cost accura
 [0.5, 3]) and two targets: one that depends on the direction only, ``sin 2θ``, and one that
 also depends on the magnitude, ``r + sin 2θ``.
 
-**What to look at.** In ``03_dot_product_vs_cosine.png``: the held-out R² of
-``AttentionRegressor(similarity="dot")`` and ``similarity="cosine"`` on both tasks, and on the
-magnitude task the predictions against the radius — the cosine kernel cannot tell a point from
-its rescaled copy, so it over-predicts at small radius and under-predicts at large radius (its
-mean residual slopes down with r); the dot-product kernel's residual is much flatter (what
-slope remains is the pull of any Nadaraya–Watson average towards the inside of the data at its
-edges).
+**The estimators.** ``AttentionRegressor`` with one head of dimension 2, the same
+initialization and split, ``similarity="dot"`` or ``"cosine"``. The cosine is bounded, so its
+sharpness can only come from the multiplier of the logits: both learn it
+(``scale="learned"``), so the two differ in the similarity alone.
+
+**What to look at.** In ``03_dot_product_vs_cosine.png``:
+
+- middle: the held-out R² (printed above each bar). When only the direction matters, the
+  cosine loses nothing (R² 0.97 against 0.94 for the dot product in the run this text was
+  written from); when the magnitude matters too, the cosine falls to about 0.47 while the dot
+  product keeps about 0.82 — the magnitude "sometimes carries signal";
+- right: on the magnitude task, the mean held-out residual against the radius. The cosine
+  kernel cannot tell a point from its rescaled copy, so it over-predicts at small radius and
+  under-predicts at large radius (its residual falls steeply with r); the dot product's
+  residual is much flatter (what slope remains is the pull of any Nadaraya–Watson average
+  towards the inside of the data at its edges);
+- left: the inputs, colored by the magnitude task's target: it grows outwards.
 
 Run ``python 03_dot_product_vs_cosine.py [--out DIR]``.
 """
@@ -66,6 +80,8 @@ for task, y in targets.items():
             n_heads=1,
             head_dim=2,
             similarity=similarity,
+            tie_qk=False,
+            scale="learned",
             max_iter=30 if SMOKE else 200,
             random_state=0,
         )
@@ -91,10 +107,11 @@ ax = axes[1]
 width = 0.38
 for j, similarity in enumerate(similarities):
     heights = [scores[task, similarity] for task in targets]
-    ax.bar(np.arange(len(targets)) + (j - 0.5) * width, heights, width, label=similarity)
+    bars = ax.bar(np.arange(len(targets)) + (j - 0.5) * width, heights, width, label=similarity)
+    ax.bar_label(bars, fmt="%.2f", fontsize=9)
 ax.set_xticks(np.arange(len(targets)))
 ax.set_xticklabels(list(targets))
-ax.set_ylim(min(0.0, *scores.values()) - 0.05, 1.0)
+ax.set_ylim(min(0.0, *scores.values()) - 0.05, 1.08)
 ax.set_ylabel("held-out R²")
 ax.set_title("AttentionRegressor: dot against cosine")
 ax.legend(title="similarity", fontsize=9)
