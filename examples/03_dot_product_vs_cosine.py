@@ -15,7 +15,9 @@ also depends on the magnitude, ``r + sin 2θ``.
 **The estimators.** ``AttentionRegressor`` with one head of dimension 2, the same
 initialization and split, ``similarity="dot"`` or ``"cosine"``. The cosine is bounded, so its
 sharpness can only come from the multiplier of the logits: both learn it
-(``scale="learned"``), so the two differ in the similarity alone.
+(``scale="learned"``), so the two differ in the similarity alone. No penalty on the
+projections (``alpha=0``): the cosine ignores their length, so a penalty would only push them
+towards zero.
 
 **What to look at.** In ``03_dot_product_vs_cosine.png``:
 
@@ -82,6 +84,7 @@ for task, y in targets.items():
             similarity=similarity,
             tie_qk=False,
             scale="learned",
+            alpha=0.0,
             max_iter=30 if SMOKE else 200,
             random_state=0,
         )
