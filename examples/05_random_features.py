@@ -29,7 +29,8 @@ from the 10th to the 90th percentile of the seeds, which stays positive on log a
   falls with r. Generalized ("optimal") positive features damp it; Nyström features
   (``NystroemFeatures``: the kernel's values at r k-means landmarks of the keys, combined
   through the pseudo-inverse of their kernel matrix) do not depend on the norm at all, only
-  on how close each point is to a landmark, and their error falls fastest;
+  on how close each point is to a landmark, and their error falls fastest (drawn up to
+  r = 256, where it is already about 1e-2);
 - bottom right: fit + predict time against n (n training points, n queries) for
   ``LinearAttentionRegressor`` and the exact ``KernelSmoother`` at the same bandwidth, on
   one thread so the slopes measure the work and not the thread scheduling; the median of 3
