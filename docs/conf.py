@@ -62,10 +62,10 @@ numpydoc_class_members_toctree = False
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
-    # The lessons are 01_*.py ... 06_*.py; examples/benchmarks/ has no GALLERY_HEADER file,
-    # so it is not part of the gallery (its scripts are long timings, quoted in
-    # comparison.rst).
-    "filename_pattern": r"[\\/]0\d_[^\\/]*\.py$",
+    # The lessons are 01_*.py, 02_*.py, ... (two digits: 10_*.py too); examples/benchmarks/
+    # has no GALLERY_HEADER file, so it is not part of the gallery (its scripts are long
+    # timings, quoted in comparison.rst).
+    "filename_pattern": r"[\\/]\d\d_[^\\/]*\.py$",
     "ignore_pattern": r"__init__\.py|[\\/]benchmarks[\\/]",
     "within_subsection_order": "FileNameSortKey",
     # The examples save their figures to --out (default: their own folder). Send them to the

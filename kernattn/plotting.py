@@ -70,14 +70,17 @@ def plot_fit(estimators, X, y, *, truth=None, n_grid=400, show_std=True, ax=None
         The noiseless function, drawn as a dashed black line.
     n_grid : int
         Number of evenly spaced points the predictions are drawn on.
-    show_std : bool
+    show_std : bool or collection of str
         Shade ``prediction ± std`` for estimators whose ``predict`` takes ``return_std``
-        (the weighted spread of the targets each query attends to).
+        (the weighted spread of the targets each query attends to): for all of them, for
+        none, or only for the named ones (several overlapping bands blur into one).
     ax : matplotlib Axes, optional
 
     Returns
     -------
     ax : matplotlib Axes
+        Each fit has its own color and dash pattern (solid, dashed, dash-dot, dotted, in
+        turn), so a fit that coincides with an earlier one stays visible on top of it.
     """
     ax = _axes(ax)
     X = np.asarray(X, dtype=float)
@@ -88,15 +91,18 @@ def plot_fit(estimators, X, y, *, truth=None, n_grid=400, show_std=True, ax=None
     ax.scatter(X[:, 0], y, s=10, color="0.6", alpha=0.7, label="data", zorder=1)
     if truth is not None:
         ax.plot(grid[:, 0], truth(grid[:, 0]), "k--", lw=1.5, label="truth", zorder=3)
+    styles = ["-", "--", "-.", ":"]
     for i, (name, estimator) in enumerate(_named(estimators).items()):
         check_is_fitted(estimator)
         color = f"C{i}"
-        if show_std and _supports_return_std(estimator):
+        shade = show_std if isinstance(show_std, bool) else name in show_std
+        if shade and _supports_return_std(estimator):
             mean, std = estimator.predict(grid, return_std=True)
             ax.fill_between(grid[:, 0], mean - std, mean + std, color=color, alpha=0.15, lw=0)
         else:
             mean = estimator.predict(grid)
-        ax.plot(grid[:, 0], mean, color=color, lw=2, label=name, zorder=2)
+        style = styles[i % len(styles)]
+        ax.plot(grid[:, 0], mean, style, color=color, lw=2, label=name, zorder=2)
     ax.set_xlabel("x")
     ax.set_ylabel("y")
     ax.legend(loc="best", fontsize=9)
@@ -170,7 +176,18 @@ def plot_attention(
         if sort:
             suffix = " (sorted by the first feature)" if sort_by is None else " (sorted)"
         xlabel, ylabel = "training point" + suffix, "query" + suffix
-    ax.pcolormesh(x_edges, y_edges, weights, cmap="viridis", vmin=0, vmax=vmax)
+    # Without antialiasing, the seams between hundreds of narrow cells do not add up to a
+    # moiré pattern; rasterized, a vector file stays small.
+    ax.pcolormesh(
+        x_edges,
+        y_edges,
+        weights,
+        cmap="viridis",
+        vmin=0,
+        vmax=vmax,
+        antialiased=False,
+        rasterized=True,
+    )
     ax.set_ylim(y_edges[-1], y_edges[0])  # the first query on top, as in a matrix
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -200,8 +217,10 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
     n_components : array_like of shape (n_r,)
         The numbers of features r of the maps.
     errors : array_like or dict of str to array_like
-        Per curve, shape (n_r,) or (n_r, n_seeds): with several seeds the mean is drawn and
-        its ± one standard deviation band shaded.
+        Per curve, shape (n_r,) or (n_r, n_seeds): with several seeds the median over the
+        seeds is drawn (and its slope fitted), and the band from their 10th to their 90th
+        percentile shaded (a band of positive errors, which a log axis draws faithfully;
+        mean ± std would dive below zero).
     reference : bool
         Also draw a dotted :math:`r^{-1/2}` line (the Monte Carlo rate) through the first curve.
     ax : matplotlib Axes, optional
@@ -215,17 +234,15 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
     first = None
     for i, (label, err) in enumerate(_curves(errors, "error").items()):
         err = np.asarray(err, dtype=float).reshape(len(r), -1)
-        mean = err.mean(axis=1)
-        slope = _slope(r, mean)
+        middle = np.median(err, axis=1)
+        slope = _slope(r, middle)
         text = label if slope is None else f"{label} (slope {slope:.2f})"
-        ax.plot(r, mean, "o-", color=f"C{i}", label=text)
+        ax.plot(r, middle, "o-", color=f"C{i}", label=text)
         if err.shape[1] > 1:
-            std = err.std(axis=1)
-            ax.fill_between(
-                r, np.maximum(mean - std, mean * 0.05), mean + std, color=f"C{i}", alpha=0.15
-            )
+            low, high = np.percentile(err, [10, 90], axis=1)
+            ax.fill_between(r, low, high, color=f"C{i}", alpha=0.15, lw=0)
         if first is None:
-            first = mean
+            first = middle
     if reference and first is not None:
         ax.plot(r, first[0] * np.sqrt(r[0] / r), ":", color="0.4", label=r"$\propto r^{-1/2}$")
     ax.set_xscale("log")
@@ -236,7 +253,7 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
     return ax
 
 
-def plot_runtime(n_samples, times, *, ax=None):
+def plot_runtime(n_samples, times, *, slope_from=None, ax=None):
     """Time against the number of samples on log-log axes; the legend gives each slope.
 
     A slope of 1 is linear in n (linear attention), 2 quadratic (exact attention on n queries
@@ -246,7 +263,12 @@ def plot_runtime(n_samples, times, *, ax=None):
     ----------
     n_samples : array_like of shape (n_n,)
     times : array_like or dict of str to array_like
-        Seconds per curve, shape (n_n,); ``NaN`` marks sizes that were skipped.
+        Seconds per curve, shape (n_n,) or (n_n, n_repeats); ``NaN`` marks sizes that were
+        skipped. With repeats, the median is drawn (and its slope fitted) and the band from
+        the fastest to the slowest repeat shaded.
+    slope_from : float, optional
+        Fit the slopes on the sizes ``n >= slope_from`` only: at small n fixed costs (input
+        checks, Python overhead) flatten every curve. All sizes by default.
     ax : matplotlib Axes, optional
 
     Returns
@@ -255,11 +277,15 @@ def plot_runtime(n_samples, times, *, ax=None):
     """
     ax = _axes(ax)
     n = np.asarray(n_samples, dtype=float)
+    fitted = n >= slope_from if slope_from is not None else np.ones(len(n), dtype=bool)
     for i, (label, t) in enumerate(_curves(times, "time").items()):
-        t = np.asarray(t, dtype=float)
-        slope = _slope(n, t)
+        t = np.asarray(t, dtype=float).reshape(len(n), -1)
+        middle = np.median(t, axis=1)
+        slope = _slope(n[fitted], middle[fitted])
         text = label if slope is None else f"{label} (slope {slope:.2f})"
-        ax.plot(n, t, "o-", color=f"C{i}", label=text)
+        ax.plot(n, middle, "o-", color=f"C{i}", label=text)
+        if t.shape[1] > 1:
+            ax.fill_between(n, t.min(axis=1), t.max(axis=1), color=f"C{i}", alpha=0.2, lw=0)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of samples n")

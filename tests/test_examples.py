@@ -20,6 +20,8 @@ FIGURES = {
     "04_multiple_heads.py": ["04_multiple_heads.png"],
     "05_random_features.py": ["05_random_features.png"],
     "06_full_comparison.py": ["06_full_comparison.png"],
+    "09_learned_metric_twin_peaks.py": ["09_learned_metric_twin_peaks.png"],
+    "10_kernel_gallery.py": ["10_kernel_gallery.png"],
 }
 
 

@@ -43,6 +43,22 @@ def test_plot_fit_draws_data_truth_each_fit_and_std_band(curve):
     assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == ["data", "truth"]
 
 
+def test_plot_fit_shades_only_the_named_bands_and_dashes_later_fits(curve):
+    X, y, _ = curve
+    models = {
+        "wide": KernelSmoother(bandwidth=0.5).fit(X, y),
+        "narrow": KernelSmoother(bandwidth=0.2).fit(X, y),
+    }
+    fig, ax = plt.subplots()
+    plotting.plot_fit(models, X, y, show_std=["narrow"], ax=ax)
+    assert len(ax.collections) == 2  # the data points and the narrow fit's band
+    band = ax.collections[1].get_paths()[0].vertices[:, 1]
+    grid = np.linspace(X.min(), X.max(), 400)[:, None]
+    mean, std = models["narrow"].predict(grid, return_std=True)
+    np.testing.assert_allclose(band.max(), (mean + std).max())
+    assert [line.get_linestyle() for line in ax.get_lines()] == ["-", "--"]
+
+
 def test_plot_fit_uses_current_axes_and_rejects_more_than_one_feature(curve):
     X, y, _ = curve
     ax = plotting.plot_fit(KernelSmoother().fit(X, y), X, y)
@@ -109,11 +125,16 @@ def test_approximation_error_slope_band_and_reference():
     ax = plotting.plot_approximation_error(r, {"positive": errors})
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    slope = np.polyfit(np.log(r), np.log(errors.mean(axis=1)), 1)[0]
+    median = np.median(errors, axis=1)
+    slope = np.polyfit(np.log(r), np.log(median), 1)[0]
     assert labels[0] == f"positive (slope {slope:.2f})"
     assert abs(slope + 0.5) < 0.05
-    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), errors.mean(1)[0] * np.sqrt(16 / r))
-    assert len(ax.collections) == 1  # the ± std band
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), median)
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), median[0] * np.sqrt(16 / r))
+    assert len(ax.collections) == 1  # the band between the seeds' 10th and 90th percentiles
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() > 0  # drawable on the log axis, unlike mean − std
+    np.testing.assert_allclose(band.min(), np.percentile(errors, 10, axis=1).min())
 
 
 def test_runtime_slopes_skip_missing_sizes():
@@ -121,6 +142,17 @@ def test_runtime_slopes_skip_missing_sizes():
     ax = plotting.plot_runtime(n, {"linear": 1e-6 * n, "exact": np.array([1e-3, 1e-1, np.nan])})
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["linear (slope 1.00)", "exact (slope 2.00)"]
+
+
+def test_runtime_draws_the_median_of_repeats_and_fits_slopes_from_a_size():
+    n = np.array([1e3, 1e4, 1e5])
+    # A fixed cost of 0.1 s flattens the small sizes; repeats spread by ±10 %.
+    times = (0.1 + 1e-5 * n)[:, None] * np.array([0.9, 1.0, 1.1])
+    ax = plotting.plot_runtime(n, {"linear": times}, slope_from=1e4)
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), 0.1 + 1e-5 * n)
+    slope = np.polyfit(np.log(n[1:]), np.log(0.1 + 1e-5 * n[1:]), 1)[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"linear (slope {slope:.2f})"]
+    assert len(ax.collections) == 1  # the band from the fastest to the slowest repeat
 
 
 def _result(values):
