@@ -347,7 +347,8 @@ def test_logit_variance_matches_direct_formula(smooth_task, three_heads):
     for h in range(3):
         q = Z[:30] @ model.query_projection_[h]
         k = Z @ model.key_projection_[h]
-        logits = model.scale_[h] * (q @ k.T)
+        # The Gaussian similarity −½‖q − k‖², up to the query's own −½‖q‖².
+        logits = model.scale_[h] * (q @ k.T - 0.5 * np.sum(k**2, axis=1))
         assert model.logit_variance(X[:30])[h] == pytest.approx(logits.var(axis=1).mean())
 
 
@@ -383,14 +384,14 @@ def test_early_stopping_keeps_best_validation_loss(smooth_task):
     groups = DuplicateGroups(X)
     train, validation = validation_split(groups, model.validation_fraction, check_random_state(0))
     d = X.shape[1]
-    layout = Layout(1, d, d, 1, False, False)
+    layout = Layout(1, d, d, 1, model.tie_qk, False)
     objective = LeaveOneOutObjective(
         (X - model.center_) / model.input_scale_,
         (y - y.mean())[:, None],
         np.ones(len(X)),
         groups,
         layout,
-        "dot",
+        model.similarity,
         model.scale_,
         model.alpha,
     )
@@ -491,7 +492,9 @@ def test_verbose_accepts_bool(smooth_task, capsys):
 def test_scale_multiplies_the_similarity(smooth_task):
     X, y = smooth_task
     W = np.random.default_rng(3).normal(size=(3, 2))
-    common = dict(init=W, head_dim=2, standardize=False, max_iter=0)
+    common = dict(
+        similarity="dot", tie_qk=False, init=W, head_dim=2, standardize=False, max_iter=0
+    )
     # scale=1.0: the plain dot product, softmax(q·k) (what scale="none" used to be).
     plain = AttentionRegressor(scale=1.0, **common).fit(X, y)
     logits = (X[:10] @ W) @ (X @ W).T
@@ -668,3 +671,31 @@ def test_training_stops_when_the_loss_stops_improving(smooth_task):
     # Every earlier window improved by more than tol.
     for end in range(6, len(curve)):
         assert min(curve[: end - 5]) - min(curve[end - 5 : end]) > 1e-3 * min(curve[: end - 5])
+
+
+# --------------------------------------------------------------------------- heads
+
+
+def test_heads_start_distinct(smooth_task):
+    X, y = smooth_task
+    model = AttentionRegressor(n_heads=3, max_iter=0, random_state=0).fit(X, y)
+    W = model.query_projection_
+    for g in range(3):
+        for h in range(g):
+            assert not np.allclose(W[g] @ W[g].T, W[h] @ W[h].T, rtol=0.1)
+
+
+def test_two_heads_end_on_the_two_relevant_directions():
+    # y = f(x₀) + g(x₁): two one-dimensional heads can each follow one direction, which
+    # explains more of y than two heads on the same direction.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = np.sin(2 * X[:, 0]) + np.sin(2 * X[:, 1]) + 0.1 * rng.normal(size=300)
+    model = fit_quiet(AttentionRegressor(n_heads=2, head_dim=1, random_state=0), X, y)
+    directions = model.query_projection_[:, :, 0]
+    directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
+    assert abs(directions[0] @ directions[1]) < 0.5
+    assert set(np.argmax(np.abs(directions), axis=1)) == {0, 1}
+    assert np.all(model.head_weights_ > 0.3)
+    one = fit_quiet(AttentionRegressor(head_dim=1, random_state=0), X, y)
+    assert model.loss_curve_[-1] < 0.8 * one.loss_curve_[-1]

@@ -24,19 +24,19 @@ objective is
 .. math::
 
     L = \frac{1}{V \sum_i s_i} \sum_i s_i \|\hat y_i - y_i\|^2
-        + \frac{\alpha}{\sum_i s_i} \sum \|W - c_W E\|_F^2,
+        + \frac{\alpha}{\sum_i s_i} \sum_W \sum_{a \ne b} W_{ab}^2,
 
 with :math:`V` the weighted variance of the (centered) targets (the estimator passes
 targets divided by their standard deviation, so that the parameters, the head bias
 included, and the optimizer's path do not depend on the targets' units): the data term reads as a
 leave-one-out :math:`1 - R^2`, so ``alpha`` and ``tol`` do not depend on the targets' units,
 and ``alpha`` weighs the penalty against the sum of squared errors (as in ridge
-regression), so the penalty matters less as the sample grows. The penalty is on the part of
-each projection :math:`W` (:math:`W_q^h`, :math:`W_k^h`) that is not a multiple of the
-identity :math:`E` (:math:`c_W = \langle W, E\rangle / \|E\|_F^2`): it shrinks the learned
-kernel towards an isotropic one of any width, as ridge regression shrinks towards 0, and
-leaves the width itself to the leave-one-out loss (in one dimension there is nothing else to
-learn, and the fit is the leave-one-out bandwidth of a kernel smoother). With
+regression), so the penalty matters less as the sample grows. The penalty is on the
+off-diagonal entries of each projection :math:`W` (:math:`W_q^h`, :math:`W_k^h`): a diagonal
+projection weighs each feature by its own factor, as the per-feature bandwidths of a kernel
+smoother, so the penalty shrinks the learned kernel towards that smoother (whose
+bandwidths the leave-one-out loss still chooses freely: in one dimension there is nothing
+else to learn) rather than towards a kernel that ignores the inputs. With
 :math:`r_i = \hat y_i - y_i`, the gradient with respect to the logits is
 
 .. math::
@@ -174,26 +174,21 @@ class Layout:
             grad[self.slices["b"]] = g_b
         return grad
 
-    def anisotropy(self, theta):
-        r"""The part of every projection that is not a multiple of the identity ``E``
-        (``eye(n_features, head_dim)``), as a flat vector (0 outside the projections).
-
-        Per head and side, :math:`W - cE` with :math:`c = \langle W, E\rangle / \|E\|^2`:
-        the projection onto the complement of the isotropic kernels (any :math:`c`, i.e.
-        any bandwidth, is free).
-        """
+    def off_diagonal(self, theta):
+        """The off-diagonal entries of every projection (``W[i, j]`` for ``i != j``), as a
+        flat vector (0 on the diagonals and outside the projections): what the penalty
+        shrinks. A diagonal projection scales each feature by its own factor, as the
+        per-feature bandwidths of a kernel smoother."""
+        out = np.zeros(self.size)
         d, head_dim = self.shape[1:]
         k = min(d, head_dim)
-        out = np.zeros(self.size)
         for name in ("query", "key"):
             part = self.slices[name]
             if part.stop == part.start:
                 continue
-            W = theta[part].reshape(self.shape)
-            c = np.einsum("hii->h", W[:, :k, :k]) / k
-            R = W.copy()
-            R[:, np.arange(k), np.arange(k)] -= c[:, None]
-            out[part] = R.ravel()
+            W = theta[part].reshape(self.shape).copy()
+            W[:, np.arange(k), np.arange(k)] = 0.0
+            out[part] = W.ravel()
         return out
 
 
@@ -274,8 +269,8 @@ class LeaveOneOutObjective:
     scale : ndarray of shape (n_heads,)
         The multipliers of the similarity when they are not learned.
     alpha : float
-        L2 penalty on the projections' anisotropy, :meth:`Layout.anisotropy` (against the
-        sum of squared errors / V).
+        L2 penalty on the projections' off-diagonal entries, :meth:`Layout.off_diagonal`
+        (against the sum of squared errors / V).
     n_jobs : int, optional
         Threads over query blocks (see :func:`~kernattn._blocks.effective_n_jobs`).
     leave_one_out : bool, default=True
@@ -495,8 +490,8 @@ class LeaveOneOutObjective:
         for part, _ in results:
             data += part
         scale = self.variance * total if total > 0 else 1.0
-        anisotropy = self.layout.anisotropy(theta)
-        penalty = self.alpha * np.sum(anisotropy**2)
+        off_diagonal = self.layout.off_diagonal(theta)
+        penalty = self.alpha * np.sum(off_diagonal**2)
         if not gradient:
             return data / scale + penalty, None
         g_a, g_b, g_log_scale = np.zeros(H), np.zeros(t), np.zeros(H)
@@ -522,7 +517,7 @@ class LeaveOneOutObjective:
         grad = layout.pack_gradient(g_query, g_key, g_log_scale, g_a, g_b, a)
         if total == 0:
             grad[:] = 0.0
-        grad += 2.0 * self.alpha * anisotropy
+        grad += 2.0 * self.alpha * off_diagonal
         return data / scale + penalty, grad
 
     def within_row_logits(self, query, key, scale, rows):

@@ -58,8 +58,12 @@ def initial_projections(init, Z, sample_weight, n_heads, head_dim, rng):
     """Unscaled initial projections (n_heads, d, head_dim) for ``"identity"``, ``"pca"`` or
     ``"random"``.
 
-    Heads after the first get a random perturbation: identical heads would receive
-    identical gradients and never become different.
+    Heads after the first start elsewhere: identical heads would receive identical
+    gradients and never become different. Head ``h ≥ 1`` starts from
+    :math:`D_h Q_h B`, with :math:`B` the first head's projection, :math:`Q_h` a random
+    rotation (another subspace when ``head_dim < n_features``) and :math:`D_h` a random
+    positive diagonal (log-normal, σ = 0.5) that weighs the features differently (a
+    rotation alone would leave a Gaussian head with a tied, square projection unchanged).
     """
     d = Z.shape[1]
     if init == "random":
@@ -82,8 +86,11 @@ def initial_projections(init, Z, sample_weight, n_heads, head_dim, rng):
         signs = np.sign(base[np.argmax(np.abs(base), axis=0), np.arange(head_dim)])
         base *= np.where(signs == 0, 1.0, signs)
     W = np.repeat(base[None], n_heads, axis=0)
-    if n_heads > 1:
-        W[1:] += 0.5 * rng.standard_normal((n_heads - 1, d, head_dim)) / np.sqrt(d)
+    for h in range(1, n_heads):
+        Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+        Q *= np.where(np.diag(R) < 0, -1.0, 1.0)  # a rotation drawn uniformly (Haar)
+        D = np.exp(0.5 * rng.standard_normal(d))
+        W[h] = D[:, None] * (Q @ base)
     return W
 
 
@@ -121,8 +128,11 @@ class Monitor:
     The run stops when the loss it watches (the validation loss when there is one, else
     the training loss) has not improved by at least ``tol`` (relative) over the last
     ``n_iter_no_change`` iterations: the lowest loss of those iterations is above
-    ``(1 − tol)`` times the lowest one before them. The parameters with the lowest
-    validation loss seen are kept.
+    ``(1 − tol)`` times the lowest one before them. With ``noisy`` losses (Adam's epoch
+    losses, averages over mini-batches that change from one epoch to the next) the mean of
+    the last ``n_iter_no_change`` losses is compared with the mean of the ones before them
+    instead: a lowest loss keeps falling by chance long after the mean stopped falling. The
+    parameters with the lowest validation loss seen are kept.
 
     Parameters
     ----------
@@ -133,9 +143,13 @@ class Monitor:
     verbose : int
     max_iter : int, optional
         Printed with each iteration's number.
+    noisy : bool, default=False
     """
 
-    def __init__(self, validation_loss, tol, n_iter_no_change, verbose, max_iter=None):
+    def __init__(
+        self, validation_loss, tol, n_iter_no_change, verbose, max_iter=None, noisy=False
+    ):
+        self.noisy = noisy
         self.validation_loss = validation_loss
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
@@ -146,7 +160,12 @@ class Monitor:
         self.best_theta = None
         self.best_score = np.inf
         self._scores = []
+        self._phase_start = 0
         self._start = time.perf_counter()
+
+    def new_phase(self):
+        """The stopping rule waits ``n_iter_no_change`` iterations from here."""
+        self._phase_start = len(self._scores)
 
     def record(self, theta, loss, grad_norm):
         """Record one iteration; ``True`` when the run should stop."""
@@ -174,10 +193,16 @@ class Monitor:
     def stalled(self):
         """Whether the last ``n_iter_no_change`` iterations improved by less than ``tol``."""
         n = self.n_iter_no_change
-        if len(self._scores) <= n:
+        if len(self._scores) - self._phase_start < n or len(self._scores) <= n:
             return False
-        before = min(self._scores[:-n])
-        recent = min(self._scores[-n:])
+        if self.noisy:
+            if len(self._scores) < 2 * n:
+                return False
+            before = float(np.mean(self._scores[-2 * n : -n]))
+            recent = float(np.mean(self._scores[-n:]))
+        else:
+            before = min(self._scores[:-n])
+            recent = min(self._scores[-n:])
         return not (before - recent > self.tol * abs(before))
 
 
@@ -289,12 +314,15 @@ def optimize(
     key_subsample,
     rng,
     verbose,
+    frozen_first=None,
 ):
     """Run ``optimizer`` over ``objective`` from ``theta``.
 
     Training queries attend to the training keys; validation queries (``None``: no early
     stopping) to the training keys too. With a validation set, the parameters with the
-    lowest validation loss are returned.
+    lowest validation loss are returned. ``frozen_first`` (a slice of ``theta``): a first
+    phase holds those parameters fixed (their gradient set to 0) until the stopping rule
+    ends it, and a second phase trains everything, within the same ``max_iter``.
 
     Returns
     -------
@@ -309,22 +337,32 @@ def optimize(
         def validation_loss(t):
             return objective.loss(t, validation, train)
 
-    monitor = Monitor(validation_loss, tol, n_iter_no_change, verbose, max_iter)
+    noisy = optimizer == "adam" and validation is None
+    monitor = Monitor(validation_loss, tol, n_iter_no_change, verbose, max_iter, noisy)
+    phases = [None] if frozen_first is None else [frozen_first, None]
+    n_iter, converged = 0, True
     # The optimizers' own linear algebra is tiny, and the objective runs its blocks on
     # threads of its own: BLAS threads woken in between spin and take a core from them.
     with single_threaded_blas():
-        theta, n_iter, converged = _run(
-            optimizer,
-            objective,
-            theta,
-            monitor,
-            train=train,
-            max_iter=max_iter,
-            learning_rate=learning_rate,
-            batch_size=batch_size,
-            key_subsample=key_subsample,
-            rng=rng,
-        )
+        for frozen in phases:
+            if n_iter >= max_iter:
+                converged = False
+                break
+            monitor.new_phase()
+            theta, used, converged = _run(
+                optimizer,
+                _frozen(objective.loss_and_grad, frozen),
+                objective,
+                theta,
+                monitor,
+                train=train,
+                max_iter=max_iter - n_iter,
+                learning_rate=learning_rate,
+                batch_size=batch_size,
+                key_subsample=key_subsample,
+                rng=rng,
+            )
+            n_iter += used
     if validation is not None and monitor.best_theta is not None:
         theta = monitor.best_theta
     if not converged:
@@ -337,16 +375,29 @@ def optimize(
     return theta, n_iter, monitor
 
 
-def _run(optimizer, objective, theta, monitor, *, train, max_iter, **adam):
+def _frozen(loss_and_grad, frozen):
+    """``loss_and_grad`` with the gradient of the ``frozen`` slice set to 0."""
+    if frozen is None:
+        return loss_and_grad
+
+    def frozen_loss_and_grad(*args):
+        loss, grad = loss_and_grad(*args)
+        grad[frozen] = 0.0
+        return loss, grad
+
+    return frozen_loss_and_grad
+
+
+def _run(optimizer, loss_and_grad, objective, theta, monitor, *, train, max_iter, **adam):
     if optimizer == "lbfgs":
         return run_lbfgs(
-            lambda t: objective.loss_and_grad(t, train, train),
+            lambda t: loss_and_grad(t, train, train),
             theta,
             monitor,
             max_iter=max_iter,
         )
     return run_adam(
-        objective.loss_and_grad,
+        loss_and_grad,
         theta,
         monitor,
         groups=objective.groups,
