@@ -699,3 +699,67 @@ def test_two_heads_end_on_the_two_relevant_directions():
     assert np.all(model.head_weights_ > 0.3)
     one = fit_quiet(AttentionRegressor(head_dim=1, random_state=0), X, y)
     assert model.loss_curve_[-1] < 0.8 * one.loss_curve_[-1]
+
+
+# ------------------------------------------------------------------------- large n
+
+
+def test_auto_switches_to_minibatches_against_a_key_subsample_above_large_n(monkeypatch):
+    import kernattn.learned._optimize as optimize_module
+    import kernattn.learned._regressor as regressor_module
+
+    monkeypatch.setattr(regressor_module, "LARGE_N", 500)
+    monkeypatch.setattr(regressor_module, "AUTO_KEY_SUBSAMPLE", 100)
+    calls = []
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=600)
+    model = AttentionRegressor(max_iter=3, batch_size=50, random_state=0)
+    run_adam = optimize_module.run_adam
+
+    def spy(loss_and_grad, *args, **kwargs):
+        def recorded(theta, queries, keys):
+            calls.append((len(queries), len(keys)))
+            return loss_and_grad(theta, queries, keys)
+
+        return run_adam(recorded, *args, **kwargs)
+
+    monkeypatch.setattr(optimize_module, "run_adam", spy)
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        model.fit(X, y)
+    # 3 iterations of 32 steps, each of 50 queries against 100 keys.
+    assert model.n_iter_ == 3 and len(model.loss_curve_) == 3
+    assert calls == [(50, 100)] * 96
+    # Below the threshold: L-BFGS against every key.
+    calls.clear()
+    fit_quiet(AttentionRegressor(max_iter=3), X[:400], y[:400])
+    assert calls == []
+
+
+def test_verbose_prints_iteration_of_max_loss_and_elapsed_time(smooth_task, capsys):
+    X, y = smooth_task
+    fit_quiet(AttentionRegressor(max_iter=3, verbose=1), X, y)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "loss =" in line]
+    assert lines[0].startswith("Iteration 1/3, loss = ")
+    assert "elapsed = " in lines[0] and lines[0].endswith(" s")
+
+
+def test_width_calibration_scales_projections_to_lower_the_loss_against_all_keys():
+    from kernattn.learned._optimize import calibrate_width
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 2))
+    Y = (np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=600))[:, None]
+    layout = Layout(1, 2, 2, 1, True, False)
+    objective = LeaveOneOutObjective(
+        X, Y - Y.mean(), np.ones(600), DuplicateGroups(X), layout, "gaussian", [1.0], 0.0
+    )
+    theta = layout.pack(0.3 * np.eye(2)[None], None, None, np.ones(1), None)  # too wide
+    mask = np.zeros(layout.size, dtype=bool)
+    mask[layout.slices["query"]] = True
+    train = np.arange(600)
+    calibrated = calibrate_width(objective, theta, mask, train, check_random_state(0))
+    factor = calibrated[mask][0] / theta[mask][0]
+    np.testing.assert_allclose(calibrated[mask], factor * theta[mask])  # one common factor
+    assert factor > 1.2
+    assert objective.loss(calibrated) < objective.loss(theta)

@@ -69,6 +69,7 @@ import numpy as np
 
 from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._heads import key_bias, project
+from kernattn._loo import DuplicateGroups
 from kernattn._numerics import power_of_two_scale, shifted_exp
 
 # A logit spread below this fraction of the size of the logits' terms is rounding noise.
@@ -435,7 +436,30 @@ class LeaveOneOutObjective:
         duplicate group; with none, it is 0 (and so is its gradient).
         """
         with single_threaded_blas():
+            if keys is not None and queries is not None:
+                rows = np.union1d(queries, keys)
+                if 2 * len(rows) < len(self.Z):
+                    # A mini-batch against a key subsample: the projections of the other
+                    # rows are not needed, and computing them would make every step O(n).
+                    sub = self._restricted(rows)
+                    local_queries = np.searchsorted(rows, queries)
+                    local_keys = np.searchsorted(rows, keys)
+                    return sub._loss_and_grad(theta, local_queries, local_keys, gradient)
             return self._loss_and_grad(theta, queries, keys, gradient)
+
+    def _restricted(self, rows):
+        """The same objective over ``rows`` only (the same normalization, weights and
+        penalty): its loss and gradient for queries and keys among them are this one's."""
+        sub = object.__new__(type(self))
+        sub.__dict__.update(self.__dict__)
+        sub.Z = self.Z[rows]
+        sub.Y = self.Y[rows]
+        sub.sw = self.sw[rows]
+        sub.log_sw = self.log_sw[rows]
+        # Rows share a group when their inputs are identical: group ids say that already.
+        sub.groups = DuplicateGroups(self.groups.ids[rows][:, None])
+        sub._values_one = self._values_one[rows]
+        return sub
 
     def _loss_and_grad(self, theta, queries, keys, gradient):
         layout = self.layout

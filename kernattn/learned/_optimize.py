@@ -12,7 +12,7 @@ import time
 import warnings
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 from sklearn.exceptions import ConvergenceWarning
 
 from kernattn._blocks import single_threaded_blas
@@ -21,6 +21,8 @@ from kernattn._blocks import single_threaded_blas
 _INIT_SAMPLE = 512
 # The softmax counts as saturated at the start when the mean largest weight exceeds this.
 _SATURATED = 0.99
+# Queries (duplicate groups) whose leave-one-out loss against every key sets the final width.
+_CALIBRATION_QUERIES = 2048
 # Adam's moment decay rates and denominator guard (Kingma & Ba, 2015).
 _BETA1, _BETA2, _ADAM_EPS = 0.9, 0.999, 1e-8
 
@@ -257,6 +259,7 @@ def run_adam(
     batch_size,
     key_subsample,
     rng,
+    steps_per_iteration=None,
 ):
     """Adam (Kingma & Ba, 2015) over mini-batches of duplicate groups of queries.
 
@@ -264,24 +267,33 @@ def run_adam(
     integer sample weights and repeated rows give the same batches. With
     ``key_subsample``, each step's queries attend to a random subset of that many groups of
     keys (nothing of their own group). ``loss_and_grad(theta, queries, keys)`` is the
-    objective on row indices. Returns the last parameters, the number of epochs and whether
-    the monitor stopped the run.
+    objective on row indices. An iteration (one loss recorded, one test of the stopping
+    rule) is an epoch, or ``steps_per_iteration`` steps (epochs then run on across
+    iterations): with many rows an epoch is long, and training may end within the first.
+    Returns the last parameters, the number of iterations and whether the monitor stopped
+    the run.
     """
     ids, local = np.unique(groups.ids[train], return_inverse=True)
+    n_groups = len(ids)
+    steps = steps_per_iteration or -(-n_groups // batch_size)
     m = np.zeros_like(theta)
     v = np.zeros_like(theta)
     step = 0
-    for epoch in range(max_iter):
-        order = rng.permutation(len(ids))
+    position, order = n_groups, None
+    for iteration in range(max_iter):
         losses, weights, norms = [], [], []
-        for start in range(0, len(ids), batch_size):
-            in_batch = np.zeros(len(ids), dtype=bool)
-            in_batch[order[start : start + batch_size]] = True
+        for _ in range(steps):
+            if position >= n_groups:
+                order = rng.permutation(n_groups)
+                position = 0
+            in_batch = np.zeros(n_groups, dtype=bool)
+            in_batch[order[position : position + batch_size]] = True
+            position += batch_size
             queries = train[in_batch[local]]
             keys = train
-            if key_subsample is not None and key_subsample < len(ids):
-                kept = np.zeros(len(ids), dtype=bool)
-                kept[rng.choice(len(ids), key_subsample, replace=False)] = True
+            if key_subsample is not None and key_subsample < n_groups:
+                kept = np.zeros(n_groups, dtype=bool)
+                kept[rng.choice(n_groups, key_subsample, replace=False)] = True
                 keys = train[kept[local]]
             loss, grad = loss_and_grad(theta, queries, keys)
             step += 1
@@ -295,8 +307,59 @@ def run_adam(
             norms.append(np.linalg.norm(grad))
         epoch_loss = np.average(losses, weights=weights) if sum(weights) > 0 else 0.0
         if monitor.record(theta, epoch_loss, float(np.mean(norms))):
-            return theta, epoch + 1, True
+            return theta, iteration + 1, True
     return theta, max_iter, False
+
+
+def calibrate_width(objective, theta, projections, train, rng, verbose=0):
+    r"""Rescale the projections of a kernel trained against a key subsample to all the keys.
+
+    A kernel fitted with each query attending to m random keys has the width that suits m
+    keys; predictions attend to all n, whose denser neighborhoods want a narrower kernel.
+    Every projection is multiplied by :math:`\sqrt c` (the logits of a dot-product or
+    Gaussian head by :math:`c`), :math:`c` minimizing the leave-one-out loss of
+    ``_CALIBRATION_QUERIES`` random training queries against every training key (a
+    bounded search over :math:`\log c \in [-1, 3]`; a cost linear in n).
+
+    Parameters
+    ----------
+    objective : LeaveOneOutObjective
+    theta : ndarray
+    projections : ndarray of bool
+        Mask of the projections' entries in ``theta``.
+    train : ndarray of int
+        The training rows (queries are drawn from them; all of them are keys).
+    rng : numpy.random.RandomState
+    verbose : int
+
+    Returns
+    -------
+    theta : ndarray
+    """
+    queries = np.sort(rng.choice(train, min(len(train), _CALIBRATION_QUERIES), replace=False))
+
+    def scaled(log_c):
+        out = theta.copy()
+        out[projections] *= np.exp(0.5 * log_c)
+        return out
+
+    def loss(log_c):
+        return objective.loss(scaled(log_c), queries, train)
+
+    start = time.perf_counter()
+    with single_threaded_blas():
+        result = minimize_scalar(
+            loss, bounds=(-1.0, 3.0), method="bounded", options={"xatol": 0.05}
+        )
+        before = loss(0.0)
+    if verbose:
+        print(
+            f"Width for all {len(train)} keys: logits x {np.exp(result.x):.3f}, loss of "
+            f"{len(queries)} queries {before:.6f} -> {result.fun:.6f}, "
+            f"{time.perf_counter() - start:.1f} s",
+            flush=True,
+        )
+    return scaled(result.x) if result.fun < before else theta
 
 
 def optimize(
@@ -315,6 +378,7 @@ def optimize(
     rng,
     verbose,
     frozen_first=None,
+    steps_per_iteration=None,
 ):
     """Run ``optimizer`` over ``objective`` from ``theta``.
 
@@ -361,6 +425,7 @@ def optimize(
                 batch_size=batch_size,
                 key_subsample=key_subsample,
                 rng=rng,
+                steps_per_iteration=steps_per_iteration,
             )
             n_iter += used
     if validation is not None and monitor.best_theta is not None:

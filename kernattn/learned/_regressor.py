@@ -26,6 +26,7 @@ from kernattn._loo import DuplicateGroups
 from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
+    calibrate_width,
     initial_projections,
     optimize,
     sample_groups,
@@ -40,6 +41,8 @@ _INITS = ("identity", "pca", "random")
 LARGE_N = 10_000
 #: Keys each query attends to per step in that regime (``key_subsample="auto"``).
 AUTO_KEY_SUBSAMPLE = 4096
+#: Adam steps per iteration in that regime (``max_iter`` and ``n_iter_no_change`` count them).
+AUTO_STEPS = 32
 # Largest entry of a given init: the logits, quadratic in it, stay far from overflowing.
 _LARGEST_INIT = 1e100
 
@@ -209,7 +212,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         duplicates) instead of all of them, for large n. ``None``: all keys. ``"auto"``:
         4 096 above ``LARGE_N`` distinct training inputs, all keys below.
     max_iter : int, default=200
-        L-BFGS iterations or Adam epochs; 0 keeps the initial kernel (no training).
+        L-BFGS iterations or Adam epochs; 0 keeps the initial kernel (no training). With
+        ``optimizer="auto"`` above ``LARGE_N`` distinct training inputs, an iteration is 32
+        Adam steps instead of an epoch (an epoch grows with n; training can end within
+        the first few).
         Reaching it before the stopping rule ends training raises a ``ConvergenceWarning``.
     tol : float, default=1e-4
         Training stops when the loss (the leave-one-out loss, or the validation loss with
@@ -453,7 +459,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             n_jobs=self.n_jobs,
             leave_one_out=self.leave_one_out,
         )
-        optimizer, key_subsample = self._training_plan(groups.n_groups)
+        optimizer, key_subsample, steps_per_iteration = self._training_plan(groups.n_groups)
         if self.early_stopping:
             train, validation = validation_split(groups, self.validation_fraction, rng)
         else:
@@ -489,7 +495,17 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 # the start gives all the weight to the head that is best at the start, and
                 # a head of weight ~0 gets a gradient ~0 and never learns.
                 frozen_first=layout.slices["a"] if layout.convex and self.n_heads > 1 else None,
+                steps_per_iteration=steps_per_iteration,
             )
+            if steps_per_iteration is not None and self.similarity != "cosine":
+                # Trained against a key subsample: the width for all keys (a cosine head's
+                # width is its scale, which stays as the user set it).
+                projections = np.zeros(layout.size, dtype=bool)
+                projections[layout.slices["query"]] = True
+                projections[layout.slices["key"]] = True
+                theta = calibrate_width(
+                    objective, theta, projections, train, rng, verbose=self.verbose
+                )
             self.loss_curve_ = monitor.loss_curve
             if validation is not None:
                 self.validation_scores_ = monitor.validation_scores
@@ -512,17 +528,22 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         )
 
     def _training_plan(self, n_groups):
-        """The optimizer and the keys per step: ``"auto"`` trains exactly (L-BFGS against
-        every key) up to ``LARGE_N`` distinct training inputs, and with Adam over
-        mini-batches of queries against ``AUTO_KEY_SUBSAMPLE`` random keys beyond."""
+        """The optimizer, the keys per step and the Adam steps per iteration.
+
+        ``"auto"`` trains exactly (L-BFGS against every key) up to ``LARGE_N`` distinct
+        training inputs, and beyond with Adam over mini-batches of queries against
+        ``AUTO_KEY_SUBSAMPLE`` random keys, an iteration being ``AUTO_STEPS`` steps (an
+        epoch would grow with n)."""
         large = n_groups > LARGE_N
         optimizer = self.optimizer
+        steps = None
         if optimizer == "auto":
             optimizer = "adam" if large else "lbfgs"
+            steps = AUTO_STEPS if large else None
         key_subsample = self.key_subsample
         if key_subsample == "auto":
             key_subsample = AUTO_KEY_SUBSAMPLE if large else None
-        return optimizer, key_subsample
+        return optimizer, key_subsample, steps
 
     def _initial_theta(self, objective, layout, scale, probe, rng, user_init, target_unit=1.0):
         """The parameters to start from: the previous fit's (``warm_start``) or new ones."""
