@@ -39,12 +39,13 @@ conditions, and this example shows which.
   the optimiser's path, not the model. ``AttentionRegressor`` fits by L-BFGS, whose steps
   follow the measured curvature, and ``scale="learned"`` adds one temperature per head.
   From the same saturated start at d_k = 128 (one projection with unit-variance components
-  for queries and keys, passed as ``init``), all three of ``scale=None`` (1/√d_k),
-  ``scale=1.0`` and ``scale="learned"`` train: the training loss falls from 1.0–1.7 to
-  0.06–0.08, with no stall. The learned temperature ends at 21.6, 245 times 1/√128 — the
-  optimiser puts it wherever the kernel needs it. Held-out 1 − R² is 0.26, 0.20 and 0.31:
-  the differences come from how the fixed ``alpha`` penalty on the projections weighs a
-  given kernel under each scale, not from instability.
+  for queries and keys, passed as ``init``; the dot-product similarity), all three of
+  ``scale=None`` (1/√d_k), ``scale=1.0`` and ``scale="learned"`` train without a stall:
+  the training loss falls from 1.0–1.7 to 0.055–0.076 in the 200 iterations. With the
+  scale and without it the held-out 1 − R² ends nearly the same, 0.20 and 0.21. The learned
+  temperature ends at 9.8, 110 times 1/√128 — the optimiser puts it wherever the kernel
+  needs it — with held-out 1 − R² 0.26: a free temperature also lets the kernel fit the
+  training set more closely (the lowest training loss, 0.055).
 
 So: the variance argument is exact, and with unit-variance initial projections and a
 fixed-step optimiser, dropping 1/√d_k does break training at d_k = 128. But it is one way
@@ -129,8 +130,9 @@ for name, curves in saturation.items():
 fig, axes = plt.subplots(2, 2, figsize=(11, 8), layout="constrained")
 axes = axes.ravel()
 ax = axes[0]
-for name, values in variance.items():
-    ax.plot(head_dims, values, "o-", label=name)
+# The same colours in every figure: red without the scale, blue with it.
+for (name, values), color in zip(variance.items(), ("C3", "C0"), strict=True):
+    ax.plot(head_dims, values, "o-", color=color, label=name)
 ax.plot(head_dims, head_dims, "k--", lw=1, label="d_k")
 ax.set_xscale("log", base=2)
 ax.set_yscale("log", base=2)
@@ -144,8 +146,8 @@ titles = {
     "gradient norm": "‖∂ output / ∂ scores‖ (median)",
 }
 for ax, key in zip(axes[1:], titles, strict=True):
-    for name, curves in saturation.items():
-        ax.plot(head_dims, curves[key], "o-", label=f"scale: {name}")
+    for (name, curves), color in zip(saturation.items(), ("C3", "C0"), strict=True):
+        ax.plot(head_dims, curves[key], "o-", color=color, label=f"scale: {name}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("head dimension d_k")
     ax.set_title(titles[key])
@@ -304,7 +306,9 @@ head_dim = 128 if not SMOKE else 32
 init = np.random.default_rng(0).normal(scale=1 / np.sqrt(X.shape[1]), size=(X.shape[1], head_dim))
 absorbed = {}
 for scale in (None, 1.0, "learned"):
-    model = AttentionRegressor(head_dim=head_dim, scale=scale, init=init, random_state=0)
+    model = AttentionRegressor(
+        similarity="dot", tie_qk=False, head_dim=head_dim, scale=scale, init=init, random_state=0
+    )
     with warnings.catch_warnings():
         # The saturated start is the point here; so is a fit that may end at max_iter.
         warnings.simplefilter("ignore", UserWarning)
@@ -322,6 +326,7 @@ fig, (ax_curve, ax_bar) = plt.subplots(
     1, 2, figsize=(11, 4.2), layout="constrained", width_ratios=[3, 2]
 )
 for (label, (model, held)), color in zip(absorbed.items(), ("C0", "C3", "C2"), strict=True):
+    # scale=None (1/√d_k) blue, scale=1.0 (none) red, as in the figures above.
     curve = model.loss_curve_
     ax_curve.plot(np.arange(1, len(curve) + 1), curve, color=color, label=f"scale={label}")
     ax_bar.bar(label, held, color=color)
