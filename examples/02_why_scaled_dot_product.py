@@ -27,7 +27,7 @@ conditions, and this example shows which.
   (top: plain gradient descent, step 3; bottom: Adam, step 0.01); the held-out 1 − R² after
   every epoch, three seeds per colour; the legends give the mean largest softmax weight at
   the first and last epoch. With 1/√d_k (blue) every run starts with nearly uniform weights
-  (largest 0.03) and trains smoothly to a held-out 1 − R² of 0.16–0.26 at every d_k.
+  (largest 0.02–0.03) and trains smoothly to a held-out 1 − R² of 0.16–0.32 at every d_k.
   Without it (red) the first weights are already peaked (largest 0.18 at d_k = 8, 0.50 at
   32, 0.75 at 128) and the curves jump from epoch to epoch; at d_k = 128 they end at 0.79
   (gradient descent, the largest weight driven up to 0.97: near one-hot) and 0.76 (Adam),
