@@ -14,12 +14,14 @@ FIGURES = {
     "01_attention_as_kernel_smoother.py": ["01_attention_as_kernel_smoother.png"],
     "02_why_scaled_dot_product.py": [
         "02_scaling_variance_saturation.png",
-        "02_scale_ablation_loss_curves.png",
+        "02_scale_ablation_heldout.png",
+        "02_scale_absorbed.png",
     ],
     "03_dot_product_vs_cosine.py": ["03_dot_product_vs_cosine.png"],
     "04_multiple_heads.py": ["04_multiple_heads.png"],
     "05_random_features.py": ["05_random_features.png"],
     "06_full_comparison.py": ["06_full_comparison.png"],
+    "08_collapse_without_leave_one_out.py": ["08_collapse_without_leave_one_out.png"],
     "09_learned_metric_twin_peaks.py": ["09_learned_metric_twin_peaks.png"],
     "10_kernel_gallery.py": ["10_kernel_gallery.png"],
 }
