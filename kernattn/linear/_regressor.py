@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._blocks import iter_query_blocks
+from kernattn._blocks import iter_query_blocks, single_threaded_blas
 from kernattn._engine import KEY_TILE, NadarayaWatsonRegressor, fit_transaction
 from kernattn._heads import SoftmaxHeads
 from kernattn._numerics import normalized_weights, power_of_two_scale
@@ -25,16 +25,40 @@ from kernattn.bandwidth import BANDWIDTH_RULES, resolve_bandwidth
 from kernattn.feature_maps import (
     FEATURE_MAPS,
     FeatureMap,
+    NystroemFeatures,
     PositiveRandomFeatures,
     check_feature_map,
 )
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._feature_kernel import FeatureKernel
+from kernattn.linear._near_field import NearFieldKernel, choose_near_cells
 from kernattn.linear._projection import learn_projection
 from kernattn.smoother import _weighted_mean
 
 #: Similarities whose kernel is a softmax kernel exp(qᵀk + b_k) that features can estimate.
 SIMILARITIES = ("dot", "cosine", "gaussian")
+#: Default tolerance on the mean L1 distance between approximate and exact weights.
+TOL = 0.1
+#: Features of a named map when ``n_components="auto"`` does not choose from the data.
+DEFAULT_COMPONENTS = 256
+#: Keys per cell of the near field (its cells are the nearest-center cells of random keys).
+KEYS_PER_CELL = 50
+#: Training rows used as queries to measure the weight error at fit.
+ERROR_QUERIES = 100
+#: Keys on which the far field's part of the weight error is measured.
+ERROR_KEYS = 20_000
+#: Above this share of queries computed against every key, prediction is no longer linear.
+LINEAR_SHARE = 0.1
+
+
+class ExactFallbackWarning(UserWarning):
+    """Some queries were computed exactly, against every training key, because the
+    features could not serve them (see :class:`LinearAttentionRegressor`, "Numerics")."""
+
+
+class NotLinearTimeWarning(ExactFallbackWarning):
+    """More than 10 % of the queries are computed exactly against every training key: the
+    prediction (or fit) costs O(n) per query, no longer linear time in all."""
 
 
 class LinearAttentionRegressor(NadarayaWatsonRegressor):
@@ -240,7 +264,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     _parameter_constraints: dict = {
         **NadarayaWatsonRegressor._parameter_constraints,
         "feature_map": [StrOptions(set(FEATURE_MAPS)), FeatureMap],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "n_neighbors": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "tol": [Interval(Real, 0, 2, closed="neither")],
         "orthogonal": ["boolean"],
         "bandwidth": [
             Interval(Real, 0, None, closed="neither"),
@@ -256,8 +282,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     def __init__(
         self,
-        feature_map="positive",
-        n_components=256,
+        feature_map="nystroem",
+        n_components="auto",
+        n_neighbors="auto",
+        tol=TOL,
         orthogonal=True,
         bandwidth="scott",
         center=None,
@@ -269,6 +297,8 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     ):
         self.feature_map = feature_map
         self.n_components = n_components
+        self.n_neighbors = n_neighbors
+        self.tol = tol
         self.orthogonal = orthogonal
         self.bandwidth = bandwidth
         self.center = center
@@ -291,6 +321,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     def _check_params(self):
         super()._check_params()
+        if self.n_neighbors not in (0, "auto"):
+            if not isinstance(self._feature_map_template(), NystroemFeatures):
+                raise ValueError(
+                    "n_neighbors > 0 needs Nyström features (feature_map='nystroem', whose "
+                    f"landmarks are the cells of the near field); got feature_map="
+                    f"{self.feature_map!r}. Use n_neighbors=0 or 'auto' with other maps"
+                )
+            if not (isinstance(self.kernel, str) and self.kernel == "gaussian"):
+                raise ValueError(
+                    f"n_neighbors > 0 needs kernel='gaussian'; got kernel={self.kernel!r}"
+                )
         if self.learn_projection:
             if not (isinstance(self.kernel, str) and self.kernel == "gaussian"):
                 raise ValueError(
@@ -303,23 +344,120 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                     f"feature_map={self.feature_map!r}"
                 )
 
-    def _feature_map_template(self):
-        return check_feature_map(
-            self.feature_map, n_components=self.n_components, orthogonal=self.orthogonal
+    def _feature_map_template(self, n=None):
+        template = check_feature_map(
+            self.feature_map, n_components=self._rank(n), orthogonal=self.orthogonal
+        )
+        return template
+
+    def _near_field(self):
+        """Whether the kernel splits each query's keys into an exact near field and a
+        Nyström far field."""
+        template = self._feature_map_template()
+        return (
+            self.n_neighbors != 0
+            and isinstance(template, NystroemFeatures)
+            and isinstance(self.kernel, str)
+            and self.kernel == "gaussian"
+            and not self.learn_projection
         )
 
-    def _subsample(self, n, rng):
-        """At most ``n_subsample`` sorted row indices, drawn only when there are more rows."""
-        if n <= self.n_subsample:
+    def _rank(self, n):
+        """r: ``n_components``, or for "auto" about ``KEYS_PER_CELL`` keys per landmark of a
+        near field (``DEFAULT_COMPONENTS`` for the other maps, or before n is known)."""
+        if self.n_components != "auto":
+            return self.n_components
+        if n is None or not (isinstance(self.feature_map, str) and self.feature_map == "nystroem"):
+            return DEFAULT_COMPONENTS
+        return min(DEFAULT_COMPONENTS, n)
+
+    def _subsample(self, n, rng, size=None):
+        """At most ``size`` (``n_subsample``) sorted row indices, drawn only when there are
+        more rows."""
+        size = self.n_subsample if size is None else size
+        if n <= size:
             return np.arange(n)
-        return np.sort(rng.choice(n, self.n_subsample, replace=False))
+        return np.sort(rng.choice(n, size, replace=False))
 
     # ----------------------------------------------------------------- fitting
 
     def _fit_kernel(self, X, Y, sample_weight):
-        kernel = self._make_kernel(X, Y, sample_weight)
+        for name in ("weight_error_", "n_neighbors_"):
+            self.__dict__.pop(name, None)
+        # Many small products: BLAS threads would spin more than they compute.
+        with single_threaded_blas():
+            kernel = self._make_kernel(X, Y, sample_weight)
+        # Drawn after everything _make_kernel draws, so that its draws do not change.
+        rng = check_random_state(self.random_state).randint(2**31 - 1)
+        rng = check_random_state(rng)
+        near_field = self._near_field()
+        if near_field:
+            # Keys beyond ~1e100 kernel units (a bandwidth near 1e-300) leave no distance
+            # finite: the far field alone is used, and it computes such queries exactly.
+            with np.errstate(over="ignore", invalid="ignore"):
+                near_field = bool(np.all(np.abs(kernel.project(X, 0, "key")) < 1e100))
+        if near_field:
+            kernel = NearFieldKernel(kernel, self._cell_centers(kernel, X, rng), 1)
         kernel.bind(X, sample_weight, self._dtype)
-        return kernel.accumulate(X, self._values, sample_weight)
+        with single_threaded_blas():
+            kernel.accumulate(X, self._values, sample_weight)
+            rows = self._subsample(len(X), rng, ERROR_QUERIES)
+            if near_field:
+                self._choose_near_field(kernel, rows, rng)
+            self._check_fallback_share(kernel, X[rows])
+        return kernel
+
+    @staticmethod
+    def _cell_centers(kernel, X, rng):
+        """The centers of the near field's cells: the projected keys of random distinct
+        rows, one per ``KEYS_PER_CELL`` rows (cells of equal expected size)."""
+        keys = np.unique(X, axis=0) if len(X) <= 100_000 else X
+        n_cells = max(1, len(X) // KEYS_PER_CELL)
+        rows = rng.choice(len(keys), min(n_cells, len(keys)), replace=False)
+        return np.unique(kernel.project(keys[np.sort(rows)], 0, "key"), axis=0)
+
+    def _choose_near_field(self, kernel, rows, rng):
+        """Set the near cells from ``n_neighbors`` (or, for "auto", from ``tol``) and
+        record the measured weight error."""
+        n = kernel.n_keys
+        if self.n_neighbors == "auto":
+            # Linear time: at most 10 % of the keys per query, unless that is few keys.
+            cap = max(LINEAR_SHARE * n, 2 * self.n_subsample)
+            errors, met = choose_near_cells(kernel, self.tol, cap, rows, ERROR_KEYS, rng)
+            if not met:
+                warnings.warn(
+                    f"the weight error measured at fit, {errors.mean():.3g}, is above tol="
+                    f"{self.tol:g} with the most near keys that keep prediction linear "
+                    f"({kernel.mean_near_keys:.0f} of {n}); raise n_components or tol, or "
+                    "give n_neighbors",
+                    UserWarning,
+                    stacklevel=4,
+                )
+        else:
+            cells = np.ceil(self.n_neighbors * kernel.n_cells / n)
+            kernel.set_near_cells(int(cells))
+            errors = kernel.weight_errors(rows, ERROR_KEYS, rng.randint(2**31 - 1))
+        self.weight_error_ = float(errors.mean())
+        self.n_neighbors_ = kernel.mean_near_keys
+
+    def _check_fallback_share(self, kernel, X_sample):
+        """Warn at fit when the features cannot serve more than 10 % of the training rows:
+        those would be computed against every key."""
+        if len(X_sample) < 10:
+            return
+        unreliable = np.zeros(len(X_sample), dtype=bool)
+        for h in range(kernel.n_heads):
+            unreliable |= kernel.moments(X_sample, h)[2]
+        share = unreliable.mean()
+        if share > LINEAR_SHARE:
+            warnings.warn(
+                f"{share:.0%} of {len(X_sample)} sampled training rows cannot be served by "
+                "the features and would be computed exactly against every training key: "
+                "prediction is no longer linear in the training set size. Use "
+                "feature_map='nystroem' (the default) or a larger bandwidth",
+                NotLinearTimeWarning,
+                stacklevel=4,
+            )
 
     def partial_fit(self, X, y, sample_weight=None):
         """Add a chunk of training data to the key sums S, S₂, z.
@@ -430,16 +568,36 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         return center
 
     def _bandwidth(self, X, Y, sample_weight, rng):
-        """The bandwidth and the leave-one-out error (``None`` unless ``"loo"``)."""
+        """The bandwidth and the leave-one-out error (``None`` unless ``"loo"``).
+
+        A leave-one-out search that ends on the edge of its range is reported (the
+        search's warning, passed on with what this estimator did with its result).
+        """
         loo = isinstance(self.bandwidth, str) and self.bandwidth == "loo"
-        if loo and len(X) > self.n_subsample:
-            rows = self._subsample(len(X), rng)
+        if not loo:
+            return resolve_bandwidth(self.bandwidth, X, Y, sample_weight, n_jobs=self.n_jobs)
+        rows = self._subsample(len(X), rng)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             h, loo_error = resolve_bandwidth(
                 "loo", X[rows], Y[rows], sample_weight[rows], n_jobs=self.n_jobs
             )
+        rescaled = len(rows) < len(X)
+        if rescaled:
             # Scott's rate: the optimal bandwidth shrinks like n^(-1/(d+4)).
-            return h * (len(rows) / len(X)) ** (1.0 / (X.shape[1] + 4)), loo_error
-        return resolve_bandwidth(self.bandwidth, X, Y, sample_weight, n_jobs=self.n_jobs)
+            h = h * (len(rows) / len(X)) ** (1.0 / (X.shape[1] + 4))
+        for warning in caught:
+            message = str(warning.message)
+            if "edge of the search range" in message:
+                where = (
+                    f" (searched on {len(rows)} of the {len(X)} rows, then rescaled by "
+                    "Scott's factor)"
+                    if rescaled
+                    else ""
+                )
+                message = f"LinearAttentionRegressor(bandwidth='loo'): {message}{where}"
+            warnings.warn(message, warning.category, stacklevel=5)
+        return h, loo_error
 
     @staticmethod
     def _heads(similarity, center, input_scale, query_weights, key_weights, scale, head_weights):
@@ -523,7 +681,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     def _fit_feature_maps(self, heads, key_shift, X, sample_weight, rng):
         """One fitted copy of the feature map per head, on the head's projected inputs."""
-        template = self._feature_map_template()
+        template = self._feature_map_template(len(X))
         feature_maps = []
         for h in range(heads.n_heads):
             feature_map = clone(template)
@@ -611,6 +769,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _block_width(self):
         return self.kernel_.n_components, None
 
+    def _predict_centered(self, X, return_std, heads=None):
+        # The near field computes the queries of one cell together: queries sorted by cell
+        # make the engine's blocks hold few cells, each a dense product.
+        if not isinstance(self.kernel_, NearFieldKernel) or len(X) < 2:
+            return super()._predict_centered(X, return_std, heads)
+        order = self.kernel_.cell_order(X)
+        mean, variance = super()._predict_centered(X[order], return_std, heads)
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        return mean[inverse], None if variance is None else variance[inverse]
+
     def _report_fallback(self, n_fallback, n_queries):
         if not n_fallback:
             return
@@ -619,14 +788,21 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             if self.kernel_.exact is not None
             else "given the training mean (partial_fit keeps no keys to compute them exactly)"
         )
-        warnings.warn(
+        message = (
             f"{n_fallback} of {n_queries} queries had a linear-attention denominator that is "
             "not safely positive (negative, cancelling or underflowing feature sums), or lay "
             f"beyond the reach of the features (far from every key or Nyström landmark); "
-            f"they were {how}",
-            UserWarning,
-            stacklevel=4,
+            f"they were {how}"
         )
+        category = ExactFallbackWarning
+        if n_fallback > LINEAR_SHARE * n_queries and self.kernel_.exact is not None:
+            category = NotLinearTimeWarning
+            message += (
+                f". That is more than {LINEAR_SHARE:.0%} of the queries: this prediction is "
+                "no longer linear in the training set size (use feature_map='nystroem', the "
+                "default, or a larger bandwidth)"
+            )
+        warnings.warn(message, category, stacklevel=4)
 
     def predict(self, X, return_std=False):
         """Linear-attention estimate at each query.
