@@ -126,7 +126,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     resolve the kernel wherever the data are — at the resolution r landmarks allow. Used
     alone (``n_neighbors=0``), they too are a coarser smoother at small bandwidths. On the
     8-feature task of ``examples/benchmarks/bench_linear.py`` at its leave-one-out
-    bandwidths (r = 256, n = 50 000) the test MSE is BENCH_NUMBERS.
+    bandwidths (r = 256, n = 50 000) the test MSE is about 15 times the exact smoother's
+    with positive features, 12 times with ``feature_map="optimal"``, 3.3 times with
+    Nyström features alone, and within 1 % with the default near field.
 
     **Numerics.** Query log-features have their row maximum subtracted, key log-features
     one constant per head (both cancel in the ratio); never a constant per key, which would
@@ -851,7 +853,8 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         message = (
             f"{n_fallback} of {n_queries} queries had a linear-attention denominator that is "
             "not safely positive (negative, cancelling or underflowing feature sums), or lay "
-            f"beyond the reach of the features (far from every key or Nyström landmark); "
+            "beyond the reach of the features (far from every key, Nyström landmark, or key "
+            f"of the near field); "
             f"they were {how}"
         )
         category = ExactFallbackWarning
