@@ -47,7 +47,7 @@ import numpy as np
 from sklearn.neighbors import KDTree
 from sklearn.utils import check_random_state
 
-from kernattn._blocks import iter_query_blocks
+from kernattn._blocks import iter_query_blocks, map_query_blocks
 
 # Near keys per tile: a (rows × tile) block of logits stays in cache.
 _KEY_TILE = 512
@@ -167,7 +167,12 @@ class NearFieldKernel:
         """Compute ``n_near_cells`` cells exactly per query (at most every cell)."""
         P = int(min(max(n_near_cells, 1), self.n_cells))
         self.n_near_cells = P
-        self.near_cells = self._tree.query(self.centers, k=P, return_distance=False)
+        # Nearest first, so fewer cells are a prefix of more: one query serves every P up
+        # to the widest asked so far.
+        if getattr(self, "_nearest_cells", None) is None or self._nearest_cells.shape[1] < P:
+            width = min(max(2 * P, 64), self.n_cells)
+            self._nearest_cells = self._tree.query(self.centers, k=width, return_distance=False)
+        self.near_cells = self._nearest_cells[:, :P]
         self._far_ready = np.zeros(self.n_cells, dtype=bool)
         return self
 
@@ -284,7 +289,14 @@ class NearFieldKernel:
     def cells_of(self, U):
         """The cell of each projected input: its nearest center."""
         U = np.nan_to_num(np.asarray(U, dtype=float), nan=0.0, posinf=1e300, neginf=-1e300)
-        return self._tree.query(U, k=1, return_distance=False).ravel().astype(np.int64)
+        cells = np.empty(len(U), dtype=np.int64)
+
+        def assign(rows):
+            cells[rows] = self._tree.query(U[rows], k=1, return_distance=False).ravel()
+
+        # The tree search releases the GIL: blocks of queries on threads.
+        map_query_blocks(assign, len(U), self.n_cells, cache=False)
+        return cells
 
     def cell_order(self, X):
         """An order of the queries ``X`` that puts those of one cell together."""
@@ -499,7 +511,7 @@ class _ErrorProbe:
         K = near["keys"]
         half = 0.5 * np.einsum("ij,ij->i", K, K) - near["log_weight"]
         weights = np.empty((len(self.Q), len(K)))
-        for part in iter_query_blocks(len(self.Q), len(K), cache=False):
+        for part in iter_query_blocks(len(self.Q), len(K)):
             logits = self.Q[part] @ K.T - half[None, :]
             logits[np.arange(len(logits)), self.own[part]] = -np.inf
             logits -= logits.max(axis=1, keepdims=True)
