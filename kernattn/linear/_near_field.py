@@ -173,7 +173,7 @@ class NearFieldKernel:
             width = min(max(2 * P, 64), self.n_cells)
             self._nearest_cells = self._tree.query(self.centers, k=width, return_distance=False)
         self.near_cells = self._nearest_cells[:, :P]
-        self._far_ready = np.zeros(self.n_cells, dtype=bool)
+        self._far_all = None
         return self
 
     def training_moments(self):
@@ -263,8 +263,7 @@ class NearFieldKernel:
         self._inner_cells = np.ascontiguousarray(
             self._inner_cells.reshape(r, self.n_cells, m).transpose(1, 0, 2)
         )
-        self._far_cache = np.empty_like(self._inner_cells)
-        self._far_ready[:] = False
+        self._far_all = None
         return self
 
     # ------------------------------------------------------------- the split
@@ -279,12 +278,19 @@ class NearFieldKernel:
         return offsets + np.arange(length.sum())
 
     def _far_sums(self, c):
-        r"""The far field's sums for cell ``c``'s queries, :math:`G(S - \sum_{C(c)} S_c)`
-        (computed once per cell; threads that race compute the same values)."""
-        if not self._far_ready[c]:
-            self._far_cache[c] = self._inner_total - self._inner_cells[self.near_cells[c]].sum(0)
-            self._far_ready[c] = True
-        return self._far_cache[c]
+        r"""The far field's sums for cell ``c``'s queries, :math:`G(S - \sum_{C(c)} S_c)`."""
+        if self._far_all is not None:
+            return self._far_all[c]
+        return self._inner_total - self._inner_cells[self.near_cells[c]].sum(axis=0)
+
+    def precompute(self):
+        """Compute every cell's far-field sums once (after the near cells are chosen), so
+        that prediction, on several threads, only reads them."""
+        far_all = np.empty_like(self._inner_cells)
+        for c in range(self.n_cells):
+            far_all[c] = self._inner_total - self._inner_cells[self.near_cells[c]].sum(axis=0)
+        self._far_all = far_all
+        return self
 
     def cells_of(self, U):
         """The cell of each projected input: its nearest center."""

@@ -465,6 +465,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             rows = self._subsample(len(X), rng, ERROR_QUERIES)
             if near_field:
                 self._choose_near_field(kernel, rows, rng)
+                kernel.precompute()
             self._check_fallback_share(kernel, X[rows])
         return kernel
 
