@@ -17,15 +17,18 @@ with :math:`a(u)_j = \exp(-\|u - l_j\|^2/2)` the Nyström base features at the l
 :math:`l_j` and :math:`G` the pseudo-inverse of their kernel matrix
 (:class:`~kernattn.feature_maps.NystroemFeatures`).
 
-**Cells.** The landmarks double as the cells of a partition of the keys: key :math:`k` lies
-in cell :math:`c(k) = \arg\max_j a_j(k)`, the landmark nearest to it. A query's near set
-:math:`N(q)` is every key in the cells :math:`C(q)` of the ``n_near_cells`` landmarks nearest
-to the query's own landmark (found with a :class:`sklearn.neighbors.KDTree` on the
-landmarks), so queries of one cell share their near set, and the exact part is one dense
-product per cell. The far field of those queries is the low-rank estimate over all keys
-minus its part over the near cells: :math:`S_c, z_c`, the feature sums of cell :math:`c`,
-are sums over the rows of that cell, accumulated in the same pass as the totals
-:math:`S = \sum_c S_c`, :math:`z = \sum_c z_c`.
+**Cells.** The keys are cut into cells: key :math:`k` lies in the cell of its nearest
+center :math:`m_c` (the centers are random training keys, about one per 50, so cells hold
+about as many keys wherever the data are dense or sparse; a
+:class:`sklearn.neighbors.KDTree` on the centers finds them). A query's near set
+:math:`N(q)` is every key in the cells :math:`C(q)` of the ``n_near_cells`` centers nearest to
+the query's own center, so queries of one cell share their near set and the exact part is
+one dense product per cell. The far field of those queries is the low-rank estimate over all
+keys minus its part over the near cells: :math:`S_c, z_c`, the feature sums of cell
+:math:`c`, are sums over the rows of that cell, accumulated in the same pass as the totals
+:math:`S = \sum_c S_c`, :math:`z = \sum_c z_c`. A query more than ``REACH`` (6) kernel
+units from every key of its near set is not served (its nearest keys may lie in cells that
+are not near): the estimator computes it exactly.
 
 **Guarantees.** Near keys get their exact kernel, so their weights are positive; far keys
 get :math:`a(q)^\top G\, a(k)`, which can be negative. When the far field's denominator is
@@ -69,6 +72,8 @@ class NearFieldKernel:
         One Gaussian head whose feature map is a fitted
         :class:`~kernattn.feature_maps.NystroemFeatures`; its key sums are the totals
         :math:`S, S_2, z` of the far field.
+    centers : ndarray of shape (n_cells, head_dim)
+        The cell centers, in the projected (and shifted) coordinates the map sees.
     n_near_cells : int
         Cells computed exactly per query (the query's cell and its nearest neighbours).
 
