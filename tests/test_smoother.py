@@ -416,8 +416,8 @@ def test_a_bandwidth_on_the_lower_edge_warns_once_naming_the_edge_and_feature():
         model = KernelSmoother(bandwidth="loo").fit(X, y)
     messages = [str(w.message) for w in caught if issubclass(w.category, BandwidthWarning)]
     assert len(messages) == 1, messages
-    assert "feature(s) [0] ended on the edge of the search range, at its lower end" in (
-        messages[0]
+    assert (
+        "feature(s) [0] ended on the edge of the search range, at its lower end" in (messages[0])
     )
     assert not model.irrelevant_features_[0]
 
@@ -431,6 +431,55 @@ def test_irrelevant_features_do_not_warn_in_a_grid_search(data):
         ).fit(X, y)
     # The data's third feature does not enter y.
     assert search.best_estimator_.irrelevant_features_[2]
+
+
+def statsmodels_aic_case():
+    """statsmodels' ``test_continuous_lc_aic`` data."""
+    rs = np.random.RandomState(1234)
+    C1 = rs.normal(size=200)
+    C2 = rs.normal(2, 1, size=200)
+    noise = rs.normal(size=200)
+    return np.column_stack([C1, C2]), 0.3 + 1.2 * C1 - 0.9 * C2 + noise
+
+
+def test_aic_bandwidth_matches_statsmodels_local_constant_aic():
+    X, y = statsmodels_aic_case()
+    model = KernelSmoother(bandwidth="aic").fit(X, y)
+    # statsmodels KernelReg(reg_type="lc", bw="aic") gives [0.3987821, 0.50933458]
+    # (R's np: [0.4017893, 0.4943397]).
+    np.testing.assert_allclose(model.bandwidth_, [0.3987821, 0.50933458], rtol=1e-3)
+
+
+@pytest.mark.parametrize("bandwidth", ["aic", "gcv"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_aic_and_gcv_report_their_criterion_and_the_trace(bandwidth, degree):
+    X, y = statsmodels_aic_case()
+    model = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y)
+    S = model.attention_weights(X)
+    n, trace = len(y), np.trace(S)
+    sigma2 = np.mean((y - S @ y) ** 2)
+    if bandwidth == "aic":
+        expected = np.log(sigma2) + (1 + trace / n) / (1 - (trace + 2) / n)
+    else:
+        expected = sigma2 / (1 - trace / n) ** 2
+    np.testing.assert_allclose(model.criterion_, expected, rtol=1e-9)
+    np.testing.assert_allclose(model.effective_dof_, trace, rtol=1e-9)
+    assert not hasattr(model, "loo_error_")
+    # A local bandwidth a little off either way is worse.
+    for j in range(2):
+        for factor in (0.9, 1.1):
+            if model.irrelevant_features_[j] and factor > 1:
+                continue
+            h = model.bandwidth_.copy()
+            h[j] *= factor
+            other = KernelSmoother(bandwidth=h, degree=degree).fit(X, y).attention_weights(X)
+            sigma2 = np.mean((y - other @ y) ** 2)
+            t = np.trace(other)
+            if bandwidth == "aic":
+                value = np.log(sigma2) + (1 + t / n) / (1 - (t + 2) / n)
+            else:
+                value = sigma2 / (1 - t / n) ** 2
+            assert value > model.criterion_
 
 
 def test_loo_needs_two_distinct_samples():
