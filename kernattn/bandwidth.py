@@ -15,7 +15,12 @@ import numpy as np
 from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
-from kernattn._blocks import map_query_blocks, single_threaded_blas
+from kernattn._blocks import (
+    iter_query_blocks,
+    map_query_blocks,
+    n_workers,
+    single_threaded_blas,
+)
 from kernattn._local_linear import (
     key_columns,
     n_line_parameters,
@@ -274,12 +279,19 @@ class _Criterion:
             return function(block if rows is None else rows[block])
 
         if self.tiled:
-            return map_query_blocks(
-                run, n_queries, self.n, n_jobs=self.n_jobs, key_tile=_KEY_TILE, n_arrays=2
+            options = dict(key_tile=_KEY_TILE, n_arrays=2)
+            width = min(self.n, _KEY_TILE)
+        else:
+            options = dict(n_arrays=6, cache=_BLOCK_ENTRIES)
+            width = self.n
+        if n_workers(n_queries, self.n, self.n_jobs) == 1:
+            # One thread (the search already holds BLAS to one): the blocks in a loop,
+            # without entering the thread limits again for every evaluation.
+            blocks = iter_query_blocks(
+                n_queries, width, **{k: v for k, v in options.items() if k != "key_tile"}
             )
-        return map_query_blocks(
-            run, n_queries, self.n, n_jobs=self.n_jobs, n_arrays=6, cache=_BLOCK_ENTRIES
-        )
+            return [run(block) for block in blocks]
+        return map_query_blocks(run, n_queries, self.n, n_jobs=self.n_jobs, **options)
 
     def _distances(self, K, K_aug, rows):
         """Scaled squared distances of a block (rows × all keys), with the row minimum
@@ -638,6 +650,8 @@ _SUBSET_GRID = np.geomspace(1e-2, 1e1, 8)
 # The relative change of the criterion at which a search on a subset stops, and the
 # iterations of the stages after the first (they start next to the minimum).
 _SUBSET_FTOL = 1e-6
+# Exact searches of at most this many rows restart from several points.
+_RESTART_ROWS = 2000
 _LATER_ITERATIONS = 12
 
 
@@ -693,7 +707,11 @@ def select_bandwidth(
     generalized cross-validation (see :class:`_Criterion`). First the best common multiple
     ``c · h_scott`` over a log grid (all factors evaluated on one set of distances), then
     all log-bandwidths refined together by L-BFGS-B with the analytic gradient, within a
-    factor 1000 of the Scott bandwidth either way. Then each feature is tried with its
+    factor 1000 of the Scott bandwidth either way; exact leave-one-out searches of up to
+    2 000 rows also
+    start from that common factor with each feature's bandwidth e times smaller and larger
+    (the criterion can have local minima that trade one feature's bandwidth against
+    another's) and keep the best end. Then each feature is tried with its
     largest bandwidth (smoothed away: irrelevant features want that, but a small bandwidth
     on a feature with gaps is a flat plateau the gradient cannot leave), and the
     refinement is repeated from any improvement.
@@ -795,6 +813,24 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
             log_h, loss = refine(best, 100)
             if grid.min() < loss:
                 log_h, loss = best, float(grid.min())
+            # The criterion can have several local minima that trade one feature's
+            # bandwidth against another's (a common factor cannot see them): small exact
+            # searches also start from the best common factor with each feature's
+            # bandwidth a factor e smaller and larger, and keep the best end (as R's np
+            # restarts its search).
+            if criterion == "loo" and rows is None and len(X) <= _RESTART_ROWS and len(best) > 1:
+                # Each restart only to a coarse tolerance; the best end is then polished.
+                restarted = False
+                for j in range(len(best)):
+                    for step in (-1.0, 1.0):
+                        other = best.copy()
+                        other[j] = np.clip(other[j] + step, lower[j], upper[j])
+                        candidate, candidate_loss = refine(other, 30, ftol=_SUBSET_FTOL)
+                        if candidate_loss < loss:
+                            log_h, loss, restarted = candidate, candidate_loss, True
+                if restarted:
+                    log_h, loss = refine(log_h, 100)
+                say(1, f"{n_queries} queries: best of {2 * len(best) + 1} starts {loss:.6g}")
             # A small bandwidth on a feature with gaps (integer codes, say) is a plateau:
             # the gradient vanishes before the feature is smoothed away. Try dropping each
             # feature (its bandwidth to the upper edge), refine again from any improvement.

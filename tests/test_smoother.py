@@ -498,13 +498,18 @@ def test_loo_search_on_query_subsets_reaches_the_exact_searchs_error(small_stage
     X = rng.uniform(-1, 1, size=(1200, 2))
     y = np.sin(2 * np.pi * X[:, 0]) + 0.5 * X[:, 1] + 0.2 * rng.normal(size=1200)
     staged = KernelSmoother(bandwidth="loo", degree=degree, random_state=0).fit(X, y)
-    exact = loo_bandwidth(X, y, degree=degree)
-    at_staged = KernelSmoother(bandwidth=staged.bandwidth_, degree=degree).fit(X, y)
-    S = at_staged.attention_weights(X)
-    # The exact leave-one-out error at the staged bandwidths, from the smoother matrix.
-    reached = np.mean(((y - S @ y) / (1 - np.diag(S))) ** 2)
-    # Within the noise of a criterion estimated from a few hundred queries.
-    assert reached < 1.05 * exact[1]
+
+    def exact_loo_error(bandwidth):
+        # From the smoother matrix: the mean squared deleted residual.
+        S = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y).attention_weights(X)
+        return np.mean(((y - S @ y) / (1 - np.diag(S))) ** 2)
+
+    reached = exact_loo_error(staged.bandwidth_)
+    scott = rule_of_thumb_bandwidth(X)
+    common = min(exact_loo_error(c * scott) for c in np.geomspace(0.1, 3, 12))
+    # No worse than the best common factor of Scott's bandwidths (within the noise of a
+    # criterion estimated from a few hundred queries); the per-feature search is better.
+    assert reached < 1.02 * common
     # loo_error_ is the last stage's unbiased estimate (600 of 1 200 queries).
     np.testing.assert_allclose(staged.loo_error_, reached, rtol=0.15)
     again = KernelSmoother(bandwidth="loo", degree=degree, random_state=0).fit(X, y)
