@@ -644,14 +644,16 @@ _EXACT_ROWS = 4000
 _FIRST_SUBSET = 600
 _SUBSET_GROWTH = 4
 _LAST_SUBSET = 2400
-# The common factors of the first stage of a search on subsets (a coarser grid: it only
-# picks the basin the refinement starts in).
+# The common factors of the first stage of a search (a coarse grid: it only picks the
+# basin the refinement starts in).
 _SUBSET_GRID = np.geomspace(1e-2, 1e1, 8)
 # The relative change of the criterion at which a search on a subset stops, and the
 # iterations of the stages after the first (they start next to the minimum).
 _SUBSET_FTOL = 1e-6
-# Exact searches of at most this many rows restart from several points.
+# Exact searches of at most this many rows restart from several points, each to this
+# relative tolerance (the best end is polished to the full one).
 _RESTART_ROWS = 2000
+_RESTART_FTOL = 1e-4
 _LATER_ITERATIONS = 12
 
 
@@ -806,7 +808,7 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
             return result.x, float(result.fun)
 
         if first:
-            factors = _LOO_GRID if rows is None else _SUBSET_GRID
+            factors = _SUBSET_GRID
             grid = objective.scaled_grid_losses(start, factors, rows)
             best = np.log(start) + np.log(factors[np.argmin(grid)])
             say(1, f"{n_queries} queries: grid of common factors, best {grid.min():.6g}")
@@ -825,7 +827,7 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
                     for step in (-1.0, 1.0):
                         other = best.copy()
                         other[j] = np.clip(other[j] + step, lower[j], upper[j])
-                        candidate, candidate_loss = refine(other, 30, ftol=_SUBSET_FTOL)
+                        candidate, candidate_loss = refine(other, 15, ftol=_RESTART_FTOL)
                         if candidate_loss < loss:
                             log_h, loss, restarted = candidate, candidate_loss, True
                 if restarted:

@@ -281,7 +281,7 @@ def statsmodels_table(sizes, rng):
             print(
                 f"{n:>5} {degree:>6} {reference_seconds:>14.2f} {seconds:>11.4f} "
                 f"{reference_seconds / seconds:>8.0f}x {theirs:>16.5f} {ours:>13.5f} "
-                f"{ours / theirs:>7.4f}"
+                f"{ours / theirs:>9.6f}"
             )
 
 
