@@ -252,7 +252,7 @@ def statsmodels_table(sizes, rng):
     print("LOO MSE: the exact leave-one-out error of each bandwidth, computed the same way")
     header = (
         f"{'n':>5} {'degree':>6} {'statsmodels s':>14} {'kernattn s':>11} {'speed-up':>9} "
-        f"{'LOO statsmodels':>16} {'LOO kernattn':>13} {'ratio':>7}"
+        f"{'LOO statsmodels':>16} {'LOO kernattn':>13} {'ratio':>9}"
     )
     print(header)
     print("-" * len(header))
