@@ -10,7 +10,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from kernattn import KernelSmoother
+from kernattn import BandwidthWarning, KernelSmoother
 from kernattn.attention import softmax_attention
 from kernattn.bandwidth import loo_bandwidth, rule_of_thumb_bandwidth
 
@@ -151,7 +151,97 @@ def test_local_linear_falls_back_to_local_constant_on_a_degenerate_neighborhood(
     y = np.array([1.0, 5.0])
     # With a tiny bandwidth all the weight is on one point: no line is determined.
     model = KernelSmoother(bandwidth=0.01, degree=1).fit(X, y)
-    np.testing.assert_allclose(model.predict([[0.1], [9.0]]), [1.0, 5.0])
+    with pytest.warns(BandwidthWarning, match="2 of 3 queries .* local-constant estimate"):
+        prediction = model.predict([[0.1], [9.0], [5.0]])
+    # Halfway, both points carry weight: the line through them.
+    np.testing.assert_allclose(prediction, [1.0, 5.0, 3.0])
+
+
+def test_local_linear_with_a_huge_bandwidth_is_the_least_squares_line():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-3, 5, size=(40, 1))
+    y = 2.0 - 0.7 * X[:, 0] + 0.3 * rng.normal(size=40)
+    queries = np.array([[-10.0], [0.5], [20.0]])
+    line = np.polyfit(X[:, 0], y, 1)
+    for bandwidth in (1e5, 1e9):
+        model = KernelSmoother(bandwidth=bandwidth, degree=1).fit(X, y)
+        np.testing.assert_allclose(model.predict(queries), np.polyval(line, queries[:, 0]))
+    # ... also in units a million times larger.
+    model = KernelSmoother(bandwidth=1e11, degree=1).fit(X * 1e6, y)
+    np.testing.assert_allclose(model.predict(queries * 1e6), np.polyval(line, queries[:, 0]))
+
+
+def statsmodels_significance_case(seed=12345):
+    """statsmodels' local-linear significance test data (its ``test_significance_*``):
+    y linear in C1 and C2, regressed on C1 and an irrelevant C3, at the cv_ls bandwidths
+    [1.1e7, 1.3e6] found for it: the local-linear fit is then the least-squares plane."""
+    rs = np.random.RandomState(seed)
+    C1 = rs.normal(size=250)
+    C2 = rs.normal(2, 1, size=250)
+    C3 = rs.beta(0.5, 0.2, size=250)
+    noise = rs.normal(size=250)
+    return np.column_stack([C1, C3]), 1.2 * C1 + 3.7 * C2 + noise
+
+
+@pytest.mark.parametrize("seed", [12345, 1234561])
+def test_statsmodels_significance_bandwidths_give_the_least_squares_plane(seed):
+    X, y = statsmodels_significance_case(seed)
+    model = KernelSmoother(bandwidth=[11108137.1087194, 1333821.85150218], degree=1).fit(X, y)
+    design = np.column_stack([np.ones(len(X)), X])
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    np.testing.assert_allclose(model.predict(X), design @ coef, rtol=1e-8, atol=1e-8)
+
+
+def statsmodels_regression_case():
+    """statsmodels' continuous kernel-regression test data (``KernelRegressionTestBase``),
+    whose reference values come from R's np package."""
+    rs = np.random.RandomState(123456)
+    rs.binomial(2, 0.7, size=(60, 1))
+    rs.binomial(3, 0.7, size=(60, 1))
+    c1 = rs.normal(size=60)
+    c2 = rs.normal(10, 1, size=60)
+    rs.normal(10, 2, size=(60, 1))
+    noise = rs.normal(size=60)
+    return np.column_stack([c1, c2]), 0.3 + 1.2 * c1 + 3.7 * c2 + noise
+
+
+@pytest.mark.parametrize(
+    "degree, r_bandwidth, r_mean",
+    [
+        (0, [0.6163835, 0.1649656], [31.49157, 37.29536, 43.72332, 40.58997, 36.80711]),
+        (1, [1.717891, 2.449415], [31.16003, 37.30323, 44.49870, 40.73704, 36.19083]),
+    ],
+    ids=["local-constant", "local-linear"],
+)
+def test_loo_finds_r_np_cv_ls_bandwidths_of_the_estimator_fitted(degree, r_bandwidth, r_mean):
+    X, y = statsmodels_regression_case()
+    model = KernelSmoother(bandwidth="loo", degree=degree).fit(X, y)
+    np.testing.assert_allclose(model.bandwidth_, r_bandwidth, rtol=1e-4)
+    np.testing.assert_allclose(model.predict(X[:5]), r_mean, atol=1e-4)
+    # loo_error_ is the leave-one-out error of this estimator: the mean squared deleted
+    # residual (y − ŷ)/(1 − S_ii) of its smoother matrix at the training points.
+    S = model.attention_weights(X)
+    deleted = (y - S @ y) / (1 - np.diag(S))
+    np.testing.assert_allclose(model.loo_error_, np.mean(deleted**2), rtol=1e-9)
+    np.testing.assert_allclose(model.effective_dof_, np.trace(S), rtol=1e-9)
+
+
+def test_local_linear_loo_error_is_below_the_local_constant_bandwidths_error():
+    X, y = statsmodels_regression_case()
+    linear = KernelSmoother(bandwidth="loo", degree=1).fit(X, y)
+    at_constant = KernelSmoother(bandwidth=[0.6163835, 0.1649656], degree=1).fit(X, y)
+    S = at_constant.attention_weights(X)
+    deleted = (y - S @ y) / (1 - np.diag(S))
+    assert linear.loo_error_ < 0.5 * np.mean(deleted**2)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_local_linear_with_a_vanishing_bandwidth_interpolates(data, kernel):
+    X, y, _ = data
+    model = KernelSmoother(kernel=kernel, bandwidth=1e-6, degree=1).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BandwidthWarning)
+        np.testing.assert_allclose(model.predict(X), y, rtol=1e-12, atol=1e-12)
 
 
 # ------------------------------------------------------------------------ numerics
@@ -286,15 +376,156 @@ def test_loo_bandwidth_minimizes_the_leave_one_out_error():
     assert reached < 0.85 * best_common
 
 
-def test_loo_smooths_away_an_irrelevant_coded_feature_and_warns():
+@pytest.mark.parametrize("bandwidth", ["loo", "aic", "gcv"])
+def test_selectors_report_an_irrelevant_coded_feature_without_warning(bandwidth):
     rng = np.random.default_rng(6)
     # Feature 1 is an integer code the target ignores: a small bandwidth on it is a flat
     # plateau (gaps of 1 between codes), which the search must leave.
     X = np.column_stack([rng.uniform(-1, 1, size=150), rng.integers(0, 3, size=150)])
     y = np.sin(3 * X[:, 0])
-    with pytest.warns(UserWarning, match=r"feature\(s\) \[1\] ended on the edge"):
-        model = KernelSmoother(bandwidth="loo").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelSmoother(bandwidth=bandwidth).fit(X, y)
     assert model.bandwidth_[1] > 100 and model.bandwidth_[0] < 0.1
+    np.testing.assert_array_equal(model.irrelevant_features_, [False, True])
+
+
+@pytest.mark.parametrize("bandwidth", ["loo", "aic", "gcv"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_selected_bandwidths_do_not_depend_on_the_units(bandwidth, degree):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(40, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=40)
+    reference = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y)
+    for c in (1e-3, 7.0, 1e4):
+        model = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y * c)
+        np.testing.assert_allclose(model.bandwidth_, reference.bandwidth_, rtol=1e-5)
+        model = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X * c, y)
+        np.testing.assert_allclose(model.bandwidth_, reference.bandwidth_ * c, rtol=1e-5)
+
+
+def test_a_bandwidth_on_the_lower_edge_warns_once_naming_the_edge_and_feature():
+    rng = np.random.default_rng(3)
+    # Pairs of inputs 1e-7 apart with the same target, unrelated between pairs: each target
+    # is best predicted from its twin, with a bandwidth far below Scott's.
+    centers = rng.uniform(0, 1, size=30)
+    X = np.column_stack([np.r_[centers, centers + 1e-7], rng.uniform(0, 1, size=60)])
+    y = np.tile(rng.normal(size=30), 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = KernelSmoother(bandwidth="loo").fit(X, y)
+    messages = [str(w.message) for w in caught if issubclass(w.category, BandwidthWarning)]
+    assert len(messages) == 1, messages
+    assert (
+        "feature(s) [0] ended on the edge of the search range, at its lower end" in (messages[0])
+    )
+    assert not model.irrelevant_features_[0]
+
+
+def test_irrelevant_features_do_not_warn_in_a_grid_search(data):
+    X, y, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        search = GridSearchCV(
+            KernelSmoother(bandwidth="loo"), {"degree": [0, 1]}, cv=3, error_score="raise"
+        ).fit(X, y)
+    # The data's third feature does not enter y.
+    assert search.best_estimator_.irrelevant_features_[2]
+
+
+def statsmodels_aic_case():
+    """statsmodels' ``test_continuous_lc_aic`` data."""
+    rs = np.random.RandomState(1234)
+    C1 = rs.normal(size=200)
+    C2 = rs.normal(2, 1, size=200)
+    noise = rs.normal(size=200)
+    return np.column_stack([C1, C2]), 0.3 + 1.2 * C1 - 0.9 * C2 + noise
+
+
+def test_aic_bandwidth_matches_statsmodels_local_constant_aic():
+    X, y = statsmodels_aic_case()
+    model = KernelSmoother(bandwidth="aic").fit(X, y)
+    # statsmodels KernelReg(reg_type="lc", bw="aic") gives [0.3987821, 0.50933458]
+    # (R's np: [0.4017893, 0.4943397]).
+    np.testing.assert_allclose(model.bandwidth_, [0.3987821, 0.50933458], rtol=1e-3)
+
+
+@pytest.mark.parametrize("bandwidth", ["aic", "gcv"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_aic_and_gcv_report_their_criterion_and_the_trace(bandwidth, degree):
+    X, y = statsmodels_aic_case()
+    model = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y)
+    S = model.attention_weights(X)
+    n, trace = len(y), np.trace(S)
+    sigma2 = np.mean((y - S @ y) ** 2)
+    if bandwidth == "aic":
+        expected = np.log(sigma2) + (1 + trace / n) / (1 - (trace + 2) / n)
+    else:
+        expected = sigma2 / (1 - trace / n) ** 2
+    np.testing.assert_allclose(model.criterion_, expected, rtol=1e-9)
+    np.testing.assert_allclose(model.effective_dof_, trace, rtol=1e-9)
+    assert not hasattr(model, "loo_error_")
+    # A local bandwidth a little off either way is worse.
+    for j in range(2):
+        for factor in (0.9, 1.1):
+            if model.irrelevant_features_[j] and factor > 1:
+                continue
+            h = model.bandwidth_.copy()
+            h[j] *= factor
+            other = KernelSmoother(bandwidth=h, degree=degree).fit(X, y).attention_weights(X)
+            sigma2 = np.mean((y - other @ y) ** 2)
+            t = np.trace(other)
+            if bandwidth == "aic":
+                value = np.log(sigma2) + (1 + t / n) / (1 - (t + 2) / n)
+            else:
+                value = sigma2 / (1 - t / n) ** 2
+            assert value > model.criterion_
+
+
+@pytest.fixture
+def small_stages(monkeypatch):
+    """The staged search of large training sets, at the sizes of a unit test."""
+    import kernattn.bandwidth as bandwidth_module
+
+    monkeypatch.setattr(bandwidth_module, "_EXACT_ROWS", 300)
+    monkeypatch.setattr(bandwidth_module, "_FIRST_SUBSET", 150)
+    monkeypatch.setattr(bandwidth_module, "_LAST_SUBSET", 600)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_loo_search_on_query_subsets_reaches_the_exact_searchs_error(small_stages, degree):
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, size=(1200, 2))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.5 * X[:, 1] + 0.2 * rng.normal(size=1200)
+    staged = KernelSmoother(bandwidth="loo", degree=degree, random_state=0).fit(X, y)
+
+    def exact_loo_error(bandwidth):
+        # From the smoother matrix: the mean squared deleted residual.
+        S = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y).attention_weights(X)
+        return np.mean(((y - S @ y) / (1 - np.diag(S))) ** 2)
+
+    reached = exact_loo_error(staged.bandwidth_)
+    scott = rule_of_thumb_bandwidth(X)
+    common = min(exact_loo_error(c * scott) for c in np.geomspace(0.1, 3, 12))
+    # No worse than the best common factor of Scott's bandwidths (within the noise of a
+    # criterion estimated from a few hundred queries); the per-feature search is better.
+    assert reached < 1.02 * common
+    # loo_error_ is the last stage's unbiased estimate (600 of 1 200 queries).
+    np.testing.assert_allclose(staged.loo_error_, reached, rtol=0.15)
+    again = KernelSmoother(bandwidth="loo", degree=degree, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(again.bandwidth_, staged.bandwidth_)
+
+
+def test_verbose_search_prints_its_progress(small_stages, capsys):
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1, 1, size=(800, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=800)
+    KernelSmoother(bandwidth="loo", verbose=1, random_state=0).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert any("150 queries: grid of common factors" in line for line in lines)
+    assert any("600 queries: criterion" in line for line in lines)
+    KernelSmoother(bandwidth="gcv", verbose=0, random_state=0).fit(X, y)
+    assert capsys.readouterr().out == ""
 
 
 def test_loo_needs_two_distinct_samples():
