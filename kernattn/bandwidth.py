@@ -125,7 +125,7 @@ class _LeaveOneOut:
     :meth:`in_target_units` converts back.
     """
 
-    def __init__(self, X, Y, sample_weight, kernel, n_jobs=None):
+    def __init__(self, X, Y, sample_weight, kernel, n_jobs=None, leave_out_duplicates=True):
         self.n_jobs = n_jobs
         # Weights and data divided by powers of two (exact): their sums cannot overflow.
         sample_weight = normalized_weights(sample_weight)
@@ -156,7 +156,9 @@ class _LeaveOneOut:
         self.kernel = kernel
         self.total = sample_weight.sum()
         # The (query, key) pairs to leave out: each row with every row of identical input.
-        self.groups = DuplicateGroups(X)
+        # Without leave_out_duplicates only the row itself (rows that share a category are
+        # neighbours there, not copies).
+        self.groups = DuplicateGroups(X if leave_out_duplicates else np.arange(len(X))[:, None])
         self.n_groups = self.groups.n_groups
 
     def in_target_units(self, loss):
@@ -424,3 +426,93 @@ def resolve_bandwidth(bandwidth, X, Y, sample_weight, kernel="gaussian", *, n_jo
             raise ValueError(_bandwidth_message(bandwidth))
         return rule_of_thumb_bandwidth(X, sample_weight, bandwidth), None
     return check_bandwidth(bandwidth, X.shape[1]), None
+
+
+def loo_tied_bandwidth(
+    X, Y, sample_weight, scales, tied, bounds, *, leave_out_duplicates=True, n_jobs=None
+):
+    """Leave-one-out bandwidths of columns tied in groups (the encoded columns of a discrete
+    feature share one scale).
+
+    Parameter ``p`` is the log-scale of the columns ``tied[p]``; the other columns keep
+    their ``scales``. The search is that of :func:`loo_bandwidth`: the best common shift of
+    the log-parameters from their start over the same grid of factors, then L-BFGS-B with the
+    analytic gradient (the sum of the tied columns' gradients) within ``bounds``, then each
+    parameter tried at its upper bound and the refinement repeated from any improvement.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, n_columns)
+    Y : ndarray of shape (n, n_outputs)
+    sample_weight : ndarray of shape (n,)
+    scales : ndarray of shape (n_columns,)
+        The start (and the fixed scale of the columns no parameter sets).
+    tied : list of ndarray
+        Per parameter, its columns.
+    bounds : ndarray of shape (n_parameters, 2)
+        The range of each log-parameter.
+    leave_out_duplicates : bool
+        Leave every exact duplicate of a row out with it (else only the row).
+
+    Returns
+    -------
+    scales : ndarray of shape (n_columns,)
+    loss : float
+        The leave-one-out mean squared error reached, in the targets' units.
+    at_bound : ndarray of bool, shape (n_parameters,)
+    """
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
+    if len(X) < 2:
+        raise ValueError(
+            f"bandwidth='loo' needs at least 2 samples to leave one out; got {len(X)} sample"
+        )
+    with single_threaded_blas():
+        objective = _LeaveOneOut(
+            X, Y, sample_weight, "gaussian", n_jobs, leave_out_duplicates=leave_out_duplicates
+        )
+        base = np.log(np.asarray(scales, dtype=float))
+        lower, upper = np.asarray(bounds, dtype=float).T
+
+        def columns(theta):
+            log_scales = base.copy()
+            for p, cols in enumerate(tied):
+                log_scales[cols] = theta[p]
+            return log_scales
+
+        def loss_and_grad(theta):
+            loss, grad = objective.scaled_loss_and_grad(columns(theta))
+            return loss, np.array([grad[cols].sum() for cols in tied])
+
+        start = np.array([base[cols[0]] if len(cols) else 0.0 for cols in tied])
+        candidates = [np.clip(start + np.log(f), lower, upper) for f in _LOO_GRID]
+        losses = [loss_and_grad(theta)[0] for theta in candidates]
+        best, best_loss = candidates[int(np.argmin(losses))], float(np.min(losses))
+
+        def refine(theta):
+            result = minimize(
+                loss_and_grad,
+                theta,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=list(zip(lower, upper, strict=True)),
+                options={"maxiter": 100, "ftol": 1e-9, "gtol": 1e-7},
+            )
+            return result.x, float(result.fun)
+
+        theta, loss = refine(best)
+        if best_loss < loss:
+            theta, loss = best, best_loss
+        dropped, dropped_loss = theta.copy(), loss
+        for p in range(len(theta)):
+            candidate = dropped.copy()
+            candidate[p] = upper[p]
+            candidate_loss = loss_and_grad(candidate)[0]
+            if candidate_loss < dropped_loss:
+                dropped, dropped_loss = candidate, candidate_loss
+        if np.any(dropped != theta):
+            candidate, candidate_loss = refine(dropped)
+            if candidate_loss < loss:
+                theta, loss = candidate, candidate_loss
+        at_bound = (theta <= lower + 0.01) | (theta >= upper - 0.01)
+        return np.exp(columns(theta)), float(objective.in_target_units(loss)), at_bound

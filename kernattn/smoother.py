@@ -15,6 +15,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from kernattn._engine import NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
@@ -25,6 +26,14 @@ from kernattn._inference import (
     local_slope_weights,
     nadaraya_watson_gradient_weights,
     normal_quantile,
+)
+from kernattn._mixed import (
+    MixedEncoding,
+    categorical_codes,
+    dtype_categories,
+    loo_mixed_bandwidth,
+    mixed_bandwidth,
+    resolve_feature_kinds,
 )
 from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.bandwidth import BANDWIDTH_RULES, resolve_bandwidth
@@ -70,11 +79,33 @@ class KernelSmoother(NadarayaWatsonRegressor):
         problems: ``None`` all cores (or the ``n_jobs`` of an enclosing
         ``joblib.parallel_config``), −1 all cores, a positive number that many. A thread
         limit set around the call with ``threadpoolctl.threadpool_limits`` is honored.
+    categorical_features : array_like of int or bool, or "from_dtype", default=None
+        Unordered discrete features, smoothed with the Aitchison–Aitken kernel (weight
+        :math:`1 - \lambda` within a level, :math:`\lambda/(c-1)` across the :math:`c`
+        levels): indices, a boolean mask of ``n_features`` entries, or ``"from_dtype"``
+        (the unordered pandas categorical columns of a DataFrame, which may hold strings).
+        Their bandwidth is :math:`\lambda \in [0, (c-1)/c]`: 0 averages the query's own
+        level only, :math:`(c-1)/c` ignores the feature. A level not seen in training leaves
+        the feature out of that query's weights. Needs ``kernel="gaussian"`` and
+        ``degree=0``: the product kernel is then the Gaussian of one-hot (for ordinal
+        features also cumulative) codes of the levels, still softmax attention.
+    ordinal_features : array_like of int or bool, or "from_dtype", default=None
+        Ordered discrete features, smoothed with the Wang–van Ryzin kernel (weight
+        :math:`1 - \lambda` within a level, :math:`\tfrac12(1-\lambda)\lambda^{|x - x'|}`
+        across levels, with :math:`|x - x'|` the difference of the values, or of the codes of
+        an ordered pandas categorical); bandwidth :math:`\lambda \in [0, 1]`. Given as
+        for ``categorical_features``.
+
+        With discrete features, a float bandwidth or a rule sets the continuous features
+        and gives every discrete feature :math:`\lambda = 0`; an array gives :math:`h` for
+        each continuous and :math:`\lambda` for each discrete feature; ``"loo"`` chooses
+        them all (as R np's ``npregbw`` with ``cv.ls``), leaving out only the row itself
+        (rows of the same level are neighbours, not copies).
 
     Attributes
     ----------
     bandwidth_ : ndarray of shape (n_features,)
-        The bandwidth used, one per feature.
+        The bandwidth used, one per feature (for a discrete feature, its :math:`\lambda`).
     loo_error_ : float
         Leave-one-out mean squared error reached (only with ``bandwidth="loo"``).
     kernel_ : SoftmaxHeads
@@ -120,6 +151,15 @@ class KernelSmoother(NadarayaWatsonRegressor):
     array([0.95])
     >>> print(model.attention_weights([[0.25]]).sum().round(12))
     1.0
+
+    A categorical feature (column 1) gets its own smoothing parameter λ:
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([rng.uniform(0, 1, 200), rng.integers(0, 3, 200)])
+    >>> y = X[:, 0] + (X[:, 1] == 2) + 0.1 * rng.normal(size=200)
+    >>> model = KernelSmoother(bandwidth="loo", categorical_features=[1]).fit(X, y)
+    >>> bool(model.bandwidth_[1] < 0.1)  # the levels differ: little smoothing across them
+    True
     """
 
     _parameter_constraints: dict = {
@@ -131,15 +171,30 @@ class KernelSmoother(NadarayaWatsonRegressor):
             StrOptions(set(BANDWIDTH_RULES)),
         ],
         "degree": [Interval(Integral, 0, 1, closed="both")],
+        "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
+        "ordinal_features": ["array-like", StrOptions({"from_dtype"}), None],
     }
 
-    def __init__(self, kernel="gaussian", bandwidth="scott", degree=0, n_jobs=None):
+    def __init__(
+        self,
+        kernel="gaussian",
+        bandwidth="scott",
+        degree=0,
+        n_jobs=None,
+        categorical_features=None,
+        ordinal_features=None,
+    ):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.degree = degree
         self.n_jobs = n_jobs
+        self.categorical_features = categorical_features
+        self.ordinal_features = ordinal_features
 
     def _fit_kernel(self, X, Y, sample_weight):
+        self._encoding = self._mixed_encoding(X)
+        if self._encoding is not None:
+            return self._fit_mixed_kernel(X, Y, sample_weight)
         h, loo_error = resolve_bandwidth(
             self.bandwidth, X, Y, sample_weight, self.kernel, n_jobs=self.n_jobs
         )
@@ -254,7 +309,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         return LinearSmootherInference(
             weights=lambda X: self._head_weights(X, 0),
             kernel_weights=lambda X: self._exact_weights(self.kernel_, X, 0),
-            keys=self.X_fit_[self._active],
+            keys=self._training_inputs(),
             values=self._values / self._value_scale,
             sample_weight=self.sample_weight_[self._active],
             n_jobs=self.n_jobs,
@@ -421,7 +476,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         Returns
         -------
         gradient : ndarray of shape (n_queries, n_features) or (n_queries, n_features, n_outputs)
-            In units of the targets per unit of each feature.
+            In units of the targets per unit of each feature. NaN for categorical and ordinal
+            features, which have no derivative (compare predictions at two levels instead).
         gradient_std : ndarray of the same shape
             Only when ``return_std=True``.
 
@@ -439,25 +495,98 @@ class KernelSmoother(NadarayaWatsonRegressor):
         if not isinstance(return_std, bool | np.bool_):
             raise TypeError(f"return_std must be a bool; got {return_std!r}")
         X = self._validate_queries(X)
-        keys = self.X_fit_[self._active]
+        keys = self._training_inputs()
+        # The kernel's scale of every input column: the bandwidths, or with discrete
+        # features the scales of the encoded columns.
+        scales = self.kernel_.input_scale
 
         def gradient_weights(queries):
             weights = self._exact_weights(self.kernel_, queries, 0).astype(np.float64)
             if self.degree == 1:
                 return local_slope_weights(weights, keys)
-            return nadaraya_watson_gradient_weights(
-                weights, queries, keys, self.bandwidth_, self.kernel
-            )
+            return nadaraya_watson_gradient_weights(weights, queries, keys, scales, self.kernel)
 
         gradient, variance = self._inference().gradient(
             X, gradient_weights, noise if return_std else None
         )
-        trailing = (X.shape[1],)
+        if self._encoding is not None:
+            gradient, variance = self._encoding.feature_gradient(gradient, variance)
+        trailing = (gradient.shape[1],)
         if not return_std:
             return self._target_units(gradient, trailing)
         return self._target_units(gradient, trailing), self._target_units(
             np.sqrt(variance), trailing
         )
+
+    # ------------------------------------------------------------- mixed data
+
+    def _mixed_encoding(self, X):
+        """The encoding of the discrete features of the training inputs, or ``None``."""
+        kinds = resolve_feature_kinds(
+            self.categorical_features,
+            self.ordinal_features,
+            X.shape[1],
+            self._categories,
+        )
+        if not np.any(kinds != "continuous"):
+            return None
+        if self.kernel != "gaussian":
+            raise ValueError(
+                "categorical_features and ordinal_features need kernel='gaussian' (the "
+                "product with the discrete kernels is a Gaussian of encoded inputs); got "
+                f"kernel={self.kernel!r}"
+            )
+        if self.degree != 0:
+            raise ValueError(
+                "categorical_features and ordinal_features need degree=0 (local constant); "
+                f"got degree={self.degree!r}"
+            )
+        return MixedEncoding(kinds, X)
+
+    def _fit_mixed_kernel(self, X, Y, sample_weight):
+        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn._mixed`)."""
+        encoding = self._encoding
+        Z = encoding.transform(X)
+        if isinstance(self.bandwidth, str) and self.bandwidth == "loo":
+            self.bandwidth_, self.loo_error_ = loo_mixed_bandwidth(
+                encoding, X, Z, Y, sample_weight, n_jobs=self.n_jobs
+            )
+        else:
+            self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
+        return SoftmaxHeads(
+            similarity="gaussian",
+            center=_weighted_mean(Z, sample_weight),
+            input_scale=encoding.column_scales(self.bandwidth_),
+            query_weights=None,
+            key_weights=None,
+            scale=np.ones(1),
+            head_weights=np.ones(1),
+            head_bias=np.zeros(Y.shape[1]),
+            keys=Z,
+            log_sample_weight=self._log_sample_weight,
+            dtype=self._dtype,
+        )
+
+    def _training_inputs(self):
+        """The positive-weight training inputs as the kernel sees them (encoded, with
+        discrete features)."""
+        X = self.X_fit_[self._active]
+        return X if self._encoding is None else self._encoding.transform(X)
+
+    def _validate_training_data(self, X, y, sample_weight, reset=True):
+        # Pandas categoricals become their codes before scikit-learn's checks (which want
+        # numbers); the categories are kept to code the queries alike.
+        if reset:
+            self._categories = dtype_categories(
+                X, self.categorical_features, self.ordinal_features
+            )
+        X = categorical_codes(X, self._categories)
+        return super()._validate_training_data(X, y, sample_weight, reset)
+
+    def _validate_queries(self, X):
+        check_is_fitted(self)
+        X = super()._validate_queries(categorical_codes(X, self._categories))
+        return X if self._encoding is None else self._encoding.transform(X)
 
 
 def _check_inference_params(*, alpha=0.05, method="analytic", noise="local", n_bootstrap=1):
