@@ -110,13 +110,24 @@ def nadaraya_watson_gradient_weights(weights, queries, keys, bandwidth, kernel):
     -------
     gradient_weights : ndarray of shape (m, n, d)
     """
-    difference = (keys[None, :, :] - queries[:, None, :]) / bandwidth**2
-    if kernel != "gaussian":
-        r2 = np.einsum("mnd,mnd->mn", difference, difference * bandwidth**2)
+    if kernel == "gaussian":
+        # a_ij − ā_j = (x_ij − Σ_k w_k x_kj)/h_j²: the query itself cancels (and a far query
+        # cannot overflow the differences).
+        centroid = weights @ keys
+        difference = keys[None, :, :] - centroid[:, None, :]
+        difference -= np.einsum("mn,mnd->md", weights, difference)[:, None, :]
+        difference /= bandwidth**2
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            difference = (keys[None, :, :] - queries[:, None, :]) / bandwidth
+            r2 = np.einsum("mnd,mnd->mn", difference, difference)
         inside = r2 < 1.0
         slope = -2.0 * log_kernel_derivative(np.where(inside, r2, 0.0), kernel)
-        difference *= np.where(inside, slope, 0.0)[:, :, None]
-    difference -= np.einsum("mn,mnd->md", weights, difference)[:, None, :]
+        # Outside the support the kernel and its derivative are 0 (the differences there
+        # may be huge, and are not used).
+        difference = np.where(inside[:, :, None], difference, 0.0)
+        difference *= (np.where(inside, slope, 0.0)[:, :, None]) / bandwidth
+        difference -= np.einsum("mn,mnd->md", weights, difference)[:, None, :]
     difference *= weights[:, :, None]
     return difference
 

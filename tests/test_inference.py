@@ -323,3 +323,16 @@ def test_named_features_pass_through_without_a_warning(data):
         lower, KernelSmoother(bandwidth=0.3).fit(X, y).predict_interval(queries)[0]
     )
     assert gradient.shape == (15, 2)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_far_queries_get_finite_intervals_and_marginal_effects(data, kernel, degree):
+    X, y, _ = data
+    model = KernelSmoother(kernel=kernel, bandwidth=0.5, degree=degree).fit(X, y)
+    far = np.array([[1e300, 0.0], [-40.0, 3.0]])
+    gradient, gradient_std = model.gradient(far, return_std=True)
+    lower, upper = model.predict_interval(far)
+    for a in (gradient, gradient_std, lower, upper):
+        assert np.all(np.isfinite(a))
+    assert np.all(lower <= upper)
