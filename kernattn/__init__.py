@@ -12,6 +12,7 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 # ``import kernattn.compare`` gives the same object.
 from kernattn import compare, datasets, feature_maps, plotting
 from kernattn.attention import linear_attention, softmax_attention
+from kernattn.bandwidth import BandwidthWarning
 from kernattn.compare import ComparisonResult
 from kernattn.learned import AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor
@@ -21,6 +22,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "AttentionRegressor",
+    "BandwidthWarning",
     "ComparisonResult",
     "KernelSmoother",
     "LinearAttentionRegressor",

@@ -39,15 +39,20 @@ import numbers
 
 import numpy as np
 
-from kernattn.bandwidth import BANDWIDTH_RULES, loo_tied_bandwidth, rule_of_thumb_bandwidth
+from kernattn.bandwidth import (
+    BANDWIDTH_RULES,
+    CRITERIA,
+    rule_of_thumb_bandwidth,
+    select_tied_bandwidth,
+)
 
 __all__ = [
     "MixedEncoding",
     "categorical_codes",
     "dtype_categories",
-    "loo_mixed_bandwidth",
     "mixed_bandwidth",
     "resolve_feature_kinds",
+    "select_mixed_bandwidth",
 ]
 
 CONTINUOUS, CATEGORICAL, ORDINAL = "continuous", "categorical", "ordinal"
@@ -327,7 +332,7 @@ def mixed_bandwidth(bandwidth, encoding, X, sample_weight):
     continuous = ~encoding.discrete
     h = np.zeros(d)
     if isinstance(bandwidth, str):
-        if bandwidth not in BANDWIDTH_RULES:
+        if bandwidth not in BANDWIDTH_RULES + CRITERIA:
             raise ValueError(_message(bandwidth))
         if np.any(continuous):
             h[continuous] = rule_of_thumb_bandwidth(X[:, continuous], sample_weight, bandwidth)
@@ -349,20 +354,22 @@ def mixed_bandwidth(bandwidth, encoding, X, sample_weight):
     return h
 
 
-def loo_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, n_jobs=None):
-    """Leave-one-out bandwidths of every feature: ``h`` of the continuous ones and the
-    ``λ`` of the discrete ones (as R np's ``cv.ls``).
+def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo", n_jobs=None):
+    """Bandwidths of every feature that minimize a selection criterion (``"loo"``,
+    ``"aic"`` or ``"gcv"``): ``h`` of the continuous features and ``λ`` of the discrete
+    ones (as R np's ``npregbw``).
 
     The search runs on the scales of the encoded columns, tied within each discrete feature
-    (:func:`kernattn.bandwidth.loo_tied_bandwidth`): continuous ones within a factor 1000 of
-    Scott's rule, discrete ones over kernel ratios from e^-40 (λ ≈ 0) to 1 − 1e-8 (the top
-    of λ's range), starting from a ratio of e^-1. Only the row itself is left out, not the
-    other rows of its level: rows that share a category are neighbours, not copies.
+    (:func:`kernattn.bandwidth.select_tied_bandwidth`): continuous ones within a factor 1000
+    of Scott's rule, discrete ones over kernel ratios from e^-40 (λ ≈ 0) to 1 − 1e-8 (the
+    top of λ's range), starting from a ratio of e^-1. Only the row itself is left out, not
+    the other rows of its level: rows that share a category are neighbours, not copies.
 
     Returns
     -------
     bandwidth : ndarray of shape (n_features,)
-    loss : float
+    value : float
+        The criterion reached, in the targets' units.
     """
     continuous = ~encoding.discrete
     start = np.ones(len(encoding.kinds))
@@ -375,14 +382,15 @@ def loo_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, n_jobs=None):
     bounds = np.empty((len(start), 2))
     bounds[continuous] = np.log(start[continuous])[:, None] + [-np.log(1e3), np.log(1e3)]
     bounds[~continuous] = [-0.5 * np.log(SEARCH_RHO[1]), -0.5 * np.log(SEARCH_RHO[0])]
-    scales, loss, _ = loo_tied_bandwidth(
+    scales, value, _ = select_tied_bandwidth(
         Z,
         Y,
         sample_weight,
         scales,
         encoding.tied_columns(),
         bounds,
+        criterion=criterion,
         leave_out_duplicates=False,
         n_jobs=n_jobs,
     )
-    return encoding.bandwidth_from_scales(scales), loss
+    return encoding.bandwidth_from_scales(scales), value

@@ -7,12 +7,23 @@ predicts every training target from the other training points.
 """
 
 import numbers
+import time
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
+from sklearn.utils import check_random_state
 
 from kernattn._blocks import map_query_blocks, single_threaded_blas
+from kernattn._local_linear import (
+    key_columns,
+    n_line_parameters,
+    solve_covariance,
+    sparse_neighborhoods,
+    unpack_second,
+    value_key_columns,
+)
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import (
     exp_shifted,
@@ -22,7 +33,16 @@ from kernattn._numerics import (
 )
 from kernattn.kernels import log_kernel, log_kernel_derivative
 
-__all__ = ["BANDWIDTH_RULES", "rule_of_thumb_bandwidth", "loo_bandwidth", "resolve_bandwidth"]
+__all__ = [
+    "BANDWIDTH_RULES",
+    "CRITERIA",
+    "BandwidthSelection",
+    "BandwidthWarning",
+    "loo_bandwidth",
+    "resolve_bandwidth",
+    "rule_of_thumb_bandwidth",
+    "select_bandwidth",
+]
 
 BANDWIDTH_RULES = ("scott", "silverman", "loo")
 # Common factors of the rule-of-thumb bandwidth tried before the per-feature refinement.
@@ -109,274 +129,580 @@ def weighted_spread(X, weights):
     return mean, sigma
 
 
-class _LeaveOneOut:
-    r"""Leave-one-out squared error of the smoother as a function of the log-bandwidths.
+class BandwidthWarning(UserWarning):
+    """A selected bandwidth ended on the lower edge of its search range, or a local-linear
+    neighborhood was too small for a line.
 
-    Query :math:`i`'s own key, and every exact duplicate of it, is left out: otherwise a
-    vanishing bandwidth would copy each target from itself (or from its twin, so that
-    repeated rows would not act like integer weights). The loss is
-    :math:`L = \sum_i s_i \|y_i - \hat y_{-i}\|^2 / \sum_i s_i` and its gradient with respect
-    to :math:`\log h_f` is
-    :math:`\frac{4}{S}\sum_i s_i \sum_j w_{ij} \langle y_i - \hat y_i, y_j - \hat y_i\rangle
-    f'(r_{ij}^2)\, u_{ijf}^2`, with :math:`f` the log-kernel and :math:`u = (x_i - x_j)/h`.
-    Everything is computed in query blocks bounded by ``working_memory``, on the targets
-    divided by a power of two per output (see ``__init__``): the loss and gradient are
-    those in units of ``target_unit²`` (the ``scaled_`` methods, which the search uses), and
-    :meth:`in_target_units` converts back.
+    Issued once per fit (and once per prediction for the neighborhoods); it names the edge
+    and the features, and can be filtered on its own::
+
+        warnings.filterwarnings("ignore", category=kernattn.BandwidthWarning)
     """
 
-    def __init__(self, X, Y, sample_weight, kernel, n_jobs=None, leave_out_duplicates=True):
+
+#: The selection criteria: name → what the search minimizes.
+CRITERIA = ("loo", "aic", "gcv")
+
+
+class _Criterion:
+    r"""A bandwidth-selection criterion of the smoother as a function of the log-bandwidths.
+
+    ``"loo"``: the leave-one-out squared error :math:`\sum_i s_i \|y_i - \hat y_{-i}\|^2 /
+    \sum_i s_i`, where :math:`\hat y_{-i}` is the estimate (local constant or local linear)
+    at :math:`x_i` from the training set without row :math:`i` and every exact duplicate of
+    it. For a linear smoother this is :math:`(y_i - \hat y_i)/(1 - S_{ii})` with
+    :math:`S` the smoother matrix at the training points (exactly so for the local-linear
+    fit without its ridge); computing the fit without the row is the same and does not
+    cancel as :math:`S_{ii} \to 1`.
+
+    ``"gcv"``: :math:`\hat\sigma^2 / (1 - \mathrm{tr}(S)/n)^2` (that is
+    :math:`n\,\mathrm{RSS}/(n - \mathrm{tr}\,S)^2`), and ``"aic"``: the corrected AIC of
+    Hurvich, Simonoff and Tsai (1998),
+    :math:`\log\hat\sigma^2 + (1 + \mathrm{tr}(S)/n)/(1 - (\mathrm{tr}(S) + 2)/n)`, with
+    :math:`\hat\sigma^2 = \sum_i s_i \|y_i - \hat y_i\|^2 / n` the in-sample error and
+    :math:`n = \sum_i s_i` (integer weights count as repeated rows).
+
+    The gradients with respect to :math:`\theta_f = \log h_f` are analytic. With
+    :math:`\gamma_{ijf} = \partial \log\kappa_{ij}/\partial\theta_f = -2 f'(r_{ij}^2)
+    u_{ijf}^2` (:math:`u^2_{ijf}` for the Gaussian kernel), the local fit's
+    :math:`\partial\hat y_i/\partial\theta_f = \sum_j l_{ij}\,\gamma_{ijf}\, e_{ij}`, where
+    :math:`l_{ij}` are the equivalent weights and :math:`e_{ij} = y_j - \hat m_i(x_j)` the
+    residual of key :math:`j` from query :math:`i`'s local fit (for the local-constant fit,
+    :math:`y_j - \hat y_i`); and :math:`\partial S_{ii}/\partial\theta_f = -w_{ii}
+    \sum_j w_{ij} a_{ij}^2 \gamma_{ijf}` with :math:`l_{ij} = w_{ij} a_{ij}`.
+
+    The targets are centered and divided by their total standard deviation, so the search
+    sees the same function for ``Y`` and ``c·Y`` (up to rounding): the selected bandwidth
+    does not depend on the units of the targets; the inputs are centered and the search
+    runs in log-bandwidths, so it does not depend on the units of the inputs either. The
+    ``scaled_`` methods give the criterion in those units; :meth:`in_target_units` converts.
+
+    Every evaluation can be restricted to a subset of the queries (``rows``): each query
+    is still compared with every key, and the sums over the subset are scaled to the whole
+    training set, so the criterion's ingredients (the squared error, the trace) and their
+    gradients are unbiased estimates.
+    """
+
+    def __init__(
+        self,
+        X,
+        Y,
+        sample_weight,
+        kernel,
+        degree=0,
+        criterion="loo",
+        n_jobs=None,
+        leave_out_duplicates=True,
+    ):
         self.n_jobs = n_jobs
-        # Weights and data divided by powers of two (exact): their sums cannot overflow.
-        sample_weight = normalized_weights(sample_weight)
+        self.kernel = kernel
+        self.degree = degree
+        self.criterion = criterion
+        self.loo = criterion == "loo"
+        raw = np.asarray(sample_weight, dtype=float)
+        sample_weight = normalized_weights(raw)
+        with np.errstate(over="ignore"):
+            self.n_total = float(raw.sum())
         unit = power_of_two_scale(X, axis=0)
         self.X = X - np.average(X / unit, axis=0, weights=sample_weight) * unit
+        # Centered, and divided by a power of two near the total standard deviation of the
+        # targets (the root of the summed variances of the outputs): the loss of predicting
+        # the mean is between 1 and 4 whatever the units, so the optimizer's absolute
+        # tolerances mean the same for y and c·y. A power of two is exact: weighted and
+        # repeated rows, whose spreads differ in their last bits, see the same targets.
+        _, sigma = weighted_spread(Y, sample_weight)
+        top = float(sigma.max(initial=0.0))
+        total = top * float(np.sqrt(np.sum((sigma / top) ** 2))) if top > 0 else 1.0
+        self.y_scale = float(power_of_two_scale(total))
         unit = power_of_two_scale(Y, axis=0)
         Y = Y - np.average(Y / unit, axis=0, weights=sample_weight) * unit
-        # The centered targets in units of a power of two per output (exact): squared
-        # residuals of targets near 1e200 would overflow, of targets near 1e-200 underflow.
-        # Each output's squares are weighted by (unit / target_unit)², so that the loss is
-        # the plain one divided by target_unit², one power of two for all outputs: the
-        # search sees the same function for y and c·y (c a power of two) and the error is
-        # reported in the targets' units only at the end. The optimizer's tolerances are
-        # absolute (ftol's floor of 1, gtol), so the unit of the loss decides where it
-        # stops: targets whose squares cannot leave the float range keep the plain loss
-        # (target_unit 1, the same search for data that differ in their last bits, such as
-        # weighted and repeated rows); beyond 2^±100 target_unit is half the largest
-        # output's unit (2^(k−1) for 2^k ≤ max|y − ȳ| < 2^(k+1)).
-        self.unit = power_of_two_scale(Y, axis=0)
-        largest = float(self.unit.max())
-        self.target_unit = 1.0 if 2.0**-100 <= largest <= 2.0**100 else 0.5 * largest
-        self.output_weight = (self.unit / self.target_unit) ** 2
-        self.Y = Y / self.unit
-        self.Y1 = np.hstack([self.Y, np.ones((len(Y), 1))])
+        self.Y = Y / self.y_scale
         self.sw = sample_weight
         log_sw = np.log(sample_weight / sample_weight.max())
         self.log_sw = log_sw if np.any(log_sw != 0) else None
-        self.kernel = kernel
         self.total = sample_weight.sum()
+        self.n = len(X)
         # The (query, key) pairs to leave out: each row with every row of identical input.
         # Without leave_out_duplicates only the row itself (rows that share a category are
         # neighbours there, not copies).
         self.groups = DuplicateGroups(X if leave_out_duplicates else np.arange(len(X))[:, None])
         self.n_groups = self.groups.n_groups
+        self.group_ids = self.groups.ids if self.n_groups < self.n else None
+        self.n_params = n_line_parameters(X)
 
-    def in_target_units(self, loss):
-        """Losses (or gradients) of the search, in units of ``target_unit²``, in the
-        targets' units: inf only where the true value overflows."""
+    # ------------------------------------------------------------------ units
+
+    def in_target_units(self, value):
+        """A criterion value of the search in the targets' units (``inf`` only where the
+        true value overflows)."""
+        if self.criterion == "aic":
+            return value + 2.0 * np.log(self.y_scale)
         with np.errstate(over="ignore", under="ignore"):
-            return loss * self.target_unit * self.target_unit
+            return value * self.y_scale * self.y_scale
 
-    def _map_blocks(self, function):
-        """``function(rows)`` over query blocks, on threads; the results in block order."""
-        n = len(self.X)
+    def loss_and_grad(self, log_bandwidth, rows=None):
+        """The criterion and its gradient at ``exp(log_bandwidth)``, in the targets'
+        units."""
+        value, grad = self.scaled_loss_and_grad(log_bandwidth, rows)
+        if self.criterion == "aic":
+            return self.in_target_units(value), grad
+        return self.in_target_units(value), self.in_target_units(grad)
+
+    def grid_losses(self, bandwidth, factors, rows=None):
+        """The criterion at ``bandwidth * c`` for every common factor ``c`` (targets'
+        units)."""
+        return self.in_target_units(self.scaled_grid_losses(bandwidth, factors, rows))
+
+    # ------------------------------------------------------------- the blocks
+
+    def _columns(self, K):
+        """What the kernel weights are summed against: ``[1, y, (k, k kᵀ, y kᵀ)]``."""
+        columns = [np.ones((len(K), 1)), self.Y]
+        if self.degree == 1:
+            columns += [key_columns(K), value_key_columns(self.Y, K)]
+        return np.hstack(columns)
+
+    def _map_blocks(self, function, rows):
+        """``function(rows)`` over query blocks (global row indices: a slice when ``rows``
+        is ``None``), on threads; the results in block order."""
+        n_queries = self.n if rows is None else len(rows)
+
+        def run(block):
+            return function(block if rows is None else rows[block])
+
         return map_query_blocks(
-            function, n, n, n_jobs=self.n_jobs, n_arrays=3, cache=_BLOCK_ENTRIES
+            run, n_queries, self.n, n_jobs=self.n_jobs, n_arrays=6, cache=_BLOCK_ENTRIES
         )
 
     def _distances(self, K, K_aug, rows):
-        """Scaled squared distances of a block, +inf on the left-out pairs.
+        """Scaled squared distances of a block (rows × all keys), with the row minimum
+        subtracted for the Gaussian kernel (its exact shift); +inf on the left-out pairs
+        for ``"loo"``.
 
         One product: [q, ‖q‖², 1] · [−2k, 1, ‖k‖²]. Not clipped at 0: a rounding error of
         −1e-16 only shifts a logit by as much.
         """
         Q = K[rows]
         Q_aug = np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((len(Q), 1))])
-        return self.groups.leave_out(Q_aug @ K_aug, rows, value=np.inf)
+        r2 = Q_aug @ K_aug
+        if self.loo:
+            r2 = self.groups.leave_out(r2, rows, value=np.inf)
+        if self.kernel == "gaussian":
+            r2 -= r2.min(axis=1, keepdims=True)
+        else:
+            np.maximum(r2, 0.0, out=r2)
+        return r2
 
     @staticmethod
     def _augment(K):
         return np.vstack([-2.0 * K.T, np.ones(len(K)), np.einsum("ij,ij->i", K, K)])
 
-    def _kernel(self, r2, factor=1.0, out=None):
-        """exp(logits − shift) of a block, the shift a per-row upper bound of the logits.
-
-        For the Gaussian kernel, ``r2`` must already have its row minimum (the nearest kept
-        key) subtracted: that is the shift, exact when the sample weights are equal, and
-        it saves a pass over the block.
-        """
+    def _kernel(self, r2, factor=1.0):
+        """Kernel weights (times the sample weights) of a block, each row scaled by a
+        constant (it cancels), and the rows that no key reaches (compact kernels), which
+        get their nearest keys, as in prediction."""
         if self.kernel == "gaussian":
-            logits = np.multiply(r2, -0.5 / factor**2, out=out)
+            logits = r2 * (-0.5 / factor**2)
         else:
             logits = log_kernel(r2 / factor**2, self.kernel)
         if self.log_sw is not None:
             logits += self.log_sw
-        if self.kernel != "gaussian" or self.log_sw is not None:
-            return shifted_exp(logits)
-        return exp_shifted(logits)
+        with np.errstate(invalid="ignore"):
+            if self.kernel == "gaussian" and self.log_sw is None:
+                E = exp_shifted(logits)
+            else:
+                E = shifted_exp(logits)
+        empty = ~(E.sum(axis=1) > 0)
+        if np.any(empty):
+            nearest = r2[empty] == r2[empty].min(axis=1, keepdims=True)
+            E[empty] = nearest * (self.sw / self.sw.max())
+        return E, empty
 
-    def _prepare(self, r2):
-        if self.kernel == "gaussian":
-            r2 -= r2.min(axis=1, keepdims=True)
-        return r2
-
-    def grid_losses(self, bandwidth, factors):
-        """Loss at ``bandwidth * c`` for every common factor ``c`` (targets' units)."""
-        return self.in_target_units(self.scaled_grid_losses(bandwidth, factors))
-
-    def loss_and_grad(self, log_bandwidth):
-        """Loss and gradient at ``exp(log_bandwidth)`` in the targets' units (they overflow
-        to inf for targets beyond about 1e154: the search uses the scaled ones)."""
-        loss, grad = self.scaled_loss_and_grad(log_bandwidth)
-        return self.in_target_units(loss), self.in_target_units(grad)
-
-    def scaled_grid_losses(self, bandwidth, factors):
-        """Loss at ``bandwidth * c`` for every common factor ``c``, sharing the distances
-        (in units of ``target_unit²``)."""
-        K = self.X / bandwidth
-        K_aug = self._augment(K)
+    def _block(self, K, K_aug, columns, rows, factor=1.0, gradient=True):
+        """Per block: Σ s_i‖r_i‖², Σ_i S_ii (not for ``"loo"``), and their gradients."""
+        d = K.shape[1]
         t = self.Y.shape[1]
+        r2 = self._distances(K, K_aug, rows)
+        E, empty = self._kernel(r2, factor)
+        b = len(E)
+        sums = E @ columns
+        S0 = sums[:, 0]
+        ybar = sums[:, 1 : 1 + t] / S0[:, None]
+        Q = K[rows]
+        if self.degree == 1:
+            pairs = d * (d + 1) // 2
+            m = sums[:, 1 + t : 1 + t + d] / S0[:, None]
+            second = unpack_second(sums[:, 1 + t + d : 1 + t + d + pairs] / S0[:, None], d)
+            T1 = sums[:, 1 + t + d + pairs :].reshape(b, t, d) / S0[:, None, None]
+            Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
+            rhs = np.concatenate([(Q - m)[:, :, None], Cxy], axis=2)
+            solution, resolved = solve_covariance(m, second, rhs)
+            unresolved = np.flatnonzero(~resolved)
+            if len(unresolved):
+                sparse = sparse_neighborhoods(E[unresolved], self.n_params, self.group_ids)
+                solution[unresolved[sparse]] = 0.0
+            g = solution[:, :, 0]
+            B = solution[:, :, 1:]
+            fitted = ybar + np.einsum("bdt,bd->bt", Cxy, g)
+        else:
+            fitted = ybar
+        residual = self.Y[rows] - fitted
+        s = self.sw[rows]
+        rss = s @ np.einsum("ij,ij->i", residual, residual)
+        trace = 0.0
+        if not self.loo:
+            self_weight = E[np.arange(b), np.arange(self.n)[rows]] / S0
+            if self.degree == 1:
+                self_weight = self_weight * (1.0 + np.einsum("bd,bd->b", Q - m, g))
+            trace = self_weight.sum()
+        if not gradient:
+            return rss, trace
+        if self.degree == 1:
+            A = (1.0 - np.einsum("bd,bd->b", g, m))[:, None] + g @ K.T
+            beta = np.einsum("bdt,bt->bd", B, residual)
+            offset = np.einsum("bt,bt->b", residual, ybar) - np.einsum("bd,bd->b", beta, m)
+            P = residual @ self.Y.T
+            P -= offset[:, None]
+            P -= beta @ K.T
+            P *= A
+        else:
+            A = None
+            P = residual @ self.Y.T
+            P -= np.einsum("bt,bt->b", residual, ybar)[:, None]
+        P *= E
+        P *= (s / S0)[:, None]
+        parts = [P]
+        if not self.loo:
+            # ∂S_ii/∂θ = −w_ii Σ_j w_ij a_ij² γ_ij.
+            T = E * (self_weight / S0)[:, None] if A is None else E * A * A
+            if A is not None:
+                T *= (E[np.arange(b), np.arange(self.n)[rows]] / S0**2)[:, None]
+            parts.append(T)
+        stacked = np.vstack(parts)
+        if self.kernel != "gaussian":
+            finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
+            stacked *= np.tile(-2.0 * log_kernel_derivative(finite, self.kernel), (len(parts), 1))
+        stacked[np.tile(empty, len(parts))] = 0.0
+        # Σ_j P_ij u_ijf² with u = (q − k)/factor: q² Σ P − 2q Σ P k + Σ P k².
+        moments = stacked @ np.hstack([np.ones((self.n, 1)), K, K**2])
+        Qs = np.tile(Q, (len(parts), 1))
+        du = Qs**2 * moments[:, :1] - 2.0 * Qs * moments[:, 1 : 1 + d] + moments[:, 1 + d :]
+        du /= factor**2
+        d_rss = -2.0 * du[:b].sum(axis=0)
+        d_trace = -du[b:].sum(axis=0) if not self.loo else np.zeros(d)
+        return rss, trace, d_rss, d_trace
 
-        def block_losses(rows):
-            losses = np.zeros(len(factors))
-            r2 = self._prepare(self._distances(K, K_aug, rows))
-            buffer = np.empty_like(r2)
-            for c, factor in enumerate(factors):
-                sums = self._kernel(r2, factor, out=buffer) @ self.Y1
-                residual = self.Y[rows] - sums[:, :t] / sums[:, t:]
-                weighted = residual * self.output_weight
-                losses[c] = self.sw[rows] @ np.einsum("ij,ij->i", weighted, residual)
-            return losses
+    # -------------------------------------------------------------- criteria
 
-        return np.sum(self._map_blocks(block_losses), axis=0) / self.total
-
-    def scaled_loss_and_grad(self, log_bandwidth):
-        """Loss and gradient at ``exp(log_bandwidth)`` in units of ``target_unit²``."""
+    def _statistics(self, log_bandwidth, rows, gradient=True, factors=None):
         K = self.X / np.exp(log_bandwidth)
         K_aug = self._augment(K)
-        n, d = K.shape
-        t = self.Y.shape[1]
-        # Key moments M_j = [1, k_j, k_j²], alone and times each target column: one product
-        # with the kernel block gives the normalizer, the estimate and every gradient sum.
-        M = np.hstack([np.ones((n, 1)), K, K**2])
-        columns = np.hstack([M] + [self.Y[:, [c]] * M for c in range(t)])
+        columns = self._columns(K)
+        scale = 1.0 if rows is None else self.n / len(rows)
+        if factors is None:
+            parts = self._map_blocks(
+                lambda block: self._block(K, K_aug, columns, block, gradient=gradient), rows
+            )
+            return [scale * np.sum([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
 
-        def block_loss_and_grad(rows):
-            r2 = self._prepare(self._distances(K, K_aug, rows))
-            kernel = self._kernel(r2 if self.kernel == "gaussian" else r2.copy())
-            sums = (kernel @ columns).reshape(len(kernel), t + 1, 2 * d + 1)
-            if self.kernel != "gaussian":
-                kernel *= log_kernel_derivative(np.where(np.isfinite(r2), r2, 0.0), self.kernel)
-                derivative_sums = (kernel @ columns).reshape(sums.shape)
-            else:
-                derivative_sums = -0.5 * sums
-            denominator = sums[:, 0, 0]
-            fitted = sums[:, 1:, 0] / denominator[:, None]
-            residual = self.Y[rows] - fitted
-            # The output weights enter through the residual of the loss and its gradient.
-            weighted = residual * self.output_weight
-            loss = self.sw[rows] @ np.einsum("ij,ij->i", weighted, residual)
-            residual = weighted
-            # C_i = Σ_j w_ij f'_ij <r_i, y_j − ŷ_i> M_j, up to the factor 1/denominator_i.
-            C = np.einsum("ic,icm->im", residual, derivative_sums[:, 1:, :])
-            C -= np.einsum("ic,ic->i", residual, fitted)[:, None] * derivative_sums[:, 0, :]
-            C *= (self.sw[rows] / denominator)[:, None]
-            Q = K[rows]
-            # Σ_j (...) (q_f − k_jf)² = q_f² C_0 − 2 q_f C_f + C_{d+f}.
-            grad = np.einsum("if,i->f", Q**2, C[:, 0])
-            grad -= 2.0 * np.einsum("if,if->f", Q, C[:, 1 : d + 1])
-            grad += C[:, d + 1 :].sum(axis=0)
-            return loss, grad
+        def block_grid(block):
+            return [self._block(K, K_aug, columns, block, c, gradient=False) for c in factors]
 
-        parts = self._map_blocks(block_loss_and_grad)
-        loss = sum(part[0] for part in parts)
-        grad = np.sum([part[1] for part in parts], axis=0)
-        return loss / self.total, 4.0 * grad / self.total
+        parts = self._map_blocks(block_grid, rows)
+        return [
+            [scale * sum(p[c][k] for p in parts) for k in range(2)] for c in range(len(factors))
+        ]
+
+    def _value(self, rss, trace, d_rss=None, d_trace=None):
+        """The criterion (search units) from the squared error and the trace."""
+        sigma2 = rss / self.total
+        d_sigma2 = None if d_rss is None else d_rss / self.total
+        if self.loo:
+            return sigma2, d_sigma2
+        n = self.n_total
+        tau = trace / n
+        if self.criterion == "gcv":
+            room = 1.0 - tau
+            if not room > 0:
+                return _INFEASIBLE, None if d_rss is None else np.zeros_like(d_rss)
+            value = sigma2 / room**2
+            if d_rss is None:
+                return value, None
+            return value, d_sigma2 / room**2 + 2.0 * sigma2 * (d_trace / n) / room**3
+        room = 1.0 - tau - 2.0 / n
+        if not room > 0:
+            return _INFEASIBLE, None if d_rss is None else np.zeros_like(d_rss)
+        sigma2 = max(sigma2, 1e-300)
+        value = np.log(sigma2) + (1.0 + tau) / room
+        if d_rss is None:
+            return value, None
+        return value, d_sigma2 / sigma2 + (2.0 - 2.0 / n) / room**2 * (d_trace / n)
+
+    def scaled_loss_and_grad(self, log_bandwidth, rows=None):
+        """The criterion and its gradient at ``exp(log_bandwidth)`` (search units)."""
+        rss, trace, d_rss, d_trace = self._statistics(log_bandwidth, rows)
+        return self._value(rss, trace, d_rss, d_trace)
+
+    def scaled_loss(self, log_bandwidth, rows=None):
+        rss, trace = self._statistics(log_bandwidth, rows, gradient=False)
+        return self._value(rss, trace)[0]
+
+    def scaled_grid_losses(self, bandwidth, factors, rows=None):
+        """The criterion at ``bandwidth * c`` for every common factor ``c``, sharing the
+        distances (search units)."""
+        stats = self._statistics(np.log(bandwidth), rows, gradient=False, factors=factors)
+        return np.array([self._value(rss, trace)[0] for rss, trace in stats])
+
+    def effective_dof(self, log_bandwidth, rows=None):
+        """tr(S), the trace of the smoother matrix at the training points."""
+        loo, self.loo = self.loo, False
+        try:
+            return float(self._statistics(log_bandwidth, rows, gradient=False)[1])
+        finally:
+            self.loo = loo
 
 
-def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian", *, n_jobs=None):
+# A criterion where tr(S) leaves no degrees of freedom for the error: worse than any other.
+_INFEASIBLE = 1e10
+# Training sets up to this many rows are searched exactly; larger ones on growing random
+# subsets of the queries (each against every key).
+_EXACT_ROWS = 4000
+# The subsets of queries of the stages of a large search.
+_FIRST_SUBSET = 1000
+_SUBSET_GROWTH = 4
+_LAST_SUBSET = 4000
+
+
+def _subset_stages(n, rng):
+    """Nested random subsets of the queries, growing; ``[None]`` (all rows) for small n."""
+    if n <= _EXACT_ROWS:
+        return [None]
+    order = rng.permutation(n)
+    sizes = []
+    size = _FIRST_SUBSET
+    while size < min(n, _LAST_SUBSET):
+        sizes.append(size)
+        size *= _SUBSET_GROWTH
+    sizes.append(min(n, _LAST_SUBSET))
+    return [np.sort(order[:size]) for size in sizes]
+
+
+class BandwidthSelection(NamedTuple):
+    """The result of :func:`select_bandwidth`."""
+
+    #: ndarray of shape (n_features,): the bandwidths.
+    bandwidth: np.ndarray
+    #: float: the criterion reached, in the targets' units (for ``"loo"`` the leave-one-out
+    #: mean squared error; an estimate from ``n_queries`` queries for large training sets).
+    value: float
+    #: ndarray of bool: the bandwidths on the lower edge of the search range.
+    lower_edge: np.ndarray
+    #: ndarray of bool: the bandwidths on the upper edge of the search range.
+    upper_edge: np.ndarray
+    #: float: tr(S), the effective degrees of freedom at the selected bandwidths.
+    effective_dof: float
+    #: int: the queries the last stage of the search used (all rows for small sets).
+    n_queries: int
+
+
+def select_bandwidth(
+    X,
+    Y,
+    sample_weight=None,
+    kernel="gaussian",
+    *,
+    criterion="loo",
+    degree=0,
+    n_jobs=None,
+    random_state=None,
+    verbose=0,
+):
+    """Per-feature bandwidths that minimize a selection criterion of the smoother.
+
+    The criterion is that of the estimator actually fitted (``degree`` 0 for
+    local-constant, 1 for local-linear): ``"loo"`` the leave-one-out squared error,
+    ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998), ``"gcv"``
+    generalized cross-validation (see :class:`_Criterion`). First the best common multiple
+    ``c · h_scott`` over a log grid (all factors evaluated on one set of distances), then
+    all log-bandwidths refined together by L-BFGS-B with the analytic gradient, within a
+    factor 1000 of the Scott bandwidth either way. Then each feature is tried with its
+    largest bandwidth (smoothed away: irrelevant features want that, but a small bandwidth
+    on a feature with gaps is a flat plateau the gradient cannot leave), and the
+    refinement is repeated from any improvement.
+
+    Training sets of more than 4 000 rows are searched on random subsets of the queries
+    (1 000, then 4 000 rows), each compared with every key: the criterion's sums over the
+    subset, scaled to the whole set, are unbiased estimates of the full sums, and each
+    stage starts from the previous stage's bandwidths. The search then costs a few
+    thousand rows' worth of kernel sums instead of ``n`` per evaluation.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    Y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+    sample_weight : ndarray of shape (n_samples,), optional
+    kernel : {"gaussian", "epanechnikov", "tricube"}
+    criterion : {"loo", "aic", "gcv"}
+    degree : {0, 1}
+    n_jobs : int, optional
+        Threads for the blocks of the criterion (``None``: all cores, within any thread
+        limit set around the call).
+    random_state : int, RandomState instance or None
+        The subsets of queries of a large search.
+    verbose : int
+        1: a line per stage of the search; 2: also a line per evaluation.
+
+    Returns
+    -------
+    selection : BandwidthSelection
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-1, 1, size=(80, 1))
+    >>> y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=80)
+    >>> selection = select_bandwidth(X, y, criterion="gcv", degree=1)
+    >>> bool(0.05 < selection.bandwidth[0] < 0.5), bool(selection.effective_dof > 2)
+    (True, True)
+    """
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
+    sw = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    if len(X) < 2:
+        raise ValueError(
+            f"bandwidth={criterion!r} needs at least 2 samples; got {len(X)} sample"
+        )
+    with single_threaded_blas():
+        return _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose)
+
+
+def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
+    objective = _Criterion(X, Y, sw, kernel, degree, criterion, n_jobs)
+    if objective.n_groups < 2:
+        raise ValueError(
+            f"bandwidth={criterion!r} needs at least 2 distinct training inputs; every row "
+            "of X is the same. Give a bandwidth or use 'scott'."
+        )
+    started = time.perf_counter()
+
+    def say(level, message):
+        if verbose >= level:
+            print(f"[bandwidth={criterion!r} {time.perf_counter() - started:7.2f} s] {message}")
+
+    start = rule_of_thumb_bandwidth(X, sw, "scott")
+    lower = np.log(start / _LOO_RANGE)
+    upper = np.log(start * _LOO_RANGE)
+    bounds = list(zip(lower, upper, strict=True))
+    stages = _subset_stages(len(X), check_random_state(random_state))
+    log_h = None
+    for stage, rows in enumerate(stages):
+        n_queries = len(X) if rows is None else len(rows)
+        first = stage == 0
+
+        def evaluate(log_h, rows=rows):
+            value, grad = objective.scaled_loss_and_grad(log_h, rows)
+            say(2, f"  criterion {value:.6g} at h = {np.exp(log_h)}")
+            return value, grad
+
+        def refine(log_h, maxiter, evaluate=evaluate):
+            result = minimize(
+                evaluate,
+                log_h,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=bounds,
+                options={"maxiter": maxiter, "ftol": 1e-9, "gtol": 1e-7},
+            )
+            return result.x, float(result.fun)
+
+        if first:
+            grid = objective.scaled_grid_losses(start, _LOO_GRID, rows)
+            best = np.log(start) + np.log(_LOO_GRID[np.argmin(grid)])
+            say(1, f"{n_queries} queries: grid of common factors, best {grid.min():.6g}")
+            log_h, loss = refine(best, 100)
+            if grid.min() < loss:
+                log_h, loss = best, float(grid.min())
+            # A small bandwidth on a feature with gaps (integer codes, say) is a plateau:
+            # the gradient vanishes before the feature is smoothed away. Try dropping each
+            # feature (its bandwidth to the upper edge), refine again from any improvement.
+            dropped, dropped_loss = log_h.copy(), loss
+            for j in range(len(log_h)):
+                candidate = dropped.copy()
+                candidate[j] = upper[j]
+                candidate_loss = objective.scaled_loss(candidate, rows)
+                if candidate_loss < dropped_loss:
+                    dropped, dropped_loss = candidate, candidate_loss
+            if np.any(dropped != log_h):
+                candidate, candidate_loss = refine(dropped, 100)
+                if candidate_loss < loss:
+                    log_h, loss = candidate, candidate_loss
+        else:
+            log_h, loss = refine(log_h, 30)
+        say(1, f"{n_queries} queries: criterion {loss:.6g} at h = {np.exp(log_h)}")
+    dof = objective.effective_dof(log_h, stages[-1])
+    # Within 1 %: the optimizer stops as the loss flattens, not exactly on the edge.
+    return BandwidthSelection(
+        bandwidth=np.exp(log_h),
+        value=float(objective.in_target_units(loss)),
+        lower_edge=log_h <= lower + 0.01,
+        upper_edge=log_h >= upper - 0.01,
+        effective_dof=dof,
+        n_queries=len(X) if stages[-1] is None else len(stages[-1]),
+    )
+
+
+def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian", *, degree=0, n_jobs=None):
     """Per-feature bandwidths that minimize the leave-one-out squared error.
 
-    First the best common multiple ``c · h_scott`` over a log grid (all factors evaluated on
-    one set of distances), then all log-bandwidths refined together by L-BFGS-B with the
-    analytic gradient, within a factor 1000 of the Scott bandwidth either way. Last, each
-    feature is tried with its largest bandwidth (smoothed away: irrelevant features want
-    that, but a small bandwidth on a feature with gaps is a flat plateau the gradient cannot
-    leave), and the refinement is repeated from any improvement.
-
-    The objective and its gradient are computed over blocks of queries on ``n_jobs``
-    threads (``None``: all cores, within any thread limit set around the call).
+    :func:`select_bandwidth` with ``criterion="loo"``.
 
     Returns
     -------
     bandwidth : ndarray of shape (n_features,)
     loss : float
         The leave-one-out mean squared error reached, in the targets' units (squared,
-        summed over the outputs). The search itself works on the targets divided by a power
-        of two per output, so it chooses the same bandwidths for ``Y`` and ``c·Y`` (exactly
-        when ``c`` is a power of two) and neither overflows nor underflows for targets near
-        1e±200; only this reported error is ``inf`` when its true value exceeds the largest
+        summed over the outputs). The search works on the targets divided by their total
+        standard deviation, so it chooses the same bandwidths for ``Y`` and ``c·Y``;
+        only this reported error is ``inf`` when its true value exceeds the largest
         float (targets beyond about 1e154).
     at_bound : ndarray of bool, shape (n_features,)
         Which bandwidths ended on the edge of the search range.
     """
-    X = np.asarray(X, dtype=float)
-    Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
-    sw = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
     if len(X) < 2:
         raise ValueError(
             f"bandwidth='loo' needs at least 2 samples to leave one out; got {len(X)} sample"
         )
-    with single_threaded_blas():
-        return _search_loo_bandwidth(X, Y, sw, kernel, n_jobs)
+    selection = select_bandwidth(
+        X, Y, sample_weight, kernel, criterion="loo", degree=degree, n_jobs=n_jobs
+    )
+    return selection.bandwidth, selection.value, selection.lower_edge | selection.upper_edge
 
 
-def _search_loo_bandwidth(X, Y, sw, kernel, n_jobs):
-    objective = _LeaveOneOut(X, Y, sw, kernel, n_jobs)
-    if objective.n_groups < 2:
-        raise ValueError(
-            "bandwidth='loo' needs at least 2 distinct training inputs; every row of X is the "
-            "same. Give a bandwidth or use 'scott'."
-        )
-    start = rule_of_thumb_bandwidth(X, sw, "scott")
-    grid = objective.scaled_grid_losses(start, _LOO_GRID)
-    best = np.exp(np.log(start) + np.log(_LOO_GRID[np.argmin(grid)]))
-    lower = np.log(start / _LOO_RANGE)
-    upper = np.log(start * _LOO_RANGE)
-    bounds = list(zip(lower, upper, strict=True))
-    options = {"maxiter": 100, "ftol": 1e-9, "gtol": 1e-7}
-
-    def refine(log_h):
-        result = minimize(
-            objective.scaled_loss_and_grad,
-            log_h,
-            jac=True,
-            method="L-BFGS-B",
-            bounds=bounds,
-            options=options,
-        )
-        return result.x, result.fun
-
-    log_h, loss = refine(np.log(best))
-    if grid.min() < loss:
-        log_h, loss = np.log(best), grid.min()
-    # A small bandwidth on a feature with gaps (integer codes, say) is a plateau: the
-    # gradient vanishes before the feature is smoothed away. Try dropping each feature
-    # (its bandwidth to the upper edge) and refine again from any improvement.
-    dropped, dropped_loss = log_h.copy(), loss
-    for j in range(len(log_h)):
-        candidate = dropped.copy()
-        candidate[j] = upper[j]
-        candidate_loss = objective.scaled_loss_and_grad(candidate)[0]
-        if candidate_loss < dropped_loss:
-            dropped, dropped_loss = candidate, candidate_loss
-    if np.any(dropped != log_h):
-        candidate, candidate_loss = refine(dropped)
-        if candidate_loss < loss:
-            log_h, loss = candidate, candidate_loss
-    # Within 1 %: the optimizer stops as the loss flattens, not exactly on the edge.
-    at_bound = (log_h <= lower + 0.01) | (log_h >= upper - 0.01)
-    return np.exp(log_h), float(objective.in_target_units(loss)), at_bound
-
-
-def _bandwidth_message(bandwidth, detail=""):
+def edge_message(criterion, features, edge):
+    """The warning for bandwidths on an edge of the search range."""
+    meaning = {
+        "lower": f"its lower end, a factor {_LOO_RANGE:g} below Scott's rule: the target "
+        "varies faster than the sample resolves; consider more data or give a bandwidth",
+        "upper": f"its upper end, a factor {_LOO_RANGE:g} above Scott's rule: the feature "
+        "barely matters to the target (its bandwidth wants to be infinite)",
+    }[edge]
+    name = "leave-one-out" if criterion == "loo" else criterion.upper()
     return (
-        "bandwidth must be a positive float, an array of n_features positive floats, or "
-        f"one of 'scott', 'silverman', 'loo'; got {bandwidth!r}{detail}"
+        f"the {name} bandwidth of feature(s) {features} ended on the edge of the search "
+        f"range, at {meaning}."
     )
 
 
-def check_bandwidth(bandwidth, n_features):
+def _bandwidth_message(bandwidth, detail="", rules=BANDWIDTH_RULES):
+    return (
+        "bandwidth must be a positive float, an array of n_features positive floats, or "
+        f"one of {', '.join(map(repr, rules))}; got {bandwidth!r}{detail}"
+    )
+
+
+def check_bandwidth(bandwidth, n_features, rules=BANDWIDTH_RULES):
     """A given bandwidth as one positive finite float per feature, or a ``ValueError``."""
     if isinstance(bandwidth, numbers.Real) and not isinstance(bandwidth, bool):
         h = np.full(n_features, float(bandwidth))
@@ -384,61 +710,73 @@ def check_bandwidth(bandwidth, n_features):
         try:
             h = np.asarray(bandwidth, dtype=float)
         except (TypeError, ValueError):
-            raise ValueError(_bandwidth_message(bandwidth)) from None
+            raise ValueError(_bandwidth_message(bandwidth, rules=rules)) from None
         if h.shape != (n_features,):
             raise ValueError(
                 _bandwidth_message(
-                    bandwidth, f" (shape {h.shape}, but X has {n_features} features)"
+                    bandwidth, f" (shape {h.shape}, but X has {n_features} features)", rules
                 )
             )
     if not np.all(np.isfinite(h) & (h > 0)):
-        raise ValueError(_bandwidth_message(bandwidth))
+        raise ValueError(_bandwidth_message(bandwidth, rules=rules))
     return h
 
 
-def resolve_bandwidth(bandwidth, X, Y, sample_weight, kernel="gaussian", *, n_jobs=None):
-    """The bandwidth a smoother uses: a rule, the leave-one-out search, or the given values.
+def resolve_bandwidth(
+    bandwidth, X, Y, sample_weight, kernel="gaussian", *, n_jobs=None, rules=BANDWIDTH_RULES
+):
+    """The bandwidth a local-constant smoother uses: a rule, a selection criterion, or
+    the given values.
 
-    Warns when a leave-one-out bandwidth ends on the edge of its search range.
+    Warns (:class:`BandwidthWarning`) when a selected bandwidth ends on an edge of its
+    search range, naming the edge and the features.
 
     Returns
     -------
     bandwidth : ndarray of shape (n_features,)
     loo_error : float or None
-        The leave-one-out error reached, for ``"loo"``.
+        The criterion reached, for ``"loo"``, ``"aic"`` and ``"gcv"``.
     """
-    if isinstance(bandwidth, str) and bandwidth == "loo":
-        h, loss, at_bound = loo_bandwidth(X, Y, sample_weight, kernel, n_jobs=n_jobs)
-        if np.any(at_bound):
-            features = np.flatnonzero(at_bound).tolist()
-            warnings.warn(
-                f"the leave-one-out bandwidth of feature(s) {features} ended on the "
-                f"edge of the search range (a factor {_LOO_RANGE:g} from Scott's rule). "
-                "At the upper edge the feature barely matters to the target (its "
-                "bandwidth wants to be infinite); at the lower edge the target varies "
-                "faster than the sample resolves.",
-                UserWarning,
-                stacklevel=3,
-            )
-        return h, loss
+    if isinstance(bandwidth, str) and bandwidth in CRITERIA and bandwidth in rules:
+        selection = select_bandwidth(
+            X, Y, sample_weight, kernel, criterion=bandwidth, n_jobs=n_jobs
+        )
+        for edge, mask in (("lower", selection.lower_edge), ("upper", selection.upper_edge)):
+            if np.any(mask):
+                warnings.warn(
+                    edge_message(bandwidth, np.flatnonzero(mask).tolist(), edge),
+                    BandwidthWarning,
+                    stacklevel=3,
+                )
+        return selection.bandwidth, selection.value
     if isinstance(bandwidth, str):
-        if bandwidth not in BANDWIDTH_RULES:
-            raise ValueError(_bandwidth_message(bandwidth))
+        if bandwidth not in rules:
+            raise ValueError(_bandwidth_message(bandwidth, rules=rules))
         return rule_of_thumb_bandwidth(X, sample_weight, bandwidth), None
-    return check_bandwidth(bandwidth, X.shape[1]), None
+    return check_bandwidth(bandwidth, X.shape[1], rules), None
 
 
-def loo_tied_bandwidth(
-    X, Y, sample_weight, scales, tied, bounds, *, leave_out_duplicates=True, n_jobs=None
+def select_tied_bandwidth(
+    X,
+    Y,
+    sample_weight,
+    scales,
+    tied,
+    bounds,
+    *,
+    criterion="loo",
+    leave_out_duplicates=True,
+    n_jobs=None,
 ):
-    """Leave-one-out bandwidths of columns tied in groups (the encoded columns of a discrete
-    feature share one scale).
+    """Gaussian-kernel bandwidths of columns tied in groups (the encoded columns of a
+    discrete feature share one scale) that minimize a selection criterion.
 
     Parameter ``p`` is the log-scale of the columns ``tied[p]``; the other columns keep
-    their ``scales``. The search is that of :func:`loo_bandwidth`: the best common shift of
-    the log-parameters from their start over the same grid of factors, then L-BFGS-B with the
-    analytic gradient (the sum of the tied columns' gradients) within ``bounds``, then each
-    parameter tried at its upper bound and the refinement repeated from any improvement.
+    their ``scales``. The search is that of :func:`select_bandwidth` on all rows: the best
+    common shift of the log-parameters from their start over the same grid of factors, then
+    L-BFGS-B with the analytic gradient (the sum of the tied columns' gradients) within
+    ``bounds``, then each parameter tried at its upper bound and the refinement repeated
+    from any improvement.
 
     Parameters
     ----------
@@ -451,25 +789,31 @@ def loo_tied_bandwidth(
         Per parameter, its columns.
     bounds : ndarray of shape (n_parameters, 2)
         The range of each log-parameter.
+    criterion : {"loo", "aic", "gcv"}
     leave_out_duplicates : bool
         Leave every exact duplicate of a row out with it (else only the row).
+    n_jobs : int, optional
 
     Returns
     -------
     scales : ndarray of shape (n_columns,)
-    loss : float
-        The leave-one-out mean squared error reached, in the targets' units.
+    value : float
+        The criterion reached, in the targets' units.
     at_bound : ndarray of bool, shape (n_parameters,)
     """
     X = np.asarray(X, dtype=float)
     Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
     if len(X) < 2:
-        raise ValueError(
-            f"bandwidth='loo' needs at least 2 samples to leave one out; got {len(X)} sample"
-        )
+        raise ValueError(f"bandwidth={criterion!r} needs at least 2 samples; got {len(X)} sample")
     with single_threaded_blas():
-        objective = _LeaveOneOut(
-            X, Y, sample_weight, "gaussian", n_jobs, leave_out_duplicates=leave_out_duplicates
+        objective = _Criterion(
+            X,
+            Y,
+            sample_weight,
+            "gaussian",
+            criterion=criterion,
+            n_jobs=n_jobs,
+            leave_out_duplicates=leave_out_duplicates,
         )
         base = np.log(np.asarray(scales, dtype=float))
         lower, upper = np.asarray(bounds, dtype=float).T
@@ -481,13 +825,13 @@ def loo_tied_bandwidth(
             return log_scales
 
         def loss_and_grad(theta):
-            loss, grad = objective.scaled_loss_and_grad(columns(theta))
-            return loss, np.array([grad[cols].sum() for cols in tied])
+            value, grad = objective.scaled_loss_and_grad(columns(theta))
+            return value, np.array([grad[cols].sum() for cols in tied])
 
         start = np.array([base[cols[0]] if len(cols) else 0.0 for cols in tied])
         candidates = [np.clip(start + np.log(f), lower, upper) for f in _LOO_GRID]
-        losses = [loss_and_grad(theta)[0] for theta in candidates]
-        best, best_loss = candidates[int(np.argmin(losses))], float(np.min(losses))
+        values = [objective.scaled_loss(columns(theta)) for theta in candidates]
+        best, best_value = candidates[int(np.argmin(values))], float(np.min(values))
 
         def refine(theta):
             result = minimize(
@@ -500,19 +844,19 @@ def loo_tied_bandwidth(
             )
             return result.x, float(result.fun)
 
-        theta, loss = refine(best)
-        if best_loss < loss:
-            theta, loss = best, best_loss
-        dropped, dropped_loss = theta.copy(), loss
+        theta, value = refine(best)
+        if best_value < value:
+            theta, value = best, best_value
+        dropped, dropped_value = theta.copy(), value
         for p in range(len(theta)):
             candidate = dropped.copy()
             candidate[p] = upper[p]
-            candidate_loss = loss_and_grad(candidate)[0]
-            if candidate_loss < dropped_loss:
-                dropped, dropped_loss = candidate, candidate_loss
+            candidate_value = objective.scaled_loss(columns(candidate))
+            if candidate_value < dropped_value:
+                dropped, dropped_value = candidate, candidate_value
         if np.any(dropped != theta):
-            candidate, candidate_loss = refine(dropped)
-            if candidate_loss < loss:
-                theta, loss = candidate, candidate_loss
+            candidate, candidate_value = refine(dropped)
+            if candidate_value < value:
+                theta, value = candidate, candidate_value
         at_bound = (theta <= lower + 0.01) | (theta >= upper - 0.01)
-        return np.exp(columns(theta)), float(objective.in_target_units(loss)), at_bound
+        return np.exp(columns(theta)), float(objective.in_target_units(value)), at_bound

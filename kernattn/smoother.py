@@ -11,6 +11,7 @@ and the last term depends on the query only, so it cancels in the softmax: the w
 rules and the leave-one-out search live in :mod:`kernattn.bandwidth`.
 """
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -27,17 +28,36 @@ from kernattn._inference import (
     nadaraya_watson_gradient_weights,
     normal_quantile,
 )
+from kernattn._local_linear import (
+    key_columns,
+    n_line_parameters,
+    solve_covariance,
+    sparse_neighborhoods,
+    unpack_second,
+    value_key_columns,
+)
+from kernattn._loo import duplicate_groups
 from kernattn._mixed import (
     MixedEncoding,
     categorical_codes,
     dtype_categories,
-    loo_mixed_bandwidth,
     mixed_bandwidth,
     resolve_feature_kinds,
+    select_mixed_bandwidth,
 )
 from kernattn._numerics import normalized_weights, power_of_two_scale
-from kernattn.bandwidth import BANDWIDTH_RULES, resolve_bandwidth
+from kernattn.bandwidth import (
+    BANDWIDTH_RULES,
+    CRITERIA,
+    BandwidthWarning,
+    edge_message,
+    resolve_bandwidth,
+    select_bandwidth,
+)
 from kernattn.kernels import KERNELS
+
+# Entries of a (rows × keys) array of the rows whose neighborhoods are counted.
+_ROW_ENTRIES = 2**18
 
 
 class KernelSmoother(NadarayaWatsonRegressor):
@@ -168,9 +188,11 @@ class KernelSmoother(NadarayaWatsonRegressor):
         "bandwidth": [
             Interval(Real, 0, None, closed="neither"),
             "array-like",
-            StrOptions(set(BANDWIDTH_RULES)),
+            StrOptions(set(BANDWIDTH_RULES) | set(CRITERIA)),
         ],
         "degree": [Interval(Integral, 0, 1, closed="both")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
         "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
         "ordinal_features": ["array-like", StrOptions({"from_dtype"}), None],
     }
@@ -181,6 +203,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         bandwidth="scott",
         degree=0,
         n_jobs=None,
+        random_state=None,
+        verbose=0,
         categorical_features=None,
         ordinal_features=None,
     ):
@@ -188,6 +212,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         self.bandwidth = bandwidth
         self.degree = degree
         self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
         self.categorical_features = categorical_features
         self.ordinal_features = ordinal_features
 
@@ -195,12 +221,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         self._encoding = self._mixed_encoding(X)
         if self._encoding is not None:
             return self._fit_mixed_kernel(X, Y, sample_weight)
-        h, loo_error = resolve_bandwidth(
-            self.bandwidth, X, Y, sample_weight, self.kernel, n_jobs=self.n_jobs
-        )
+        h = self._select_bandwidth(X, Y, sample_weight)
         self.bandwidth_ = h
-        if loo_error is not None:
-            self.loo_error_ = loo_error
         # Center before scaling: distances are translation invariant, their expansion
         # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
         kernel = SoftmaxHeads(
@@ -217,23 +239,76 @@ class KernelSmoother(NadarayaWatsonRegressor):
             dtype=self._dtype,
         )
         if self.degree == 1:
+            # What the kernel weights are summed against for the local-linear fit: the
+            # engine's value moments, then the keys' first and second moments and the
+            # values times the keys (see kernattn._local_linear). In float64: the local
+            # covariance is a difference of these sums.
             keys = kernel.keys(0)
+            values = self._values / self._value_scale
+            # Keys beyond the float range (a bandwidth near 1e-300) give infinite moments:
+            # those queries' lines are not determined (see solve_covariance).
             with np.errstate(over="ignore", invalid="ignore"):
-                self._keys_outer = np.einsum("ij,ik->ijk", keys, keys).reshape(len(keys), -1)
+                self._local_moments = np.hstack(
+                    [
+                        self._moments.astype(np.float64),
+                        key_columns(keys),
+                        value_key_columns(values, keys),
+                    ]
+                )
+            self._line_parameters = n_line_parameters(X)
+            groups = duplicate_groups(X)
+            self._groups = groups if groups.max(initial=0) + 1 < len(X) else None
         return kernel
+
+    def _select_bandwidth(self, X, Y, sample_weight):
+        """The bandwidth (and, for the selectors, the fitted attributes they report)."""
+        if not (isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA):
+            rules = BANDWIDTH_RULES + CRITERIA[1:]
+            return resolve_bandwidth(
+                self.bandwidth, X, Y, sample_weight, self.kernel, rules=rules
+            )[0]
+        selection = select_bandwidth(
+            X,
+            Y,
+            sample_weight,
+            self.kernel,
+            criterion=self.bandwidth,
+            degree=self.degree,
+            n_jobs=self.n_jobs,
+            random_state=self.random_state,
+            verbose=self.verbose,
+        )
+        if self.bandwidth == "loo":
+            self.loo_error_ = selection.value
+        else:
+            self.criterion_ = selection.value
+        self.effective_dof_ = selection.effective_dof
+        self.irrelevant_features_ = selection.upper_edge
+        if np.any(selection.lower_edge):
+            features = self._feature_labels(np.flatnonzero(selection.lower_edge))
+            warnings.warn(
+                edge_message(self.bandwidth, features, "lower"), BandwidthWarning, stacklevel=4
+            )
+        return selection.bandwidth
+
+    def _feature_labels(self, indices):
+        """Feature indices, with their names where ``X`` had column names."""
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return indices.tolist()
+        return [f"{i} ({names[i]})" for i in indices]
 
     # ------------------------------------------------------------ local linear
 
     def _local_linear_weights(self, X, kernel_weights):
         """Equivalent weights l_i(x) of the local-linear fit, given normalized kernel weights.
 
-        At query q the weighted least-squares line in u = (x_i − q)/h has intercept
-        ŷ = e₁ᵀ M⁻¹ Σ_i w_i [1, u_i] y_i with M = Σ_i w_i [1, u_i][1, u_i]ᵀ, so
-        l_i = w_i (a₀ + aᵀu_i) with (a₀, a) = M⁻¹e₁. Where M is (nearly) singular — all the
-        weight on one point, or on a lower-dimensional set — the line is not determined and
-        the query falls back to the local-constant weights w_i; so does a query whose system
-        is not finite (beyond the float range). Returns the weights and the mask of the rows
-        that fell back.
+        With the weighted mean m and covariance C of the keys (inputs centered and divided
+        by the bandwidth) under the kernel weights w, the weighted least-squares line at
+        query q has l_i = w_i (1 + (k_i − m)ᵀ C⁻¹ (q − m)), solved scale-invariantly with
+        a tiny ridge (see :mod:`kernattn._local_linear`). Only a query whose weights rest on
+        fewer distinct training inputs than the line has parameters gets the local-constant
+        weights w_i. Returns the weights and the mask of the rows that fell back.
         """
         kernel_weights = np.asarray(kernel_weights, dtype=np.float64)
         Q = self.kernel_.project(X, 0)
@@ -243,33 +318,24 @@ class KernelSmoother(NadarayaWatsonRegressor):
     def _solve_local_linear(self, Q, kernel_weights):
         keys = self.kernel_.keys(0)
         d = Q.shape[1]
-        centroid = kernel_weights @ keys  # Σ w k
-        # Σ w u uᵀ = Σ w k kᵀ − q mᵀ − m qᵀ + q qᵀ, with m = Σ w k and Σ w = 1.
-        second = (kernel_weights @ self._keys_outer).reshape(-1, d, d)
-        second -= Q[:, :, None] * centroid[:, None, :]
-        second -= centroid[:, :, None] * Q[:, None, :]
-        second += Q[:, :, None] * Q[:, None, :]
-        M = np.empty((len(Q), d + 1, d + 1))
-        M[:, 0, 0] = 1.0
-        M[:, 0, 1:] = M[:, 1:, 0] = centroid - Q
-        M[:, 1:, 1:] = second
-        # A query or keys beyond the float range (a query near 1e308, a bandwidth near
-        # 1e-300) give a system that is not finite: the line is not determined there either.
-        finite = np.all(np.isfinite(M), axis=(1, 2)) & np.all(np.isfinite(Q), axis=1)
-        M[~finite] = np.eye(d + 1)
-        eigenvalues, eigenvectors = np.linalg.eigh(M)
-        solvable = (eigenvalues[:, 0] > 1e-10 * eigenvalues[:, -1]) & finite
-        eigenvalues[~solvable] = 1.0
-        # (a₀, a) = M⁻¹ e₁ = Σ_k v_k v_k[0] / λ_k.
-        coef = np.einsum("bik,bk,bk->bi", eigenvectors, 1.0 / eigenvalues, eigenvectors[:, 0, :])
-        coef[~solvable] = 0.0
-        coef[~solvable, 0] = 1.0
-        # l_i = w_i (a₀ − aᵀq + aᵀk_i).
-        with np.errstate(invalid="ignore", over="ignore"):
-            scale = coef[:, 1:] @ keys.T
-            scale += (coef[:, 0] - np.einsum("bj,bj->b", coef[:, 1:], Q))[:, None]
-        scale[~solvable] = 1.0
-        return kernel_weights * scale, ~solvable
+        first = 2 * self._values.shape[1] + 1
+        columns = self._local_moments[:, first : first + d + d * (d + 1) // 2]
+        sums = kernel_weights @ columns
+        mean = sums[:, :d]
+        second = unpack_second(sums[:, d:], d)
+        g, resolved = solve_covariance(mean, second, (Q - mean)[:, :, None])
+        g = g[:, :, 0]
+        fallback = np.zeros(len(Q), dtype=bool)
+        unresolved = np.flatnonzero(~resolved)
+        if len(unresolved):
+            fallback[unresolved] = sparse_neighborhoods(
+                kernel_weights[unresolved], self._line_parameters, self._groups
+            )
+            g[fallback] = 0.0
+        # l_i = w_i (1 − gᵀm + gᵀk_i).
+        scale = g @ keys.T
+        scale += (1.0 - np.einsum("bj,bj->b", g, mean))[:, None]
+        return kernel_weights * scale, fallback
 
     def _head_weights(self, X, h):
         weights = super()._head_weights(X, h)
@@ -280,26 +346,57 @@ class KernelSmoother(NadarayaWatsonRegressor):
     def _head_moments(self, X, h, return_std):
         if self.degree == 0:
             return super()._head_moments(X, h, return_std)
-        kernel_weights = self._exact_weights(self.kernel_, X, h).astype(np.float64)
-        weights, constant = self._local_linear_weights(X, kernel_weights)
+        # One pass over the keys (in tiles, like the local-constant estimate) gives every
+        # sum the local line needs.
+        with np.errstate(over="ignore", invalid="ignore"):
+            sums = self._exact_sums(self.kernel_, X, h, moments=self._local_moments)
         t = self._values.shape[1]
-        values = self._moments[:, :t].astype(np.float64)  # the engine's units
-        mean = weights @ values
+        d = X.shape[1]
+        pairs = d * (d + 1) // 2
+        S0 = sums[:, 2 * t]
+        ybar = sums[:, :t] / S0[:, None]
+        second_values = sums[:, t : 2 * t] / S0[:, None]
+        m = sums[:, 2 * t + 1 : 2 * t + 1 + d] / S0[:, None]
+        second = unpack_second(sums[:, 2 * t + 1 + d : 2 * t + 1 + d + pairs] / S0[:, None], d)
+        T1 = sums[:, 2 * t + 1 + d + pairs :].reshape(len(X), t, d) / S0[:, None, None]
+        Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
+        Q = self.kernel_.project(X, 0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            g, resolved = solve_covariance(m, second, (Q - m)[:, :, None])
+            g = g[:, :, 0]
+            Cxy[~np.isfinite(Cxy)] = 0.0
+        fallback = np.zeros(len(X), dtype=bool)
+        unresolved = np.flatnonzero(~resolved)
+        step = max(1, _ROW_ENTRIES // max(1, len(self._values)))
+        for start in range(0, len(unresolved), step):
+            rows = unresolved[start : start + step]
+            weights = self._exact_weights(self.kernel_, X[rows], h).astype(np.float64)
+            fallback[rows] = sparse_neighborhoods(weights, self._line_parameters, self._groups)
+        g[fallback] = 0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean = ybar + np.einsum("bdt,bd->bt", Cxy, g)
+            ybar_ok = np.all(np.isfinite(mean), axis=1)
+        # Moments that overflowed (keys beyond the float range): the local constant.
+        mean[~ybar_ok] = ybar[~ybar_ok]
+        fallback |= ~ybar_ok
         if not return_std:
-            return mean, None, constant
-        # The spread uses the (non-negative) kernel weights around the local-linear estimate,
-        # summed from the deviations themselves (the moments would cancel).
-        spread = np.empty_like(mean)
-        for o in range(t):
-            deviation = values[:, o][None, :] - mean[:, o][:, None]
-            spread[:, o] = np.einsum("ij,ij->i", kernel_weights * deviation, deviation)
-        return mean, spread, constant
+            return mean, None, fallback
+        # The spread of the values under the (non-negative) kernel weights around the
+        # local-linear estimate: Var_w(v) + (v̄ − ŷ)², redone from the deviations where
+        # the difference of moments cancels.
+        spread = second_values - ybar**2 + (ybar - mean) ** 2
+        spread = self._accurate_spread(X, h, mean, spread, second_values)
+        return mean, np.maximum(spread, 0.0), fallback
 
-    def _block_width(self):
-        if self.degree == 1:
-            # The local-linear weights need the whole row of kernel weights at once.
-            return 2 * len(self._values), None
-        return super()._block_width()
+    def _report_fallback(self, n_fallback, n_queries):
+        if n_fallback:
+            warnings.warn(
+                f"{n_fallback} of {n_queries} queries have fewer distinct training inputs "
+                f"with weight than a local line has parameters ({self._line_parameters}): "
+                "they got the local-constant estimate. The bandwidth is small for them.",
+                BandwidthWarning,
+                stacklevel=4,
+            )
 
     # --------------------------------------------------------------- inference
 
@@ -547,10 +644,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
         """The Gaussian kernel of the encoded inputs (see :mod:`kernattn._mixed`)."""
         encoding = self._encoding
         Z = encoding.transform(X)
-        if isinstance(self.bandwidth, str) and self.bandwidth == "loo":
-            self.bandwidth_, self.loo_error_ = loo_mixed_bandwidth(
-                encoding, X, Z, Y, sample_weight, n_jobs=self.n_jobs
+        if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
+            self.bandwidth_, value = select_mixed_bandwidth(
+                encoding, X, Z, Y, sample_weight, criterion=self.bandwidth, n_jobs=self.n_jobs
             )
+            if self.bandwidth == "loo":
+                self.loo_error_ = value
+            else:
+                self.criterion_ = value
         else:
             self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
         return SoftmaxHeads(

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from kernattn._loo import DuplicateGroups
-from kernattn.bandwidth import _LeaveOneOut, check_bandwidth, resolve_bandwidth
+from kernattn.bandwidth import CRITERIA, _Criterion, check_bandwidth, resolve_bandwidth
 from kernattn.kernels import KERNELS
 
 PROFILES = {
@@ -61,7 +61,7 @@ CASES = [
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_leave_one_out_loss_equals_the_direct_formula(kernel, case):
     X, Y, sample_weight = make_problem(1, **case)
-    objective = _LeaveOneOut(X, Y, sample_weight, kernel)
+    objective = _Criterion(X, Y, sample_weight, kernel)
     for seed in range(3):
         h = bandwidths(kernel, seed)
         loss, _ = objective.loss_and_grad(np.log(h))
@@ -73,7 +73,7 @@ def test_leave_one_out_loss_equals_the_direct_formula(kernel, case):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_leave_one_out_gradient_matches_central_differences(kernel, case):
     X, Y, sample_weight = make_problem(2, **case)
-    objective = _LeaveOneOut(X, Y, sample_weight, kernel)
+    objective = _Criterion(X, Y, sample_weight, kernel)
     step = 1e-6
     for seed in range(3):
         log_h = np.log(bandwidths(kernel, seed))
@@ -89,10 +89,112 @@ def test_leave_one_out_gradient_matches_central_differences(kernel, case):
         np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 
 
+def direct_smoother_matrix(X, sample_weight, h, kernel, degree, leave_out=False):
+    """S[i, j]: the weight of y_j in the estimate at x_i, by weighted least squares at every
+    query (a line in the inputs for degree 1); with ``leave_out`` row i and its exact
+    copies get no weight (the leave-one-out estimate)."""
+    n, d = X.shape
+    S = np.zeros((n, n))
+    for i in range(n):
+        w = PROFILES[kernel]((((X[i] - X) / h) ** 2).sum(axis=1)) * sample_weight
+        if leave_out:
+            w[(X == X[i]).all(axis=1)] = 0.0
+        design = np.ones((n, 1)) if degree == 0 else np.column_stack([np.ones(n), X - X[i]])
+        M = design.T @ (w[:, None] * design)
+        S[i] = np.linalg.solve(M, design.T * w)[0]
+    return S
+
+
+def direct_criterion(X, Y, sample_weight, h, kernel, degree, criterion):
+    """The criterion from the smoother matrix: LOO error, GCV or AICc."""
+    S = direct_smoother_matrix(X, sample_weight, h, kernel, degree, leave_out=criterion == "loo")
+    residual = Y - S @ Y
+    sigma2 = sample_weight @ (residual**2).sum(axis=1) / sample_weight.sum()
+    if criterion == "loo":
+        return sigma2
+    n, trace = sample_weight.sum(), np.trace(S)
+    if criterion == "gcv":
+        return sigma2 / (1 - trace / n) ** 2
+    return np.log(sigma2) + (1 + trace / n) / (1 - (trace + 2) / n)
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_criterion_of_both_degrees_equals_the_direct_formula(
+    kernel, case, degree, criterion
+):
+    X, Y, sample_weight = make_problem(11, **case)
+    objective = _Criterion(X, Y, sample_weight, kernel, degree, criterion)
+    for seed in range(2):
+        h = bandwidths(kernel, seed) * (1.5 if degree else 1.0)
+        value, _ = objective.loss_and_grad(np.log(h))
+        expected = direct_criterion(X, Y, sample_weight, h, kernel, degree, criterion)
+        np.testing.assert_allclose(value, expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_criterion_gradient_matches_central_differences(kernel, degree, criterion):
+    X, Y, sample_weight = make_problem(12, duplicates=True, weighted=True)
+    objective = _Criterion(X, Y, sample_weight, kernel, degree, criterion)
+    step = 1e-6
+    log_h = np.log(bandwidths(kernel, 2) * (1.5 if degree else 1.0))
+    _, grad = objective.loss_and_grad(log_h)
+    numeric = np.empty_like(log_h)
+    for f in range(len(log_h)):
+        shift = np.zeros_like(log_h)
+        shift[f] = step
+        up = objective.loss_and_grad(log_h + shift)[0]
+        down = objective.loss_and_grad(log_h - shift)[0]
+        numeric[f] = (up - down) / (2 * step)
+    assert np.abs(grad).max() > 1e-3
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_local_linear_leave_one_out_residual_is_the_deleted_residual_identity():
+    # For a linear smoother, y_i − ŷ_{−i} = (y_i − ŷ_i) / (1 − S_ii).
+    X, Y, sample_weight = make_problem(13, n=50, d=2)
+    h = np.array([0.6, 0.8])
+    S = direct_smoother_matrix(X, sample_weight, h, "gaussian", 1)
+    deleted = (Y - S @ Y) / (1 - np.diag(S))[:, None]
+    objective = _Criterion(X, Y, sample_weight, "gaussian", 1, "loo")
+    np.testing.assert_allclose(
+        objective.loss_and_grad(np.log(h))[0], np.mean((deleted**2).sum(axis=1)), rtol=1e-9
+    )
+
+
+def test_effective_dof_is_the_trace_of_the_smoother_matrix():
+    X, Y, sample_weight = make_problem(14, weighted=True)
+    h = bandwidths("gaussian", 0)
+    for degree in (0, 1):
+        objective = _Criterion(X, Y, sample_weight, "gaussian", degree, "loo")
+        S = direct_smoother_matrix(X, sample_weight, h, "gaussian", degree)
+        np.testing.assert_allclose(objective.effective_dof(np.log(h)), np.trace(S), rtol=1e-9)
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_subset_estimates_of_the_sums_are_unbiased(criterion):
+    X, Y, sample_weight = make_problem(15, n=60)
+    objective = _Criterion(X, Y, sample_weight, "gaussian", 1, criterion)
+    log_h = np.log(bandwidths("gaussian", 0) * 1.5)
+    full = objective._statistics(log_h, None)
+    # Averaged over a partition of the queries into equal subsets, the scaled sums are the
+    # full sums: each subset's estimate is unbiased under a uniformly drawn subset.
+    parts = np.random.default_rng(0).permutation(60).reshape(4, 15)
+    estimates = [objective._statistics(log_h, np.sort(rows)) for rows in parts]
+    for k in range(4):
+        np.testing.assert_allclose(
+            np.mean([e[k] for e in estimates], axis=0), full[k], rtol=1e-10, atol=1e-12
+        )
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_grid_losses_equal_the_loss_at_each_multiple(kernel):
     X, Y, sample_weight = make_problem(3, duplicates=True, weighted=True)
-    objective = _LeaveOneOut(X, Y, sample_weight, kernel)
+    objective = _Criterion(X, Y, sample_weight, kernel)
     h = bandwidths(kernel, 0)
     factors = np.array([1.0, 1.3, 2.0, 5.0]) if kernel != "gaussian" else np.geomspace(0.1, 10, 5)
     losses = objective.grid_losses(h, factors)
@@ -105,8 +207,8 @@ def test_repeated_rows_act_like_integer_sample_weights_in_the_objective(kernel):
     X, Y, _ = make_problem(4, n=30)
     counts = np.random.default_rng(4).integers(1, 4, size=len(X))
     repeated = np.repeat(np.arange(len(X)), counts)
-    weighted = _LeaveOneOut(X, Y, counts.astype(float), kernel)
-    plain = _LeaveOneOut(X[repeated], Y[repeated], np.ones(len(repeated)), kernel)
+    weighted = _Criterion(X, Y, counts.astype(float), kernel)
+    plain = _Criterion(X[repeated], Y[repeated], np.ones(len(repeated)), kernel)
     log_h = np.log(bandwidths(kernel, 1))
     pairs = zip(weighted.loss_and_grad(log_h), plain.loss_and_grad(log_h), strict=True)
     for got, expected in pairs:

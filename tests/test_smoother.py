@@ -10,7 +10,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from kernattn import KernelSmoother
+from kernattn import BandwidthWarning, KernelSmoother
 from kernattn.attention import softmax_attention
 from kernattn.bandwidth import loo_bandwidth, rule_of_thumb_bandwidth
 
@@ -151,7 +151,97 @@ def test_local_linear_falls_back_to_local_constant_on_a_degenerate_neighborhood(
     y = np.array([1.0, 5.0])
     # With a tiny bandwidth all the weight is on one point: no line is determined.
     model = KernelSmoother(bandwidth=0.01, degree=1).fit(X, y)
-    np.testing.assert_allclose(model.predict([[0.1], [9.0]]), [1.0, 5.0])
+    with pytest.warns(BandwidthWarning, match="2 of 3 queries .* local-constant estimate"):
+        prediction = model.predict([[0.1], [9.0], [5.0]])
+    # Halfway, both points carry weight: the line through them.
+    np.testing.assert_allclose(prediction, [1.0, 5.0, 3.0])
+
+
+def test_local_linear_with_a_huge_bandwidth_is_the_least_squares_line():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-3, 5, size=(40, 1))
+    y = 2.0 - 0.7 * X[:, 0] + 0.3 * rng.normal(size=40)
+    queries = np.array([[-10.0], [0.5], [20.0]])
+    line = np.polyfit(X[:, 0], y, 1)
+    for bandwidth in (1e5, 1e9):
+        model = KernelSmoother(bandwidth=bandwidth, degree=1).fit(X, y)
+        np.testing.assert_allclose(model.predict(queries), np.polyval(line, queries[:, 0]))
+    # ... also in units a million times larger.
+    model = KernelSmoother(bandwidth=1e11, degree=1).fit(X * 1e6, y)
+    np.testing.assert_allclose(model.predict(queries * 1e6), np.polyval(line, queries[:, 0]))
+
+
+def statsmodels_significance_case(seed=12345):
+    """statsmodels' local-linear significance test data (its ``test_significance_*``):
+    y linear in C1 and C2, regressed on C1 and an irrelevant C3, at the cv_ls bandwidths
+    [1.1e7, 1.3e6] found for it: the local-linear fit is then the least-squares plane."""
+    rs = np.random.RandomState(seed)
+    C1 = rs.normal(size=250)
+    C2 = rs.normal(2, 1, size=250)
+    C3 = rs.beta(0.5, 0.2, size=250)
+    noise = rs.normal(size=250)
+    return np.column_stack([C1, C3]), 1.2 * C1 + 3.7 * C2 + noise
+
+
+@pytest.mark.parametrize("seed", [12345, 1234561])
+def test_statsmodels_significance_bandwidths_give_the_least_squares_plane(seed):
+    X, y = statsmodels_significance_case(seed)
+    model = KernelSmoother(bandwidth=[11108137.1087194, 1333821.85150218], degree=1).fit(X, y)
+    design = np.column_stack([np.ones(len(X)), X])
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    np.testing.assert_allclose(model.predict(X), design @ coef, rtol=1e-8, atol=1e-8)
+
+
+def statsmodels_regression_case():
+    """statsmodels' continuous kernel-regression test data (``KernelRegressionTestBase``),
+    whose reference values come from R's np package."""
+    rs = np.random.RandomState(123456)
+    rs.binomial(2, 0.7, size=(60, 1))
+    rs.binomial(3, 0.7, size=(60, 1))
+    c1 = rs.normal(size=60)
+    c2 = rs.normal(10, 1, size=60)
+    rs.normal(10, 2, size=(60, 1))
+    noise = rs.normal(size=60)
+    return np.column_stack([c1, c2]), 0.3 + 1.2 * c1 + 3.7 * c2 + noise
+
+
+@pytest.mark.parametrize(
+    "degree, r_bandwidth, r_mean",
+    [
+        (0, [0.6163835, 0.1649656], [31.49157, 37.29536, 43.72332, 40.58997, 36.80711]),
+        (1, [1.717891, 2.449415], [31.16003, 37.30323, 44.49870, 40.73704, 36.19083]),
+    ],
+    ids=["local-constant", "local-linear"],
+)
+def test_loo_finds_r_np_cv_ls_bandwidths_of_the_estimator_fitted(degree, r_bandwidth, r_mean):
+    X, y = statsmodels_regression_case()
+    model = KernelSmoother(bandwidth="loo", degree=degree).fit(X, y)
+    np.testing.assert_allclose(model.bandwidth_, r_bandwidth, rtol=1e-4)
+    np.testing.assert_allclose(model.predict(X[:5]), r_mean, atol=1e-4)
+    # loo_error_ is the leave-one-out error of this estimator: the mean squared deleted
+    # residual (y − ŷ)/(1 − S_ii) of its smoother matrix at the training points.
+    S = model.attention_weights(X)
+    deleted = (y - S @ y) / (1 - np.diag(S))
+    np.testing.assert_allclose(model.loo_error_, np.mean(deleted**2), rtol=1e-9)
+    np.testing.assert_allclose(model.effective_dof_, np.trace(S), rtol=1e-9)
+
+
+def test_local_linear_loo_error_is_below_the_local_constant_bandwidths_error():
+    X, y = statsmodels_regression_case()
+    linear = KernelSmoother(bandwidth="loo", degree=1).fit(X, y)
+    at_constant = KernelSmoother(bandwidth=[0.6163835, 0.1649656], degree=1).fit(X, y)
+    S = at_constant.attention_weights(X)
+    deleted = (y - S @ y) / (1 - np.diag(S))
+    assert linear.loo_error_ < 0.5 * np.mean(deleted**2)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_local_linear_with_a_vanishing_bandwidth_interpolates(data, kernel):
+    X, y, _ = data
+    model = KernelSmoother(kernel=kernel, bandwidth=1e-6, degree=1).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BandwidthWarning)
+        np.testing.assert_allclose(model.predict(X), y, rtol=1e-12, atol=1e-12)
 
 
 # ------------------------------------------------------------------------ numerics
@@ -286,15 +376,18 @@ def test_loo_bandwidth_minimizes_the_leave_one_out_error():
     assert reached < 0.85 * best_common
 
 
-def test_loo_smooths_away_an_irrelevant_coded_feature_and_warns():
+@pytest.mark.parametrize("bandwidth", ["loo", "aic", "gcv"])
+def test_selectors_report_an_irrelevant_coded_feature_without_warning(bandwidth):
     rng = np.random.default_rng(6)
     # Feature 1 is an integer code the target ignores: a small bandwidth on it is a flat
     # plateau (gaps of 1 between codes), which the search must leave.
     X = np.column_stack([rng.uniform(-1, 1, size=150), rng.integers(0, 3, size=150)])
     y = np.sin(3 * X[:, 0])
-    with pytest.warns(UserWarning, match=r"feature\(s\) \[1\] ended on the edge"):
-        model = KernelSmoother(bandwidth="loo").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelSmoother(bandwidth=bandwidth).fit(X, y)
     assert model.bandwidth_[1] > 100 and model.bandwidth_[0] < 0.1
+    np.testing.assert_array_equal(model.irrelevant_features_, [False, True])
 
 
 def test_loo_needs_two_distinct_samples():
