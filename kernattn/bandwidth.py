@@ -571,9 +571,7 @@ def select_bandwidth(
     Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
     sw = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
     if len(X) < 2:
-        raise ValueError(
-            f"bandwidth={criterion!r} needs at least 2 samples; got {len(X)} sample"
-        )
+        raise ValueError(f"bandwidth={criterion!r} needs at least 2 samples; got {len(X)} sample")
     with single_threaded_blas():
         return _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose)
 

@@ -79,19 +79,28 @@ class KernelSmoother(NadarayaWatsonRegressor):
     line is fitted with the same weights and evaluated at the query. This removes the
     boundary bias of the local-constant estimate (which flattens towards the inside at the
     edges of the data); it is still linear in the targets, ``ŷ(x) = Σ_i l_i(x) y_i`` with
-    ``Σ_i l_i(x) = 1``, but the equivalent weights :math:`l_i` can be negative.
+    ``Σ_i l_i(x) = 1``, but the equivalent weights :math:`l_i` can be negative. The line is
+    solved scale-invariantly with a tiny ridge (see :mod:`kernattn._local_linear`): a huge
+    bandwidth gives the least-squares line of all the data, a vanishing one interpolates
+    the training targets. A query whose weights rest on fewer distinct training inputs
+    than the line has parameters gets the local-constant estimate, and ``predict`` says
+    how many did with a :class:`~kernattn.BandwidthWarning`.
 
     Parameters
     ----------
     kernel : {"gaussian", "epanechnikov", "tricube"}, default="gaussian"
         The radial profile of the kernel (see :mod:`kernattn.kernels`). The compact ones give
         a query outside every training point's support its nearest training target.
-    bandwidth : float, array_like, or {"scott", "silverman", "loo"}, default="scott"
+    bandwidth : float, array_like or {"scott", "silverman", "loo", "aic", "gcv"}, default="scott"
         A positive float (the same bandwidth for every feature), one positive float per
-        feature, a normal-reference rule (one bandwidth per feature from its spread), or
-        ``"loo"``: one bandwidth per feature minimizing the leave-one-out squared error (a
-        grid over a common multiple of Scott's bandwidths, then all of them refined by
-        gradient descent; see :func:`loo_bandwidth`). Features are not rescaled otherwise.
+        feature, a normal-reference rule (one bandwidth per feature from its spread), or a
+        selection criterion of the estimator actually fitted (local constant or local
+        linear, as ``degree`` says), minimized per feature: ``"loo"`` the leave-one-out
+        squared error, ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998),
+        ``"gcv"`` generalized cross-validation (a grid over a common multiple of Scott's
+        bandwidths, then all of them refined by gradient descent; see
+        :func:`~kernattn.bandwidth.select_bandwidth`). The selected bandwidths do not
+        depend on the units of ``X`` or ``y``. Features are not rescaled otherwise.
     degree : {0, 1}, default=0
         0 for Nadaraya–Watson (local constant), 1 for local linear.
     n_jobs : int, default=None
@@ -99,6 +108,13 @@ class KernelSmoother(NadarayaWatsonRegressor):
         problems: ``None`` all cores (or the ``n_jobs`` of an enclosing
         ``joblib.parallel_config``), −1 all cores, a positive number that many. A thread
         limit set around the call with ``threadpoolctl.threadpool_limits`` is honored.
+    random_state : int, RandomState instance or None, default=None
+        Draws the subsets of queries a selector searches on for training sets of more than
+        4 000 rows (see :func:`~kernattn.bandwidth.select_bandwidth`); smaller ones are
+        searched exactly and do not use it.
+    verbose : int, default=0
+        1 prints a line per stage of a bandwidth search, 2 also one per evaluation of the
+        criterion.
     categorical_features : array_like of int or bool, or "from_dtype", default=None
         Unordered discrete features, smoothed with the Aitchison–Aitken kernel (weight
         :math:`1 - \lambda` within a level, :math:`\lambda/(c-1)` across the :math:`c`
@@ -118,16 +134,33 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
         With discrete features, a float bandwidth or a rule sets the continuous features
         and gives every discrete feature :math:`\lambda = 0`; an array gives :math:`h` for
-        each continuous and :math:`\lambda` for each discrete feature; ``"loo"`` chooses
-        them all (as R np's ``npregbw`` with ``cv.ls``), leaving out only the row itself
-        (rows of the same level are neighbours, not copies).
+        each continuous and :math:`\lambda` for each discrete feature; a selection criterion
+        (``"loo"``, ``"aic"``, ``"gcv"``) chooses them all, as R np's ``npregbw`` does
+        (``"loo"`` leaving out only the row itself: rows of the same level are neighbours,
+        not copies).
 
     Attributes
     ----------
     bandwidth_ : ndarray of shape (n_features,)
         The bandwidth used, one per feature (for a discrete feature, its :math:`\lambda`).
     loo_error_ : float
-        Leave-one-out mean squared error reached (only with ``bandwidth="loo"``).
+        Leave-one-out mean squared error of this estimator (of its ``degree``) at
+        ``bandwidth_`` (only with ``bandwidth="loo"``; for more than 4 000 training rows, an
+        unbiased estimate from the last subset of queries of the search).
+    criterion_ : float
+        The AICc or GCV value reached (only with ``bandwidth="aic"`` or ``"gcv"``).
+    effective_dof_ : float
+        The effective degrees of freedom, :math:`\mathrm{tr}(S)`, the trace of the smoother
+        matrix at the training points (only with a selected bandwidth; an estimate from
+        the last subset of queries for more than 4 000 rows).
+    irrelevant_features_ : ndarray of bool, shape (n_features,)
+        Only with a selected bandwidth: the features whose bandwidth ended on the upper
+        edge of the search range (1000 times Scott's). The kernel ignores them: with
+        ``degree=0`` the estimate does not depend on them (they are smoothed away); with
+        ``degree=1`` it is linear in them (a global slope, 0 if they do not matter at
+        all). They are reported here, not warned about. A bandwidth on the lower edge
+        (the target varies faster than the sample resolves) issues one
+        :class:`~kernattn.BandwidthWarning` per fit naming the features.
     kernel_ : SoftmaxHeads
         The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
         the training mean and divided by ``bandwidth_``.

@@ -390,6 +390,98 @@ def test_selectors_report_an_irrelevant_coded_feature_without_warning(bandwidth)
     np.testing.assert_array_equal(model.irrelevant_features_, [False, True])
 
 
+@pytest.mark.parametrize("bandwidth", ["loo", "aic", "gcv"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_selected_bandwidths_do_not_depend_on_the_units(bandwidth, degree):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(40, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=40)
+    reference = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y)
+    for c in (1e-3, 7.0, 1e4):
+        model = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y * c)
+        np.testing.assert_allclose(model.bandwidth_, reference.bandwidth_, rtol=1e-5)
+        model = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X * c, y)
+        np.testing.assert_allclose(model.bandwidth_, reference.bandwidth_ * c, rtol=1e-5)
+
+
+def test_a_bandwidth_on_the_lower_edge_warns_once_naming_the_edge_and_feature():
+    rng = np.random.default_rng(3)
+    # Pairs of inputs 1e-7 apart with the same target, unrelated between pairs: each target
+    # is best predicted from its twin, with a bandwidth far below Scott's.
+    centers = rng.uniform(0, 1, size=30)
+    X = np.column_stack([np.r_[centers, centers + 1e-7], rng.uniform(0, 1, size=60)])
+    y = np.tile(rng.normal(size=30), 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = KernelSmoother(bandwidth="loo").fit(X, y)
+    messages = [str(w.message) for w in caught if issubclass(w.category, BandwidthWarning)]
+    assert len(messages) == 1, messages
+    assert (
+        "feature(s) [0] ended on the edge of the search range, at its lower end" in (messages[0])
+    )
+    assert not model.irrelevant_features_[0]
+
+
+def test_irrelevant_features_do_not_warn_in_a_grid_search(data):
+    X, y, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        search = GridSearchCV(
+            KernelSmoother(bandwidth="loo"), {"degree": [0, 1]}, cv=3, error_score="raise"
+        ).fit(X, y)
+    # The data's third feature does not enter y.
+    assert search.best_estimator_.irrelevant_features_[2]
+
+
+def statsmodels_aic_case():
+    """statsmodels' ``test_continuous_lc_aic`` data."""
+    rs = np.random.RandomState(1234)
+    C1 = rs.normal(size=200)
+    C2 = rs.normal(2, 1, size=200)
+    noise = rs.normal(size=200)
+    return np.column_stack([C1, C2]), 0.3 + 1.2 * C1 - 0.9 * C2 + noise
+
+
+def test_aic_bandwidth_matches_statsmodels_local_constant_aic():
+    X, y = statsmodels_aic_case()
+    model = KernelSmoother(bandwidth="aic").fit(X, y)
+    # statsmodels KernelReg(reg_type="lc", bw="aic") gives [0.3987821, 0.50933458]
+    # (R's np: [0.4017893, 0.4943397]).
+    np.testing.assert_allclose(model.bandwidth_, [0.3987821, 0.50933458], rtol=1e-3)
+
+
+@pytest.mark.parametrize("bandwidth", ["aic", "gcv"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_aic_and_gcv_report_their_criterion_and_the_trace(bandwidth, degree):
+    X, y = statsmodels_aic_case()
+    model = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y)
+    S = model.attention_weights(X)
+    n, trace = len(y), np.trace(S)
+    sigma2 = np.mean((y - S @ y) ** 2)
+    if bandwidth == "aic":
+        expected = np.log(sigma2) + (1 + trace / n) / (1 - (trace + 2) / n)
+    else:
+        expected = sigma2 / (1 - trace / n) ** 2
+    np.testing.assert_allclose(model.criterion_, expected, rtol=1e-9)
+    np.testing.assert_allclose(model.effective_dof_, trace, rtol=1e-9)
+    assert not hasattr(model, "loo_error_")
+    # A local bandwidth a little off either way is worse.
+    for j in range(2):
+        for factor in (0.9, 1.1):
+            if model.irrelevant_features_[j] and factor > 1:
+                continue
+            h = model.bandwidth_.copy()
+            h[j] *= factor
+            other = KernelSmoother(bandwidth=h, degree=degree).fit(X, y).attention_weights(X)
+            sigma2 = np.mean((y - other @ y) ** 2)
+            t = np.trace(other)
+            if bandwidth == "aic":
+                value = np.log(sigma2) + (1 + t / n) / (1 - (t + 2) / n)
+            else:
+                value = sigma2 / (1 - t / n) ** 2
+            assert value > model.criterion_
+
+
 def test_loo_needs_two_distinct_samples():
     with pytest.raises(ValueError, match="at least 2 samples"):
         KernelSmoother(bandwidth="loo").fit([[1.0]], [2.0])
