@@ -367,9 +367,10 @@ def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo",
 
     Returns
     -------
-    bandwidth : ndarray of shape (n_features,)
-    value : float
-        The criterion reached, in the targets' units.
+    selection : BandwidthSelection
+        ``bandwidth`` per feature (``h`` or ``λ``); ``upper_edge`` marks the features
+        smoothed away (a continuous bandwidth 1000 times Scott's, a categorical kernel
+        ratio within 1e-8 of 1).
     """
     continuous = ~encoding.discrete
     start = np.ones(len(encoding.kinds))
@@ -382,7 +383,7 @@ def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo",
     bounds = np.empty((len(start), 2))
     bounds[continuous] = np.log(start[continuous])[:, None] + [-np.log(1e3), np.log(1e3)]
     bounds[~continuous] = [-0.5 * np.log(SEARCH_RHO[1]), -0.5 * np.log(SEARCH_RHO[0])]
-    scales, value, _ = select_tied_bandwidth(
+    selection = select_tied_bandwidth(
         Z,
         Y,
         sample_weight,
@@ -393,4 +394,8 @@ def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo",
         leave_out_duplicates=False,
         n_jobs=n_jobs,
     )
-    return encoding.bandwidth_from_scales(scales), value
+    # An ordinal feature at the top of λ's range still tells same level from other levels.
+    return selection._replace(
+        bandwidth=encoding.bandwidth_from_scales(selection.bandwidth),
+        upper_edge=selection.upper_edge & (encoding.kinds != ORDINAL),
+    )

@@ -794,10 +794,8 @@ def select_tied_bandwidth(
 
     Returns
     -------
-    scales : ndarray of shape (n_columns,)
-    value : float
-        The criterion reached, in the targets' units.
-    at_bound : ndarray of bool, shape (n_parameters,)
+    selection : BandwidthSelection
+        With the scales of the columns as ``bandwidth`` and the parameters' edges.
     """
     X = np.asarray(X, dtype=float)
     Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
@@ -856,5 +854,11 @@ def select_tied_bandwidth(
             candidate, candidate_value = refine(dropped)
             if candidate_value < value:
                 theta, value = candidate, candidate_value
-        at_bound = (theta <= lower + 0.01) | (theta >= upper - 0.01)
-        return np.exp(columns(theta)), float(objective.in_target_units(value)), at_bound
+        return BandwidthSelection(
+            bandwidth=np.exp(columns(theta)),
+            value=float(objective.in_target_units(value)),
+            lower_edge=theta <= lower + 0.01,
+            upper_edge=theta >= upper - 0.01,
+            effective_dof=objective.effective_dof(columns(theta)),
+            n_queries=len(X),
+        )

@@ -678,13 +678,16 @@ class KernelSmoother(NadarayaWatsonRegressor):
         encoding = self._encoding
         Z = encoding.transform(X)
         if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
-            self.bandwidth_, value = select_mixed_bandwidth(
+            selection = select_mixed_bandwidth(
                 encoding, X, Z, Y, sample_weight, criterion=self.bandwidth, n_jobs=self.n_jobs
             )
+            self.bandwidth_ = selection.bandwidth
             if self.bandwidth == "loo":
-                self.loo_error_ = value
+                self.loo_error_ = selection.value
             else:
-                self.criterion_ = value
+                self.criterion_ = selection.value
+            self.effective_dof_ = selection.effective_dof
+            self.irrelevant_features_ = selection.upper_edge
         else:
             self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
         return SoftmaxHeads(

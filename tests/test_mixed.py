@@ -201,3 +201,27 @@ def test_intervals_and_continuous_marginal_effects_with_discrete_features(mixed)
         np.testing.assert_allclose(gradient[:, j], finite, rtol=1e-6, atol=1e-6)
     # A discrete feature has no derivative.
     assert np.all(np.isnan(gradient[:, 2:]))
+
+
+def test_aic_and_effective_dof_of_a_mixed_fit_match_statsmodels(mixed):
+    kernel_regression = pytest.importorskip("statsmodels.nonparametric.kernel_regression")
+    X, y = mixed
+    model = mixed_smoother("aic").fit(X, y)
+    # tr(S) of the smoother matrix at the training points.
+    np.testing.assert_allclose(model.effective_dof_, np.trace(model.attention_weights(X)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        reference = kernel_regression.KernelReg(
+            y, X, var_type="ccou", reg_type="lc", bw=model.bandwidth_
+        )
+        aic = reference.aic_hurvich(model.bandwidth_)
+    np.testing.assert_allclose(model.criterion_, aic, rtol=1e-10)
+
+
+def test_a_category_the_target_ignores_is_smoothed_away_and_reported():
+    rng = np.random.default_rng(0)
+    x, category = rng.uniform(-1, 1, 150), rng.integers(0, 4, 150).astype(float)
+    model = KernelSmoother(bandwidth="loo", categorical_features=[1])
+    model.fit(np.column_stack([x, category]), np.sin(3 * x))
+    np.testing.assert_array_equal(model.irrelevant_features_, [False, True])
+    np.testing.assert_allclose(model.bandwidth_[1], 3 / 4, atol=1e-6)  # (c − 1)/c
