@@ -53,6 +53,7 @@ from scipy.special import ndtri
 from sklearn.utils import check_random_state
 
 from kernattn._blocks import map_query_blocks
+from kernattn._local_linear import solve_covariance
 from kernattn._numerics import normalized_weights
 from kernattn.kernels import log_kernel_derivative
 
@@ -63,13 +64,6 @@ INTERVAL_METHODS = ("analytic", "bootstrap")
 _MIN_DOF = 1e-9
 # Bootstrap errors drawn per chunk (rows × replicates × outputs).
 _DRAW_ENTRIES = 2**20
-# Eigenvalues of a local correlation matrix below this fraction of the largest: the
-# neighbourhood spans fewer dimensions than the features, and the slope along the missing
-# directions is not determined (set to 0, the minimum-norm least-squares solution).
-_RANK_TOLERANCE = 1e-10
-# A local variance of a feature below this fraction of its variance over the training set is
-# no spread at all (only the floored weights of underflowed kernel values reach that low).
-_NO_SPREAD = 1e-30
 
 
 def normal_quantile(alpha):
@@ -132,63 +126,39 @@ def nadaraya_watson_gradient_weights(weights, queries, keys, bandwidth, kernel):
     return difference
 
 
-def local_slope_weights(weights, keys):
+def local_slope_weights(weights, keys, scale):
     r"""Weights of the slope of the local weighted least-squares line.
 
-    At a query with kernel weights :math:`w` (summing to 1) the line
-    :math:`y \approx \beta_0 + \beta^\top (x_i - \bar x)` fitted by weighted least squares,
-    with :math:`\bar x = \sum_i w_i x_i`, has slope
-    :math:`\beta = C^{+} \sum_i w_i (x_i - \bar x)\, y_i` with
-    :math:`C = \sum_i w_i (x_i - \bar x)(x_i - \bar x)^\top`. The slope does not depend on
-    where the line is centred, so it is the local-linear fit's slope at the query. The
-    pseudo-inverse is taken of the local correlation matrix (:math:`C` scaled to unit
-    diagonal), which makes the rank decision independent of the units of the features: a
-    neighbourhood that spans fewer dimensions than the features (all the weight on one
-    point, or on a line in the plane) gets slope 0 along the directions it does not span.
-    A feature whose local variance is below 1e-30 of its variance over the training set
-    counts as not spanned (the weights of the other keys underflowed).
+    At a query with kernel weights :math:`w` (summing to 1) on keys :math:`k_j`, the line
+    fitted by weighted least squares has slope :math:`\beta = C^{-1} \sum_j w_j (k_j - m)
+    y_j` with :math:`m = \sum_j w_j k_j` and :math:`C = \sum_j w_j (k_j - m)(k_j -
+    m)^\top`: the slope of the local-linear fit at the query, solved as the fit itself is
+    (standardized, with its tiny ridge: :func:`kernattn._local_linear.solve_covariance`), so
+    a feature without local spread gets slope 0.
 
     Parameters
     ----------
     weights : ndarray of shape (m, n)
         Non-negative kernel weights, rows summing to 1.
     keys : ndarray of shape (n, d)
+        The keys, the inputs centered and divided by ``scale``.
+    scale : ndarray of shape (d,)
+        The bandwidths: the slope per unit of the key is divided by them.
 
     Returns
     -------
     slope_weights : ndarray of shape (m, n, d)
-        ``β = Σ_i slope_weights[:, i, :] y_i``, in the units of ``y`` per unit of ``x``.
+        ``β = Σ_j slope_weights[:, j, :] y_j``, in the units of ``y`` per unit of ``x``.
+    resolved : ndarray of bool, shape (m,)
+        The rows whose every feature has local spread (see ``solve_covariance``); only the
+        others can rest on too few points for a line.
     """
-    centroid = weights @ keys
-    deviation = keys[None, :, :] - centroid[:, None, :]
-    # A second centring pass: with the weight piled on a few keys the centroid is rounded,
-    # and deviations whose weighted sum is not 0 would make the slope depend on the level of
-    # the targets (Σ_i g_i must vanish).
-    deviation -= np.einsum("mn,mnd->md", weights, deviation)[:, None, :]
-    weighted = deviation * weights[:, :, None]
-    covariance = np.einsum("mni,mnj->mij", weighted, deviation)
-    local_variance = np.maximum(np.einsum("mii->mi", covariance), 0.0)
-    spread = np.sqrt(local_variance)
-    # Kernel values that underflowed are floored, not 0 (see kernattn._numerics): the
-    # keys left with such weights still span a little, at ~1e-300 of the weight in float64
-    # and ~1e-37 in float32. A spread that small is no neighbourhood.
-    spanned = local_variance > _NO_SPREAD * keys.var(axis=0)
-    safe = np.where(spanned, spread, 1.0)
-    correlation = covariance / (safe[:, :, None] * safe[:, None, :])
-    # A feature that is not spanned is taken out of the system (its row and column of the
-    # inverse are multiplied by 0 below), not left to couple with the others.
-    both = spanned[:, :, None] & spanned[:, None, :]
-    correlation = np.where(both, correlation, 0.0)
-    diagonal = np.einsum("mii->mi", correlation)
-    diagonal[~spanned] = 1.0
-    eigenvalues, eigenvectors = np.linalg.eigh(correlation)
-    keep = eigenvalues > _RANK_TOLERANCE * eigenvalues[:, -1:]
-    inverse = np.where(keep, 1.0 / np.where(keep, eigenvalues, 1.0), 0.0)
-    pinv = np.einsum("mik,mk,mjk->mij", eigenvectors, inverse, eigenvectors)
-    # C⁺ = D⁻¹ R⁺ D⁻¹, with 0 for a feature that does not vary in the neighbourhood.
-    scale = np.where(spanned, 1.0 / safe, 0.0)
-    pinv *= scale[:, :, None] * scale[:, None, :]
-    return np.einsum("mnj,mij->mni", weighted, pinv)
+    mean = weights @ keys
+    second = np.einsum("mn,ni,nj->mij", weights, keys, keys)
+    deviation = keys.T[None, :, :] - mean[:, :, None]  # (m, d, n)
+    solution, resolved = solve_covariance(mean, second, deviation)
+    solution *= weights[:, None, :]
+    return solution.transpose(0, 2, 1) / scale, resolved
 
 
 class LinearSmootherInference:

@@ -586,8 +586,9 @@ class KernelSmoother(NadarayaWatsonRegressor):
         :math:`\sum_i w_i (y_i - \hat y)(x_{ij} - x_j)/h_j^2`; the compact kernels use
         their own derivative (0 outside the support). For ``degree=1`` the slope of the local
         weighted least-squares line (the marginal effect of local-linear regression, as in R's
-        ``np`` and statsmodels' ``KernelReg``); along directions the neighbourhood does not
-        span (all the weight on one point) the slope is 0.
+        ``np`` and statsmodels' ``KernelReg``), solved as the fit is: a feature without
+        local spread gets slope 0, and where the fit falls back to the local constant (too
+        few points for a line) the marginal effect is the local constant's derivative.
 
         Both are linear in the targets, :math:`\sum_i g_{ij}(x)\, y_i`, so their variance
         is :math:`\sum_i g_{ij}(x)^2 \sigma^2(x_i)/s_i` with the noise estimate of
@@ -632,9 +633,23 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
         def gradient_weights(queries):
             weights = self._exact_weights(self.kernel_, queries, 0).astype(np.float64)
-            if self.degree == 1:
-                return local_slope_weights(weights, keys)
-            return nadaraya_watson_gradient_weights(weights, queries, keys, scales, self.kernel)
+            if self.degree == 0:
+                return nadaraya_watson_gradient_weights(
+                    weights, queries, keys, scales, self.kernel
+                )
+            with np.errstate(over="ignore", invalid="ignore"):
+                slope, resolved = local_slope_weights(weights, self.kernel_.keys(0), scales)
+            # Where the fit falls back to the local constant (too few points for a line),
+            # so does its marginal effect.
+            unresolved = np.flatnonzero(~resolved)
+            if len(unresolved):
+                sparse = unresolved[
+                    sparse_neighborhoods(weights[unresolved], self._line_parameters, self._groups)
+                ]
+                slope[sparse] = nadaraya_watson_gradient_weights(
+                    weights[sparse], queries[sparse], keys, scales, self.kernel
+                )
+            return slope
 
         gradient, variance = self._inference().gradient(
             X, gradient_weights, noise if return_std else None
