@@ -362,8 +362,11 @@ def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo",
     The search runs on the scales of the encoded columns, tied within each discrete feature
     (:func:`kernattn.bandwidth.select_tied_bandwidth`): continuous ones within a factor 1000
     of Scott's rule, discrete ones over kernel ratios from e^-40 (λ ≈ 0) to 1 − 1e-8 (the
-    top of λ's range), starting from a ratio of e^-1. Only the row itself is left out, not
-    the other rows of its level: rows that share a category are neighbours, not copies.
+    top of λ's range), starting from a ratio of e^-1. With a continuous feature, a row's
+    exact duplicates are left out with it, as everywhere in kernattn (a vanishing bandwidth
+    would copy each target from its twin). With discrete features only, every row of a cell
+    is an exact duplicate of the others, and they are its neighbours, not copies: only the
+    row itself is left out (as in R np, whose λ this then reproduces).
 
     Returns
     -------
@@ -391,7 +394,7 @@ def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo",
         encoding.tied_columns(),
         bounds,
         criterion=criterion,
-        leave_out_duplicates=False,
+        leave_out_duplicates=bool(np.any(continuous)),
         n_jobs=n_jobs,
     )
     # An ordinal feature at the top of λ's range still tells same level from other levels.

@@ -136,8 +136,9 @@ class KernelSmoother(NadarayaWatsonRegressor):
         and gives every discrete feature :math:`\lambda = 0`; an array gives :math:`h` for
         each continuous and :math:`\lambda` for each discrete feature; a selection criterion
         (``"loo"``, ``"aic"``, ``"gcv"``) chooses them all, as R np's ``npregbw`` does
-        (``"loo"`` leaving out only the row itself: rows of the same level are neighbours,
-        not copies).
+        (``"loo"`` leaves a row's exact duplicates out with it when there is a continuous
+        feature; with discrete features only, the rows of a cell are neighbours, not copies,
+        and only the row itself is left out).
 
     Attributes
     ----------
