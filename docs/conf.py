@@ -62,7 +62,7 @@ numpydoc_class_members_toctree = False
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
-    # The lessons are 01_*.py ... 06_*.py; examples/benchmarks/ has no GALLERY_HEADER file,
+    # The lessons are 01_*.py ... 07_*.py; examples/benchmarks/ has no GALLERY_HEADER file,
     # so it is not part of the gallery (its scripts are long timings, quoted in
     # comparison.rst).
     "filename_pattern": r"[\\/]0\d_[^\\/]*\.py$",

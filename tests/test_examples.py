@@ -20,6 +20,7 @@ FIGURES = {
     "04_multiple_heads.py": ["04_multiple_heads.png"],
     "05_random_features.py": ["05_random_features.png"],
     "06_full_comparison.py": ["06_full_comparison.png"],
+    "07_confidence_bands.py": ["07_confidence_bands.png"],
 }
 
 
