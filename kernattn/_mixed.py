@@ -360,7 +360,8 @@ def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo",
     ones (as R np's ``npregbw``).
 
     The search runs on the scales of the encoded columns, tied within each discrete feature
-    (:func:`kernattn.bandwidth.select_tied_bandwidth`): continuous ones within a factor 1000
+    (:func:`kernattn.bandwidth.select_tied_bandwidth`; its grid shifts the continuous
+    bandwidths first, then the discrete ones): continuous ones within a factor 1000
     of Scott's rule, discrete ones over kernel ratios from e^-40 (λ ≈ 0) to 1 − 1e-8 (the
     top of λ's range), starting from a ratio of e^-1. With a continuous feature, a row's
     exact duplicates are left out with it, as everywhere in kernattn (a vanishing bandwidth
@@ -394,6 +395,12 @@ def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo",
         encoding.tied_columns(),
         bounds,
         criterion=criterion,
+        # The continuous bandwidths first (the discrete features at their start), then λ.
+        grid_groups=[
+            group
+            for group in (np.flatnonzero(continuous), np.flatnonzero(~continuous))
+            if len(group)
+        ],
         leave_out_duplicates=bool(np.any(continuous)),
         n_jobs=n_jobs,
     )

@@ -763,6 +763,7 @@ def select_tied_bandwidth(
     bounds,
     *,
     criterion="loo",
+    grid_groups=None,
     leave_out_duplicates=True,
     n_jobs=None,
 ):
@@ -774,7 +775,8 @@ def select_tied_bandwidth(
     common shift of the log-parameters from their start over the same grid of factors, then
     L-BFGS-B with the analytic gradient (the sum of the tied columns' gradients) within
     ``bounds``, then each parameter tried at its upper bound and the refinement repeated
-    from any improvement.
+    from any improvement. With ``grid_groups``, the grid shifts each group of parameters in
+    turn, the others held at their best so far.
 
     Parameters
     ----------
@@ -788,6 +790,9 @@ def select_tied_bandwidth(
     bounds : ndarray of shape (n_parameters, 2)
         The range of each log-parameter.
     criterion : {"loo", "aic", "gcv"}
+    grid_groups : list of ndarray, optional
+        Groups of parameter indices whose common shift is searched one group after the
+        other (default: all parameters together).
     leave_out_duplicates : bool
         Leave every exact duplicate of a row out with it (else only the row).
     n_jobs : int, optional
@@ -824,10 +829,15 @@ def select_tied_bandwidth(
             value, grad = objective.scaled_loss_and_grad(columns(theta))
             return value, np.array([grad[cols].sum() for cols in tied])
 
-        start = np.array([base[cols[0]] if len(cols) else 0.0 for cols in tied])
-        candidates = [np.clip(start + np.log(f), lower, upper) for f in _LOO_GRID]
-        values = [objective.scaled_loss(columns(theta)) for theta in candidates]
-        best, best_value = candidates[int(np.argmin(values))], float(np.min(values))
+        best = np.array([base[cols[0]] if len(cols) else 0.0 for cols in tied])
+        for group in [np.arange(len(tied))] if grid_groups is None else grid_groups:
+            candidates = []
+            for f in _LOO_GRID:
+                theta = best.copy()
+                theta[group] = np.clip(best[group] + np.log(f), lower[group], upper[group])
+                candidates.append(theta)
+            values = [objective.scaled_loss(columns(theta)) for theta in candidates]
+            best, best_value = candidates[int(np.argmin(values))], float(np.min(values))
 
         def refine(theta):
             result = minimize(

@@ -704,6 +704,16 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 self.criterion_ = selection.value
             self.effective_dof_ = selection.effective_dof
             self.irrelevant_features_ = selection.upper_edge
+            # λ = 0 (no smoothing across levels) is an answer; a continuous bandwidth on
+            # the lower edge is not.
+            too_small = selection.lower_edge & ~encoding.discrete
+            if np.any(too_small):
+                features = self._feature_labels(np.flatnonzero(too_small))
+                warnings.warn(
+                    edge_message(self.bandwidth, features, "lower"),
+                    BandwidthWarning,
+                    stacklevel=4,
+                )
         else:
             self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
         return SoftmaxHeads(

@@ -237,3 +237,21 @@ def test_repeated_rows_with_a_continuous_feature_are_left_out_together(mixed):
     for other in (twice, weighted):
         np.testing.assert_allclose(other.bandwidth_, model.bandwidth_, rtol=1e-3)
         np.testing.assert_allclose(other.loo_error_, model.loo_error_, rtol=1e-7)
+
+
+def test_a_continuous_bandwidth_on_the_lower_edge_warns_once():
+    from kernattn import BandwidthWarning
+
+    rng = np.random.default_rng(3)
+    # Pairs of inputs 1e-7 apart with the same target, unrelated between pairs: each target
+    # is best predicted from its twin, with a bandwidth far below Scott's.
+    centers = rng.uniform(0, 1, size=30)
+    X = np.column_stack(
+        [np.r_[centers, centers + 1e-7], rng.uniform(0, 1, size=60), rng.integers(0, 3, 60)]
+    )
+    y = np.tile(rng.normal(size=30), 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        KernelSmoother(bandwidth="loo", categorical_features=[2]).fit(X, y)
+    messages = [str(w.message) for w in caught if issubclass(w.category, BandwidthWarning)]
+    assert len(messages) == 1 and "feature(s) [0]" in messages[0], messages
