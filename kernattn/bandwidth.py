@@ -26,7 +26,7 @@ from kernattn._local_linear import (
 )
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import (
-    exp_shifted,
+    EXP_FLOOR,
     normalized_weights,
     power_of_two_scale,
     shifted_exp,
@@ -51,6 +51,8 @@ _LOO_GRID = np.geomspace(1e-2, 1e1, 16)
 _LOO_RANGE = 1e3
 # Entries per (queries × keys) array of a block of the leave-one-out objective.
 _BLOCK_ENTRIES = 2**18
+# Keys per tile of the tiled sums: each tile's kernel block stays in cache.
+_KEY_TILE = 512
 
 
 def _weighted_quantile(x, weights, q):
@@ -228,7 +230,16 @@ class _Criterion:
         self.groups = DuplicateGroups(X if leave_out_duplicates else np.arange(len(X))[:, None])
         self.n_groups = self.groups.n_groups
         self.group_ids = self.groups.ids if self.n_groups < self.n else None
+        if self.group_ids is not None:
+            sizes = np.bincount(self.group_ids)
+            self._has_copies = sizes[self.group_ids] > 1
+            order = np.argsort(self.group_ids, kind="stable")
+            bounds = np.searchsorted(self.group_ids[order], np.arange(self.n_groups + 1))
+            self._members = [order[bounds[g] : bounds[g + 1]] for g in range(self.n_groups)]
         self.n_params = n_line_parameters(X)
+        # The local-constant Gaussian criterion needs only sums over the keys: it goes
+        # through the keys in tiles (see _tiled_sums); the others need whole rows.
+        self.tiled = degree == 0 and kernel == "gaussian"
 
     # ------------------------------------------------------------------ units
 
@@ -255,12 +266,16 @@ class _Criterion:
 
     # ------------------------------------------------------------- the blocks
 
-    def _columns(self, K):
-        """What the kernel weights are summed against: ``[1, y, (k, k kᵀ, y kᵀ)]``."""
+    def _columns(self, K, gradient=True):
+        """What the kernel weights are summed against, transposed (columns × keys):
+        ``[1, y]``, then for the local line ``[k, k kᵀ, y kᵀ]``; for the local-constant
+        gradient ``[k, k², y k, y k²]`` (the gradient's sums, from the same product)."""
         columns = [np.ones((len(K), 1)), self.Y]
         if self.degree == 1:
             columns += [key_columns(K), value_key_columns(self.Y, K)]
-        return np.hstack(columns)
+        elif gradient:
+            columns += [K, K**2, value_key_columns(self.Y, K), value_key_columns(self.Y, K**2)]
+        return np.ascontiguousarray(np.hstack(columns).T)
 
     def _map_blocks(self, function, rows):
         """``function(rows)`` over query blocks (global row indices: a slice when ``rows``
@@ -270,6 +285,10 @@ class _Criterion:
         def run(block):
             return function(block if rows is None else rows[block])
 
+        if self.tiled:
+            return map_query_blocks(
+                run, n_queries, self.n, n_jobs=self.n_jobs, key_tile=_KEY_TILE, n_arrays=2
+            )
         return map_query_blocks(
             run, n_queries, self.n, n_jobs=self.n_jobs, n_arrays=6, cache=_BLOCK_ENTRIES
         )
@@ -286,11 +305,93 @@ class _Criterion:
         Q_aug = np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((len(Q), 1))])
         r2 = Q_aug @ K_aug
         if self.loo:
-            r2 = self.groups.leave_out(r2, rows, value=np.inf)
+            r2 = self._leave_out(r2, rows)
         if self.kernel == "gaussian":
             r2 -= r2.min(axis=1, keepdims=True)
         else:
             np.maximum(r2, 0.0, out=r2)
+        return r2
+
+    def _largest_r2(self, r2):
+        """The largest finite entry of a block of distances (+inf marks left-out pairs)."""
+        top = r2.max(axis=1)
+        if np.all(np.isfinite(top)):
+            return float(top.max(initial=0.0))
+        return float(np.where(np.isfinite(r2), r2, 0.0).max(initial=0.0))
+
+    def _tiled_sums(self, K, K_aug, columns, rows, factor):
+        """Gaussian kernel sums of a block, over tiles of keys that stay in cache.
+
+        The logits −½‖q − k‖²/c² + log s of a tile come from one product with d + 2
+        inner terms; they are shifted by the running row maximum (the nearest kept key so
+        far), as in the engine's exact path, so that no row underflows. Returns the sums
+        and each row's own kernel value on the same shift (its logit is log s_i), for the
+        trace.
+        """
+        Q = K[rows]
+        b = len(Q)
+        half = 0.5 / factor**2
+        # [q, ‖q‖², 1]·(−half) · [−2k, 1, ‖k‖²] + log s.
+        Q_aug = -half * np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((b, 1))])
+        index = np.arange(self.n)[rows]
+        left_rows, left_keys = self._left_out_pairs(index) if self.loo else ([], [])
+        buffer = np.empty((b, min(self.n, _KEY_TILE)))
+
+        def tiles():
+            for start in range(0, self.n, _KEY_TILE):
+                stop = min(start + _KEY_TILE, self.n)
+                logits = np.matmul(Q_aug, K_aug[:, start:stop], out=buffer[:, : stop - start])
+                if self.log_sw is not None:
+                    logits += self.log_sw[start:stop]
+                if len(left_rows):
+                    inside = (left_keys >= start) & (left_keys < stop)
+                    logits[left_rows[inside], left_keys[inside] - start] = -np.inf
+                yield start, stop, logits
+
+        top = np.full(b, -np.inf)
+        sums = np.zeros((b, columns.shape[0]))
+        for start, stop, logits in tiles():
+            new_top = np.maximum(top, logits.max(axis=1))
+            # The shift is the running maximum; a tile that raises it rescales the sums
+            # so far (the online softmax). A row that has met only left-out keys has no
+            # shift yet (−inf): its sums are still 0.
+            shift = np.where(np.isfinite(new_top), new_top, 0.0)
+            if start:
+                sums *= np.exp(np.where(np.isfinite(top), top, shift) - shift)[:, None]
+            top = new_top
+            logits -= shift[:, None]
+            np.maximum(logits, EXP_FLOOR, out=logits)
+            np.exp(logits, out=logits)
+            sums += logits @ columns[:, start:stop].T
+        if self.loo:
+            return sums, None
+        log_self = 0.0 if self.log_sw is None else self.log_sw[index]
+        return sums, np.exp(np.maximum(log_self - top, EXP_FLOOR))
+
+    def _key_radius(self, K):
+        return float(np.sqrt(np.einsum("ij,ij->i", K, K).max(initial=0.0)))
+
+    def _left_out_pairs(self, index):
+        """(block row, key) pairs a leave-one-out block leaves out: each row with itself
+        and every copy of its input."""
+        block_rows = [np.arange(len(index))]
+        keys = [index]
+        if self.group_ids is not None:
+            for i in np.flatnonzero(self._has_copies[index]):
+                members = self._members[self.group_ids[index[i]]]
+                block_rows.append(np.full(len(members), i))
+                keys.append(members)
+        return np.concatenate(block_rows), np.concatenate(keys)
+
+    def _leave_out(self, r2, rows):
+        """+inf where query ``rows[i]`` and a key share an input (itself, its copies)."""
+        if isinstance(rows, slice):
+            return self.groups.leave_out(r2, rows, value=np.inf)
+        r2[np.arange(len(rows)), rows] = np.inf
+        if self.group_ids is not None:
+            # Only the rows with copies need a look at their group (most have none).
+            for i in np.flatnonzero(self._has_copies[rows]):
+                r2[i, self._members[self.group_ids[rows[i]]]] = np.inf
         return r2
 
     @staticmethod
@@ -302,30 +403,42 @@ class _Criterion:
         constant (it cancels), and the rows that no key reaches (compact kernels), which
         get their nearest keys, as in prediction."""
         if self.kernel == "gaussian":
-            logits = r2 * (-0.5 / factor**2)
+            logits = np.multiply(r2, -0.5 / factor**2)
+            if self.log_sw is None:
+                # The row minimum is subtracted: logits ≤ 0 with a 0 in every row. Floor
+                # them (numpy's exp is slow where it underflows) only if some can be low.
+                if 0.5 * self._largest_r2(r2) / factor**2 > -EXP_FLOOR:
+                    np.maximum(logits, EXP_FLOOR, out=logits)
+                return np.exp(logits, out=logits), np.zeros(len(r2), dtype=bool)
         else:
             logits = log_kernel(r2 / factor**2, self.kernel)
         if self.log_sw is not None:
             logits += self.log_sw
         with np.errstate(invalid="ignore"):
-            if self.kernel == "gaussian" and self.log_sw is None:
-                E = exp_shifted(logits)
-            else:
-                E = shifted_exp(logits)
+            E = shifted_exp(logits)
         empty = ~(E.sum(axis=1) > 0)
         if np.any(empty):
             nearest = r2[empty] == r2[empty].min(axis=1, keepdims=True)
             E[empty] = nearest * (self.sw / self.sw.max())
         return E, empty
 
-    def _block(self, K, K_aug, columns, rows, factor=1.0, gradient=True):
-        """Per block: Σ s_i‖r_i‖², Σ_i S_ii (not for ``"loo"``), and their gradients."""
+    def _block(self, K, K_aug, columns, rows, factor=1.0, gradient=True, r2=None, powers=None):
+        """Per block: Σ s_i‖r_i‖², Σ_i S_ii (not for ``"loo"``), and their gradients
+        (``r2``: the block's distances, when they are shared by several factors;
+        ``powers``: ``[1, k, k²]`` of the keys)."""
         d = K.shape[1]
         t = self.Y.shape[1]
-        r2 = self._distances(K, K_aug, rows)
-        E, empty = self._kernel(r2, factor)
-        b = len(E)
-        sums = E @ columns
+        if self.tiled and r2 is None:
+            sums, E_self = self._tiled_sums(K, K_aug, columns, rows, factor)
+            E, empty = None, np.zeros(len(sums), dtype=bool)
+        else:
+            if r2 is None:
+                r2 = self._distances(K, K_aug, rows)
+            E, empty = self._kernel(r2, factor)
+            # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
+            sums = np.dot(columns, E.T).T
+            E_self = None if self.loo else E[np.arange(len(E)), np.arange(self.n)[rows]]
+        b = len(sums)
         S0 = sums[:, 0]
         ybar = sums[:, 1 : 1 + t] / S0[:, None]
         Q = K[rows]
@@ -350,24 +463,36 @@ class _Criterion:
         s = self.sw[rows]
         rss = s @ np.einsum("ij,ij->i", residual, residual)
         trace = 0.0
+        self_weight = None
         if not self.loo:
-            self_weight = E[np.arange(b), np.arange(self.n)[rows]] / S0
+            self_weight = E_self / S0
             if self.degree == 1:
                 self_weight = self_weight * (1.0 + np.einsum("bd,bd->b", Q - m, g))
             trace = self_weight.sum()
         if not gradient:
             return rss, trace
+        if self.degree == 0:
+            # A row that no key reaches has its nearest keys, which no bandwidth moves.
+            S0 = np.where(empty, np.inf, S0)
+            d_rss, d_trace = self._constant_gradient(
+                K, columns, rows, r2, E, sums, residual, ybar, factor, S0, self_weight
+            )
+            return rss, trace, d_rss, d_trace
+        # Σ_o r_io e_ijo, the residual of key j from query i's local fit against query
+        # i's own residual: r_i·y_j − r_i·(local fit at k_j).
+        if t == 1:
+            P = np.multiply.outer(residual[:, 0], self.Y[:, 0])
+        else:
+            P = residual @ self.Y.T
         if self.degree == 1:
             A = (1.0 - np.einsum("bd,bd->b", g, m))[:, None] + g @ K.T
             beta = np.einsum("bdt,bt->bd", B, residual)
             offset = np.einsum("bt,bt->b", residual, ybar) - np.einsum("bd,bd->b", beta, m)
-            P = residual @ self.Y.T
             P -= offset[:, None]
             P -= beta @ K.T
             P *= A
         else:
             A = None
-            P = residual @ self.Y.T
             P -= np.einsum("bt,bt->b", residual, ybar)[:, None]
         P *= E
         P *= (s / S0)[:, None]
@@ -378,13 +503,15 @@ class _Criterion:
             if A is not None:
                 T *= (E[np.arange(b), np.arange(self.n)[rows]] / S0**2)[:, None]
             parts.append(T)
-        stacked = np.vstack(parts)
+        stacked = parts[0] if len(parts) == 1 else np.vstack(parts)
         if self.kernel != "gaussian":
             finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
             stacked *= np.tile(-2.0 * log_kernel_derivative(finite, self.kernel), (len(parts), 1))
         stacked[np.tile(empty, len(parts))] = 0.0
         # Σ_j P_ij u_ijf² with u = (q − k)/factor: q² Σ P − 2q Σ P k + Σ P k².
-        moments = stacked @ np.hstack([np.ones((self.n, 1)), K, K**2])
+        if powers is None:
+            powers = np.hstack([np.ones((self.n, 1)), K, K**2])
+        moments = stacked @ powers
         Qs = np.tile(Q, (len(parts), 1))
         du = Qs**2 * moments[:, :1] - 2.0 * Qs * moments[:, 1 : 1 + d] + moments[:, 1 + d :]
         du /= factor**2
@@ -392,21 +519,67 @@ class _Criterion:
         d_trace = -du[b:].sum(axis=0) if not self.loo else np.zeros(d)
         return rss, trace, d_rss, d_trace
 
+    def _constant_gradient(
+        self, K, columns, rows, r2, E, sums, residual, ybar, factor, S0, w_self
+    ):
+        """The local-constant gradients from the sums of one product.
+
+        With Γ = −2f'(r²) (1 for the Gaussian kernel) and u = q − k,
+        Σ_j E_ij Γ_ij (r_i·y_j − r_i·ȳ_i) u_ijf² expands in q_f² Σ_j E Γ [1, y],
+        −2q_f Σ_j E Γ [k_f, y k_f] and Σ_j E Γ [k_f², y k_f²]: sums of the columns, so
+        the gradient costs no pass over the block beyond the product that gives the
+        estimate (for the Gaussian kernel, the same product).
+        """
+        d = K.shape[1]
+        t = self.Y.shape[1]
+        b = len(residual)
+        if self.kernel != "gaussian":
+            finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
+            sums = np.dot(columns, (E * (-2.0 * log_kernel_derivative(finite, self.kernel))).T).T
+        Q = K[rows]
+        Q2 = Q**2
+        base = 1 + t
+        start = base + 2 * d
+        # Σ_j E Γ u_f² and Σ_j E Γ y_o u_f².
+        plain_u2 = (
+            Q2 * sums[:, :1] - 2.0 * Q * sums[:, base : base + d] + sums[:, base + d : start]
+        )
+        valued_u2 = (
+            Q2[:, None, :] * sums[:, 1 : 1 + t, None]
+            - 2.0 * Q[:, None, :] * sums[:, start : start + t * d].reshape(b, t, d)
+            + sums[:, start + t * d : start + 2 * t * d].reshape(b, t, d)
+        )
+        inner = np.einsum("bt,btf->bf", residual, valued_u2)
+        inner -= np.einsum("bt,bt->b", residual, ybar)[:, None] * plain_u2
+        d_rss = -2.0 * ((self.sw[rows] / S0) @ inner) / factor**2
+        if self.loo:
+            return d_rss, np.zeros(d)
+        # ∂S_ii/∂θ = −w_ii Σ_j w_ij Γ_ij u_ij².
+        return d_rss, -((w_self / S0) @ plain_u2) / factor**2
+
     # -------------------------------------------------------------- criteria
 
     def _statistics(self, log_bandwidth, rows, gradient=True, factors=None):
         K = self.X / np.exp(log_bandwidth)
         K_aug = self._augment(K)
-        columns = self._columns(K)
+        columns = self._columns(K, gradient and factors is None)
         scale = 1.0 if rows is None else self.n / len(rows)
         if factors is None:
-            parts = self._map_blocks(
-                lambda block: self._block(K, K_aug, columns, block, gradient=gradient), rows
-            )
+            powers = np.hstack([np.ones((self.n, 1)), K, K**2]) if self.degree else None
+
+            def block_statistics(block):
+                return self._block(K, K_aug, columns, block, gradient=gradient, powers=powers)
+
+            parts = self._map_blocks(block_statistics, rows)
             return [scale * np.sum([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
 
         def block_grid(block):
-            return [self._block(K, K_aug, columns, block, c, gradient=False) for c in factors]
+            if self.tiled:
+                return [self._block(K, K_aug, columns, block, c, gradient=False) for c in factors]
+            r2 = self._distances(K, K_aug, block)
+            return [
+                self._block(K, K_aug, columns, block, c, gradient=False, r2=r2) for c in factors
+            ]
 
         parts = self._map_blocks(block_grid, rows)
         return [
@@ -468,9 +641,16 @@ _INFEASIBLE = 1e10
 # subsets of the queries (each against every key).
 _EXACT_ROWS = 4000
 # The subsets of queries of the stages of a large search.
-_FIRST_SUBSET = 1000
+_FIRST_SUBSET = 600
 _SUBSET_GROWTH = 4
-_LAST_SUBSET = 4000
+_LAST_SUBSET = 2400
+# The common factors of the first stage of a search on subsets (a coarser grid: it only
+# picks the basin the refinement starts in).
+_SUBSET_GRID = np.geomspace(1e-2, 1e1, 8)
+# The relative change of the criterion at which a search on a subset stops, and the
+# iterations of the stages after the first (they start next to the minimum).
+_SUBSET_FTOL = 1e-6
+_LATER_ITERATIONS = 12
 
 
 def _subset_stages(n, rng):
@@ -531,7 +711,7 @@ def select_bandwidth(
     refinement is repeated from any improvement.
 
     Training sets of more than 4 000 rows are searched on random subsets of the queries
-    (1 000, then 4 000 rows), each compared with every key: the criterion's sums over the
+    (600, then 2 400 rows), each compared with every key: the criterion's sums over the
     subset, scaled to the whole set, are unbiased estimates of the full sums, and each
     stage starts from the previous stage's bandwidths. The search then costs a few
     thousand rows' worth of kernel sums instead of ``n`` per evaluation.
@@ -604,20 +784,25 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
             say(2, f"  criterion {value:.6g} at h = {np.exp(log_h)}")
             return value, grad
 
-        def refine(log_h, maxiter, evaluate=evaluate):
+        # On a subset the criterion is an estimate with a relative error of about
+        # 1/√(queries): the search stops at a matching tolerance, not at 1e-9.
+        ftol = 1e-9 if rows is None else _SUBSET_FTOL
+
+        def refine(log_h, maxiter, evaluate=evaluate, ftol=ftol):
             result = minimize(
                 evaluate,
                 log_h,
                 jac=True,
                 method="L-BFGS-B",
                 bounds=bounds,
-                options={"maxiter": maxiter, "ftol": 1e-9, "gtol": 1e-7},
+                options={"maxiter": maxiter, "ftol": ftol, "gtol": 1e-7},
             )
             return result.x, float(result.fun)
 
         if first:
-            grid = objective.scaled_grid_losses(start, _LOO_GRID, rows)
-            best = np.log(start) + np.log(_LOO_GRID[np.argmin(grid)])
+            factors = _LOO_GRID if rows is None else _SUBSET_GRID
+            grid = objective.scaled_grid_losses(start, factors, rows)
+            best = np.log(start) + np.log(factors[np.argmin(grid)])
             say(1, f"{n_queries} queries: grid of common factors, best {grid.min():.6g}")
             log_h, loss = refine(best, 100)
             if grid.min() < loss:
@@ -637,7 +822,7 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
                 if candidate_loss < loss:
                     log_h, loss = candidate, candidate_loss
         else:
-            log_h, loss = refine(log_h, 30)
+            log_h, loss = refine(log_h, _LATER_ITERATIONS)
         say(1, f"{n_queries} queries: criterion {loss:.6g} at h = {np.exp(log_h)}")
     dof = objective.effective_dof(log_h, stages[-1])
     # Within 1 %: the optimizer stops as the loss flattens, not exactly on the edge.

@@ -332,7 +332,5 @@ def test_valid_queries_are_those_with_a_key_outside_their_group(groups_problem):
     X, groups = groups_problem
     keys = np.array([4, 5, 6, 7])
     queries = np.arange(len(X))
-    expected = [
-        i for i in queries if any(not np.array_equal(X[i], X[j]) for j in keys)
-    ]
+    expected = [i for i in queries if any(not np.array_equal(X[i], X[j]) for j in keys)]
     np.testing.assert_array_equal(groups.valid_queries(queries, keys), expected)

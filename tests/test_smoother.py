@@ -482,6 +482,47 @@ def test_aic_and_gcv_report_their_criterion_and_the_trace(bandwidth, degree):
             assert value > model.criterion_
 
 
+@pytest.fixture
+def small_stages(monkeypatch):
+    """The staged search of large training sets, at the sizes of a unit test."""
+    import kernattn.bandwidth as bandwidth_module
+
+    monkeypatch.setattr(bandwidth_module, "_EXACT_ROWS", 300)
+    monkeypatch.setattr(bandwidth_module, "_FIRST_SUBSET", 150)
+    monkeypatch.setattr(bandwidth_module, "_LAST_SUBSET", 600)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_loo_search_on_query_subsets_reaches_the_exact_searchs_error(small_stages, degree):
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, size=(1200, 2))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.5 * X[:, 1] + 0.2 * rng.normal(size=1200)
+    staged = KernelSmoother(bandwidth="loo", degree=degree, random_state=0).fit(X, y)
+    exact = loo_bandwidth(X, y, degree=degree)
+    at_staged = KernelSmoother(bandwidth=staged.bandwidth_, degree=degree).fit(X, y)
+    S = at_staged.attention_weights(X)
+    # The exact leave-one-out error at the staged bandwidths, from the smoother matrix.
+    reached = np.mean(((y - S @ y) / (1 - np.diag(S))) ** 2)
+    # Within the noise of a criterion estimated from a few hundred queries.
+    assert reached < 1.05 * exact[1]
+    # loo_error_ is the last stage's unbiased estimate (600 of 1 200 queries).
+    np.testing.assert_allclose(staged.loo_error_, reached, rtol=0.15)
+    again = KernelSmoother(bandwidth="loo", degree=degree, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(again.bandwidth_, staged.bandwidth_)
+
+
+def test_verbose_search_prints_its_progress(small_stages, capsys):
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1, 1, size=(800, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=800)
+    KernelSmoother(bandwidth="loo", verbose=1, random_state=0).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert any("150 queries: grid of common factors" in line for line in lines)
+    assert any("600 queries: criterion" in line for line in lines)
+    KernelSmoother(bandwidth="gcv", verbose=0, random_state=0).fit(X, y)
+    assert capsys.readouterr().out == ""
+
+
 def test_loo_needs_two_distinct_samples():
     with pytest.raises(ValueError, match="at least 2 samples"):
         KernelSmoother(bandwidth="loo").fit([[1.0]], [2.0])
