@@ -16,9 +16,18 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from kernattn._engine import NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
+from kernattn._inference import (
+    INTERVAL_METHODS,
+    NOISE_ESTIMATES,
+    LinearSmootherInference,
+    local_slope_weights,
+    nadaraya_watson_gradient_weights,
+    normal_quantile,
+)
 from kernattn._local_linear import (
     key_columns,
     n_line_parameters,
@@ -28,6 +37,14 @@ from kernattn._local_linear import (
     value_key_columns,
 )
 from kernattn._loo import duplicate_groups
+from kernattn._mixed import (
+    MixedEncoding,
+    categorical_codes,
+    dtype_categories,
+    mixed_bandwidth,
+    resolve_feature_kinds,
+    select_mixed_bandwidth,
+)
 from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
@@ -98,11 +115,35 @@ class KernelSmoother(NadarayaWatsonRegressor):
     verbose : int, default=0
         1 prints a line per stage of a bandwidth search, 2 also one per evaluation of the
         criterion.
+    categorical_features : array_like of int or bool, or "from_dtype", default=None
+        Unordered discrete features, smoothed with the Aitchison–Aitken kernel (weight
+        :math:`1 - \lambda` within a level, :math:`\lambda/(c-1)` across the :math:`c`
+        levels): indices, a boolean mask of ``n_features`` entries, or ``"from_dtype"``
+        (the unordered pandas categorical columns of a DataFrame, which may hold strings).
+        Their bandwidth is :math:`\lambda \in [0, (c-1)/c]`: 0 averages the query's own
+        level only, :math:`(c-1)/c` ignores the feature. A level not seen in training leaves
+        the feature out of that query's weights. Needs ``kernel="gaussian"`` and
+        ``degree=0``: the product kernel is then the Gaussian of one-hot (for ordinal
+        features also cumulative) codes of the levels, still softmax attention.
+    ordinal_features : array_like of int or bool, or "from_dtype", default=None
+        Ordered discrete features, smoothed with the Wang–van Ryzin kernel (weight
+        :math:`1 - \lambda` within a level, :math:`\tfrac12(1-\lambda)\lambda^{|x - x'|}`
+        across levels, with :math:`|x - x'|` the difference of the values, or of the codes of
+        an ordered pandas categorical); bandwidth :math:`\lambda \in [0, 1]`. Given as
+        for ``categorical_features``.
+
+        With discrete features, a float bandwidth or a rule sets the continuous features
+        and gives every discrete feature :math:`\lambda = 0`; an array gives :math:`h` for
+        each continuous and :math:`\lambda` for each discrete feature; a selection criterion
+        (``"loo"``, ``"aic"``, ``"gcv"``) chooses them all, as R np's ``npregbw`` does
+        (``"loo"`` leaves a row's exact duplicates out with it when there is a continuous
+        feature; with discrete features only, the rows of a cell are neighbours, not copies,
+        and only the row itself is left out).
 
     Attributes
     ----------
     bandwidth_ : ndarray of shape (n_features,)
-        The bandwidth used, one per feature.
+        The bandwidth used, one per feature (for a discrete feature, its :math:`\lambda`).
     loo_error_ : float
         Leave-one-out mean squared error of this estimator (of its ``degree``) at
         ``bandwidth_`` (only with ``bandwidth="loo"``; for more than 4 000 training rows, an
@@ -164,6 +205,15 @@ class KernelSmoother(NadarayaWatsonRegressor):
     array([0.95])
     >>> print(model.attention_weights([[0.25]]).sum().round(12))
     1.0
+
+    A categorical feature (column 1) gets its own smoothing parameter λ:
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([rng.uniform(0, 1, 200), rng.integers(0, 3, 200)])
+    >>> y = X[:, 0] + (X[:, 1] == 2) + 0.1 * rng.normal(size=200)
+    >>> model = KernelSmoother(bandwidth="loo", categorical_features=[1]).fit(X, y)
+    >>> bool(model.bandwidth_[1] < 0.1)  # the levels differ: little smoothing across them
+    True
     """
 
     _parameter_constraints: dict = {
@@ -177,6 +227,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         "degree": [Interval(Integral, 0, 1, closed="both")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
+        "ordinal_features": ["array-like", StrOptions({"from_dtype"}), None],
     }
 
     def __init__(
@@ -187,6 +239,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         n_jobs=None,
         random_state=None,
         verbose=0,
+        categorical_features=None,
+        ordinal_features=None,
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -194,8 +248,13 @@ class KernelSmoother(NadarayaWatsonRegressor):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.categorical_features = categorical_features
+        self.ordinal_features = ordinal_features
 
     def _fit_kernel(self, X, Y, sample_weight):
+        self._encoding = self._mixed_encoding(X)
+        if self._encoding is not None:
+            return self._fit_mixed_kernel(X, Y, sample_weight)
         h = self._select_bandwidth(X, Y, sample_weight)
         self.bandwidth_ = h
         # Center before scaling: distances are translation invariant, their expansion
@@ -372,6 +431,343 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 BandwidthWarning,
                 stacklevel=4,
             )
+
+    # --------------------------------------------------------------- inference
+
+    def _inference(self):
+        """The fitted smoother as a linear smoother of its training targets (in the engine's
+        units: centered targets divided by ``_value_scale``)."""
+        return LinearSmootherInference(
+            weights=lambda X: self._head_weights(X, 0),
+            kernel_weights=lambda X: self._exact_weights(self.kernel_, X, 0),
+            keys=self._training_inputs(),
+            values=self._values / self._value_scale,
+            sample_weight=self.sample_weight_[self._active],
+            n_jobs=self.n_jobs,
+        )
+
+    def _target_units(self, a, trailing=()):
+        """Engine units (n_queries, *trailing, n_outputs) to the targets' units, shaped like
+        ``predict``'s output with ``trailing`` axes after the query axis."""
+        a = a * self._value_scale
+        return a.reshape((len(a),) + trailing + self._target_shape).astype(self._dtype)
+
+    def predict_interval(
+        self,
+        X,
+        alpha=0.05,
+        *,
+        method="analytic",
+        noise="local",
+        n_bootstrap=1000,
+        random_state=None,
+    ):
+        r"""Pointwise confidence intervals for the smoothed mean :math:`\mathbb E\,\hat y(x)`.
+
+        The estimate is linear in the targets, :math:`\hat y(x) = \sum_i l_i(x)\, y_i`
+        (:math:`l` the Nadaraya–Watson weights, or the local-linear equivalent kernel), so
+        with independent noise of variance :math:`\sigma^2(x_i)/s_i` (:math:`s_i` the sample
+        weights, read as precision weights)
+
+        .. math::
+
+            \operatorname{Var} \hat y(x) = \sum_i l_i(x)^2\, \sigma^2(x_i) / s_i,
+
+        and the analytic interval is :math:`\hat y(x) \pm z_{1-\alpha/2}
+        \sqrt{\operatorname{Var} \hat y(x)}` with the normal quantile. The noise
+        :math:`\sigma^2` is estimated from the training residuals :math:`e = y - Sy`,
+        corrected for the shrinkage of residuals by the smoother: ``noise="global"`` pools
+        them, :math:`\hat\sigma^2 = \mathrm{RSS} / (n - 2\operatorname{tr} S +
+        \operatorname{tr} S^\top S)`; ``noise="local"`` (the default) smooths the squared
+        residuals with the fit's kernel weights, and so follows a noise level that changes
+        with :math:`x`.
+
+        **The smoothing bias is not included.** These intervals cover the smoothed mean
+        :math:`\mathbb E\,\hat y(x)` (the true function convolved with the kernel), not the
+        true regression function :math:`m(x)`: where the bandwidth is large compared with the
+        curvature of :math:`m` (peaks, valleys, the edges of the data for ``degree=0``), they
+        are centred off :math:`m(x)` and cover it less often than nominal. A smaller bandwidth
+        trades bias for width. Nor do they include the uncertainty of a data-driven bandwidth:
+        the bandwidth is held at ``bandwidth_``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        alpha : float, default=0.05
+            One minus the nominal coverage of each interval (0.05: 95 % intervals).
+        method : {"analytic", "bootstrap"}, default="analytic"
+            ``"analytic"``: normal intervals from the variance above. ``"bootstrap"``: basic
+            bootstrap intervals :math:`[\hat y - q_{1-\alpha/2}, \hat y - q_{\alpha/2}]`,
+            with :math:`q` the quantiles of :math:`\sum_i l_i(x)\, e^*_i` over
+            ``n_bootstrap`` draws of bootstrap errors :math:`e^*`, the bandwidth held fixed
+            at ``bandwidth_`` (so no replicate is refitted: the smoother is linear).
+        noise : {"local", "global"}, default="local"
+            The noise model. With ``method="analytic"``, the noise estimate above. With
+            ``method="bootstrap"``: ``"local"`` is the wild bootstrap (each rescaled
+            residual keeps its row and gets a random sign), ``"global"`` the residual
+            bootstrap (the pooled, centred, rescaled residuals are resampled).
+        n_bootstrap : int, default=1000
+            Bootstrap replicates (only with ``method="bootstrap"``).
+        random_state : int, RandomState instance or None, default=None
+            The bootstrap draws (only with ``method="bootstrap"``).
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            The interval's ends, shaped like :meth:`predict`'s output.
+
+        See Also
+        --------
+        predict : with ``return_std=True``, the spread of the targets around the estimate
+            (how much the neighbours disagree), not the uncertainty of the estimate.
+        gradient : marginal effects and their standard errors.
+
+        Notes
+        -----
+        The noise estimate makes one pass of the training set against itself (two for
+        ``noise="local"``), :math:`O(n^2 d)`, on every call: ask for many queries at once.
+        Residuals of a nearly interpolating fit carry no information about the noise; a
+        fit whose residual degrees of freedom vanish raises a ``ValueError``.
+
+        References
+        ----------
+        .. [1] L. Wasserman, "All of Nonparametric Statistics", Springer (2006), §5.7.
+        .. [2] D. Ruppert, M. P. Wand, R. J. Carroll, "Semiparametric Regression",
+           Cambridge University Press (2003), §6.4.
+        .. [3] E. Mammen, "Bootstrap and wild bootstrap for high dimensional linear
+           models", Ann. Statist. 21 (1993).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kernattn import KernelSmoother
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(0, 1, size=(200, 1))
+        >>> y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.normal(size=200)
+        >>> model = KernelSmoother(bandwidth=0.05).fit(X, y)
+        >>> lower, upper = model.predict_interval([[0.25], [0.5]])
+        >>> bool(np.all(lower < model.predict([[0.25], [0.5]])))
+        True
+        >>> (upper - lower).round(2)
+        array([0.08, 0.08])
+        """
+        _check_inference_params(alpha=alpha, method=method, noise=noise, n_bootstrap=n_bootstrap)
+        X = self._validate_queries(X)
+        mean, _ = self._predict_centered(X, return_std=False)
+        mean = mean.astype(np.float64)
+        inference = self._inference()
+        if method == "analytic":
+            half = normal_quantile(alpha) * np.sqrt(inference.mean_variance(X, noise))
+            low, high = -half, half
+        else:
+            q_low, q_high = inference.bootstrap_deviation_quantiles(
+                X, alpha, noise, n_bootstrap, random_state
+            )
+            low, high = -q_high, -q_low  # the basic bootstrap interval
+
+        def finish(a):
+            return self._finish_prediction(a.astype(self._dtype), None)
+
+        return finish(mean + low), finish(mean + high)
+
+    def gradient(self, X, return_std=False, *, noise="local"):
+        r"""Marginal effects :math:`\partial \hat y / \partial x_j` at each query.
+
+        For ``degree=0`` the exact derivative of the Nadaraya–Watson estimate: with
+        :math:`w_i = s_i\kappa_i / \sum_k s_k\kappa_k` and :math:`a_{ij} = \partial \log
+        \kappa_i / \partial x_j`,
+
+        .. math::
+
+            \frac{\partial \hat y}{\partial x_j} = \sum_i w_i\, (a_{ij} - \bar a_j)\, y_i,
+            \qquad \bar a_j = \sum_k w_k a_{kj};
+
+        for the Gaussian kernel :math:`a_{ij} = (x_{ij} - x_j)/h_j^2` and this is
+        :math:`\sum_i w_i (y_i - \hat y)(x_{ij} - x_j)/h_j^2`; the compact kernels use
+        their own derivative (0 outside the support). For ``degree=1`` the slope of the local
+        weighted least-squares line (the marginal effect of local-linear regression, as in R's
+        ``np`` and statsmodels' ``KernelReg``), solved as the fit is: a feature without
+        local spread gets slope 0, and where the fit falls back to the local constant (too
+        few points for a line) the marginal effect is the local constant's derivative.
+
+        Both are linear in the targets, :math:`\sum_i g_{ij}(x)\, y_i`, so their variance
+        is :math:`\sum_i g_{ij}(x)^2 \sigma^2(x_i)/s_i` with the noise estimate of
+        :meth:`predict_interval`. As there, the smoothing bias (which is larger for
+        derivatives than for the estimate) is not included.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        return_std : bool, default=False
+            Also return the standard errors of the marginal effects.
+        noise : {"local", "global"}, default="local"
+            The noise estimate of the standard errors (see :meth:`predict_interval`).
+
+        Returns
+        -------
+        gradient : ndarray of shape (n_queries, n_features) or (n_queries, n_features, n_outputs)
+            In units of the targets per unit of each feature. NaN for categorical and ordinal
+            features, which have no derivative (compare predictions at two levels instead).
+        gradient_std : ndarray of the same shape
+            Only when ``return_std=True``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kernattn import KernelSmoother
+        >>> X = np.linspace(0, 1, 101)[:, None]
+        >>> y = 3 * X[:, 0] ** 2
+        >>> model = KernelSmoother(bandwidth=0.05, degree=1).fit(X, y)
+        >>> model.gradient([[0.5]]).round(2)
+        array([[3.]])
+        """
+        _check_inference_params(noise=noise)
+        if not isinstance(return_std, bool | np.bool_):
+            raise TypeError(f"return_std must be a bool; got {return_std!r}")
+        X = self._validate_queries(X)
+        keys = self._training_inputs()
+        # The kernel's scale of every input column: the bandwidths, or with discrete
+        # features the scales of the encoded columns.
+        scales = self.kernel_.input_scale
+
+        def gradient_weights(queries):
+            weights = self._exact_weights(self.kernel_, queries, 0).astype(np.float64)
+            if self.degree == 0:
+                return nadaraya_watson_gradient_weights(
+                    weights, queries, keys, scales, self.kernel
+                )
+            with np.errstate(over="ignore", invalid="ignore"):
+                slope, resolved = local_slope_weights(weights, self.kernel_.keys(0), scales)
+            # Where the fit falls back to the local constant (too few points for a line),
+            # so does its marginal effect.
+            unresolved = np.flatnonzero(~resolved)
+            if len(unresolved):
+                sparse = unresolved[
+                    sparse_neighborhoods(weights[unresolved], self._line_parameters, self._groups)
+                ]
+                slope[sparse] = nadaraya_watson_gradient_weights(
+                    weights[sparse], queries[sparse], keys, scales, self.kernel
+                )
+            return slope
+
+        gradient, variance = self._inference().gradient(
+            X, gradient_weights, noise if return_std else None
+        )
+        if self._encoding is not None:
+            gradient, variance = self._encoding.feature_gradient(gradient, variance)
+        trailing = (gradient.shape[1],)
+        if not return_std:
+            return self._target_units(gradient, trailing)
+        return self._target_units(gradient, trailing), self._target_units(
+            np.sqrt(variance), trailing
+        )
+
+    # ------------------------------------------------------------- mixed data
+
+    def _mixed_encoding(self, X):
+        """The encoding of the discrete features of the training inputs, or ``None``."""
+        kinds = resolve_feature_kinds(
+            self.categorical_features,
+            self.ordinal_features,
+            X.shape[1],
+            self._categories,
+        )
+        if not np.any(kinds != "continuous"):
+            return None
+        if self.kernel != "gaussian":
+            raise ValueError(
+                "categorical_features and ordinal_features need kernel='gaussian' (the "
+                "product with the discrete kernels is a Gaussian of encoded inputs); got "
+                f"kernel={self.kernel!r}"
+            )
+        if self.degree != 0:
+            raise ValueError(
+                "categorical_features and ordinal_features need degree=0 (local constant); "
+                f"got degree={self.degree!r}"
+            )
+        return MixedEncoding(kinds, X)
+
+    def _fit_mixed_kernel(self, X, Y, sample_weight):
+        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn._mixed`)."""
+        encoding = self._encoding
+        Z = encoding.transform(X)
+        if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
+            selection = select_mixed_bandwidth(
+                encoding, X, Z, Y, sample_weight, criterion=self.bandwidth, n_jobs=self.n_jobs
+            )
+            self.bandwidth_ = selection.bandwidth
+            if self.bandwidth == "loo":
+                self.loo_error_ = selection.value
+            else:
+                self.criterion_ = selection.value
+            self.effective_dof_ = selection.effective_dof
+            self.irrelevant_features_ = selection.upper_edge
+            # λ = 0 (no smoothing across levels) is an answer; a continuous bandwidth on
+            # the lower edge is not.
+            too_small = selection.lower_edge & ~encoding.discrete
+            if np.any(too_small):
+                features = self._feature_labels(np.flatnonzero(too_small))
+                warnings.warn(
+                    edge_message(self.bandwidth, features, "lower"),
+                    BandwidthWarning,
+                    stacklevel=4,
+                )
+        else:
+            self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
+        return SoftmaxHeads(
+            similarity="gaussian",
+            center=_weighted_mean(Z, sample_weight),
+            input_scale=encoding.column_scales(self.bandwidth_),
+            query_weights=None,
+            key_weights=None,
+            scale=np.ones(1),
+            head_weights=np.ones(1),
+            head_bias=np.zeros(Y.shape[1]),
+            keys=Z,
+            log_sample_weight=self._log_sample_weight,
+            dtype=self._dtype,
+        )
+
+    def _training_inputs(self):
+        """The positive-weight training inputs as the kernel sees them (encoded, with
+        discrete features)."""
+        X = self.X_fit_[self._active]
+        return X if self._encoding is None else self._encoding.transform(X)
+
+    def _validate_training_data(self, X, y, sample_weight, reset=True):
+        # Pandas categoricals become their codes before scikit-learn's checks (which want
+        # numbers); the categories are kept to code the queries alike.
+        if reset:
+            self._categories = dtype_categories(
+                X, self.categorical_features, self.ordinal_features
+            )
+        X = categorical_codes(X, self._categories)
+        return super()._validate_training_data(X, y, sample_weight, reset)
+
+    def _validate_queries(self, X):
+        check_is_fitted(self)
+        X = super()._validate_queries(categorical_codes(X, self._categories))
+        return X if self._encoding is None else self._encoding.transform(X)
+
+
+def _check_inference_params(*, alpha=0.05, method="analytic", noise="local", n_bootstrap=1):
+    """Clear errors for the options of the inference methods."""
+    if not isinstance(n_bootstrap, Integral) or isinstance(n_bootstrap, bool):
+        raise TypeError(f"n_bootstrap must be a positive int; got {n_bootstrap!r}")
+    if n_bootstrap < 1:
+        raise ValueError(f"n_bootstrap must be a positive int; got {n_bootstrap!r}")
+    if not isinstance(alpha, Real) or isinstance(alpha, bool) or not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be a float in (0, 1); got {alpha!r}")
+    if not (isinstance(method, str) and method in INTERVAL_METHODS):
+        raise ValueError(
+            f"method must be one of {', '.join(map(repr, INTERVAL_METHODS))}; got {method!r}"
+        )
+    if not (isinstance(noise, str) and noise in NOISE_ESTIMATES):
+        raise ValueError(
+            f"noise must be one of {', '.join(map(repr, NOISE_ESTIMATES))}; got {noise!r}"
+        )
 
 
 def _weighted_mean(X, sample_weight):

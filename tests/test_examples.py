@@ -24,6 +24,7 @@ FIGURES = {
     "08_collapse_without_leave_one_out.py": ["08_collapse_without_leave_one_out.png"],
     "09_learned_metric_twin_peaks.py": ["09_learned_metric_twin_peaks.png"],
     "10_kernel_gallery.py": ["10_kernel_gallery.png"],
+    "11_confidence_bands.py": ["11_confidence_bands.png"],
 }
 
 
