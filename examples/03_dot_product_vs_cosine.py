@@ -13,28 +13,45 @@ it keeps the direction and throws the magnitude away. When does that cost accura
 also depends on the magnitude, ``r + sin 2θ``.
 
 **The estimators.** ``AttentionRegressor`` with one head of dimension 2, the same
-initialization and split, ``similarity="dot"`` or ``"cosine"``, and for reference the
-Gaussian score ``−½‖q − k‖²`` (tied projections: a learned metric), which compares positions.
-The cosine is bounded, so its sharpness can only come from the multiplier of the logits: all
-three learn it (``scale="learned"``), so they differ in the similarity alone. No penalty on the
-projections (``alpha=0``): the cosine ignores their length, so a penalty would only push them
-towards zero.
+initialization and split, and three similarities: ``similarity="dot"`` and ``"cosine"`` with
+separate query and key projections (``tie_qk=False``), and for reference the Gaussian score
+``−½‖q − k‖²`` with tied projections (``tie_qk=True``: a learned metric), which compares
+positions. The cosine is bounded, so its sharpness can only come from the multiplier of the
+logits: all three learn it (``scale="learned"``), so they differ in the similarity alone. No
+penalty on the projections (``alpha=0``): every similarity gets the same free projections.
+All three use ``head_mixture="convex"``: with one head the prediction is that head's
+Nadaraya–Watson average itself, a weighted mean of training targets with weights ≥ 0 summing
+to 1. A fourth model, the dot product with ``head_mixture="affine"`` (a free head weight and a
+bias, ``head_weights_`` and ``head_bias_``), shows what a linear stretch of that average adds.
 
 **What to look at.** In ``03_dot_product_vs_cosine.png``:
 
 - middle: the held-out R² (printed above each bar). When only the direction matters, the
   cosine loses nothing (R² 0.97 against 0.94 for the dot product and 0.97 for the Gaussian
-  score, in the run this text was written from); when the magnitude matters too, the cosine
-  falls to about 0.47 while the dot product keeps about 0.82 and the Gaussian score 0.98 —
-  the magnitude "sometimes carries signal". The dot product sees the magnitude only
-  indirectly: its logit ``s·qᵀk`` tilts the weights towards keys far along the query, more
-  sharply the longer the query, and part of its score comes from the head's affine output
-  (``head_weights_``, ``head_bias_``), which stretches that tilted average;
+  score, in the run this text was written from). When the magnitude matters too, the
+  Gaussian score keeps 0.98, the cosine falls to about 0.46, and the dot product falls
+  further, to about 0.32: "cosine would throw away magnitude" is true, but a dot product does
+  not use the magnitude either, not as a local average. Its logit ``s·xᵀMx'`` (``M`` =
+  ``W_q W_kᵀ``) is linear in the key, so the weights are an exponential tilt towards the keys
+  farthest along ``Mᵀx``, never a bump around the query: a sharp tilt would send every query
+  to the rim of the data (radius 3), whatever its own radius, so the leave-one-out loss keeps
+  the tilt gentle, and each query averages about half the training set (the printed median
+  effective neighbors, about 290 of 560, against about 7 for the Gaussian score). A short
+  query, with its small logits, gets nearly the global mean. On the direction task the same
+  sharp tilt costs nothing (about 8 effective neighbors): every key far along the right
+  direction has the right target. With the affine mixture the same kernel reaches 0.82 on
+  the magnitude task: the tilted average moves outwards a little as the query grows, and a
+  head weight of about 2.7 with a bias of about −4.2 (printed) stretch that small move into
+  the radius. That stretch is a linear model on top of the smoother, no longer a
+  Nadaraya–Watson average (its predictions can leave the targets' range);
 - right: on the magnitude task, the mean held-out residual against the radius. The cosine
   kernel cannot tell a point from its rescaled copy, so it over-predicts at small radius and
-  under-predicts at large radius (its residual falls steeply with r); the dot product's
-  residual is much flatter, and the Gaussian score's flat (what slope remains is the pull of
-  any Nadaraya–Watson average towards the inside of the data at its edges);
+  under-predicts at large radius (its residual falls steeply with r). The convex dot product
+  over-predicts even more at small radius (near the global mean there) and under-predicts
+  less at large radius (where the tilt reaches the rim), a residual falling almost as
+  steeply; the affine dot product's is much flatter, and the Gaussian score's flat (what
+  slope remains is the pull of any Nadaraya–Watson average towards the inside of the data at
+  its edges);
 - left: the inputs, colored by the magnitude task's target: it grows outwards.
 
 Run ``python 03_dot_product_vs_cosine.py [--out DIR]``.
@@ -74,20 +91,28 @@ targets = {
 }
 
 # %%
-# Fit each similarity on both tasks (same split, same initialization).
-similarities = ("dot", "cosine", "gaussian")
+# Fit each model on both tasks (same split, same initialization). A label, then the
+# similarity and the head mixture.
+variants = {
+    "dot": ("dot", "convex"),
+    "dot, affine": ("dot", "affine"),
+    "cosine": ("cosine", "convex"),
+    "gaussian": ("gaussian", "convex"),
+}
+colors = {"dot": "C0", "dot, affine": "C9", "cosine": "C1", "gaussian": "C2"}
 scores = {}
 predictions = {}
 for task, y in targets.items():
     X_train, X_test, y_train, y_test, _, r_test = train_test_split(
         X, y, radius, test_size=0.3, random_state=0
     )
-    for similarity in similarities:
+    for label, (similarity, mixture) in variants.items():
         model = AttentionRegressor(
             n_heads=1,
             head_dim=2,
             similarity=similarity,
             tie_qk=similarity == "gaussian",
+            head_mixture=mixture,
             scale="learned",
             alpha=0.0,
             max_iter=30 if SMOKE else 200,
@@ -96,9 +121,16 @@ for task, y in targets.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             model.fit(X_train, y_train)
-        scores[task, similarity] = model.score(X_test, y_test)
-        predictions[task, similarity] = (r_test, y_test, model.predict(X_test))
-        print(f"{task:28s} similarity={similarity:8s} held-out R² {scores[task, similarity]:.3f}")
+        scores[task, label] = model.score(X_test, y_test)
+        predictions[task, label] = (r_test, y_test, model.predict(X_test))
+        n_eff = np.median(model.effective_neighbors(X_test))
+        line = (
+            f"{task:26s} {label:12s} held-out R² {scores[task, label]:6.3f}"
+            f"  median effective neighbors {n_eff:5.1f} of {len(X_train)}"
+        )
+        if mixture == "affine":
+            line += f"  (head weight {model.head_weights_[0]:.2f}, bias {model.head_bias_[0]:.2f})"
+        print(line)
 
 # %%
 # The figure: the inputs, the scores, and the magnitude task's predictions against r.
@@ -112,33 +144,42 @@ ax.set_ylabel("x₂")
 ax.set_title("inputs, colored by the magnitude task's target")
 
 ax = axes[1]
-width = 0.27
-for j, similarity in enumerate(similarities):
-    heights = [scores[task, similarity] for task in targets]
-    bars = ax.bar(np.arange(len(targets)) + (j - 1) * width, heights, width, label=similarity)
+width = 0.2
+for j, label in enumerate(variants):
+    heights = [scores[task, label] for task in targets]
+    bars = ax.bar(
+        np.arange(len(targets)) + (j - 1.5) * width,
+        heights,
+        width,
+        color=colors[label],
+        label=label,
+    )
     ax.bar_label(bars, fmt="%.2f", fontsize=9)
 ax.set_xticks(np.arange(len(targets)))
 ax.set_xticklabels(list(targets))
-ax.set_ylim(min(0.0, *scores.values()) - 0.05, 1.25)
+ax.set_ylim(min(0.0, *scores.values()) - 0.05, 1.3)
 ax.set_ylabel("held-out R²")
-ax.set_title("AttentionRegressor: three similarities")
-ax.legend(title="similarity", fontsize=9, loc="upper center", ncol=3)
+ax.set_title("AttentionRegressor, one head: convex unless 'affine'")
+ax.legend(title="similarity", fontsize=9, loc="upper center", ncol=4, columnspacing=1.0)
 
 ax = axes[2]
 task = "magnitude too: r + sin 2θ"
 bins = np.linspace(0.5, 3.0, 6 if SMOKE else 11)
 centers = (bins[1:] + bins[:-1]) / 2
-for j, similarity in enumerate(similarities):
-    r_test, y_test, y_pred = predictions[task, similarity]
+for label in variants:
+    r_test, y_test, y_pred = predictions[task, label]
     which = np.clip(np.digitize(r_test, bins) - 1, 0, len(centers) - 1)
     residual = [np.mean((y_pred - y_test)[which == b]) for b in range(len(centers))]
-    ax.plot(centers, residual, "o-", color=f"C{j}", label=similarity)
+    style = "s--" if label == "dot, affine" else "o-"
+    ax.plot(centers, residual, style, color=colors[label], label=label)
 ax.axhline(0.0, color="0.3", lw=0.8)
 ax.set_xlabel("radius r = |x| (binned)")
 ax.set_ylabel("mean held-out residual, prediction − target")
 ax.set_title("magnitude task: errors against the radius")
 ax.legend(title="similarity", fontsize=9, loc="lower left")
-fig.suptitle("Cosine similarity discards |x|: fine when only the direction matters")
+fig.suptitle(
+    "Cosine similarity discards |x|; a dot product, averaged convexly, does not use it either"
+)
 path = os.path.join(args.out, "03_dot_product_vs_cosine.png")
 fig.savefig(path, dpi=110)
 print(f"wrote {path}")
