@@ -52,6 +52,11 @@ _WELL_CONDITIONED = 1e-4
 _BLOCK_ENTRIES = 2**18
 
 
+def is_dask_collection(data):
+    """Whether ``data`` is a Dask collection (array, dataframe), checked without dask."""
+    return callable(getattr(data, "__dask_graph__", None))
+
+
 @contextmanager
 def fit_transaction(estimator):
     """Restore ``estimator``'s state if the body raises: a failed fit leaves the last fit."""
@@ -433,7 +438,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array_like of shape (n_queries, n_features)
-            The queries.
+            The queries. A dask array or dataframe gives a dask array, computed lazily
+            per block of rows on the workers (needs the ``dask`` extra).
         return_std : bool, default=False
             Also return the weighted spread of the training targets around the estimate,
             ``sqrt(Σ_i w_i(x) (y_i − ŷ(x))²)``: how much the neighbors the query attends to
@@ -442,10 +448,16 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
-            In the precision of the training inputs (float32 stays float32).
+            In the precision of the training inputs (float32 stays float32); a dask array
+            for a dask ``X``.
         y_std : ndarray of the same shape
             Only when ``return_std=True``.
         """
+        if is_dask_collection(X) or is_dask_collection(getattr(self, "X_fit_", None)):
+            # A dask array of queries, or a model whose training set is one: on the cluster.
+            from kernattn._dask import predict
+
+            return predict(self, X, return_std=return_std)
         X = self._validate_queries(X)
         return self._finish_prediction(*self._predict_centered(X, return_std))
 
