@@ -4,26 +4,11 @@ Imported only when a dask array or dataframe reaches ``fit`` or ``predict`` (das
 optional extra, ``pip install "kernattn[dask]"``).
 
 **Fitting linear attention.** The key sums :math:`S = \sum_i s_i \phi(k_i) v_i^\top` and
-:math:`z = \sum_i s_i \phi(k_i)` are sums over rows, so every partition computes its own on
-the worker that holds it and the partial sums are added pairwise up a tree; only the sums (a
-few r × t arrays per head) reach the client. What the kernel needs from the data is taken in
-a first pass of the same shape:
-
-- the weighted mean and variance of every input and target column, merged across partitions
-  with the pairwise update of Chan, Golub & LeVeque (1979),
-  :math:`\bar x = \bar x_a + \delta\, W_b/W`, :math:`M_2 = M_{2,a} + M_{2,b} +
-  \delta^2 W_a W_b / W` (:math:`\delta = \bar x_b - \bar x_a`): the center, Scott's
-  bandwidth :math:`\sigma_j W^{-1/(d+4)}` and the target offset, as the in-memory fit computes
-  them from all rows;
-- a uniform sample of ``n_subsample`` rows without replacement: every row draws a uniform
-  key on its worker, each partition keeps its ``n_subsample`` smallest and the merge keeps the
-  smallest overall. What the in-memory fit computes on a subsample (the ``"loo"`` and
-  ``"silverman"`` bandwidths, rescaled by Scott's factor :math:`(n_{sub}/n)^{1/(d+4)}`,
-  Nyström landmarks, an attention model, a learned projection) is computed on it.
-
-With ``n`` at most ``n_subsample`` the sample is the whole training set in its order, and
-with a bandwidth rule of Scott or a given bandwidth the features are drawn as in memory: the
-fit is the in-memory fit up to the order of the sums.
+:math:`z = \sum_i s_i \phi(k_i)` are sums over rows: the two passes of
+:mod:`kernattn.linear._chunks` (statistics and a uniform sample, then the sums) run with the
+partitions as chunks, each on the worker that holds it, and the partial results are merged
+up a tree of at most ``SPLIT_EVERY`` parts per node. Only the merged statistics, the sample
+(``n_subsample`` rows) and the sums (a few r × t arrays per head) reach the client.
 
 **Predicting.** ``predict`` returns a dask array with one block per block of queries, each
 computed on a worker from the fitted model, which is sent to the workers once (scattered
@@ -46,13 +31,18 @@ import warnings
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import clone
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._engine import KEY_TILE, fit_transaction
-from kernattn._numerics import power_of_two_scale
-from kernattn.bandwidth import resolve_bandwidth
+from kernattn.linear._chunks import (
+    ChunkSummary,
+    chunk_sums,
+    finish_fit,
+    merge_sums,
+    sample_seed,
+    start_fit,
+    summarize,
+)
 
 # Partial results merged per node of the reduction trees.
 SPLIT_EVERY = 8
@@ -177,112 +167,9 @@ def _blocks(*arrays):
 # ------------------------------------------------------------------ fitting
 
 
-class _Summary:
-    """What the first pass takes from the rows of positive weight: weighted means and
-    sums of squared deviations of the inputs and targets, the largest weight and |input|,
-    the target extremes, checks, and the rows with the smallest sampling keys."""
-
-    def __init__(self, X, Y, w, start, seed, n_sample):
-        self.n_rows = len(X)
-        self.n_sample = n_sample
-        self.bad_inputs = int(np.sum(~np.isfinite(X))) + int(np.sum(~np.isfinite(Y)))
-        self.bad_weights = int(np.sum(~(w >= 0)) + np.sum(~np.isfinite(w)))
-        active = np.flatnonzero(w > 0)
-        X, Y, w = X[active], Y[active], w[active]
-        self.total = w.sum()
-        self.count = len(w)
-        self.max_weight = w.max(initial=0.0)
-        self.max_abs = np.max(np.abs(X), axis=0, initial=0.0)
-        self.y_min = np.min(Y, axis=0, initial=np.inf)
-        self.y_max = np.max(Y, axis=0, initial=-np.inf)
-        self.x_mean, self.x_m2 = self._moments(X, w)
-        self.y_mean, self.y_m2 = self._moments(Y, w)
-        keys = np.random.default_rng(seed).random(len(w))
-        keep = np.argsort(keys, kind="stable")[:n_sample]
-        self.sample = (keys[keep], start + active[keep], X[keep], Y[keep], w[keep])
-
-    def _moments(self, A, w):
-        if not len(w):
-            return np.zeros(A.shape[1]), np.zeros(A.shape[1])
-        mean = w @ A / self.total
-        return mean, w @ (A - mean) ** 2
-
-    @staticmethod
-    def merge(*parts):
-        out = copy.copy(parts[0])
-        for b in parts[1:]:
-            a = out
-            out = copy.copy(a)
-            out.n_rows = a.n_rows + b.n_rows
-            out.bad_inputs = a.bad_inputs + b.bad_inputs
-            out.bad_weights = a.bad_weights + b.bad_weights
-            out.count = a.count + b.count
-            out.total = a.total + b.total
-            out.max_weight = max(a.max_weight, b.max_weight)
-            out.max_abs = np.maximum(a.max_abs, b.max_abs)
-            out.y_min = np.minimum(a.y_min, b.y_min)
-            out.y_max = np.maximum(a.y_max, b.y_max)
-            for name in ("x", "y"):
-                mean_a, m2_a = getattr(a, f"{name}_mean"), getattr(a, f"{name}_m2")
-                mean_b, m2_b = getattr(b, f"{name}_mean"), getattr(b, f"{name}_m2")
-                if not b.total:
-                    mean, m2 = mean_a, m2_a
-                elif not a.total:
-                    mean, m2 = mean_b, m2_b
-                else:
-                    # Chan et al.'s pairwise update: no cancellation of large sums.
-                    delta = mean_b - mean_a
-                    mean = mean_a + delta * (b.total / out.total)
-                    m2 = m2_a + m2_b + delta**2 * (a.total * b.total / out.total)
-                setattr(out, f"{name}_mean", mean)
-                setattr(out, f"{name}_m2", m2)
-            joined = [np.concatenate(pair) for pair in zip(a.sample, b.sample, strict=True)]
-            keep = np.argsort(joined[0], kind="stable")[: out.n_sample]
-            out.sample = tuple(column[keep] for column in joined)
-        return out
-
-
-def _summarize(X, y, w, start, seed, n_sample):
-    X = np.asarray(X, dtype=float)
-    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
-    w = np.ones(len(X)) if w is None else np.asarray(w, dtype=float).reshape(-1)
-    return _Summary(X, Y, w, start, seed, n_sample)
-
-
-def _partition_sums(kernel, X, y, w, y_offset):
-    """One partition's key sums: the rows of positive weight added to an empty copy."""
-    X = np.asarray(X, dtype=float)
-    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
-    w = np.ones(len(X)) if w is None else np.asarray(w, dtype=float).reshape(-1)
-    active = w > 0
-    part = kernel.without_keys().accumulate(X[active], Y[active] - y_offset, w[active])
-    return part.key_sums, part.key_log_scale, part.key_radius, part.target_sums
-
-
-def _merge_sums(*parts):
-    """Key sums of several partitions, each head's taken out at the largest constant."""
-    sums, scale, radius, targets = parts[0]
-    for other_sums, other_scale, other_radius, other_targets in parts[1:]:
-        top = np.maximum(scale, other_scale)
-        with np.errstate(invalid="ignore"):
-            # exp(−inf − top) = 0: a partition without keys adds nothing.
-            a = np.where(np.isfinite(scale), np.exp(scale - top), 0.0)
-            b = np.where(np.isfinite(other_scale), np.exp(other_scale - top), 0.0)
-        sums = sums * a[:, None, None] + other_sums * b[:, None, None]
-        scale, radius, targets = top, np.maximum(radius, other_radius), targets + other_targets
-    return sums, scale, radius, targets
-
-
-def _sample_seed(random_state):
-    """A seed for the workers' sampling keys that leaves ``random_state`` untouched when it
-    is an int (the kernel's own draws then match the in-memory fit's)."""
-    if random_state is None or isinstance(random_state, np.random.RandomState):
-        return int(check_random_state(random_state).randint(2**31 - 1))
-    return int(random_state)
-
-
 def fit_linear(estimator, X, y, sample_weight=None):
-    """``LinearAttentionRegressor.fit`` on dask collections (see the module docstring)."""
+    """``LinearAttentionRegressor.fit`` on dask collections: both passes of
+    :mod:`kernattn.linear._chunks` with the partitions as chunks, on the workers."""
     with fit_transaction(estimator):
         estimator._validate_params()
         estimator._check_params()
@@ -298,97 +185,28 @@ def fit_linear(estimator, X, y, sample_weight=None):
             raise ValueError(f"X must have at least one row and one feature; got shape {X.shape}")
         _check_feature_names(estimator, frame, reset=True)
         estimator.n_features_in_ = d
-        estimator._dtype = np.dtype(np.float32 if X.dtype == np.float32 else np.float64)
 
-        seed = _sample_seed(estimator.random_state)
-        n_sample = estimator.n_subsample
+        seed = sample_seed(estimator.random_state)
         starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
         parts = [
-            dask.delayed(_summarize, pure=True)(Xb, yb, wb, int(start), [seed, i], n_sample)
+            dask.delayed(summarize, pure=True)(
+                Xb, yb, wb, int(start), [seed, i], estimator.n_subsample
+            )
             for i, ((Xb, yb, wb), start) in enumerate(zip(_blocks(X, y, w), starts, strict=True))
         ]
-        summary = _tree(parts, _Summary.merge).compute()
-        _check_summary(summary)
-
-        _, order, X_s, Y_s, w_s = summary.sample
-        rows = np.argsort(order, kind="stable")
-        X_s, Y_s, w_s = X_s[rows], Y_s[rows], w_s[rows]
-        t = len(summary.y_mean)
-        estimator._target_shape = tuple(y.shape[1:])
-        estimator._y_offset = summary.y_mean
-        spread = np.maximum(summary.y_max - summary.y_mean, summary.y_mean - summary.y_min)
-        estimator._value_scale = power_of_two_scale(spread[None, :], axis=0)
-        kernel = _make_kernel(estimator, summary, X_s, Y_s, w_s)
-
+        summary = _tree(parts, ChunkSummary.merge).compute()
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        kernel = start_fit(estimator, summary, y.shape[1:], dtype)
         parts = [
-            dask.delayed(_partition_sums, pure=True)(kernel, Xb, yb, wb, summary.y_mean)
+            dask.delayed(chunk_sums, pure=True)(kernel, Xb, yb, wb, summary.y_mean)
             for Xb, yb, wb in _blocks(X, y, w)
         ]
-        sums, scale, radius, targets = _tree(parts, _merge_sums).compute()
-        kernel.key_sums, kernel.key_log_scale = sums, scale
-        kernel.key_radius, kernel.target_sums = radius, targets
-
-        for name in ("_active", "_moments"):
-            estimator.__dict__.pop(name, None)
-        estimator._log_sample_weight = np.zeros(0)
-        estimator._values = np.zeros((0, t))
+        finish_fit(estimator, kernel, _tree(parts, merge_sums).compute())
         # The training set stays where it is: the exact rows of predict are computed there.
         estimator.X_fit_ = X
         estimator.y_fit_ = y
         estimator.sample_weight_ = da.ones(n, chunks=X.chunks[0]) if w is None else w
-        estimator.kernel_ = kernel
     return estimator
-
-
-def _check_summary(summary):
-    if summary.bad_inputs:
-        raise ValueError(
-            f"Input contains NaN or infinity: {summary.bad_inputs} entries of X or y are not "
-            "finite"
-        )
-    if summary.bad_weights:
-        raise ValueError(
-            f"sample_weight must be finite and non-negative; {summary.bad_weights} entries "
-            "are not"
-        )
-    if not summary.count:
-        raise ValueError("sample_weight must have at least one positive entry")
-
-
-def _make_kernel(estimator, summary, X_s, Y_s, w_s):
-    """The kernel (empty sums) from the full-data statistics and the sample, with the
-    estimator's fitted attributes that describe it."""
-    d = len(summary.x_mean)
-    for name in ("bandwidth_", "loo_error_", "attention_model_"):
-        estimator.__dict__.pop(name, None)
-    sub = clone(estimator)
-    for name in ("_target_shape", "_y_offset", "_value_scale", "_dtype"):
-        setattr(sub, name, getattr(estimator, name))
-    gaussian = isinstance(estimator.kernel, str) and estimator.kernel == "gaussian"
-    loo_error = None
-    if gaussian:
-        center = summary.x_mean if estimator.center is None else estimator.center
-        bandwidth = estimator.bandwidth
-        sigma = np.sqrt(summary.x_m2 / summary.total)
-        if isinstance(bandwidth, str) and bandwidth == "scott":
-            h = sigma * summary.total ** (-1.0 / (d + 4))
-            # A constant feature gets 1, as in rule_of_thumb_bandwidth.
-            bandwidth = np.where(sigma > 1e-12 * np.maximum(summary.max_abs, 1e-300), h, 1.0)
-        elif isinstance(bandwidth, str):
-            bandwidth, loo_error = resolve_bandwidth(
-                bandwidth, X_s, Y_s, w_s, n_jobs=estimator.n_jobs
-            )
-            # Scott's rate: the bandwidth of the sample shrinks like n^(-1/(d+4)).
-            bandwidth = bandwidth * (w_s.sum() / summary.total) ** (1.0 / (d + 4))
-        sub.set_params(center=center, bandwidth=bandwidth)
-    kernel = sub._make_kernel(X_s, Y_s, w_s)
-    kernel.weight_scale = float(summary.max_weight)
-    for name, value in sub.__dict__.items():
-        if name.endswith("_") and not name.startswith("_") and name not in sub.get_params():
-            setattr(estimator, name, value)
-    if loo_error is not None:
-        estimator.loo_error_ = loo_error
-    return kernel
 
 
 # ---------------------------------------------------------------- predicting

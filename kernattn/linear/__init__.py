@@ -13,9 +13,11 @@ with :math:`y_i^2`, for ``return_std``), accumulated in one pass that can be spl
 chunks. :class:`LinearAttentionRegressor` (in ``_regressor``) sets up the softmax kernel being
 approximated and fits the feature maps; the fitted kernel, the feature sums and the rows they
 cannot serve are in ``_feature_kernel``; the leave-one-out objective of a learned input
-projection is in ``_projection``.
+projection is in ``_projection``; :func:`fit_chunks` (in ``_chunks``) fits in two passes
+over chunks of rows, from disk or on the workers of a Dask cluster.
 """
 
+from kernattn.linear._chunks import fit_chunks
 from kernattn.linear._regressor import LinearAttentionRegressor
 
-__all__ = ["LinearAttentionRegressor"]
+__all__ = ["LinearAttentionRegressor", "fit_chunks"]
