@@ -20,6 +20,8 @@ FIGURES = {
     "04_multiple_heads.py": ["04_multiple_heads.png"],
     "05_random_features.py": ["05_random_features.png"],
     "06_full_comparison.py": ["06_full_comparison.png"],
+    "07_scaling_to_millions.py": ["07_scaling_to_millions.png"],
+    "08_streaming_from_disk.py": ["08_streaming_from_disk.png"],
 }
 
 

@@ -26,11 +26,14 @@ an iterable of chunks (from disk, for instance); the Dask path runs them on the 
 """
 
 import copy
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
+from kernattn._blocks import effective_n_jobs, single_threaded_blas
 from kernattn._engine import fit_transaction
 from kernattn._numerics import power_of_two_scale
 from kernattn.bandwidth import resolve_bandwidth
@@ -253,14 +256,17 @@ def fit_chunks(estimator, chunks):
     Streams a training set that need not fit in memory (``numpy.memmap`` slices, files read
     one at a time) through ``estimator`` in two passes: the first takes the statistics and
     a uniform sample the kernel needs (the center, the bandwidth, Nyström landmarks; see
-    the module docstring), the second adds every chunk's features to the key sums. Memory
-    is that of one chunk and of the sample (``n_subsample`` rows), whatever the number of
-    rows. The result is the fit on the concatenated chunks up to the order of the sums
-    (exactly so for ``n ≤ n_subsample`` or, with Scott's rule or a given bandwidth, for
-    random feature maps), except that, as after :meth:`~kernattn.LinearAttentionRegressor.
-    partial_fit`, the keys are not kept: the queries the features cannot serve get the
-    weighted training mean (with a warning) and ``attention_weights`` is unavailable.
-    Unlike a loop of ``partial_fit`` calls, nothing is fixed from the first chunk alone.
+    :ref:`distributed`), the second adds every chunk's features to the key sums. The chunks
+    are processed on the estimator's ``n_jobs`` threads and merged in order (the result
+    does not depend on the number of threads); memory is that of ``n_jobs + 1`` chunks and
+    of the sample (``n_subsample`` rows), whatever the number of rows.
+
+    The result is the fit on the concatenated chunks up to the order of the sums (exactly
+    so for ``n ≤ n_subsample`` or, with Scott's rule or a given bandwidth, for random
+    feature maps), except that, as after ``partial_fit``, the keys are not kept: the
+    queries the features cannot serve get the weighted training mean (with a warning) and
+    ``attention_weights`` is unavailable. Unlike a loop of ``partial_fit`` calls, nothing
+    is fixed from the first chunk alone; ``partial_fit`` can add chunks afterwards.
 
     Parameters
     ----------
@@ -312,35 +318,66 @@ def fit_chunks(estimator, chunks):
         estimator._validate_params()
         estimator._check_params()
         seed = sample_seed(estimator.random_state)
-        summary, start, d, target_shape, dtype = None, 0, None, None, None
-        for i, chunk in enumerate(make_iterator()):
-            X, y, w = _chunk_arrays(chunk, i, d)
-            if d is None:
-                d, target_shape = X.shape[1], y.shape[1:]
-                dtype = np.float32 if X.dtype == np.float32 else np.float64
-            elif y.shape[1:] != target_shape:
+        threads = effective_n_jobs(estimator.n_jobs)
+        first = {}
+
+        def summaries(i, chunk):
+            X, y, w = _chunk_arrays(chunk, i, first.get("d"))
+            if not first:
+                first.update(d=X.shape[1], target_shape=y.shape[1:], dtype=X.dtype)
+            elif y.shape[1:] != first["target_shape"]:
                 raise ValueError(
                     f"y of chunk {i} has shape {y.shape[1:]} per sample; chunk 0 had "
-                    f"{target_shape}"
+                    f"{first['target_shape']}"
                 )
-            part = summarize(X, y, w, start, [seed, i], estimator.n_subsample)
-            summary = part if summary is None else ChunkSummary.merge(summary, part)
-            start += len(X)
+            return X, lambda start: summarize(X, y, w, start, [seed, i], estimator.n_subsample)
+
+        summary = _reduce_chunks(make_iterator, summaries, ChunkSummary.merge, threads)
         if summary is None:
             raise ValueError("chunks gave no chunk: there is nothing to fit")
+        d = first["d"]
         estimator.__dict__.pop("feature_names_in_", None)
         estimator.n_features_in_ = d
-        kernel = start_fit(estimator, summary, target_shape, dtype)
-        sums, n_rows = None, 0
-        for i, chunk in enumerate(make_iterator()):
+        dtype = np.float32 if first["dtype"] == np.float32 else np.float64
+        kernel = start_fit(estimator, summary, first["target_shape"], dtype)
+
+        def sums(i, chunk):
             X, y, w = _chunk_arrays(chunk, i, d)
-            part = chunk_sums(kernel, X, y, w, summary.y_mean)
-            sums = part if sums is None else merge_sums(sums, part)
-            n_rows += len(X)
-        if n_rows != summary.n_rows:
+            return X, lambda start: chunk_sums(kernel, X, y, w, summary.y_mean)
+
+        n_rows = []
+        total = _reduce_chunks(make_iterator, sums, merge_sums, threads, n_rows)
+        if n_rows[0] != summary.n_rows:
             raise ValueError(
-                f"the chunks gave {summary.n_rows} rows in the first pass and {n_rows} in the "
-                "second; they must be the same both times"
+                f"the chunks gave {summary.n_rows} rows in the first pass and {n_rows[0]} in "
+                "the second; they must be the same both times"
             )
-        finish_fit(estimator, kernel, sums)
+        finish_fit(estimator, kernel, total)
     return estimator
+
+
+def _reduce_chunks(make_iterator, prepare, merge, threads, n_rows=None):
+    """``merge`` of the chunks' results, in chunk order, computed on ``threads`` threads.
+
+    ``prepare(i, chunk)`` checks a chunk (in this thread, in order) and returns its inputs
+    and the work to run on a thread, a function of the chunk's first row number. At most
+    ``threads + 1`` chunks are held at once; merging in order makes the result independent
+    of the number of threads.
+    """
+    result, start = None, 0
+    pending = deque()
+    with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
+        for i, chunk in enumerate(make_iterator()):
+            X, work = prepare(i, chunk)
+            pending.append(pool.submit(work, start))
+            start += len(X)
+            del chunk, X, work
+            while len(pending) > threads:
+                part = pending.popleft().result()
+                result = part if result is None else merge(result, part)
+        while pending:
+            part = pending.popleft().result()
+            result = part if result is None else merge(result, part)
+    if n_rows is not None:
+        n_rows.append(start)
+    return result
