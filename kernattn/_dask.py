@@ -25,14 +25,17 @@ model fitted on the same data predicts.
 """
 
 import copy
+import functools
 import uuid
 import warnings
 
 import dask
 import dask.array as da
 import numpy as np
+from sklearn import config_context, get_config
 from sklearn.utils.validation import check_is_fitted
 
+from kernattn._blocks import iter_query_blocks
 from kernattn._engine import KEY_TILE, fit_transaction
 from kernattn.linear._chunks import (
     ChunkSummary,
@@ -142,10 +145,23 @@ def _model_on_workers(model):
     return dask.delayed(model, name=f"kernattn-model-{uuid.uuid4().hex}", pure=False)
 
 
+def _configured(function, config, *args):
+    with config_context(**config):
+        return function(*args)
+
+
+def _task(function):
+    """``function`` as a task of the graph, run on the worker under this thread's
+    ``working_memory`` (scikit-learn's configuration is not sent to the workers by itself,
+    and the query blocks of a prediction are sized from it)."""
+    config = {"working_memory": get_config()["working_memory"]}
+    return dask.delayed(functools.partial(_configured, function, config), pure=True)
+
+
 def _tree(parts, combine):
     """``combine`` applied up a tree of at most ``SPLIT_EVERY`` parts per node."""
     parts = list(parts)
-    combine = dask.delayed(combine, pure=True)
+    combine = _task(combine)
     while len(parts) > 1:
         parts = [combine(*parts[i : i + SPLIT_EVERY]) for i in range(0, len(parts), SPLIT_EVERY)]
     return parts[0]
@@ -189,7 +205,7 @@ def fit_linear(estimator, X, y, sample_weight=None):
         seed = sample_seed(estimator.random_state)
         starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
         parts = [
-            dask.delayed(summarize, pure=True)(
+            _task(summarize)(
                 Xb, yb, wb, int(start), [seed, i], estimator.n_subsample
             )
             for i, ((Xb, yb, wb), start) in enumerate(zip(_blocks(X, y, w), starts, strict=True))
@@ -198,7 +214,7 @@ def fit_linear(estimator, X, y, sample_weight=None):
         dtype = np.float32 if X.dtype == np.float32 else np.float64
         kernel = start_fit(estimator, summary, y.shape[1:], dtype)
         parts = [
-            dask.delayed(chunk_sums, pure=True)(kernel, Xb, yb, wb, summary.y_mean)
+            _task(chunk_sums)(kernel, Xb, yb, wb, summary.y_mean)
             for Xb, yb, wb in _blocks(X, y, w)
         ]
         finish_fit(estimator, kernel, _tree(parts, merge_sums).compute())
@@ -232,7 +248,7 @@ def predict(estimator, X, return_std=False, **kwargs):
     blocks = [Xb for (Xb,) in _blocks(queries)]
     if not on_dask:
         outputs = [
-            dask.delayed(_predict_block, pure=True)(model, Xb, return_std, kwargs)
+            _task(_predict_block)(model, Xb, return_std, kwargs)
             for Xb in blocks
         ]
     else:
@@ -316,23 +332,34 @@ def _exact_partial(model, queries, X, y, w):
     X, Y, w = X[active], Y[active], w[active]
     values = (Y - model._y_offset) / model._value_scale
     moments = np.hstack([values, values**2, np.ones((len(values), 1))])
+    exact = kernel.without_keys().bind(X, w).exact if len(queries) and len(X) else None
     out = []
     for h in range(kernel.n_heads):
         top = np.full(len(queries), -np.inf)
         sums = np.zeros((len(queries), moments.shape[1]))
-        if len(queries) and len(X):
-            exact = kernel.without_keys().bind(X, w).exact
-            prepared = exact.queries(queries, h).astype(np.float64)
-            for start in range(0, exact.n_keys, KEY_TILE):
-                keys = slice(start, min(start + KEY_TILE, exact.n_keys))
-                logits = exact.logits(prepared, h, keys=keys).astype(np.float64)
-                new_top = np.maximum(top, logits.max(axis=1))
-                with np.errstate(invalid="ignore"):
-                    sums *= np.where(np.isfinite(top), np.exp(top - new_top), 0.0)[:, None]
-                top = new_top
-                sums += np.exp(logits - top[:, None]) @ moments[keys]
+        if exact is not None:
+            width = min(KEY_TILE, exact.n_keys)
+            for rows in iter_query_blocks(len(queries), width, cache=False):
+                top[rows], sums[rows] = _exact_sums(exact, queries[rows], h, moments)
         out.append((top, sums))
     return out
+
+
+def _exact_sums(exact, queries, h, moments):
+    """``(c, Σ_i e^{ℓ_i − c} moments_i)`` of a block of queries, key tile by key tile with
+    the running maximum ``c`` (the sums rescaled when it grows)."""
+    prepared = exact.queries(queries, h).astype(np.float64)
+    top = np.full(len(queries), -np.inf)
+    sums = np.zeros((len(queries), moments.shape[1]))
+    for start in range(0, exact.n_keys, KEY_TILE):
+        keys = slice(start, min(start + KEY_TILE, exact.n_keys))
+        logits = exact.logits(prepared, h, keys=keys).astype(np.float64)
+        new_top = np.maximum(top, logits.max(axis=1))
+        with np.errstate(invalid="ignore"):
+            sums *= np.where(np.isfinite(top), np.exp(top - new_top), 0.0)[:, None]
+        top = new_top
+        sums += np.exp(logits - top[:, None]) @ moments[keys]
+    return top, sums
 
 
 def _merge_exact(*parts):
@@ -373,14 +400,14 @@ def _second_pass(model, X, first, queries, exact, return_std):
 
 def _predict_with_remote_keys(estimator, model, blocks, return_std):
     """The three stages of a prediction by a model whose keys are a dask collection."""
-    first = [dask.delayed(_first_pass, pure=True)(model, Xb, return_std) for Xb in blocks]
+    first = [_task(_first_pass)(model, Xb, return_std) for Xb in blocks]
     queries = _tree([f[1] for f in first], _union)
     partials = [
-        dask.delayed(_exact_partial, pure=True)(model, queries, Xb, yb, wb)
+        _task(_exact_partial)(model, queries, Xb, yb, wb)
         for Xb, yb, wb in _blocks(estimator.X_fit_, estimator.y_fit_, estimator.sample_weight_)
     ]
     exact = _tree(partials, _merge_exact)
     return [
-        dask.delayed(_second_pass, pure=True)(model, Xb, f, queries, exact, return_std)
+        _task(_second_pass)(model, Xb, f, queries, exact, return_std)
         for Xb, f in zip(blocks, first, strict=True)
     ]
