@@ -16,12 +16,14 @@ when a ``distributed`` client is running) — with its training set, for the exa
 A linear-attention model fitted on a dask collection keeps no keys in memory; the queries
 its features cannot serve (see :class:`~kernattn.LinearAttentionRegressor`) are computed
 exactly against the training partitions where they live: every query block first predicts
-with its features and names those rows, every training partition computes their exact
-:math:`\sum_i e^{\ell_i - c}\,[v_i, v_i^2, 1]` with its own shift :math:`c` (the largest of
-its logits), the partial sums are merged up a tree as in the online softmax
-(:math:`\Sigma = \Sigma_a e^{c_a - c} + \Sigma_b e^{c_b - c}`, :math:`c = \max(c_a, c_b)`),
-and the query blocks finish those rows. The distributed model predicts what the in-memory
-model fitted on the same data predicts.
+with its features and names those rows (and those whose spread :math:`E_w[v^2] - E_w[v]^2`
+cancels, which the in-memory model redoes from its keys); every training partition computes,
+for those rows, the exact kernel's state :math:`(c, W, m, M_2)` — its largest logit
+:math:`c`, :math:`W = \sum_i e^{\ell_i - c}`, the weighted mean :math:`m` of the values and
+:math:`M_2 = \sum_i e^{\ell_i - c} (v_i - m)^2`; the states are merged up a tree with Chan
+et al.'s update, the weights rescaled to the larger shift as in the online softmax; and the
+query blocks finish those rows. The distributed model predicts what the in-memory model
+fitted on the same data predicts, spreads included.
 """
 
 import copy
@@ -36,7 +38,7 @@ from sklearn import config_context, get_config
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import iter_query_blocks
-from kernattn._engine import KEY_TILE, fit_transaction
+from kernattn._engine import KEY_TILE, WELL_CONDITIONED, fit_transaction
 from kernattn.linear._chunks import (
     ChunkSummary,
     chunk_sums,
@@ -285,36 +287,63 @@ def _row_keys(X):
     return [row.tobytes() for row in X]
 
 
-def _predict_with(model, X, return_std, exact_moments):
-    """``model``'s prediction of ``X`` with its exact rows given by ``exact_moments(X, h)``,
-    and the rows it asked for."""
+# Marks a model copy whose exact rows come from the partitions (its kernel keeps no keys).
+_REMOTE_KEYS = "remote"
+
+
+def _predict_with(model, X, return_std, exact_moments, exact_spread):
+    """``model``'s prediction of ``X`` with the rows it would compute from its kept keys
+    given instead: ``exact_moments(rows, h)`` → first and second moments of the rows its
+    features cannot serve, ``exact_spread(rows, h, first)`` → ``Σ_i w_i (v_i − first)²``
+    under the exact weights, for the rows whose spread cancels. Returns the prediction's
+    columns and the rows asked for (distinct)."""
     model = copy.copy(model)
+    model.kernel_ = copy.copy(model.kernel_)
+    model.kernel_.exact = _REMOTE_KEYS
     asked = []
 
     def moments(rows, h):
         asked.append(np.array(rows))
         return exact_moments(rows, h)
 
+    def accurate_spread(X, h, first, spread, second, kernel=None):
+        # The in-memory rule (engine): rows whose E[v²] − E[v]² lost its digits.
+        with np.errstate(invalid="ignore"):
+            cancelled = ~(spread > WELL_CONDITIONED * second)
+        redo = np.flatnonzero(np.any(cancelled, axis=1))
+        if not len(redo):
+            return spread
+        asked.append(X[redo])
+        spread = spread.astype(np.float64)
+        exact = exact_spread(X[redo], h, first[redo])
+        for o in range(spread.shape[1]):
+            # Only the outputs that cancelled, as in memory.
+            mine = cancelled[redo, o]
+            spread[redo[mine], o] = exact[mine, o]
+        return spread
+
     model._exact_moments = moments
+    model._accurate_spread = accurate_spread
     with warnings.catch_warnings():
         # The features' fallback warning speaks of the in-memory keys; here they are remote.
         warnings.simplefilter("ignore", UserWarning)
         prediction = model.predict(np.asarray(X, dtype=float), return_std=return_std)
-    asked = np.vstack(asked) if asked else np.zeros((0, X.shape[1]))
+    asked = np.unique(np.vstack(asked), axis=0) if asked else np.zeros((0, X.shape[1]))
     return _columns(prediction, return_std), asked
 
 
 def _first_pass(model, X, return_std):
-    """A query block predicted with its features; the rows they cannot serve get the
-    training mean for now and are returned (distinct) for the exact pass."""
-    kernel = model.kernel_
+    """A query block predicted with its features; the rows they cannot serve (and those
+    whose spread cancels) get placeholders for now and are returned for the exact pass."""
+    mean, second = model.kernel_.training_moments()
 
     def training_mean(rows, h):
-        mean, second = kernel.training_moments()
         return np.tile(mean, (len(rows), 1)), np.tile(second, (len(rows), 1))
 
-    columns, asked = _predict_with(model, X, return_std, training_mean)
-    return columns, np.unique(asked, axis=0)
+    def no_spread(rows, h, first):
+        return np.zeros_like(first)
+
+    return _predict_with(model, X, return_std, training_mean, no_spread)
 
 
 def _union(*rows):
@@ -322,8 +351,9 @@ def _union(*rows):
 
 
 def _exact_partial(model, queries, X, y, w):
-    """Per head, ``(c, Σ_i e^{ℓ_i − c} [v_i, v_i², 1])`` of ``queries`` against one
-    training partition (``c`` the largest logit of each query here)."""
+    """Per head, the exact-kernel state ``(c, W, m, M₂)`` of ``queries`` against one
+    training partition: ``c`` the largest logit of each query here, ``W = Σ_i e^{ℓ_i − c}``,
+    ``m`` the weighted mean of the values and ``M₂ = Σ_i e^{ℓ_i − c} (v_i − m)²``."""
     kernel = model.kernel_
     X = np.asarray(X, dtype=float)
     Y = np.asarray(y, dtype=float).reshape(len(X), -1)
@@ -331,70 +361,109 @@ def _exact_partial(model, queries, X, y, w):
     active = w > 0
     X, Y, w = X[active], Y[active], w[active]
     values = (Y - model._y_offset) / model._value_scale
-    moments = np.hstack([values, values**2, np.ones((len(values), 1))])
     exact = kernel.without_keys().bind(X, w).exact if len(queries) and len(X) else None
     out = []
     for h in range(kernel.n_heads):
-        top = np.full(len(queries), -np.inf)
-        sums = np.zeros((len(queries), moments.shape[1]))
+        state = _empty_state(len(queries), values.shape[1])
         if exact is not None:
             width = min(KEY_TILE, exact.n_keys)
             for rows in iter_query_blocks(len(queries), width, cache=False):
-                top[rows], sums[rows] = _exact_sums(exact, queries[rows], h, moments)
-        out.append((top, sums))
+                block = _exact_state(exact, queries[rows], h, values)
+                for whole, part in zip(state, block, strict=True):
+                    whole[rows] = part
+        out.append(state)
     return out
 
 
-def _exact_sums(exact, queries, h, moments):
-    """``(c, Σ_i e^{ℓ_i − c} moments_i)`` of a block of queries, key tile by key tile with
-    the running maximum ``c`` (the sums rescaled when it grows)."""
+def _empty_state(n, t):
+    return np.full(n, -np.inf), np.zeros(n), np.zeros((n, t)), np.zeros((n, t))
+
+
+def _exact_state(exact, queries, h, values):
+    """The state ``(c, W, m, M₂)`` of a block of queries, merged key tile by key tile."""
     prepared = exact.queries(queries, h).astype(np.float64)
-    top = np.full(len(queries), -np.inf)
-    sums = np.zeros((len(queries), moments.shape[1]))
+    state = _empty_state(len(queries), values.shape[1])
     for start in range(0, exact.n_keys, KEY_TILE):
         keys = slice(start, min(start + KEY_TILE, exact.n_keys))
         logits = exact.logits(prepared, h, keys=keys).astype(np.float64)
-        new_top = np.maximum(top, logits.max(axis=1))
-        with np.errstate(invalid="ignore"):
-            sums *= np.where(np.isfinite(top), np.exp(top - new_top), 0.0)[:, None]
-        top = new_top
-        sums += np.exp(logits - top[:, None]) @ moments[keys]
-    return top, sums
+        top = logits.max(axis=1)
+        weights = np.exp(logits - top[:, None])
+        total = weights.sum(axis=1)
+        mean = weights @ values[keys] / total[:, None]
+        m2 = np.empty_like(mean)
+        for o in range(values.shape[1]):
+            # Σ e (v − m)² directly: E[v²] − m² would cancel where m is far from 0.
+            deviation = values[keys, o][None, :] - mean[:, o : o + 1]
+            m2[:, o] = np.einsum("ij,ij->i", weights * deviation, deviation)
+        state = _merge_state(state, (top, total, mean, m2))
+    return state
+
+
+def _merge_state(a, b):
+    r"""Two exact-kernel states of the same queries merged (Chan et al.'s update, with the
+    weights of each taken out at its own shift): :math:`c = \max(c_a, c_b)`,
+    :math:`W = W_a e^{c_a - c} + W_b e^{c_b - c}`, :math:`m = m_a + \delta W_b'/W`,
+    :math:`M_2 = M_{2,a}' + M_{2,b}' + \delta^2 W_a' W_b'/W`."""
+    top_a, total_a, mean_a, m2_a = a
+    top_b, total_b, mean_b, m2_b = b
+    top = np.maximum(top_a, top_b)
+    with np.errstate(invalid="ignore"):
+        # A state without keys (c = −inf) weighs nothing.
+        scale_a = np.where(np.isfinite(top_a), np.exp(top_a - top), 0.0)
+        scale_b = np.where(np.isfinite(top_b), np.exp(top_b - top), 0.0)
+    total_a, total_b = total_a * scale_a, total_b * scale_b
+    total = total_a + total_b
+    share = np.divide(total_b, total, out=np.zeros_like(total), where=total > 0)[:, None]
+    delta = mean_b - mean_a
+    mean = mean_a + delta * share
+    m2 = m2_a * scale_a[:, None] + m2_b * scale_b[:, None] + delta**2 * (total_a[:, None] * share)
+    return top, total, mean, m2
 
 
 def _merge_exact(*parts):
-    """Per head, partial exact sums merged at the largest shift (the online softmax)."""
+    """Per head, the partitions' exact-kernel states merged."""
     merged = []
     for pieces in zip(*parts, strict=True):
-        top, sums = pieces[0]
-        for other_top, other_sums in pieces[1:]:
-            new_top = np.maximum(top, other_top)
-            with np.errstate(invalid="ignore"):
-                a = np.where(np.isfinite(top), np.exp(top - new_top), 0.0)
-                b = np.where(np.isfinite(other_top), np.exp(other_top - new_top), 0.0)
-            sums = sums * a[:, None] + other_sums * b[:, None]
-            top = new_top
-        merged.append((top, sums))
+        state = pieces[0]
+        for other in pieces[1:]:
+            state = _merge_state(state, other)
+        merged.append(state)
     return merged
 
 
 def _second_pass(model, X, first, queries, exact, return_std):
-    """A query block with its exact rows recomputed from the merged exact sums."""
+    """A query block with its exact rows recomputed from the merged exact-kernel states."""
     columns, asked = first
     if not len(asked):
         return columns
-    t = model.kernel_.n_outputs
     index = {key: i for i, key in enumerate(_row_keys(queries))}
     X = np.asarray(X, dtype=float)
     wanted = set(_row_keys(asked))
     rows = np.array([key in wanted for key in _row_keys(X)])
 
+    training_mean, training_second = model.kernel_.training_moments()
+
+    def state(block, h):
+        # A row whose status differs between the passes by rounding (a ratio within an
+        # ulp of its threshold) has no exact state: it keeps the features' placeholder.
+        found = np.array([index.get(key, -1) for key in _row_keys(block)], dtype=int)
+        _, total, mean, m2 = exact[h]
+        mean, variance = mean[found], m2[found] / total[found, None]
+        missing = found < 0
+        mean[missing] = training_mean
+        variance[missing] = training_second - training_mean**2
+        return mean, variance
+
     def moments(block, h):
-        sums = exact[h][1][[index[key] for key in _row_keys(block)]]
-        return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
+        mean, variance = state(block, h)
+        return mean, variance + mean**2
+
+    def spread(block, h, first):
+        mean, variance = state(block, h)
+        return variance + (mean - first) ** 2
 
     columns = columns.copy()
-    columns[rows], _ = _predict_with(model, X[rows], return_std, moments)
+    columns[rows], _ = _predict_with(model, X[rows], return_std, moments, spread)
     return columns
 
 

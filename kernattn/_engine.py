@@ -47,7 +47,7 @@ from kernattn._numerics import (
 KEY_TILE = 512
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
-_WELL_CONDITIONED = 1e-4
+WELL_CONDITIONED = 1e-4
 # Entries of a (rows × keys) array of the rows redone on a slower path.
 _BLOCK_ENTRIES = 2**18
 
@@ -303,7 +303,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """
         kernel = self.kernel_ if kernel is None else kernel
         with np.errstate(invalid="ignore"):
-            cancelled = ~(spread > _WELL_CONDITIONED * second)
+            cancelled = ~(spread > WELL_CONDITIONED * second)
         redo = np.flatnonzero(np.any(cancelled, axis=1))
         if not len(redo):
             return spread

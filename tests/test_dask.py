@@ -48,13 +48,16 @@ def test_linear_fit_on_partitions_is_the_in_memory_fit(client, feature_map):
     )
     np.testing.assert_allclose(cluster.center_, memory.center_, rtol=1e-12)
     np.testing.assert_allclose(cluster.bandwidth_, memory.bandwidth_, rtol=1e-12)
-    prediction = cluster.predict(da.from_array(Q, chunks=150))
+    prediction, spread = cluster.predict(da.from_array(Q, chunks=150), return_std=True)
     assert isinstance(prediction, da.Array)
     assert prediction.chunks == ((150, 150, 100),)
-    expected = _quiet(memory.predict, Q)
+    expected, expected_spread = _quiet(memory.predict, Q, return_std=True)
     _, _, unreliable = memory.kernel_.moments(Q, 0)
     assert unreliable.any()
     np.testing.assert_allclose(prediction.compute(), expected, rtol=1e-10, atol=1e-10)
+    # The spreads the features lose to cancellation are redone with the exact weights
+    # against the partitions, as in memory against the kept keys.
+    np.testing.assert_allclose(spread.compute(), expected_spread, rtol=1e-8, atol=1e-10)
     # A model fitted on the cluster predicts numpy queries through it, with the same result.
     np.testing.assert_allclose(cluster.predict(Q[:40]), expected[:40], rtol=1e-10, atol=1e-10)
 
