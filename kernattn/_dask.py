@@ -134,8 +134,9 @@ def _query_array(estimator, X):
 
 
 def _model_on_workers(model):
-    """The model as one node of the graph: scattered once when a distributed client runs
-    (each worker then fetches it once), otherwise a single named task."""
+    """The model (or any fitted object) as one node of the graph: scattered once when a
+    distributed client runs (each worker then fetches it once), otherwise a single named
+    task."""
     try:
         from distributed import default_client
 
@@ -207,16 +208,16 @@ def fit_linear(estimator, X, y, sample_weight=None):
         seed = sample_seed(estimator.random_state)
         starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
         parts = [
-            _task(summarize)(
-                Xb, yb, wb, int(start), [seed, i], estimator.n_subsample
-            )
+            _task(summarize)(Xb, yb, wb, int(start), [seed, i], estimator.n_subsample)
             for i, ((Xb, yb, wb), start) in enumerate(zip(_blocks(X, y, w), starts, strict=True))
         ]
         summary = _tree(parts, ChunkSummary.merge).compute()
         dtype = np.float32 if X.dtype == np.float32 else np.float64
         kernel = start_fit(estimator, summary, y.shape[1:], dtype)
+        # The kernel (features, landmarks) goes to each worker once, not with every task.
+        template = _model_on_workers(kernel)
         parts = [
-            _task(chunk_sums)(kernel, Xb, yb, wb, summary.y_mean)
+            _task(chunk_sums)(template, Xb, yb, wb, summary.y_mean)
             for Xb, yb, wb in _blocks(X, y, w)
         ]
         finish_fit(estimator, kernel, _tree(parts, merge_sums).compute())
@@ -249,10 +250,7 @@ def predict(estimator, X, return_std=False, **kwargs):
     dtype = estimator._dtype
     blocks = [Xb for (Xb,) in _blocks(queries)]
     if not on_dask:
-        outputs = [
-            _task(_predict_block)(model, Xb, return_std, kwargs)
-            for Xb in blocks
-        ]
+        outputs = [_task(_predict_block)(model, Xb, return_std, kwargs) for Xb in blocks]
     else:
         outputs = _predict_with_remote_keys(estimator, model, blocks, return_std)
     columns = da.concatenate(
