@@ -88,10 +88,22 @@ def cpu_seconds(client):
     return np.array(list(client.run(time.process_time).values()))
 
 
+def _peak_resident_kb():
+    """This process's peak resident set (Linux VmHWM; ``ru_maxrss`` would also count the
+    memory of the process it was forked from), kB."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def peak_memory_mb(client):
     """The largest resident set of each worker process so far, MB."""
-    peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return [kb / 1024 for kb in peaks.values()]
+    return [kb / 1024 for kb in client.run(_peak_resident_kb).values()]
 
 
 def run(n_workers, n_rows, params, args):
