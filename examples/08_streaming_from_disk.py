@@ -1,5 +1,5 @@
 """Streaming: ten million rows from disk in bounded memory
-======================================================
+=======================================================
 
 **The question.** Linear attention summarizes the training set by sums over its rows,
 ``S = Σ_i φ(k_i) y_iᵀ`` and ``z = Σ_i φ(k_i)``. Can it then learn from more rows than fit in

@@ -19,6 +19,8 @@ def client():
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
         )
     with cluster, distributed.Client(cluster) as client:
+        # Import the package on the workers once, here, not inside the first test.
+        client.run(lambda: __import__("kernattn.linear"))
         yield client
 
 

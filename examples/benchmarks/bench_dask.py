@@ -49,6 +49,9 @@ def parse_args():
     parser.add_argument("--reference-rows", type=int, default=1_000_000, help="in-memory fit")
     parser.add_argument("--memory-limit", default="1.5GB", help="memory limit per worker")
     parser.add_argument("--working-memory", type=int, default=256, help="MiB per block")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each setting, interleaved; best time"
+    )
     return parser.parse_args()
 
 
@@ -169,14 +172,28 @@ def main():
     # One worker, then two; then two at a tenth of the rows (is the memory flat in n?).
     runs = [(1, args.rows), (2, args.rows), (2, max(args.partition, args.rows // 10))]
     results = {}
-    for n_workers, n_rows in runs:
-        results[n_workers, n_rows] = run(n_workers, n_rows, params, args)
+    for _ in range(args.repeat):
+        for n_workers, n_rows in runs:
+            new = run(n_workers, n_rows, params, args)
+            old = results.get((n_workers, n_rows), new)
+            # The best time of the repeats (the least disturbed by other work on the
+            # machine); the largest memory.
+            results[n_workers, n_rows] = (
+                min(old[0], new[0]),
+                min(old[1], new[1]),
+                new[2],
+                np.maximum(old[3], new[3]),
+                np.minimum(old[4], new[4]),
+            )
 
     header = (
         f"{'workers':>7} {'rows':>12} {'fit s':>8} {'predict s':>10} {'speed-up':>9} "
         f"{'CPU s per worker':>17} {'MSE':>8} {'MSE/in-memory':>14} {'peak MB per worker':>19}"
     )
-    print(f"\nfit on n rows, predict {args.test_rows:,} held-out rows, r = {args.components}")
+    print(
+        f"\nfit on n rows, predict {args.test_rows:,} held-out rows, r = {args.components}, "
+        f"best of {args.repeat}"
+    )
     print(header)
     print("-" * len(header))
     base = results[1, args.rows]
