@@ -117,28 +117,27 @@ X_test, f_test = test[:, :D], test[:, D + 1]
 exact_rows = slice(0, N_EXACT)
 
 
-def fit_predict(model, n):
-    """Seconds to fit n rows and predict N_TEST queries (the exact model: N_EXACT, scaled),
-    and the predictions of the first N_EXACT queries."""
+def fit_predict(model, n, rows):
+    """Seconds to fit the n training rows and predict N_TEST queries (the exact model:
+    N_EXACT, scaled), and the predictions of the first N_EXACT queries."""
     exact = isinstance(model, KernelSmoother)
     queries = X_test[exact_rows] if exact else X_test
     with warnings.catch_warnings():
         # Queries far from every landmark are computed exactly (and counted in the time).
         warnings.simplefilter("ignore", UserWarning)
-        if client is None or (exact and n > 2_000_000):
-            if exact and client is not None:
-                return None, None
-            rows = local_rows(n, first_seed=0)
+        if exact and client is not None and n > 2_000_000:
+            return None, None  # the exact smoother would gather 10 million rows here
+        if client is None:
             start = time.perf_counter()
             model.fit(rows[:, :D], rows[:, D])
             prediction = model.predict(queries)
         else:
-            rows = cluster_rows(n, first_seed=0)
             start = time.perf_counter()
             if exact:
                 # The exact smoother keeps its training set: it is gathered here, and sent
                 # to the workers once with the model.
-                model.fit(rows[:, :D].compute(), rows[:, D].compute())
+                table = rows.compute()
+                model.fit(table[:, :D], table[:, D])
             else:
                 model.fit(rows[:, :D], rows[:, D])
             lazy = model.predict(da.from_array(queries, chunks=PARTITION // 10))
@@ -156,8 +155,10 @@ errors = {name: [] for name in MODELS}
 print(f"{'n':>10}  " + "  ".join(f"{name:>34}" for name in MODELS))
 for n in SIZES:
     cells = []
+    # The rows, generated once per size (here, or on the workers: a lazy dask array).
+    rows = local_rows(n, first_seed=0) if client is None else cluster_rows(n, first_seed=0)
     for name, model in MODELS.items():
-        time_taken, prediction = fit_predict(model, n)
+        time_taken, prediction = fit_predict(model, n, rows)
         if time_taken is None:
             seconds[name].append(np.nan)
             errors[name].append(np.nan)

@@ -140,3 +140,16 @@ def test_partial_fit_continues_a_chunked_fit():
     np.testing.assert_allclose(
         streamed.predict(X[:100]), whole.predict(X[:100]), rtol=1e-6, atol=1e-8
     )
+
+
+def test_threads_do_not_change_the_fit():
+    X, y = _data(n=3000)
+    fits = [
+        fit_chunks(
+            LinearAttentionRegressor(n_components=32, random_state=0, n_jobs=n_jobs),
+            _split(X, y, 250),
+        )
+        for n_jobs in (1, 2)
+    ]
+    np.testing.assert_array_equal(fits[0].kernel_.key_sums, fits[1].kernel_.key_sums)
+    np.testing.assert_array_equal(fits[0].center_, fits[1].center_)
