@@ -38,6 +38,8 @@ from kernattn import KernelSmoother, LinearAttentionRegressor
 
 D = 8
 TEST_SEED = 2 * 10**6
+# The held-out rows come in 8 partitions, so that both workers predict.
+TEST_PARTS = 8
 
 
 def parse_args():
@@ -111,6 +113,7 @@ def peak_memory_mb(client):
 
 def run(n_workers, n_rows, params, args):
     """Fit and predict on a fresh cluster; times, test MSE, peak memory per worker."""
+    test_block = -(-args.test_rows // TEST_PARTS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cluster = LocalCluster(
@@ -122,7 +125,7 @@ def run(n_workers, n_rows, params, args):
         )
     with cluster, Client(cluster) as client:
         X, y = dask_rows(n_rows, first_seed=0, partition=args.partition)
-        X_test, y_test = dask_rows(args.test_rows, first_seed=TEST_SEED, partition=args.partition)
+        X_test, y_test = dask_rows(args.test_rows, first_seed=TEST_SEED, partition=test_block)
         client.run(lambda: __import__("kernattn"))  # imports are not part of the fit
         cpu = cpu_seconds(client)
         start = time.perf_counter()
@@ -154,8 +157,9 @@ def main():
     # %%
     # The in-memory reference: the same estimator fitted on 1 million rows in this process.
     n_reference = min(args.reference_rows, args.rows)
+    test_block = -(-args.test_rows // TEST_PARTS)
     X_ref, y_ref = local_rows(n_reference, first_seed=0, partition=args.partition)
-    X_test, y_test = local_rows(args.test_rows, first_seed=TEST_SEED, partition=args.partition)
+    X_test, y_test = local_rows(args.test_rows, first_seed=TEST_SEED, partition=test_block)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
