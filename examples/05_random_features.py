@@ -152,7 +152,7 @@ sizes = [500, 1000, 2000] if SMOKE else [1000, 2000, 4000, 8000, 16000, 32000]
 bandwidth = 0.5
 models = {
     "LinearAttentionRegressor (r = 128)": lambda: LinearAttentionRegressor(
-        n_components=128, bandwidth=bandwidth, random_state=0
+        feature_map="positive", n_components=128, bandwidth=bandwidth, random_state=0
     ),
     "KernelSmoother (exact)": lambda: KernelSmoother(bandwidth=bandwidth),
 }

@@ -77,8 +77,8 @@ def default_estimators(quick=False):
     - ``KernelSmoother``: Gaussian Nadaraya–Watson, one leave-one-out bandwidth per feature;
     - ``AttentionRegressor``: one head of learned dot-product attention, trained on the
       leave-one-out loss;
-    - ``LinearAttentionRegressor``: the Gaussian kernel at the leave-one-out bandwidths,
-      through 256 Nyström features (landmarks from the data; linear in n);
+    - ``LinearAttentionRegressor``: its defaults (each query's near keys exactly, the rest
+      through 256 Nyström features; linear in n) at the leave-one-out bandwidths;
     - ``KNeighborsRegressor``: the hard, k-nearest version of the average, k tuned;
     - ``KernelRidge``: Gaussian kernel ridge regression, the penalty and width tuned.
 
@@ -109,9 +109,7 @@ def default_estimators(quick=False):
     return {
         "KernelSmoother": KernelSmoother(bandwidth="loo"),
         "AttentionRegressor": AttentionRegressor(),
-        "LinearAttentionRegressor": LinearAttentionRegressor(
-            feature_map="nystroem", bandwidth="loo"
-        ),
+        "LinearAttentionRegressor": LinearAttentionRegressor(bandwidth="loo"),
         "KNeighborsRegressor": make_pipeline(
             StandardScaler(),
             GridSearchCV(

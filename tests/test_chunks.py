@@ -25,7 +25,7 @@ def _split(X, y, size, weight=None):
 @pytest.mark.parametrize("feature_map", ["positive", "nystroem", "trig"])
 def test_chunks_give_the_in_memory_fit(feature_map):
     X, y = _data()
-    params = dict(feature_map=feature_map, n_components=64, random_state=0)
+    params = dict(feature_map=feature_map, n_components=64, n_neighbors=0, random_state=0)
     whole = LinearAttentionRegressor(**params).fit(X, y)
     streamed = fit_chunks(LinearAttentionRegressor(**params), _split(X, y, 300))
     np.testing.assert_allclose(streamed.center_, whole.center_, rtol=1e-12)
@@ -60,7 +60,7 @@ def test_chunks_from_a_memmap_with_weights_and_two_outputs(tmp_path):
             block = np.asarray(rows[start : start + 400])
             yield block[:, :3], block[:, 3:5], block[:, 5]
 
-    params = dict(n_components=64, random_state=0, bandwidth=0.7)
+    params = dict(n_components=64, n_neighbors=0, random_state=0, bandwidth=0.7)
     streamed = fit_chunks(LinearAttentionRegressor(**params), chunks)
     whole = LinearAttentionRegressor(**params).fit(X, Y, sample_weight=weight)
     assert streamed.predict(X[:5]).shape == (5, 2)
@@ -74,11 +74,10 @@ def test_sample_is_drawn_from_every_chunk():
     X, y = _data(n=6000, d=1)
     order = np.argsort(X[:, 0])
     X, y = X[order], y[order]
-    params = dict(feature_map="nystroem", n_components=32, n_subsample=600, random_state=0)
+    params = dict(n_components=32, n_neighbors=0, n_subsample=600, random_state=0)
     streamed = fit_chunks(LinearAttentionRegressor(**params), _split(X, y, 1000))
     landmarks = (
-        streamed.feature_maps_[0].landmarks_[:, 0] * streamed.bandwidth_[0]
-        + streamed.center_[0]
+        streamed.feature_maps_[0].landmarks_[:, 0] * streamed.bandwidth_[0] + streamed.center_[0]
     )
     assert landmarks.min() < -1.5 and landmarks.max() > 1.5
     first_chunk = LinearAttentionRegressor(**params).partial_fit(X[:1000], y[:1000])
@@ -92,7 +91,7 @@ def test_sample_is_drawn_from_every_chunk():
 
 def test_loo_bandwidth_on_the_sample_is_rescaled_like_the_subsample():
     X, y = _data(n=3000, d=2)
-    params = dict(bandwidth="loo", n_subsample=500, n_components=32, random_state=0)
+    params = dict(bandwidth="loo", n_subsample=500, n_components=32, n_neighbors=0, random_state=0)
     streamed = fit_chunks(LinearAttentionRegressor(**params), _split(X, y, 1000))
     whole = LinearAttentionRegressor(**params).fit(X, y)
     # Different subsamples of the same data: the same bandwidth within sampling noise.
@@ -102,7 +101,7 @@ def test_loo_bandwidth_on_the_sample_is_rescaled_like_the_subsample():
 
 def test_bad_chunks_raise_and_keep_the_last_fit():
     X, y = _data(n=600)
-    model = LinearAttentionRegressor(n_components=16, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(n_components=16, n_neighbors=0, random_state=0).fit(X, y)
     before = model.predict(X[:5])
     with pytest.raises(TypeError, match="iterator"):
         fit_chunks(model, iter(_split(X, y, 200)))
@@ -133,7 +132,7 @@ def test_bad_chunks_raise_and_keep_the_last_fit():
 def test_partial_fit_continues_a_chunked_fit():
     X, y = _data(n=1200)
     # The center and bandwidth given: nothing depends on which rows came first.
-    params = dict(n_components=32, random_state=0, bandwidth=0.8, center=np.zeros(3))
+    params = dict(feature_map="positive", random_state=0, bandwidth=0.8, center=np.zeros(3))
     streamed = fit_chunks(LinearAttentionRegressor(**params), _split(X[:800], y[:800], 400))
     streamed.partial_fit(X[800:], y[800:])
     whole = LinearAttentionRegressor(**params).fit(X, y)
@@ -146,10 +145,23 @@ def test_threads_do_not_change_the_fit():
     X, y = _data(n=3000)
     fits = [
         fit_chunks(
-            LinearAttentionRegressor(n_components=32, random_state=0, n_jobs=n_jobs),
+            LinearAttentionRegressor(
+                n_components=32, n_neighbors=0, random_state=0, n_jobs=n_jobs
+            ),
             _split(X, y, 250),
         )
         for n_jobs in (1, 2)
     ]
     np.testing.assert_array_equal(fits[0].kernel_.key_sums, fits[1].kernel_.key_sums)
     np.testing.assert_array_equal(fits[0].center_, fits[1].center_)
+
+
+def test_default_near_field_is_not_built_from_chunks_and_says_so():
+    X, y = _data(n=1500)
+    with pytest.warns(UserWarning, match="no near field"):
+        streamed = fit_chunks(LinearAttentionRegressor(random_state=0), _split(X, y, 500))
+    assert not hasattr(streamed, "weight_error_")
+    far_only = LinearAttentionRegressor(n_neighbors=0, random_state=0).fit(X, y)
+    np.testing.assert_allclose(
+        streamed.kernel_.moments(X[:50], 0)[0], far_only.kernel_.moments(X[:50], 0)[0], rtol=1e-10
+    )

@@ -31,7 +31,7 @@ ESTIMATORS = [
     LinearAttentionRegressor(feature_map="elu", bandwidth=1.0),
     LinearAttentionRegressor(feature_map="relu", n_components=16),
     LinearAttentionRegressor(feature_map="nystroem", n_components=32),
-    LinearAttentionRegressor(learn_projection=True),
+    LinearAttentionRegressor(feature_map="positive", learn_projection=True),
 ]
 
 
@@ -49,8 +49,7 @@ ESTIMATORS = [
 )
 @pytest.mark.filterwarnings("ignore:the leave-one-out bandwidth of feature:UserWarning")
 @pytest.mark.filterwarnings(
-    "ignore:.* queries had a linear-attention denominator that is not safely positive"
-    ":UserWarning"
+    "ignore:.* queries had a linear-attention denominator that is not safely positive:UserWarning"
 )
 @parametrize_with_checks(ESTIMATORS)
 def test_sklearn_compatible(estimator, check):

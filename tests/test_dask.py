@@ -43,7 +43,9 @@ def test_linear_fit_on_partitions_is_the_in_memory_fit(client, feature_map):
     # Queries spread wider than the data: some lie beyond the features' reach and are
     # computed exactly, in memory from the kept keys, on the cluster from the partitions.
     Q = 1.6 * np.random.default_rng(1).normal(size=(400, 3))
-    params = dict(feature_map=feature_map, n_components=64, random_state=0, n_subsample=5000)
+    params = dict(
+        feature_map=feature_map, n_components=64, n_neighbors=0, random_state=0, n_subsample=5000
+    )
     memory = LinearAttentionRegressor(**params).fit(X, y)
     cluster = LinearAttentionRegressor(**params).fit(
         da.from_array(X, chunks=500), da.from_array(y, chunks=500)
@@ -68,7 +70,7 @@ def test_linear_fit_with_sample_weight_and_several_outputs(client):
     X, y = _data(n=1500)
     Y = np.column_stack([y, -3 * y + 1])
     weight = np.random.default_rng(2).integers(0, 3, len(X)).astype(float)
-    params = dict(n_components=64, random_state=0, bandwidth=0.8)
+    params = dict(n_components=64, n_neighbors=0, random_state=0, bandwidth=0.8)
     memory = LinearAttentionRegressor(**params).fit(X, Y, sample_weight=weight)
     cluster = LinearAttentionRegressor(**params).fit(
         da.from_array(X, chunks=400),
@@ -85,7 +87,7 @@ def test_linear_fit_with_sample_weight_and_several_outputs(client):
 
 def test_linear_sample_on_the_workers_is_uniform_and_reproducible(client):
     X, y = _data(n=6000)
-    params = dict(feature_map="nystroem", n_components=32, n_subsample=500, random_state=3)
+    params = dict(n_components=32, n_neighbors=0, n_subsample=500, random_state=3)
     Xd, yd = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
     first = LinearAttentionRegressor(**params).fit(Xd, yd)
     second = LinearAttentionRegressor(**params).fit(Xd, yd)
@@ -108,7 +110,7 @@ def test_linear_fit_accepts_dask_dataframes(client):
     pd = pytest.importorskip("pandas")
     X, y = _data(n=1200)
     frame = pd.DataFrame(X, columns=["a", "b", "c"])
-    params = dict(n_components=32, random_state=0)
+    params = dict(n_components=32, n_neighbors=0, random_state=0)
     memory = LinearAttentionRegressor(**params).fit(frame, y)
     cluster = LinearAttentionRegressor(**params).fit(
         dd.from_pandas(frame, npartitions=3), dd.from_pandas(pd.Series(y), npartitions=3)
@@ -124,7 +126,7 @@ def test_linear_fit_accepts_dask_dataframes(client):
 
 def test_linear_fit_rejects_bad_data_and_keeps_the_last_fit(client):
     X, y = _data(n=600)
-    model = LinearAttentionRegressor(n_components=16, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(n_components=16, n_neighbors=0, random_state=0).fit(X, y)
     before = model.predict(X[:5])
     bad = X.copy()
     bad[7, 1] = np.nan
@@ -148,7 +150,7 @@ def test_linear_fit_rejects_bad_data_and_keeps_the_last_fit(client):
     [
         KernelSmoother(bandwidth=0.4),
         AttentionRegressor(n_heads=2, head_dim=2, max_iter=10, random_state=0),
-        LinearAttentionRegressor(feature_map="nystroem", n_components=32, random_state=0),
+        LinearAttentionRegressor(random_state=0),  # the default: near field + Nyström
     ],
     ids=["smoother", "attention", "linear-in-memory"],
 )

@@ -57,7 +57,12 @@ def test_error_shrinks_with_r():
                 np.sqrt(
                     np.mean(
                         (
-                            LinearAttentionRegressor(n_components=r, bandwidth=1.5, random_state=s)
+                            LinearAttentionRegressor(
+                                feature_map="positive",
+                                n_components=r,
+                                bandwidth=1.5,
+                                random_state=s,
+                            )
                             .fit(X, y)
                             .predict(X)
                             - exact
@@ -76,7 +81,9 @@ def test_error_shrinks_with_r():
 @pytest.mark.parametrize("bandwidth", [0.05, 0.3, 2.0])
 def test_positive_outputs_inside_target_range(bandwidth):
     X, y = _data(300, d=3)
-    model = LinearAttentionRegressor(bandwidth=bandwidth, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(
+        feature_map="positive", bandwidth=bandwidth, random_state=0
+    ).fit(X, y)
     rng = np.random.default_rng(3)
     Xq = np.vstack([rng.uniform(-3, 3, (200, 3)), [[1e6, -1e6, 1e6]]])
     # The last query is far beyond the reach of the features (and, at small bandwidths, so
@@ -114,7 +121,9 @@ def test_optimal_features_closer_to_exact_at_small_bandwidth():
 def test_predict_is_attention_weights_times_targets():
     X, y = _data(200)
     w = np.random.default_rng(0).integers(0, 3, len(y)).astype(float)
-    model = LinearAttentionRegressor(bandwidth=0.5, random_state=0).fit(X, y, sample_weight=w)
+    model = LinearAttentionRegressor(feature_map="positive", bandwidth=0.5, random_state=0).fit(
+        X, y, sample_weight=w
+    )
     Xq = X[:20] + 0.05
     weights = model.attention_weights(Xq)
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
@@ -127,7 +136,9 @@ def test_predict_is_attention_weights_times_targets():
 
 def test_implied_weights_match_feature_formula():
     X, y = _data(50)
-    model = LinearAttentionRegressor(n_components=16, bandwidth=0.7, random_state=2).fit(X, y)
+    model = LinearAttentionRegressor(
+        feature_map="positive", n_components=16, bandwidth=0.7, random_state=2
+    ).fit(X, y)
     phi = model.feature_maps_[0]
     Q = (X[:5] + 0.1 - model.center_) / model.bandwidth_
     K = (X - model.center_) / model.bandwidth_
@@ -197,7 +208,9 @@ def test_partial_fit_on_chunks_equals_fit(feature_map):
 
 def test_partial_fit_fixes_center_from_first_chunk_and_keeps_no_keys():
     X, y = _data(100)
-    model = LinearAttentionRegressor(random_state=0).partial_fit(X[:40], y[:40])
+    model = LinearAttentionRegressor(feature_map="positive", random_state=0).partial_fit(
+        X[:40], y[:40]
+    )
     model.partial_fit(X[40:], y[40:])
     np.testing.assert_allclose(model.center_, X[:40].mean(axis=0))
     assert not hasattr(model, "X_fit_")
@@ -208,7 +221,7 @@ def test_partial_fit_fixes_center_from_first_chunk_and_keeps_no_keys():
 
 def test_partial_fit_after_fit_adds_to_sums():
     X, y = _data(120)
-    params = dict(bandwidth=0.8, center=[0.0, 0.0], random_state=1)
+    params = dict(feature_map="positive", bandwidth=0.8, center=[0.0, 0.0], random_state=1)
     a = LinearAttentionRegressor(**params).fit(X[:60], y[:60]).partial_fit(X[60:], y[60:])
     b = LinearAttentionRegressor(**params).fit(X, y)
     np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-10)
@@ -216,7 +229,9 @@ def test_partial_fit_after_fit_adds_to_sums():
 
 def test_partial_fit_rejects_inconsistent_chunks_and_keeps_state():
     X, y = _data(60)
-    model = LinearAttentionRegressor(random_state=0).partial_fit(X[:30], y[:30])
+    model = LinearAttentionRegressor(feature_map="positive", random_state=0).partial_fit(
+        X[:30], y[:30]
+    )
     before = model.predict(X)
     with pytest.raises(ValueError, match="features"):
         model.partial_fit(X[30:, :1], y[30:])
@@ -230,7 +245,9 @@ def test_partial_fit_rejects_inconsistent_chunks_and_keeps_state():
 
 def test_far_queries_finite_and_get_nearest_region():
     X, y = _data(200)
-    model = LinearAttentionRegressor(bandwidth=0.3, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(feature_map="positive", bandwidth=0.3, random_state=0).fit(
+        X, y
+    )
     far = np.array([[1e6, 0.0], [-1e8, 1e8], [0.0, -1e12]])
     # Beyond the reach of every key the features extrapolate: these rows are computed
     # exactly, so they get what the exact smoother gives there (its nearest training target).
@@ -244,8 +261,8 @@ def test_far_queries_finite_and_get_nearest_region():
 
 def test_huge_inputs_same_as_rescaled_inputs():
     X, y = _data(200, d=3)
-    small = LinearAttentionRegressor(random_state=0).fit(X, y)
-    huge = LinearAttentionRegressor(random_state=0).fit(X * 1e150, y)
+    small = LinearAttentionRegressor(feature_map="positive", random_state=0).fit(X, y)
+    huge = LinearAttentionRegressor(feature_map="positive", random_state=0).fit(X * 1e150, y)
     pred = huge.predict(X[:30] * 1e150)
     assert np.all(np.isfinite(pred))
     np.testing.assert_allclose(pred, small.predict(X[:30]), rtol=1e-8)
@@ -357,7 +374,9 @@ def test_attention_kernel_approaches_exact_multi_head_estimate(similarity):
     exact = _exact_attention(attention, X, y, Xq)
     errors = []
     for r in (64, 16384):
-        model = LinearAttentionRegressor(kernel=attention, n_components=r, random_state=0)
+        model = LinearAttentionRegressor(
+            feature_map="positive", kernel=attention, n_components=r, random_state=0
+        )
         errors.append(np.sqrt(np.mean((model.fit(X, y).predict(Xq) - exact) ** 2)))
     assert errors[1] < 0.02
     assert errors[1] < 0.3 * errors[0]
@@ -367,7 +386,9 @@ def test_attention_kernel_weights_are_mixture_of_heads():
     rng = np.random.default_rng(2)
     X, y = rng.normal(size=(80, 3)), rng.normal(size=80)
     attention = _fitted_attention("dot", X)
-    model = LinearAttentionRegressor(kernel=attention, n_components=32, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(
+        feature_map="positive", kernel=attention, n_components=32, random_state=0
+    ).fit(X, y)
     weights = model.attention_weights(X[:5])
     np.testing.assert_allclose(weights.sum(axis=1), 1.2, rtol=1e-12)
     np.testing.assert_allclose(model.predict(X[:5]), weights @ y + 0.2, rtol=1e-10)
@@ -385,7 +406,9 @@ class _AttentionToFit(_FittedAttention):
 
 def test_unfitted_attention_model_is_fitted_on_subsample():
     X, y = _data(500, d=3)
-    model = LinearAttentionRegressor(kernel=_AttentionToFit(), n_subsample=100, random_state=0)
+    model = LinearAttentionRegressor(
+        feature_map="positive", kernel=_AttentionToFit(), n_subsample=100, random_state=0
+    )
     model.fit(X, y)
     assert model.attention_model_.n_seen_ == 100
     assert np.all(np.isfinite(model.predict(X[:10])))
@@ -394,12 +417,16 @@ def test_unfitted_attention_model_is_fitted_on_subsample():
 def test_attention_regressor_fitted_inside_fit_or_used_as_given():
     learned = pytest.importorskip("kernattn.learned")
     X, y = _data(300, d=3)
-    model = LinearAttentionRegressor(kernel="attention", n_subsample=100, random_state=0)
+    model = LinearAttentionRegressor(
+        feature_map="positive", kernel="attention", n_subsample=100, random_state=0
+    )
     model.fit(X, y)
     assert isinstance(model.attention_model_, learned.AttentionRegressor)
     assert np.all(np.isfinite(model.predict(X[:20])))
     given = model.attention_model_
-    again = LinearAttentionRegressor(kernel=given, random_state=0).fit(X, y)
+    again = LinearAttentionRegressor(feature_map="positive", kernel=given, random_state=0).fit(
+        X, y
+    )
     assert again.attention_model_ is given
     np.testing.assert_allclose(again.query_projection_, model.query_projection_)
 
@@ -449,7 +476,11 @@ def test_learned_projection_lowers_loo_error_and_ignores_noise_feature():
     X = rng.normal(size=(300, 2))
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(300)
     model = LinearAttentionRegressor(
-        learn_projection=True, n_components=128, bandwidth=1.0, random_state=0
+        feature_map="positive",
+        learn_projection=True,
+        n_components=128,
+        bandwidth=1.0,
+        random_state=0,
     ).fit(X, y)
     start = FeatureLeaveOneOut(
         X - model.center_, y[:, None], np.ones(300), model.feature_maps_[0].omega_
@@ -464,7 +495,9 @@ def test_learned_projection_lowers_loo_error_and_ignores_noise_feature():
 
 def test_loo_bandwidth_on_small_data_matches_kernel_smoother():
     X, y = _data(80)
-    model = LinearAttentionRegressor(bandwidth="loo", random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(feature_map="positive", bandwidth="loo", random_state=0).fit(
+        X, y
+    )
     np.testing.assert_allclose(
         model.bandwidth_, KernelSmoother(bandwidth="loo").fit(X, y).bandwidth_, rtol=1e-10
     )
@@ -473,7 +506,9 @@ def test_loo_bandwidth_on_small_data_matches_kernel_smoother():
 def test_array_bandwidth_same_as_kernel_smoother():
     X, y = _data(200)
     h = np.array([0.9, 1.3])
-    model = LinearAttentionRegressor(n_components=8192, bandwidth=h, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(
+        feature_map="positive", n_components=8192, bandwidth=h, random_state=0
+    ).fit(X, y)
     np.testing.assert_array_equal(model.bandwidth_, h)
     exact = KernelSmoother(bandwidth=h).fit(X, y).predict(X[:20])
     assert np.max(np.abs(model.predict(X[:20]) - exact)) < 0.05
@@ -481,7 +516,9 @@ def test_array_bandwidth_same_as_kernel_smoother():
 
 def test_loo_bandwidth_on_subsample_scaled_to_full_size():
     X, y = _data(400)
-    model = LinearAttentionRegressor(bandwidth="loo", n_subsample=100, random_state=0)
+    model = LinearAttentionRegressor(
+        feature_map="positive", bandwidth="loo", n_subsample=100, random_state=0
+    )
     model.fit(X, y)
     assert np.all(np.isfinite(model.bandwidth_)) and np.all(model.bandwidth_ > 0)
     # The same subsample (the first draw of the seed), searched exactly, then Scott's rate.
@@ -498,7 +535,9 @@ def test_loo_bandwidth_on_subsample_warns_at_the_edge_of_the_search():
     # Feature 1 is an integer code the target ignores: its bandwidth goes to the upper edge.
     X = np.column_stack([rng.uniform(-1, 1, size=300), rng.integers(0, 3, size=300)])
     y = np.sin(3 * X[:, 0])
-    model = LinearAttentionRegressor(bandwidth="loo", n_subsample=150, random_state=0)
+    model = LinearAttentionRegressor(
+        feature_map="positive", bandwidth="loo", n_subsample=150, random_state=0
+    )
     with pytest.warns(UserWarning, match=r"feature\(s\) \[1\] ended on the edge"):
         model.fit(X, y)
 
@@ -527,7 +566,7 @@ def test_loo_bandwidth_on_subsample_warns_at_the_edge_of_the_search():
 )
 def test_bad_parameters_raise_and_keep_earlier_fit(params, error, match):
     X, y = _data(50)
-    model = LinearAttentionRegressor(random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(feature_map="positive", random_state=0).fit(X, y)
     before = model.predict(X)
     model.set_params(**params)
     with pytest.raises(error, match=match):
@@ -536,7 +575,7 @@ def test_bad_parameters_raise_and_keep_earlier_fit(params, error, match):
 
 
 def test_parameter_constraints_cover_every_parameter():
-    params = LinearAttentionRegressor().get_params()
+    params = LinearAttentionRegressor(feature_map="positive").get_params()
     assert set(LinearAttentionRegressor._parameter_constraints) == set(params)
 
 
@@ -579,7 +618,9 @@ def test_n_jobs_does_not_change_predictions():
     Xq = np.vstack([_data(6000, seed=7)[0] * 1.2, [[40.0, 0.0], [0.0, -60.0]]])
     results = []
     for n_jobs in (1, 2):
-        model = LinearAttentionRegressor(bandwidth=0.3, random_state=0, n_jobs=n_jobs)
+        model = LinearAttentionRegressor(
+            feature_map="positive", bandwidth=0.3, random_state=0, n_jobs=n_jobs
+        )
         model.fit(X, y)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -651,7 +692,7 @@ def test_nystroem_attention_weights_sum_to_one_and_give_predict():
 def test_nystroem_std_is_clipped_weighted_spread():
     X, y = _data(300)
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_components=64, bandwidth=0.3, random_state=0
+        feature_map="nystroem", n_components=64, n_neighbors=0, bandwidth=0.3, random_state=0
     ).fit(X, y)
     Xq = np.vstack([_data(50, seed=9)[0], [[3.0, 3.0], [-2.0, 5.0]]])
     # The last two queries are over 6 bandwidths from every landmark: computed exactly.
@@ -669,6 +710,7 @@ def test_nystroem_landmarks_come_from_subsample_of_projected_positive_weight_key
     w = np.where(np.arange(300) % 3 == 0, 0.0, 1.0)
     model = LinearAttentionRegressor(
         feature_map=NystroemFeatures(100, landmarks="random"),
+        n_neighbors=0,
         bandwidth=0.4,
         n_subsample=50,
         random_state=0,
@@ -688,6 +730,7 @@ def test_nystroem_partial_fit_with_given_landmarks_equals_fit():
     landmarks = np.random.default_rng(2).uniform(-2.5, 2.5, (40, 3))
     params = dict(
         feature_map=NystroemFeatures(landmarks=landmarks),
+        n_neighbors=0,
         bandwidth=0.5,
         center=[0.1, -0.2, 0.0],
         random_state=3,
@@ -714,7 +757,7 @@ def test_nystroem_far_queries_are_computed_exactly_and_finite():
     # computed exactly, so they get what the exact smoother gives (the nearest target).
     X, y = _data(300)
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_components=64, bandwidth=0.3, random_state=0
+        feature_map="nystroem", n_components=64, n_neighbors=0, bandwidth=0.3, random_state=0
     ).fit(X, y)
     far = np.array([[1e6, 0.0], [-1e8, 1e8], [0.0, -1e12], [1e300, -1e300], [1e300, 1e300]])
     with pytest.warns(UserWarning, match=f"{len(far)} of {len(far)} queries"):
@@ -734,3 +777,119 @@ def test_nystroem_nan_input_raises():
     model.fit(X, y)
     with pytest.raises(ValueError, match="NaN"):
         model.predict([[np.nan, 0.0]])
+
+
+# ------------------------------------------------------------------ near field
+
+
+def _cloud(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, 3))
+    return X, np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("bandwidth", [0.08, 0.3])
+def test_split_weights_against_dense_exact_weights_within_reported_error(bandwidth):
+    X, y = _cloud()
+    Xq = _cloud(300, seed=1)[0]
+    model = LinearAttentionRegressor(bandwidth=bandwidth, random_state=0).fit(X, y)
+    exact = KernelSmoother(bandwidth=bandwidth).fit(X, y).attention_weights(Xq)
+    weights = model.attention_weights(Xq)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-10)
+    errors = np.abs(weights - exact).sum(axis=1)
+    # The reported error is the mean over left-out training rows; new queries agree with it.
+    assert errors.mean() <= 1.5 * model.weight_error_ + 0.01
+    assert model.weight_error_ <= model.tol
+    np.testing.assert_allclose(model.predict(Xq), weights @ y, rtol=1e-9, atol=1e-9)
+
+
+def test_near_field_weights_are_exact_kernel_values_and_positive():
+    X, y = _cloud(1000)
+    Xq = _cloud(50, seed=2)[0]
+    model = LinearAttentionRegressor(bandwidth=0.1, n_neighbors=200, random_state=0).fit(X, y)
+    kernel = model.kernel_
+    weights = model.attention_weights(Xq)
+    exact = np.exp(-0.5 * np.sum(((Xq[:, None] - X[None]) / 0.1) ** 2, axis=2))
+    cells = kernel.cells_of(kernel.far.project(Xq, 0, "query"))
+    for i, c in enumerate(cells):
+        near = kernel._near["order"][kernel._near_rows(c)]
+        assert np.all(weights[i, near] > 0)
+        # On the near keys the weights are the exact kernel's, up to one factor per query.
+        ratio = weights[i, near] / exact[i, near]
+        np.testing.assert_allclose(ratio, ratio[0], rtol=1e-9)
+
+
+def test_near_field_covering_every_key_is_the_exact_smoother():
+    X, y = _cloud(500)
+    Xq = _cloud(40, seed=3)[0]
+    model = LinearAttentionRegressor(bandwidth=0.2, n_neighbors=500, random_state=0).fit(X, y)
+    exact = KernelSmoother(bandwidth=0.2).fit(X, y)
+    mean, std = model.predict(Xq, return_std=True)
+    exact_mean, exact_std = exact.predict(Xq, return_std=True)
+    np.testing.assert_allclose(mean, exact_mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(std, exact_std, rtol=1e-8, atol=1e-10)
+    assert model.weight_error_ < 1e-10 and model.n_neighbors_ == 500
+
+
+@pytest.mark.parametrize("tol", [0.05, 0.2])
+def test_auto_near_field_meets_its_tolerance_on_another_sample(tol):
+    X, y = _cloud()
+    model = LinearAttentionRegressor(bandwidth=0.08, tol=tol, random_state=0).fit(X, y)
+    assert model.weight_error_ <= tol
+    rows = np.random.default_rng(7).choice(len(X), 200, replace=False)
+    assert model.kernel_.weight_errors(rows).mean() <= 1.5 * tol
+    loose = LinearAttentionRegressor(bandwidth=0.08, tol=0.4, random_state=0).fit(X, y)
+    assert loose.n_neighbors_ <= model.n_neighbors_
+
+
+def test_near_field_far_queries_are_computed_exactly():
+    from kernattn.linear import ExactFallbackWarning
+
+    X, y = _cloud(500)
+    model = LinearAttentionRegressor(bandwidth=0.1, random_state=0).fit(X, y)
+    # Beyond REACH of every near key the nearest keys may lie in cells that are not near.
+    far = np.array([[30.0, 0.0, 0.0], [-1e6, 1e6, 0.0], [0.0, 0.0, -1e12]])
+    with pytest.warns(ExactFallbackWarning, match="3 of 3 queries"):
+        mean, std = model.predict(far, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+    exact = KernelSmoother(bandwidth=0.1).fit(X, y).predict(far)
+    np.testing.assert_allclose(mean, exact, atol=1e-6)
+
+
+def test_near_field_same_seed_same_fit_and_pickles():
+    X, y = _cloud(800)
+    a = LinearAttentionRegressor(bandwidth=0.1, random_state=4).fit(X, y)
+    b = LinearAttentionRegressor(bandwidth=0.1, random_state=4).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X[:50]), b.predict(X[:50]))
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).predict(X[:50]), a.predict(X[:50]))
+
+
+def test_n_neighbors_needs_nystroem_features():
+    X, y = _cloud(100)
+    with pytest.raises(ValueError, match="n_neighbors > 0 needs Nyström"):
+        LinearAttentionRegressor(feature_map="positive", n_neighbors=10).fit(X, y)
+
+
+def test_share_of_exact_rows_above_ten_percent_warns_not_linear_time():
+    from kernattn.linear import ExactFallbackWarning, NotLinearTimeWarning
+
+    X, y = _data(300, d=3)
+    model = LinearAttentionRegressor(feature_map="trig", bandwidth=0.05, random_state=0)
+    with pytest.warns(NotLinearTimeWarning, match="no longer linear"):
+        model.fit(X, y)
+    with pytest.warns(NotLinearTimeWarning, match="no longer linear"):
+        model.predict(_data(50, d=3, seed=4)[0])
+    assert issubclass(NotLinearTimeWarning, ExactFallbackWarning)
+    # The default near field serves the same data without computing rows against every key.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExactFallbackWarning)
+        LinearAttentionRegressor(bandwidth=0.05, random_state=0).fit(X, y).predict(X[:50])
+
+
+def test_loo_bandwidth_on_a_subsample_reports_the_search_edge():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (600, 3))
+    y = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(600)
+    model = LinearAttentionRegressor(bandwidth="loo", n_subsample=200, random_state=0)
+    with pytest.warns(UserWarning, match=r"LinearAttentionRegressor\(bandwidth='loo'\).*edge"):
+        model.fit(X, y)

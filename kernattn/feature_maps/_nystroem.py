@@ -144,7 +144,12 @@ class NystroemFeatures(FeatureMap):
                 raise ValueError("landmarks must hold at least one row")
             if not np.all(np.isfinite(landmarks)):
                 raise ValueError("the landmarks must be finite")
-        gram = np.exp(-0.5 * squared_distances(landmarks, landmarks))
+        # Landmarks beyond the float range (a bandwidth near 1e-300) have infinite
+        # distances: their kernel is 0 (and 1 with themselves).
+        with np.errstate(over="ignore", invalid="ignore"):
+            gram = np.exp(-0.5 * squared_distances(landmarks, landmarks))
+        gram = np.nan_to_num(gram, nan=0.0)
+        np.fill_diagonal(gram, 1.0)
         eigenvalues, vectors = np.linalg.eigh(gram)
         keep = eigenvalues > self.rcond * eigenvalues[-1]
         vectors, eigenvalues = vectors[:, keep], eigenvalues[keep]

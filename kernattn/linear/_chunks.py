@@ -26,6 +26,7 @@ an iterable of chunks (from disk, for instance); the Dask path runs them on the 
 """
 
 import copy
+import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -176,13 +177,28 @@ def start_fit(estimator, summary, target_shape, dtype):
     estimator._value_scale = power_of_two_scale(spread[None, :], axis=0)
     _, order, X_s, Y_s, w_s = summary.sample
     rows = np.argsort(order, kind="stable")
-    return _kernel_from_sample(estimator, summary, X_s[rows], Y_s[rows], w_s[rows])
+    kernel = _kernel_from_sample(estimator, summary, X_s[rows], Y_s[rows], w_s[rows])
+    if estimator._near_field():
+        # The near field computes each query's nearest keys exactly from keys held in
+        # memory; over chunks, as after partial_fit, the Nyström far field serves alone.
+        warnings.warn(
+            "fitted in chunks (or on partitions), LinearAttentionRegressor has no near "
+            "field: the Nyström features alone (n_neighbors=0) approximate the kernel, "
+            "which is coarser at small bandwidths; fit in memory for the near field, or "
+            "pass n_neighbors=0 to silence this",
+            UserWarning,
+            stacklevel=3,
+        )
+    return kernel
 
 
 def finish_fit(estimator, kernel, sums):
     """After the second pass: the merged sums into the kernel; no keys are kept."""
     kernel.key_sums, kernel.key_log_scale, kernel.key_radius, kernel.target_sums = sums
     for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_moments"):
+        estimator.__dict__.pop(name, None)
+    for name in ("weight_error_", "n_neighbors_"):
+        # Attributes of a near field, which a chunked fit does not have.
         estimator.__dict__.pop(name, None)
     estimator._log_sample_weight = np.zeros(0)
     estimator._values = np.zeros((0, kernel.n_outputs))
@@ -263,10 +279,12 @@ def fit_chunks(estimator, chunks):
 
     The result is the fit on the concatenated chunks up to the order of the sums (exactly
     so for ``n ≤ n_subsample`` or, with Scott's rule or a given bandwidth, for random
-    feature maps), except that, as after ``partial_fit``, the keys are not kept: the
-    queries the features cannot serve get the weighted training mean (with a warning) and
-    ``attention_weights`` is unavailable. Unlike a loop of ``partial_fit`` calls, nothing
-    is fixed from the first chunk alone; ``partial_fit`` can add chunks afterwards.
+    feature maps), except that, as after ``partial_fit``, the keys are not kept: there is
+    no near field (the Nyström features serve alone, as with ``n_neighbors=0``; a warning
+    says so unless ``n_neighbors=0`` is given), the queries the features cannot serve get
+    the weighted training mean (with a warning) and ``attention_weights`` is unavailable.
+    Unlike a loop of ``partial_fit`` calls, nothing is fixed from the first chunk alone;
+    ``partial_fit`` can add chunks afterwards.
 
     Parameters
     ----------
@@ -287,13 +305,14 @@ def fit_chunks(estimator, chunks):
     >>> import numpy as np
     >>> from kernattn import LinearAttentionRegressor, fit_chunks
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(3000, 2))
+    >>> X = rng.normal(size=(1500, 2))
     >>> y = np.sin(X[:, 0]) + X[:, 1]
     >>> def chunks():
-    ...     for start in range(0, len(X), 1000):
-    ...         yield X[start : start + 1000], y[start : start + 1000]
-    >>> streamed = fit_chunks(LinearAttentionRegressor(random_state=0), chunks)
-    >>> whole = LinearAttentionRegressor(random_state=0).fit(X, y)
+    ...     for start in range(0, len(X), 500):
+    ...         yield X[start : start + 500], y[start : start + 500]
+    >>> model = LinearAttentionRegressor(n_neighbors=0, random_state=0)  # no near field
+    >>> streamed = fit_chunks(model, chunks)
+    >>> whole = LinearAttentionRegressor(n_neighbors=0, random_state=0).fit(X, y)
     >>> bool(np.allclose(streamed.predict(X[:5]), whole.predict(X[:5])))
     True
     """

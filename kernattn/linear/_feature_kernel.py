@@ -194,7 +194,7 @@ class FeatureKernel:
 
     # ------------------------------------------------------------- features
 
-    def _key_features(self, h, K, log_weight):
+    def key_features(self, h, K, log_weight):
         """Key features of projected keys ``K`` times their weights, divided by ``exp(m)``,
         and ``m`` (the largest log-feature of the block)."""
         feature_map = self.feature_maps[h]
@@ -264,7 +264,7 @@ class FeatureKernel:
             for rows in iter_query_blocks(len(X), r, n_arrays=3, cache=_BLOCK_ENTRIES):
                 K = self.project(X[rows], h, "key")
                 radius[h] = max(radius[h], np.sqrt(np.einsum("ij,ij->i", K, K).max()))
-                features, top = self._key_features(h, K, log_weight[rows])
+                features, top = self.key_features(h, K, log_weight[rows])
                 if top > scales[h]:
                     if np.isfinite(scales[h]):
                         sums[h] *= np.exp(scales[h] - top)
@@ -345,10 +345,8 @@ class FeatureKernel:
         log_weight = exact.log_sample_weight
         inner = self.feature_maps[h].inner
         weights = np.empty((len(X), len(K)))
-        for rows in iter_query_blocks(
-            len(K), features.shape[1], n_arrays=3, cache=_BLOCK_ENTRIES
-        ):
-            block, top = self._key_features(h, K[rows], log_weight[rows])
+        for rows in iter_query_blocks(len(K), features.shape[1], n_arrays=3, cache=_BLOCK_ENTRIES):
+            block, top = self.key_features(h, K[rows], log_weight[rows])
             block *= np.exp(top - self.key_log_scale[h])
             weights[:, rows] = features @ inner(block.T)
         reliable = ~unreliable
