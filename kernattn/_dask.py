@@ -34,6 +34,7 @@ import warnings
 import dask
 import dask.array as da
 import numpy as np
+from joblib import parallel_config
 from sklearn import config_context, get_config
 from sklearn.utils.validation import check_is_fitted
 
@@ -149,14 +150,17 @@ def _model_on_workers(model):
 
 
 def _configured(function, config, *args):
-    with config_context(**config):
+    # One task, one thread: the cluster's workers are the parallelism (an estimator's own
+    # n_jobs=None would start a thread per core in every worker).
+    with config_context(**config), parallel_config(n_jobs=1):
         return function(*args)
 
 
 def _task(function):
     """``function`` as a task of the graph, run on the worker under this thread's
     ``working_memory`` (scikit-learn's configuration is not sent to the workers by itself,
-    and the query blocks of a prediction are sized from it)."""
+    and the query blocks of a prediction are sized from it) and on one thread (unless the
+    estimator's ``n_jobs`` asks for more)."""
     config = {"working_memory": get_config()["working_memory"]}
     return dask.delayed(functools.partial(_configured, function, config), pure=True)
 
