@@ -15,7 +15,7 @@ from kernattn.attention import linear_attention, softmax_attention
 from kernattn.bandwidth import BandwidthWarning
 from kernattn.compare import ComparisonResult
 from kernattn.learned import AttentionRegressor
-from kernattn.linear import LinearAttentionRegressor
+from kernattn.linear import LinearAttentionRegressor, fit_chunks
 from kernattn.smoother import KernelSmoother
 
 __version__ = "0.2.0"
@@ -29,6 +29,7 @@ __all__ = [
     "compare",
     "datasets",
     "feature_maps",
+    "fit_chunks",
     "linear_attention",
     "plotting",
     "softmax_attention",

@@ -47,9 +47,14 @@ from kernattn._numerics import (
 KEY_TILE = 512
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
-_WELL_CONDITIONED = 1e-4
+WELL_CONDITIONED = 1e-4
 # Entries of a (rows × keys) array of the rows redone on a slower path.
 _BLOCK_ENTRIES = 2**18
+
+
+def is_dask_collection(data):
+    """Whether ``data`` is a Dask collection (array, dataframe), checked without dask."""
+    return callable(getattr(data, "__dask_graph__", None))
 
 
 @contextmanager
@@ -298,7 +303,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """
         kernel = self.kernel_ if kernel is None else kernel
         with np.errstate(invalid="ignore"):
-            cancelled = ~(spread > _WELL_CONDITIONED * second)
+            cancelled = ~(spread > WELL_CONDITIONED * second)
         redo = np.flatnonzero(np.any(cancelled, axis=1))
         if not len(redo):
             return spread
@@ -433,7 +438,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array_like of shape (n_queries, n_features)
-            The queries.
+            The queries. A dask array or dataframe gives a dask array, computed lazily
+            per block of rows on the workers (needs the ``dask`` extra).
         return_std : bool, default=False
             Also return the weighted spread of the training targets around the estimate,
             ``sqrt(Σ_i w_i(x) (y_i − ŷ(x))²)``: how much the neighbors the query attends to
@@ -442,10 +448,16 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
-            In the precision of the training inputs (float32 stays float32).
+            In the precision of the training inputs (float32 stays float32); a dask array
+            for a dask ``X``.
         y_std : ndarray of the same shape
             Only when ``return_std=True``.
         """
+        if is_dask_collection(X) or is_dask_collection(getattr(self, "X_fit_", None)):
+            # A dask array of queries, or a model whose training set is one: on the cluster.
+            from kernattn._dask import predict
+
+            return predict(self, X, return_std=return_std)
         X = self._validate_queries(X)
         return self._finish_prediction(*self._predict_centered(X, return_std))
 

@@ -21,10 +21,12 @@ FIGURES = {
     "04_multiple_heads.py": ["04_multiple_heads.png"],
     "05_random_features.py": ["05_random_features.png"],
     "06_full_comparison.py": ["06_full_comparison.png"],
+    "07_scaling_to_millions.py": ["07_scaling_to_millions.png"],
     "08_collapse_without_leave_one_out.py": ["08_collapse_without_leave_one_out.png"],
     "09_learned_metric_twin_peaks.py": ["09_learned_metric_twin_peaks.png"],
     "10_kernel_gallery.py": ["10_kernel_gallery.png"],
     "11_confidence_bands.py": ["11_confidence_bands.png"],
+    "12_streaming_from_disk.py": ["12_streaming_from_disk.png"],
 }
 
 

@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import Interval, InvalidParameterError, Str
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import map_query_blocks
-from kernattn._engine import NadarayaWatsonRegressor
+from kernattn._engine import NadarayaWatsonRegressor, is_dask_collection
 from kernattn._heads import SoftmaxHeads
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import normalized_weights, power_of_two_scale
@@ -648,6 +648,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         y_std : ndarray of the same shape
             Only when ``return_std=True``.
         """
+        if is_dask_collection(X):
+            from kernattn._dask import predict
+
+            return predict(self, X, return_std=return_std, heads=heads)
         X = self._validate_queries(X)
         heads = self._check_heads(heads)
         return self._finish_prediction(*self._predict_centered(X, return_std, heads=heads))

@@ -18,7 +18,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import iter_query_blocks, single_threaded_blas
-from kernattn._engine import KEY_TILE, NadarayaWatsonRegressor, fit_transaction
+from kernattn._engine import (
+    KEY_TILE,
+    NadarayaWatsonRegressor,
+    fit_transaction,
+    is_dask_collection,
+)
 from kernattn._heads import SoftmaxHeads
 from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.bandwidth import BANDWIDTH_RULES, resolve_bandwidth
@@ -441,6 +446,34 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         return np.sort(rng.choice(n, size, replace=False))
 
     # ----------------------------------------------------------------- fitting
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the kernel and sum the training set's features.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+            Training inputs (the keys). A dask array or dataframe is fitted where it lives:
+            each partition's sums are computed on its worker and added up a tree, and what
+            the kernel needs from the data is taken from full-data statistics and a sample
+            drawn on the workers (needs the ``dask`` extra; see
+            :doc:`/user_guide/distributed`). There is then no near field: the Nyström
+            features serve alone, as with ``n_neighbors=0``.
+        y : array_like of shape (n_samples,) or (n_samples, n_outputs)
+            Training targets (the values); a dask collection along with a dask ``X``.
+        sample_weight : array_like of shape (n_samples,), optional
+            Non-negative. An integer weight is the same as repeating the row.
+
+        Returns
+        -------
+        self : LinearAttentionRegressor
+            The fitted estimator.
+        """
+        if is_dask_collection(X) or is_dask_collection(y):
+            from kernattn._dask import fit_linear
+
+            return fit_linear(self, X, y, sample_weight)
+        return super().fit(X, y, sample_weight)
 
     def _fit_kernel(self, X, Y, sample_weight):
         for name in ("weight_error_", "n_neighbors_"):
