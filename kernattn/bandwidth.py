@@ -949,8 +949,9 @@ def resolve_bandwidth(
     """The bandwidth a local-constant smoother uses: a rule, a selection criterion, or
     the given values.
 
-    Warns (:class:`BandwidthWarning`) when a selected bandwidth ends on an edge of its
-    search range, naming the edge and the features.
+    Warns (:class:`BandwidthWarning`) when a selected bandwidth ends on the lower edge of
+    its search range, naming the features; the upper edge (an irrelevant feature) is not a
+    warning.
 
     Returns
     -------
@@ -962,13 +963,14 @@ def resolve_bandwidth(
         selection = select_bandwidth(
             X, Y, sample_weight, kernel, criterion=bandwidth, n_jobs=n_jobs
         )
-        for edge, mask in (("lower", selection.lower_edge), ("upper", selection.upper_edge)):
-            if np.any(mask):
-                warnings.warn(
-                    edge_message(bandwidth, np.flatnonzero(mask).tolist(), edge),
-                    BandwidthWarning,
-                    stacklevel=3,
-                )
+        # The upper edge means an irrelevant feature, which the kernel then ignores: only
+        # the lower edge, a target varying faster than the sample resolves, is a warning.
+        if np.any(selection.lower_edge):
+            warnings.warn(
+                edge_message(bandwidth, np.flatnonzero(selection.lower_edge).tolist(), "lower"),
+                BandwidthWarning,
+                stacklevel=3,
+            )
         return selection.bandwidth, selection.value
     if isinstance(bandwidth, str):
         if bandwidth not in rules:

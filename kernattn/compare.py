@@ -75,8 +75,8 @@ def default_estimators(quick=False):
     kernattn estimators tune themselves: leave-one-out bandwidth, learned kernel):
 
     - ``KernelSmoother``: Gaussian Nadaraya–Watson, one leave-one-out bandwidth per feature;
-    - ``AttentionRegressor``: one head of learned dot-product attention, trained on the
-      leave-one-out loss;
+    - ``AttentionRegressor``: its defaults, one head of learned Gaussian attention (a learned
+      metric, tied projections), trained on the leave-one-out loss;
     - ``LinearAttentionRegressor``: its defaults (each query's near keys exactly, the rest
       through 256 Nyström features; linear in n) at the leave-one-out bandwidths;
     - ``KNeighborsRegressor``: the hard, k-nearest version of the average, k tuned;

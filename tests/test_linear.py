@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from scipy.optimize import check_grad
 
-from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
+from kernattn import (
+    AttentionRegressor,
+    BandwidthWarning,
+    KernelSmoother,
+    LinearAttentionRegressor,
+)
 from kernattn._heads import SoftmaxHeads
 from kernattn.bandwidth import loo_bandwidth
 from kernattn.feature_maps import NystroemFeatures, PositiveRandomFeatures
@@ -530,7 +535,7 @@ def test_loo_bandwidth_on_subsample_scaled_to_full_size():
     assert model.loo_error_ == loo_error
 
 
-def test_loo_bandwidth_on_subsample_warns_at_the_edge_of_the_search():
+def test_loo_bandwidth_on_subsample_reports_an_irrelevant_feature():
     rng = np.random.default_rng(6)
     # Feature 1 is an integer code the target ignores: its bandwidth goes to the upper edge.
     X = np.column_stack([rng.uniform(-1, 1, size=300), rng.integers(0, 3, size=300)])
@@ -538,7 +543,29 @@ def test_loo_bandwidth_on_subsample_warns_at_the_edge_of_the_search():
     model = LinearAttentionRegressor(
         feature_map="positive", bandwidth="loo", n_subsample=150, random_state=0
     )
-    with pytest.warns(UserWarning, match=r"feature\(s\) \[1\] ended on the edge"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BandwidthWarning)
+        model.fit(X, y)
+    np.testing.assert_array_equal(model.irrelevant_features_, [False, True])
+
+
+def test_loo_bandwidth_on_a_subsample_warns_at_the_lower_edge(monkeypatch):
+    import kernattn.linear._regressor as linear_module
+
+    X = np.random.default_rng(0).uniform(-1, 1, (600, 2))
+    y = np.sin(3 * X[:, 0])
+    real = linear_module.select_bandwidth
+
+    def on_the_lower_edge(*args, **kwargs):
+        return real(*args, **kwargs)._replace(lower_edge=np.array([True, False]))
+
+    monkeypatch.setattr(linear_module, "select_bandwidth", on_the_lower_edge)
+    model = LinearAttentionRegressor(bandwidth="loo", n_subsample=200, random_state=0)
+    with pytest.warns(
+        BandwidthWarning,
+        match=r"LinearAttentionRegressor\(bandwidth='loo'\).*feature\(s\) \[0\].*lower end"
+        r".*searched on 200 of the 600 rows",
+    ):
         model.fit(X, y)
 
 
@@ -886,10 +913,3 @@ def test_share_of_exact_rows_above_ten_percent_warns_not_linear_time():
         LinearAttentionRegressor(bandwidth=0.05, random_state=0).fit(X, y).predict(X[:50])
 
 
-def test_loo_bandwidth_on_a_subsample_reports_the_search_edge():
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-1, 1, (600, 3))
-    y = np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(600)
-    model = LinearAttentionRegressor(bandwidth="loo", n_subsample=200, random_state=0)
-    with pytest.warns(UserWarning, match=r"LinearAttentionRegressor\(bandwidth='loo'\).*edge"):
-        model.fit(X, y)

@@ -26,7 +26,13 @@ from kernattn._engine import (
 )
 from kernattn._heads import SoftmaxHeads
 from kernattn._numerics import normalized_weights, power_of_two_scale
-from kernattn.bandwidth import BANDWIDTH_RULES, resolve_bandwidth
+from kernattn.bandwidth import (
+    BANDWIDTH_RULES,
+    BandwidthWarning,
+    edge_message,
+    resolve_bandwidth,
+    select_bandwidth,
+)
 from kernattn.feature_maps import (
     FEATURE_MAPS,
     FeatureMap,
@@ -251,6 +257,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         The fitted feature map of every head.
     attention_model_ : AttentionRegressor
         The model whose heads are used (``kernel`` other than "gaussian").
+    irrelevant_features_ : ndarray of bool, shape (n_features,)
+        With ``bandwidth="loo"``: the features whose leave-one-out bandwidth ended on the
+        upper edge of its search range (a factor 1000 above Scott's rule), so that the kernel
+        ignores them, as in :class:`~kernattn.KernelSmoother`.
     loo_error_ : float
         Leave-one-out mean squared error reached (``bandwidth="loo"`` or
         ``learn_projection=True``), in the targets' units. The ``"loo"`` search works on
@@ -666,34 +676,37 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _bandwidth(self, X, Y, sample_weight, rng):
         """The bandwidth and the leave-one-out error (``None`` unless ``"loo"``).
 
-        A leave-one-out search that ends on the edge of its range is reported (the
-        search's warning, passed on with what this estimator did with its result).
+        As in :class:`~kernattn.KernelSmoother`, a leave-one-out bandwidth on the upper edge
+        of its search range marks an irrelevant feature (``irrelevant_features_``) and one
+        on the lower edge is warned about, with the subsample the search used.
         """
         loo = isinstance(self.bandwidth, str) and self.bandwidth == "loo"
         if not loo:
             return resolve_bandwidth(self.bandwidth, X, Y, sample_weight, n_jobs=self.n_jobs)
         rows = self._subsample(len(X), rng)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            h, loo_error = resolve_bandwidth(
-                "loo", X[rows], Y[rows], sample_weight[rows], n_jobs=self.n_jobs
-            )
+        selection = select_bandwidth(
+            X[rows], Y[rows], sample_weight[rows], criterion="loo", n_jobs=self.n_jobs
+        )
+        h = selection.bandwidth
         rescaled = len(rows) < len(X)
         if rescaled:
             # Scott's rate: the optimal bandwidth shrinks like n^(-1/(d+4)).
             h = h * (len(rows) / len(X)) ** (1.0 / (X.shape[1] + 4))
-        for warning in caught:
-            message = str(warning.message)
-            if "edge of the search range" in message:
-                where = (
-                    f" (searched on {len(rows)} of the {len(X)} rows, then rescaled by "
-                    "Scott's factor)"
-                    if rescaled
-                    else ""
-                )
-                message = f"LinearAttentionRegressor(bandwidth='loo'): {message}{where}"
-            warnings.warn(message, warning.category, stacklevel=5)
-        return h, loo_error
+        self.irrelevant_features_ = selection.upper_edge
+        if np.any(selection.lower_edge):
+            where = (
+                f" (searched on {len(rows)} of the {len(X)} rows, then rescaled by Scott's "
+                "factor)"
+                if rescaled
+                else ""
+            )
+            message = edge_message("loo", np.flatnonzero(selection.lower_edge).tolist(), "lower")
+            warnings.warn(
+                f"LinearAttentionRegressor(bandwidth='loo'): {message}{where}",
+                BandwidthWarning,
+                stacklevel=5,
+            )
+        return h, selection.value
 
     @staticmethod
     def _heads(similarity, center, input_scale, query_weights, key_weights, scale, head_weights):
