@@ -5,6 +5,15 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
 
+# The checks fit tiny random data sets at bandwidths where random feature maps serve few
+# queries (the warning that prediction is no longer linear-time is tested in test_linear.py),
+# and local-linear fits whose neighbourhoods are too sparse for a line (tested in
+# test_smoother.py).
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::kernattn.linear.NotLinearTimeWarning"),
+    pytest.mark.filterwarnings("ignore:.*fewer distinct training inputs"),
+]
+
 ESTIMATORS = [
     KernelSmoother(),
     KernelSmoother(bandwidth="silverman", degree=1),

@@ -263,6 +263,8 @@ def test_local_slope_is_zero_along_directions_the_neighbourhood_does_not_span():
     np.testing.assert_array_equal(tight.gradient([[1.0, 0.0]]), [[0.0, 0.0]])
 
 
+# statsmodels 0.15 warns about its own random-state default through pandas.
+@pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_local_linear_marginal_effects_match_statsmodels(data):
     kernel_regression = pytest.importorskip("statsmodels.nonparametric.kernel_regression")
     X, y, queries = data
@@ -273,6 +275,8 @@ def test_local_linear_marginal_effects_match_statsmodels(data):
     np.testing.assert_allclose(model.gradient(queries), mfx, rtol=1e-10, atol=1e-12)
 
 
+# statsmodels 0.15 warns about its own random-state default through pandas.
+@pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_local_constant_marginal_effects_are_proportional_to_statsmodels(data):
     kernel_regression = pytest.importorskip("statsmodels.nonparametric.kernel_regression")
     X, y, queries = data

@@ -19,6 +19,10 @@ from kernattn.bandwidth import loo_bandwidth
 from kernattn.feature_maps import NystroemFeatures, PositiveRandomFeatures
 from kernattn.linear._projection import FeatureLeaveOneOut
 
+# Many tests here use random features at small bandwidths on purpose; the warning that
+# prediction is then no longer linear-time has its own tests in test_linear.py.
+pytestmark = pytest.mark.filterwarnings("ignore::kernattn.linear.NotLinearTimeWarning")
+
 
 def _data(n=400, d=2, seed=0):
     rng = np.random.default_rng(seed)

@@ -16,6 +16,10 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
 
+# Many tests here use random features at small bandwidths on purpose; the warning that
+# prediction is then no longer linear-time has its own tests in test_linear.py.
+pytestmark = pytest.mark.filterwarnings("ignore::kernattn.linear.NotLinearTimeWarning")
+
 ESTIMATORS = ("smoother", "smoother_linear", "attention", "linear")
 # Powers of ten from 1e-300 to 1e300 (hypothesis draws the exponent).
 exponents = st.integers(min_value=-300, max_value=300)
