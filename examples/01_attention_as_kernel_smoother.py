@@ -30,9 +30,9 @@ swapping softmax for an explicit feature map."
   the bandwidth, and linear attention draws the same band. The learned dot-product kernel is
   not a band: in one dimension its logit is ``c·u·u_i`` on the standardized input ``u``,
   which for each query grows steadily towards the end of the data on the query's side, so
-  queries on the left look at the left end and queries on the right at the right end, and a typical query spreads its weight over
-  about 126 of the 200 points (printed median effective neighbors): a nearly global average,
-  hence the flat fit — a dot product is a similarity only after the projections make it
+  queries on the left look at the left end and queries on the right at the right end, and
+  a typical query spreads its weight over about 126 of the 200 points (printed median
+  effective neighbors): a nearly global average, hence the flat fit — a dot product is a similarity only after the projections make it
   one. The learned Gaussian score (a learned metric) is local again, and narrower than the
   fixed bandwidth: about 20 effective neighbors against the smoother's 46.
 

@@ -319,9 +319,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                 if not np.any(mine):
                     continue
                 deviation = values[:, o][None, :] - first[rows[mine], o][:, None]
-                spread[rows[mine], o] = np.einsum(
-                    "ij,ij->i", weights[mine] * deviation, deviation
-                )
+                spread[rows[mine], o] = np.einsum("ij,ij->i", weights[mine] * deviation, deviation)
         return spread
 
     def _head_weights(self, X, h):

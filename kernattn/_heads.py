@@ -415,9 +415,10 @@ class SoftmaxHeads:
             # weights): the log-kernel itself, shifted by its value at the nearest key.
             r2 = _times_exp(logits[inside] + nearest[inside], log_factor[inside, None])
             with np.errstate(over="ignore"):  # −10⁶ r² of a far key: −inf, a weight of 0
-                logits[inside] = log_kernel(r2, self.similarity) - log_kernel(
-                    r2_nearest[inside], self.similarity
-                )[:, None]
+                logits[inside] = (
+                    log_kernel(r2, self.similarity)
+                    - log_kernel(r2_nearest[inside], self.similarity)[:, None]
+                )
         outside = ~inside
         if np.any(outside):
             part = logits[outside]

@@ -276,9 +276,7 @@ def softmax_attention(Q, K, V, *, scale=None, key_bias=None, return_weights=Fals
                 f"key_bias must have shape (n_keys,) = ({K.shape[0]},); got {np.shape(key_bias)}"
             )
         if np.any(np.isnan(bias) | np.isposinf(bias)):
-            raise ValueError(
-                "key_bias must be finite, or -inf to remove a key; got NaN or +inf"
-            )
+            raise ValueError("key_bias must be finite, or -inf to remove a key; got NaN or +inf")
         removed = np.flatnonzero(np.isneginf(bias))
         if len(removed) == K.shape[0]:
             raise ValueError("key_bias is -inf for every key: no key is left to attend to")

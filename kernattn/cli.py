@@ -75,8 +75,7 @@ def _n_jobs(text):
         return value
     if not 1 <= value <= 4 * cores:
         raise argparse.ArgumentTypeError(
-            f"must be -1 (all {cores} cores) or from 1 to {4 * cores} (4 x the cores); "
-            f"got {value}"
+            f"must be -1 (all {cores} cores) or from 1 to {4 * cores} (4 x the cores); got {value}"
         )
     return value
 

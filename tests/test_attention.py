@@ -270,9 +270,7 @@ def test_logits_beyond_the_float_range_give_the_weights_of_the_largest_logit(
     qkv, q_size, k_size, scale
 ):
     Q, K, V = qkv
-    out, weights = softmax_attention(
-        Q * q_size, K * k_size, V, scale=scale, return_weights=True
-    )
+    out, weights = softmax_attention(Q * q_size, K * k_size, V, scale=scale, return_weights=True)
     nearest = np.argmax(Q @ K.T, axis=1)
     # The other keys keep the floor's weight, exp(-700) of the largest (see softmax).
     np.testing.assert_allclose(weights, np.eye(len(K))[nearest], rtol=0, atol=1e-300)

@@ -380,7 +380,9 @@ def test_the_seed_given_and_the_seeds_drawn_from_it_are_reported_alike():
     built_in = compare({"ridge": Ridge()}, ["curve"], cv=2, random_state=7)
     assert built_in.settings["seeds"]["tasks"] == seeds["tasks"]
     given = compare(
-        {"ridge": Ridge()}, load_tasks(["curve"], random_state=seeds["tasks"]), cv=2,
+        {"ridge": Ridge()},
+        load_tasks(["curve"], random_state=seeds["tasks"]),
+        cv=2,
         random_state=7,
     )
     assert [r["mse_mean"] for r in given.rows] == [r["mse_mean"] for r in built_in.rows]

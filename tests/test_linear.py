@@ -915,5 +915,3 @@ def test_share_of_exact_rows_above_ten_percent_warns_not_linear_time():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ExactFallbackWarning)
         LinearAttentionRegressor(bandwidth=0.05, random_state=0).fit(X, y).predict(X[:50])
-
-

@@ -158,8 +158,7 @@ def check_summary(summary):
         )
     if summary.bad_weights:
         raise ValueError(
-            f"sample_weight must be finite and non-negative; {summary.bad_weights} entries "
-            "are not"
+            f"sample_weight must be finite and non-negative; {summary.bad_weights} entries are not"
         )
     if not summary.count:
         raise ValueError("sample_weight must have at least one positive entry")
@@ -240,8 +239,6 @@ def _kernel_from_sample(estimator, summary, X_s, Y_s, w_s):
     if loo_error is not None:
         estimator.loo_error_ = loo_error
     return kernel
-
-
 
 
 def _chunk_arrays(chunk, i, n_features):
@@ -330,6 +327,7 @@ def fit_chunks(estimator, chunks):
             "chunks twice: pass a list, or a function returning a fresh iterator"
         )
     else:
+
         def make_iterator():
             return iter(chunks)
 

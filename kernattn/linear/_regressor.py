@@ -695,8 +695,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self.irrelevant_features_ = selection.upper_edge
         if np.any(selection.lower_edge):
             where = (
-                f" (searched on {len(rows)} of the {len(X)} rows, then rescaled by Scott's "
-                "factor)"
+                f" (searched on {len(rows)} of the {len(X)} rows, then rescaled by Scott's factor)"
                 if rescaled
                 else ""
             )
