@@ -25,16 +25,16 @@ swapping softmax for an explicit feature map."
   barely follows the curve: its fit stays between about 1.5 and 2.3 while the truth runs
   from 0 to 3.6 (MSE 0.633); the learned Gaussian score follows the truth closest of all
   four (MSE 0.026);
-- bottom: one heat map per model, a row per query and a column per training point, both
-  ordered by x, on one color scale. The smoother is a band along the diagonal whose width is
-  the bandwidth, and linear attention draws the same band. The learned dot-product kernel is
-  not a band: in one dimension its logit is ``c·u·u_i`` on the standardized input ``u``,
-  which for each query grows steadily towards the end of the data on the query's side, so
-  queries on the left look at the left end and queries on the right at the right end, and
-  a typical query spreads its weight over about 126 of the 200 points (printed median
-  effective neighbors): a nearly global average, hence the flat fit — a dot product is a similarity only after the projections make it
-  one. The learned Gaussian score (a learned metric) is local again, and narrower than the
-  fixed bandwidth: about 20 effective neighbors against the smoother's 46.
+- bottom: one heat map per model, a row per query and a column per training point, both ordered
+  by x, on one color scale. The smoother is a band along the diagonal whose width is the
+  bandwidth, and linear attention draws the same band. The learned dot-product kernel is not a
+  band: in one dimension its logit is ``c·u·u_i`` on the standardized input ``u``, which for
+  each query grows steadily towards the end of the data on the query's side, so queries on the
+  left look at the left end and queries on the right at the right end, and a typical query
+  spreads its weight over about 126 of the 200 points (printed median effective neighbors): a
+  nearly global average, hence the flat fit — a dot product is a similarity only after the
+  projections make it one. The learned Gaussian score (a learned metric) is local again, and
+  narrower than the fixed bandwidth: about 20 effective neighbors against the smoother's 46.
 
 Run ``python 01_attention_as_kernel_smoother.py [--out DIR]``; it writes
 ``01_attention_as_kernel_smoother.png``.
