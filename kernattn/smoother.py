@@ -259,19 +259,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         self.bandwidth_ = h
         # Center before scaling: distances are translation invariant, their expansion
         # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
-        kernel = SoftmaxHeads(
-            similarity=self.kernel,
-            center=_weighted_mean(X, sample_weight),
-            input_scale=h,
-            query_weights=None,
-            key_weights=None,
-            scale=np.ones(1),
-            head_weights=np.ones(1),
-            head_bias=np.zeros(Y.shape[1]),
-            keys=X,
-            log_sample_weight=self._log_sample_weight,
-            dtype=self._dtype,
-        )
+        kernel = self._bandwidth_heads(self.kernel, X, sample_weight, h, Y.shape[1])
         if self.degree == 1:
             # What the kernel weights are summed against for the local-linear fit: the
             # engine's value moments, then the keys' first and second moments and the
@@ -716,16 +704,22 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 )
         else:
             self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
+        return self._bandwidth_heads(
+            "gaussian", Z, sample_weight, encoding.column_scales(self.bandwidth_), Y.shape[1]
+        )
+
+    def _bandwidth_heads(self, similarity, keys, sample_weight, bandwidth, n_outputs):
+        """The smoother's kernel: one head comparing (x − c)/h with the keys' (x_i − c)/h."""
         return SoftmaxHeads(
-            similarity="gaussian",
-            center=_weighted_mean(Z, sample_weight),
-            input_scale=encoding.column_scales(self.bandwidth_),
+            similarity=similarity,
+            center=_weighted_mean(keys, sample_weight),
+            input_scale=bandwidth,
             query_weights=None,
             key_weights=None,
             scale=np.ones(1),
             head_weights=np.ones(1),
-            head_bias=np.zeros(Y.shape[1]),
-            keys=Z,
+            head_bias=np.zeros(n_outputs),
+            keys=keys,
             log_sample_weight=self._log_sample_weight,
             dtype=self._dtype,
         )
