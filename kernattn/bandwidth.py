@@ -666,6 +666,10 @@ _SUBSET_FTOL = 1e-6
 # relative tolerance (the best end is polished to the full one).
 _RESTART_ROWS = 2000
 _RESTART_FTOL = 1e-4
+# ... and, for the Gaussian kernel, with at most this many features: the 2d restarts cost 2d
+# coarse searches, several times the search itself in ten dimensions. (A compact kernel's
+# criterion has flat regions, where neighbours leave the support, in any dimension.)
+_RESTART_FEATURES = 4
 _LATER_ITERATIONS = 12
 
 
@@ -717,18 +721,18 @@ def select_bandwidth(
 
     The criterion is that of the estimator actually fitted (``degree`` 0 for
     local-constant, 1 for local-linear): ``"loo"`` the leave-one-out squared error,
-    ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998), ``"gcv"``
-    generalized cross-validation (see :class:`_Criterion`). First the best common multiple
-    ``c · h_scott`` over a log grid (all factors evaluated on one set of distances), then
-    all log-bandwidths refined together by L-BFGS-B with the analytic gradient, within a
-    factor 1000 of the Scott bandwidth either way; exact leave-one-out searches of up to
-    2 000 rows also
-    start from that common factor with each feature's bandwidth e times smaller and larger
-    (the criterion can have local minima that trade one feature's bandwidth against
-    another's) and keep the best end. Then each feature is tried with its
-    largest bandwidth (smoothed away: irrelevant features want that, but a small bandwidth
-    on a feature with gaps is a flat plateau the gradient cannot leave), and the
-    refinement is repeated from any improvement.
+    ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998), ``"gcv"`` generalized
+    cross-validation (see :class:`_Criterion`). First the best common multiple
+    ``c · h_scott`` over a log grid (all factors evaluated on one set of distances), then all
+    log-bandwidths refined together by L-BFGS-B with the analytic gradient, within a factor
+    1000 of the Scott bandwidth either way; exact leave-one-out searches of up to 2 000
+    rows (with the Gaussian kernel, of 2 to 4 features; any number with a compact kernel,
+    whose criterion has flat regions) also start from that common factor with each
+    feature's bandwidth e times smaller and larger (the criterion can have local minima
+    that trade one feature's bandwidth against another's) and keep the best end. Then each
+    feature is tried with its largest bandwidth (smoothed away: irrelevant features want
+    that, but a small bandwidth on a feature with gaps is a flat plateau the gradient
+    cannot leave), and the refinement is repeated from any improvement.
 
     Training sets of more than 4 000 rows are searched on random subsets of the queries
     (600, then 2 400 rows), each compared with every key: the criterion's sums over the
@@ -832,7 +836,13 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
             # searches also start from the best common factor with each feature's
             # bandwidth a factor e smaller and larger, and keep the best end (as R's np
             # restarts its search).
-            if criterion == "loo" and rows is None and len(X) <= _RESTART_ROWS and len(best) > 1:
+            if (
+                criterion == "loo"
+                and rows is None
+                and len(X) <= _RESTART_ROWS
+                and len(best) > 1
+                and (len(best) <= _RESTART_FEATURES or kernel != "gaussian")
+            ):
                 # Each restart only to a coarse tolerance; the best end is then polished.
                 restarted = False
                 for j in range(len(best)):
