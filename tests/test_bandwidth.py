@@ -69,6 +69,19 @@ def test_leave_one_out_loss_equals_the_direct_formula(kernel, case):
         np.testing.assert_allclose(loss, expected, rtol=1e-10)
 
 
+def gradient_and_central_differences(objective, log_h, step):
+    """The criterion's analytic gradient and its central differences, feature by feature."""
+    _, grad = objective.loss_and_grad(log_h)
+    numeric = np.empty_like(log_h)
+    for f in range(len(log_h)):
+        shift = np.zeros_like(log_h)
+        shift[f] = step
+        up = objective.loss_and_grad(log_h + shift)[0]
+        down = objective.loss_and_grad(log_h - shift)[0]
+        numeric[f] = (up - down) / (2 * step)
+    return grad, numeric
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_leave_one_out_gradient_matches_central_differences(kernel, case):
@@ -77,14 +90,7 @@ def test_leave_one_out_gradient_matches_central_differences(kernel, case):
     step = 1e-6
     for seed in range(3):
         log_h = np.log(bandwidths(kernel, seed))
-        _, grad = objective.loss_and_grad(log_h)
-        numeric = np.empty_like(log_h)
-        for f in range(len(log_h)):
-            shift = np.zeros_like(log_h)
-            shift[f] = step
-            up = objective.loss_and_grad(log_h + shift)[0]
-            down = objective.loss_and_grad(log_h - shift)[0]
-            numeric[f] = (up - down) / (2 * step)
+        grad, numeric = gradient_and_central_differences(objective, log_h, step)
         assert np.abs(grad).max() > 1e-3  # a point where the loss is not flat
         np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 
@@ -142,14 +148,7 @@ def test_every_criterion_gradient_matches_central_differences(kernel, degree, cr
     objective = _Criterion(X, Y, sample_weight, kernel, degree, criterion)
     step = 1e-6
     log_h = np.log(bandwidths(kernel, 2) * (1.5 if degree else 1.0))
-    _, grad = objective.loss_and_grad(log_h)
-    numeric = np.empty_like(log_h)
-    for f in range(len(log_h)):
-        shift = np.zeros_like(log_h)
-        shift[f] = step
-        up = objective.loss_and_grad(log_h + shift)[0]
-        down = objective.loss_and_grad(log_h - shift)[0]
-        numeric[f] = (up - down) / (2 * step)
+    grad, numeric = gradient_and_central_differences(objective, log_h, step)
     assert np.abs(grad).max() > 1e-3
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 

@@ -94,6 +94,19 @@ def test_loss_matches_direct_loop(similarity, tie_qk, learn_scale):
     assert objective.loss(theta) == pytest.approx(expected, rel=1e-10)
 
 
+def assert_gradient_matches_finite_differences(objective, theta):
+    """scipy's check_grad of the objective at theta, relative to the gradient's norm."""
+
+    def loss(t):
+        return objective.loss_and_grad(t)[0]
+
+    def grad(t):
+        return objective.loss_and_grad(t)[1]
+
+    error = check_grad(loss, grad, theta, epsilon=1e-7)
+    assert error < 1e-5 * max(np.linalg.norm(grad(theta)), 1.0)
+
+
 # Every scale option: a fixed multiplier (None / 1.0 / a float differ only in its value) or
 # learned.
 @pytest.mark.parametrize("similarity", ["dot", "cosine", "gaussian"])
@@ -104,15 +117,7 @@ def test_gradient_matches_finite_differences(similarity, tie_qk, scale):
     objective, theta, *_ = make_problem(similarity, tie_qk, learn_scale)
     if not learn_scale:
         objective.scale = np.full(2, scale)
-
-    def loss(t):
-        return objective.loss_and_grad(t)[0]
-
-    def grad(t):
-        return objective.loss_and_grad(t)[1]
-
-    error = check_grad(loss, grad, theta, epsilon=1e-7)
-    assert error < 1e-5 * max(np.linalg.norm(grad(theta)), 1.0)
+    assert_gradient_matches_finite_differences(objective, theta)
 
 
 def test_blocked_computation_matches_one_block():
@@ -266,14 +271,7 @@ def test_mixtures_and_resubstitution_match_direct_loop(mixture, leave_one_out):
     )
     assert objective.loss(theta) == pytest.approx(expected, rel=1e-10)
 
-    def loss(t):
-        return objective.loss_and_grad(t)[0]
-
-    def grad(t):
-        return objective.loss_and_grad(t)[1]
-
-    error = check_grad(loss, grad, theta, epsilon=1e-7)
-    assert error < 1e-5 * max(np.linalg.norm(grad(theta)), 1.0)
+    assert_gradient_matches_finite_differences(objective, theta)
 
 
 def test_convex_layout_packs_weights_as_logits():
