@@ -670,6 +670,8 @@ _RESTART_FTOL = 1e-4
 # coarse searches, several times the search itself in ten dimensions. (A compact kernel's
 # criterion has flat regions, where neighbours leave the support, in any dimension.)
 _RESTART_FEATURES = 4
+# A restart whose log-bandwidths all end within this of the optimum found returned to it.
+_SAME_OPTIMUM = 0.1
 _LATER_ITERATIONS = 12
 
 
@@ -729,7 +731,9 @@ def select_bandwidth(
     rows (with the Gaussian kernel, of 2 to 4 features; any number with a compact kernel,
     whose criterion has flat regions) also start from that common factor with each
     feature's bandwidth e times smaller and larger (the criterion can have local minima
-    that trade one feature's bandwidth against another's) and keep the best end. Then each
+    that trade one feature's bandwidth against another's) and keep the best end; for the
+    Gaussian kernel the starts run in the order of their criterion, until one returns to
+    the optimum already found. Then each
     feature is tried with its largest bandwidth (smoothed away: irrelevant features want
     that, but a small bandwidth on a feature with gaps is a flat plateau the gradient
     cannot leave), and the refinement is repeated from any improvement.
@@ -805,7 +809,8 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
 
         def evaluate(log_h, rows=rows):
             value, grad = objective.scaled_loss_and_grad(log_h, rows)
-            say(2, f"  criterion {value:.6g} at h = {np.exp(log_h)}")
+            if verbose >= 2:  # (formatting the array costs as much as a small evaluation)
+                say(2, f"  criterion {value:.6g} at h = {np.exp(log_h)}")
             return value, grad
 
         # On a subset the criterion is an estimate with a relative error of about
@@ -843,18 +848,10 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
                 and len(best) > 1
                 and (len(best) <= _RESTART_FEATURES or kernel != "gaussian")
             ):
-                # Each restart only to a coarse tolerance; the best end is then polished.
-                restarted = False
-                for j in range(len(best)):
-                    for step in (-1.0, 1.0):
-                        other = best.copy()
-                        other[j] = np.clip(other[j] + step, lower[j], upper[j])
-                        candidate, candidate_loss = refine(other, 15, ftol=_RESTART_FTOL)
-                        if candidate_loss < loss:
-                            log_h, loss, restarted = candidate, candidate_loss, True
-                if restarted:
-                    log_h, loss = refine(log_h, 100)
-                say(1, f"{n_queries} queries: best of {2 * len(best) + 1} starts {loss:.6g}")
+                log_h, loss, n_starts = _restart(
+                    objective, refine, best, log_h, loss, bounds, screen=kernel == "gaussian"
+                )
+                say(1, f"{n_queries} queries: best of {n_starts} starts {loss:.6g}")
             # A small bandwidth on a feature with gaps (integer codes, say) is a plateau:
             # the gradient vanishes before the feature is smoothed away. Try dropping each
             # feature (its bandwidth to the upper edge), refine again from any improvement.
@@ -882,6 +879,50 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
         effective_dof=dof,
         n_queries=len(X) if stages[-1] is None else len(stages[-1]),
     )
+
+
+def _restart(objective, refine, best, log_h, loss, bounds, screen=True):
+    """Restarts of an exact search from per-feature perturbations of its start.
+
+    The criterion can have several local minima that trade one feature's bandwidth against
+    another's (a common factor cannot see them). The search also starts from the best
+    common factor ``best`` with each feature's bandwidth a factor e smaller and larger (as
+    R's np restarts its search), each to a coarse tolerance, and keeps the best end,
+    polished to the full tolerance.
+
+    With ``screen``, the 2d starts are ranked by one evaluation of the criterion and run
+    most promising first, and the restarts stop at the first that returns to the optimum
+    already found: the basin around it reaches that start, and the starts further up the
+    criterion rarely find a lower one. (Not for the compact kernels: their criterion has
+    flat regions, where a restart does not move and every start is run.)
+
+    Returns the bandwidths, the criterion and the number of starts run (the first
+    included).
+    """
+    lower, upper = np.asarray(bounds, dtype=float).T
+    starts = []
+    for j in range(len(best)):
+        for step in (-1.0, 1.0):
+            other = best.copy()
+            other[j] = np.clip(other[j] + step, lower[j], upper[j])
+            starts.append(other)
+    order = range(len(starts))
+    if screen:
+        screened = [objective.scaled_loss(start) for start in starts]
+        order = np.argsort(screened, kind="stable")
+    n_starts = 1
+    restarted = False
+    for k in order:
+        candidate, candidate_loss = refine(starts[k], 15, ftol=_RESTART_FTOL)
+        n_starts += 1
+        returned = bool(np.all(np.abs(candidate - log_h) < _SAME_OPTIMUM))
+        if candidate_loss < loss:
+            log_h, loss, restarted = candidate, candidate_loss, True
+        if screen and returned:
+            break
+    if restarted:
+        log_h, loss = refine(log_h, 100)
+    return log_h, loss, n_starts
 
 
 def loo_bandwidth(X, Y, sample_weight=None, kernel="gaussian", *, degree=0, n_jobs=None):
