@@ -263,6 +263,12 @@ class MixedEncoding:
                 scales[columns[c:]] = 1.0 / np.sqrt(rate)
         return scales
 
+    def line_columns(self):
+        """The encoded columns of the continuous features, in order: where a local-linear
+        fit puts its line (the discrete features enter through the kernel weights only,
+        as in Li and Racine (2004) and R np's local-linear ``npreg``)."""
+        return np.array([self.columns[j][0] for j in np.flatnonzero(~self.discrete)], dtype=int)
+
     def tied_columns(self):
         """Per feature, the encoded columns whose scale its bandwidth sets (the one-hot part
         of an ordinal feature has the fixed scale 1/√log 2)."""
@@ -354,10 +360,14 @@ def mixed_bandwidth(bandwidth, encoding, X, sample_weight):
     return h
 
 
-def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo", n_jobs=None):
+def select_mixed_bandwidth(
+    encoding, X, Z, Y, sample_weight, *, criterion="loo", degree=0, n_jobs=None
+):
     """Bandwidths of every feature that minimize a selection criterion (``"loo"``,
-    ``"aic"`` or ``"gcv"``): ``h`` of the continuous features and ``λ`` of the discrete
-    ones (as R np's ``npregbw``).
+    ``"aic"`` or ``"gcv"``) of the local-constant (``degree=0``) or local-linear
+    (``degree=1``, the line in the continuous features: :meth:`MixedEncoding.line_columns`)
+    estimate: ``h`` of the continuous features and ``λ`` of the discrete ones (as R np's
+    ``npregbw``).
 
     The search runs on the scales of the encoded columns, tied within each discrete feature
     (:func:`kernattn.bandwidth.select_tied_bandwidth`; its grid shifts the continuous
@@ -395,6 +405,8 @@ def select_mixed_bandwidth(encoding, X, Z, Y, sample_weight, *, criterion="loo",
         encoding.tied_columns(),
         bounds,
         criterion=criterion,
+        degree=degree,
+        line=encoding.line_columns(),
         # The continuous bandwidths first (the discrete features at their start), then λ.
         grid_groups=[
             group

@@ -184,6 +184,12 @@ class _Criterion:
     runs in log-bandwidths, so it does not depend on the units of the inputs either. The
     ``scaled_`` methods give the criterion in those units; :meth:`in_target_units` converts.
 
+    The local line can live in a subset of the columns (``line``): with discrete features
+    (encoded columns, :mod:`kernattn._mixed`) it is fitted in the continuous features only,
+    and the discrete ones enter through the kernel weights (Li and Racine, 2004). The
+    gradient formula holds as it is: the local fit depends on the bandwidths only through
+    its weights.
+
     Every evaluation can be restricted to a subset of the queries (``rows``): each query
     is still compared with every key, and the sums over the subset are scaled to the whole
     training set, so the criterion's ingredients (the squared error, the trace) and their
@@ -200,6 +206,7 @@ class _Criterion:
         criterion="loo",
         n_jobs=None,
         leave_out_duplicates=True,
+        line=None,
     ):
         self.n_jobs = n_jobs
         self.kernel = kernel
@@ -241,7 +248,10 @@ class _Criterion:
             order = np.argsort(self.group_ids, kind="stable")
             bounds = np.searchsorted(self.group_ids[order], np.arange(self.n_groups + 1))
             self._members = [order[bounds[g] : bounds[g + 1]] for g in range(self.n_groups)]
-        self.n_params = n_line_parameters(X)
+        # The columns of the local line (all of them, or the continuous features' with
+        # discrete ones, whose levels enter through the kernel only).
+        self.line = np.arange(X.shape[1]) if line is None else np.asarray(line, dtype=int)
+        self.n_params = n_line_parameters(X[:, self.line])
         # The local-constant Gaussian criterion needs only sums over the keys: it goes
         # through the keys in tiles (see _tiled_sums); the others need whole rows.
         self.tiled = degree == 0 and kernel == "gaussian"
@@ -277,7 +287,8 @@ class _Criterion:
         gradient ``[k, k², y k, y k²]`` (the gradient's sums, from the same product)."""
         columns = [np.ones((len(K), 1)), self.Y]
         if self.degree == 1:
-            columns += [key_columns(K), value_key_columns(self.Y, K)]
+            line = K[:, self.line]
+            columns += [key_columns(line), value_key_columns(self.Y, line)]
         elif gradient:
             columns += [K, K**2, value_key_columns(self.Y, K), value_key_columns(self.Y, K**2)]
         return np.ascontiguousarray(np.hstack(columns).T)
@@ -455,12 +466,16 @@ class _Criterion:
         ybar = sums[:, 1 : 1 + t] / S0[:, None]
         Q = K[rows]
         if self.degree == 1:
-            pairs = d * (d + 1) // 2
-            m = sums[:, 1 + t : 1 + t + d] / S0[:, None]
-            second = unpack_second(sums[:, 1 + t + d : 1 + t + d + pairs] / S0[:, None], d)
-            T1 = sums[:, 1 + t + d + pairs :].reshape(b, t, d) / S0[:, None, None]
+            # The line lives in the columns ``self.line`` (the continuous features).
+            KL = K[:, self.line]
+            QL = Q[:, self.line]
+            dl = len(self.line)
+            pairs = dl * (dl + 1) // 2
+            m = sums[:, 1 + t : 1 + t + dl] / S0[:, None]
+            second = unpack_second(sums[:, 1 + t + dl : 1 + t + dl + pairs] / S0[:, None], dl)
+            T1 = sums[:, 1 + t + dl + pairs :].reshape(b, t, dl) / S0[:, None, None]
             Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
-            rhs = np.concatenate([(Q - m)[:, :, None], Cxy], axis=2)
+            rhs = np.concatenate([(QL - m)[:, :, None], Cxy], axis=2)
             solution, resolved = solve_covariance(m, second, rhs)
             unresolved = np.flatnonzero(~resolved)
             if len(unresolved):
@@ -479,7 +494,7 @@ class _Criterion:
         if not self.loo:
             self_weight = E_self / S0
             if self.degree == 1:
-                self_weight = self_weight * (1.0 + np.einsum("bd,bd->b", Q - m, g))
+                self_weight = self_weight * (1.0 + np.einsum("bd,bd->b", QL - m, g))
             trace = self_weight.sum()
         if not gradient:
             return rss, trace
@@ -497,11 +512,11 @@ class _Criterion:
         else:
             P = residual @ self.Y.T
         if self.degree == 1:
-            A = (1.0 - np.einsum("bd,bd->b", g, m))[:, None] + g @ K.T
+            A = (1.0 - np.einsum("bd,bd->b", g, m))[:, None] + g @ KL.T
             beta = np.einsum("bdt,bt->bd", B, residual)
             offset = np.einsum("bt,bt->b", residual, ybar) - np.einsum("bd,bd->b", beta, m)
             P -= offset[:, None]
-            P -= beta @ K.T
+            P -= beta @ KL.T
             P *= A
         else:
             A = None
@@ -1039,6 +1054,8 @@ def select_tied_bandwidth(
     bounds,
     *,
     criterion="loo",
+    degree=0,
+    line=None,
     grid_groups=None,
     leave_out_duplicates=True,
     n_jobs=None,
@@ -1066,6 +1083,10 @@ def select_tied_bandwidth(
     bounds : ndarray of shape (n_parameters, 2)
         The range of each log-parameter.
     criterion : {"loo", "aic", "gcv"}
+    degree : {0, 1}
+        The estimator whose criterion is minimized: local constant or local linear.
+    line : ndarray of int, optional
+        The columns of the local line for ``degree=1`` (default: all).
     grid_groups : list of ndarray, optional
         Groups of parameter indices whose common shift is searched one group after the
         other (default: all parameters together).
@@ -1088,9 +1109,11 @@ def select_tied_bandwidth(
             Y,
             sample_weight,
             "gaussian",
+            degree=degree,
             criterion=criterion,
             n_jobs=n_jobs,
             leave_out_duplicates=leave_out_duplicates,
+            line=line,
         )
         base = np.log(np.asarray(scales, dtype=float))
         lower, upper = np.asarray(bounds, dtype=float).T

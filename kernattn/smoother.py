@@ -122,9 +122,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
         (the unordered pandas categorical columns of a DataFrame, which may hold strings).
         Their bandwidth is :math:`\lambda \in [0, (c-1)/c]`: 0 averages the query's own
         level only, :math:`(c-1)/c` ignores the feature. A level not seen in training leaves
-        the feature out of that query's weights. Needs ``kernel="gaussian"`` and
-        ``degree=0``: the product kernel is then the Gaussian of one-hot (for ordinal
-        features also cumulative) codes of the levels, still softmax attention.
+        the feature out of that query's weights. Needs ``kernel="gaussian"``: the product
+        kernel is then the Gaussian of one-hot (for ordinal features also cumulative)
+        codes of the levels, still softmax attention. With ``degree=1`` the local line is
+        fitted in the continuous features only and the discrete features enter through the
+        kernel weights, as in Li and Racine (2004) and R np's local-linear ``npreg`` (with
+        no continuous feature it is the local-constant estimate). statsmodels'
+        ``KernelReg`` also puts the codes of the levels in its line; the two agree where
+        every λ is 0.
     ordinal_features : array_like of int or bool, or "from_dtype", default=None
         Ordered discrete features, smoothed with the Wang–van Ryzin kernel (weight
         :math:`1 - \lambda` within a level, :math:`\tfrac12(1-\lambda)\lambda^{|x - x'|}`
@@ -253,19 +258,28 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     def _fit_kernel(self, X, Y, sample_weight):
         self._encoding = self._mixed_encoding(X)
+        # The columns of the kernel's inputs the local line lives in: all of them, or with
+        # discrete features the continuous ones (the levels enter through the weights).
+        if self._encoding is None:
+            self._line = np.arange(X.shape[1])
+        else:
+            self._line = self._encoding.line_columns()
+        # A local line needs a continuous feature; without one it is the local constant.
+        self._linear = self.degree == 1 and len(self._line) > 0
         if self._encoding is not None:
-            return self._fit_mixed_kernel(X, Y, sample_weight)
-        h = self._select_bandwidth(X, Y, sample_weight)
-        self.bandwidth_ = h
-        # Center before scaling: distances are translation invariant, their expansion
-        # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
-        kernel = self._bandwidth_heads(self.kernel, X, sample_weight, h, Y.shape[1])
-        if self.degree == 1:
+            kernel = self._fit_mixed_kernel(X, Y, sample_weight)
+        else:
+            h = self._select_bandwidth(X, Y, sample_weight)
+            self.bandwidth_ = h
+            # Center before scaling: distances are translation invariant, their expansion
+            # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
+            kernel = self._bandwidth_heads(self.kernel, X, sample_weight, h, Y.shape[1])
+        if self._linear:
             # What the kernel weights are summed against for the local-linear fit: the
             # engine's value moments, then the keys' first and second moments and the
             # values times the keys (see kernattn._local_linear). In float64: the local
             # covariance is a difference of these sums.
-            keys = kernel.keys(0)
+            keys = kernel.keys(0)[:, self._line]
             values = self._values / self._value_scale
             # Keys beyond the float range (a bandwidth near 1e-300) give infinite moments:
             # those queries' lines are not determined (see solve_covariance).
@@ -277,8 +291,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
                         value_key_columns(values, keys),
                     ]
                 )
-            self._line_parameters = n_line_parameters(X)
-            groups = duplicate_groups(X)
+            # A line needs that many distinct positions in its own features.
+            inputs = X if self._encoding is None else X[:, ~self._encoding.discrete]
+            self._line_parameters = n_line_parameters(inputs)
+            groups = duplicate_groups(inputs)
             self._groups = groups if groups.max(initial=0) + 1 < len(X) else None
         return kernel
 
@@ -333,12 +349,12 @@ class KernelSmoother(NadarayaWatsonRegressor):
         weights w_i. Returns the weights and the mask of the rows that fell back.
         """
         kernel_weights = np.asarray(kernel_weights, dtype=np.float64)
-        Q = self.kernel_.project(X, 0)
+        Q = self.kernel_.project(X, 0)[:, self._line]
         with np.errstate(over="ignore", invalid="ignore"):
             return self._solve_local_linear(Q, kernel_weights)
 
     def _solve_local_linear(self, Q, kernel_weights):
-        keys = self.kernel_.keys(0)
+        keys = self.kernel_.keys(0)[:, self._line]
         d = Q.shape[1]
         first = 2 * self._values.shape[1] + 1
         columns = self._local_moments[:, first : first + d + d * (d + 1) // 2]
@@ -361,19 +377,19 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     def _head_weights(self, X, h):
         weights = super()._head_weights(X, h)
-        if self.degree == 1:
+        if self._linear:
             return self._local_linear_weights(X, weights)[0]
         return weights
 
     def _head_moments(self, X, h, return_std):
-        if self.degree == 0:
+        if not self._linear:
             return super()._head_moments(X, h, return_std)
         # One pass over the keys (in tiles, like the local-constant estimate) gives every
         # sum the local line needs.
         with np.errstate(over="ignore", invalid="ignore"):
             sums = self._exact_sums(self.kernel_, X, h, moments=self._local_moments)
         t = self._values.shape[1]
-        d = X.shape[1]
+        d = len(self._line)
         pairs = d * (d + 1) // 2
         S0 = sums[:, 2 * t]
         ybar = sums[:, :t] / S0[:, None]
@@ -382,7 +398,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         second = unpack_second(sums[:, 2 * t + 1 + d : 2 * t + 1 + d + pairs] / S0[:, None], d)
         T1 = sums[:, 2 * t + 1 + d + pairs :].reshape(len(X), t, d) / S0[:, None, None]
         Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
-        Q = self.kernel_.project(X, 0)
+        Q = self.kernel_.project(X, 0)[:, self._line]
         with np.errstate(over="ignore", invalid="ignore"):
             g, resolved = solve_covariance(m, second, (Q - m)[:, :, None])
             g = g[:, :, 0]
@@ -622,12 +638,18 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
         def gradient_weights(queries):
             weights = self._exact_weights(self.kernel_, queries, 0).astype(np.float64)
-            if self.degree == 0:
+            if not self._linear:
                 return nadaraya_watson_gradient_weights(
                     weights, queries, keys, scales, self.kernel
                 )
+            line = self._line
+            # The slopes of the line's columns; the other (discrete) columns have no
+            # derivative, and feature_gradient reports NaN for their features.
+            slope = np.zeros(weights.shape + (keys.shape[1],))
             with np.errstate(over="ignore", invalid="ignore"):
-                slope, resolved = local_slope_weights(weights, self.kernel_.keys(0), scales)
+                slope[:, :, line], resolved = local_slope_weights(
+                    weights, self.kernel_.keys(0)[:, line], scales[line]
+                )
             # Where the fit falls back to the local constant (too few points for a line),
             # so does its marginal effect.
             unresolved = np.flatnonzero(~resolved)
@@ -670,11 +692,6 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 "product with the discrete kernels is a Gaussian of encoded inputs); got "
                 f"kernel={self.kernel!r}"
             )
-        if self.degree != 0:
-            raise ValueError(
-                "categorical_features and ordinal_features need degree=0 (local constant); "
-                f"got degree={self.degree!r}"
-            )
         return MixedEncoding(kinds, X)
 
     def _fit_mixed_kernel(self, X, Y, sample_weight):
@@ -683,7 +700,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
         Z = encoding.transform(X)
         if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
             selection = select_mixed_bandwidth(
-                encoding, X, Z, Y, sample_weight, criterion=self.bandwidth, n_jobs=self.n_jobs
+                encoding,
+                X,
+                Z,
+                Y,
+                sample_weight,
+                criterion=self.bandwidth,
+                degree=int(self._linear),
+                n_jobs=self.n_jobs,
             )
             self.bandwidth_ = selection.bandwidth
             if self.bandwidth == "loo":

@@ -95,25 +95,31 @@ def test_leave_one_out_gradient_matches_central_differences(kernel, case):
         np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 
 
-def direct_smoother_matrix(X, sample_weight, h, kernel, degree, leave_out=False):
+def direct_smoother_matrix(X, sample_weight, h, kernel, degree, leave_out=False, line=None):
     """S[i, j]: the weight of y_j in the estimate at x_i, by weighted least squares at every
-    query (a line in the inputs for degree 1); with ``leave_out`` row i and its exact
-    copies get no weight (the leave-one-out estimate)."""
+    query (a line in the inputs ``line``, default all, for degree 1); with ``leave_out``
+    row i and its exact copies get no weight (the leave-one-out estimate)."""
     n, d = X.shape
+    line = np.arange(d) if line is None else line
     S = np.zeros((n, n))
     for i in range(n):
         w = PROFILES[kernel]((((X[i] - X) / h) ** 2).sum(axis=1)) * sample_weight
         if leave_out:
             w[(X == X[i]).all(axis=1)] = 0.0
-        design = np.ones((n, 1)) if degree == 0 else np.column_stack([np.ones(n), X - X[i]])
+        if degree == 0:
+            design = np.ones((n, 1))
+        else:
+            design = np.column_stack([np.ones(n), X[:, line] - X[i, line]])
         M = design.T @ (w[:, None] * design)
         S[i] = np.linalg.solve(M, design.T * w)[0]
     return S
 
 
-def direct_criterion(X, Y, sample_weight, h, kernel, degree, criterion):
+def direct_criterion(X, Y, sample_weight, h, kernel, degree, criterion, line=None):
     """The criterion from the smoother matrix: LOO error, GCV or AICc."""
-    S = direct_smoother_matrix(X, sample_weight, h, kernel, degree, leave_out=criterion == "loo")
+    S = direct_smoother_matrix(
+        X, sample_weight, h, kernel, degree, leave_out=criterion == "loo", line=line
+    )
     residual = Y - S @ Y
     sigma2 = sample_weight @ (residual**2).sum(axis=1) / sample_weight.sum()
     if criterion == "loo":
@@ -149,6 +155,21 @@ def test_every_criterion_gradient_matches_central_differences(kernel, degree, cr
     step = 1e-6
     log_h = np.log(bandwidths(kernel, 2) * (1.5 if degree else 1.0))
     grad, numeric = gradient_and_central_differences(objective, log_h, step)
+    assert np.abs(grad).max() > 1e-3
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_a_line_in_some_columns_gives_the_criterion_and_gradient_of_that_fit(criterion):
+    # The local line in the first column only (as for a continuous feature next to the
+    # encoded columns of a discrete one); the kernel still uses every column.
+    X, Y, sample_weight = make_problem(14, d=3, duplicates=True, weighted=True)
+    objective = _Criterion(X, Y, sample_weight, "gaussian", 1, criterion, line=[0])
+    h = bandwidths("gaussian", 1) * 1.5
+    value, _ = objective.loss_and_grad(np.log(h))
+    expected = direct_criterion(X, Y, sample_weight, h, "gaussian", 1, criterion, line=[0])
+    np.testing.assert_allclose(value, expected, rtol=1e-9)
+    grad, numeric = gradient_and_central_differences(objective, np.log(h), 1e-6)
     assert np.abs(grad).max() > 1e-3
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 

@@ -158,7 +158,6 @@ def test_pandas_categoricals_from_dtype_equal_their_codes(mixed):
         ({"categorical_features": [True, False]}, "boolean mask must have one entry"),
         ({"categorical_features": [0.5]}, "array of feature indices"),
         ({"categorical_features": [3], "kernel": "tricube"}, "need kernel='gaussian'"),
-        ({"categorical_features": [3], "degree": 1}, "need degree=0"),
         ({"categorical_features": [3], "bandwidth": [0.5, 0.8, 0.3, 0.9]}, "must be in"),
         ({"ordinal_features": [2], "bandwidth": [0.5, 0.8, 1.5, 0.2]}, "must be in"),
         ({"categorical_features": [3], "bandwidth": [0.5, 0.0, 0.3, 0.2]}, "h > 0"),
@@ -255,3 +254,101 @@ def test_a_continuous_bandwidth_on_the_lower_edge_warns_once():
         KernelSmoother(bandwidth="loo", categorical_features=[2]).fit(X, y)
     messages = [str(w.message) for w in caught if issubclass(w.category, BandwidthWarning)]
     assert len(messages) == 1 and "feature(s) [0]" in messages[0], messages
+
+
+def local_linear_smoother_matrix(X, queries, bandwidth, kinds, leave_out=False):
+    """Direct reference: at every query, weighted least squares with the product kernel's
+    weights on a line in the continuous features (the levels enter through the weights
+    only, as in R np's local-linear npreg); row i of the result gives the estimate's
+    weights on the targets (with ``leave_out``, query i is training row i, left out)."""
+    continuous = [j for j, kind in enumerate(kinds) if kind == "c"]
+    W = product_kernel(X, queries, bandwidth, kinds)
+    S = np.zeros_like(W)
+    for i, query in enumerate(queries):
+        w = W[i].copy()
+        if leave_out:
+            w[i] = 0.0
+        design = np.column_stack([np.ones(len(X)), X[:, continuous] - query[continuous]])
+        M = design.T @ (w[:, None] * design)
+        S[i] = np.linalg.solve(M, design.T * w)[0]
+    return S
+
+
+def test_local_linear_is_the_weighted_line_in_the_continuous_features(mixed):
+    X, y = mixed
+    bandwidth = np.array([0.5, 0.8, 0.3, 0.2])
+    model = mixed_smoother(bandwidth).set_params(degree=1).fit(X, y)
+    # Training points, an ordinal value between two levels, and an unseen category.
+    queries = np.vstack([X[:10], [[0.1, 2.0, 1.5, 2.0], [0.1, 2.0, 1.0, 7.0]]])
+    S = local_linear_smoother_matrix(X, queries, bandwidth, "ccou")
+    np.testing.assert_allclose(model.predict(queries), S @ y, rtol=1e-10)
+    # The equivalent weights sum to 1 and may be negative.
+    np.testing.assert_allclose(model.attention_weights(queries), S, atol=1e-10)
+    # The marginal effects of the continuous features are the line's slopes (statsmodels'
+    # and R np's convention); the discrete features have none.
+    gradient = model.gradient(queries)
+    continuous = [0, 1]
+    for i, query in enumerate(queries):
+        w = product_kernel(X, query[None], bandwidth, "ccou")[0]
+        design = np.column_stack([np.ones(len(X)), X[:, continuous] - query[continuous]])
+        beta = np.linalg.solve(design.T @ (w[:, None] * design), design.T @ (w * y))
+        np.testing.assert_allclose(gradient[i, continuous], beta[1:], rtol=1e-8)
+    assert np.all(np.isnan(gradient[:, 2:]))
+
+
+def test_local_linear_with_levels_kept_apart_matches_statsmodels(mixed):
+    kernel_regression = pytest.importorskip("statsmodels.nonparametric.kernel_regression")
+    X, y = mixed
+    # statsmodels puts the codes of the discrete features in its line too; with λ = 0 they
+    # are constant among a query's neighbours and drop out (its pseudo-inverse), so there
+    # both conventions give the line in the continuous features.
+    bandwidth = np.array([0.5, 0.8, 0.0, 0.0])
+    model = mixed_smoother(bandwidth).set_params(degree=1).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        reference = kernel_regression.KernelReg(y, X, var_type="ccou", reg_type="ll", bw=bandwidth)
+        mean, effects = reference.fit(X[:10])
+    np.testing.assert_allclose(model.predict(X[:10]), mean, rtol=1e-8)
+    np.testing.assert_allclose(model.gradient(X[:10])[:, :2], effects[:, :2], rtol=1e-6)
+
+
+@pytest.mark.parametrize("criterion", ["loo", "aic", "gcv"])
+def test_local_linear_bandwidth_selection_with_discrete_features(mixed, criterion):
+    X, y = mixed
+    y = y + 2 * np.sin(2 * X[:, 0])  # curved in the first feature, linear in the second
+    model = mixed_smoother(criterion).set_params(degree=1).fit(X, y)
+    bandwidth = model.bandwidth_
+    assert 0 <= bandwidth[2] <= 1 and 0 <= bandwidth[3] <= 2 / 3
+    S = local_linear_smoother_matrix(X, X, bandwidth, "ccou")
+    np.testing.assert_allclose(model.effective_dof_, np.trace(S), rtol=1e-8)
+    if criterion != "loo":
+        return
+
+    def loo(bandwidth):
+        deleted = local_linear_smoother_matrix(X, X, bandwidth, "ccou", leave_out=True)
+        return np.mean((y - deleted @ y) ** 2)
+
+    best = loo(bandwidth)
+    np.testing.assert_allclose(model.loo_error_, best, rtol=1e-8)
+    # The line follows the linear feature: the local-linear fit beats the local constant.
+    assert model.loo_error_ < mixed_smoother("loo").fit(X, y).loo_error_
+    # A minimum within the search range (which ends at 1000 times Scott's bandwidth for
+    # the continuous features, where this line wants to be, and at the top of λ's range).
+    top = [np.inf, np.inf, 1.0, 2 / 3]
+    for j in range(4):
+        for step in (0.97, 1.03):
+            if step > 1 and (model.irrelevant_features_[j] or bandwidth[j] * step > top[j]):
+                continue
+            moved = bandwidth.copy()
+            moved[j] *= step
+            assert loo(moved) >= best - 1e-9
+
+
+def test_local_linear_with_only_discrete_features_is_the_local_constant(mixed):
+    X, y = mixed
+    discrete = X[:, 2:]
+    kinds = {"ordinal_features": [0], "categorical_features": [1]}
+    linear = KernelSmoother(bandwidth="loo", degree=1, **kinds).fit(discrete, y)
+    constant = KernelSmoother(bandwidth="loo", degree=0, **kinds).fit(discrete, y)
+    np.testing.assert_array_equal(linear.bandwidth_, constant.bandwidth_)
+    np.testing.assert_array_equal(linear.predict(discrete), constant.predict(discrete))
