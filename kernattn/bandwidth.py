@@ -293,15 +293,17 @@ class _Criterion:
             columns += [K, K**2, value_key_columns(self.Y, K), value_key_columns(self.Y, K**2)]
         return np.ascontiguousarray(np.hstack(columns).T)
 
-    def _map_blocks(self, function, rows):
+    def _map_blocks(self, function, rows, tiled=None):
         """``function(rows)`` over query blocks (global row indices: a slice when ``rows``
-        is ``None``), on threads; the results in block order."""
+        is ``None``), on threads; the results in block order. ``tiled``: blocks sized for
+        tiles of keys (default: as the criterion's sums go), else for whole rows."""
         n_queries = self.n if rows is None else len(rows)
+        tiled = self.tiled if tiled is None else tiled
 
         def run(block):
             return function(block if rows is None else rows[block])
 
-        if self.tiled:
+        if tiled:
             options = dict(key_tile=_KEY_TILE, n_arrays=2)
             width = min(self.n, _KEY_TILE)
         else:
@@ -445,10 +447,22 @@ class _Criterion:
             E[empty] = nearest * (self.sw / self.sw.max())
         return E, empty
 
-    def _block(self, K, K_aug, columns, rows, factor=1.0, gradient=True, r2=None, powers=None):
+    def _block(
+        self,
+        K,
+        K_aug,
+        columns,
+        rows,
+        factor=1.0,
+        gradient=True,
+        r2=None,
+        powers=None,
+        weights=None,
+    ):
         """Per block: Σ s_i‖r_i‖², Σ_i S_ii (not for ``"loo"``), and their gradients
         (``r2``: the block's distances, when they are shared by several factors;
-        ``powers``: ``[1, k, k²]`` of the keys)."""
+        ``powers``: ``[1, k, k²]`` of the keys; ``weights``: the Gaussian kernel of ``r2``
+        at ``factor``, when it is known)."""
         d = K.shape[1]
         t = self.Y.shape[1]
         if self.tiled and r2 is None:
@@ -457,7 +471,10 @@ class _Criterion:
         else:
             if r2 is None:
                 r2 = self._distances(K, K_aug, rows)
-            E, empty = self._kernel(r2, factor)
+            if weights is None:
+                E, empty = self._kernel(r2, factor)
+            else:
+                E, empty = weights, np.zeros(len(r2), dtype=bool)
             # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
             sums = np.dot(columns, E.T).T
             E_self = None if self.loo else E[np.arange(len(E)), np.arange(self.n)[rows]]
@@ -600,15 +617,36 @@ class _Criterion:
             parts = self._map_blocks(block_statistics, rows)
             return [scale * np.sum([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
 
+        squaring = self.kernel == "gaussian" and self.log_sw is None
+
         def block_grid(block):
-            if self.tiled:
+            if self.tiled and not squaring:
                 return [self._block(K, K_aug, columns, block, c, gradient=False) for c in factors]
             r2 = self._distances(K, K_aug, block)
-            return [
-                self._block(K, K_aug, columns, block, c, gradient=False, r2=r2) for c in factors
-            ]
+            if not squaring:
+                return [
+                    self._block(K, K_aug, columns, block, c, gradient=False, r2=r2)
+                    for c in factors
+                ]
+            # exp(−r²/(2c²)) for the largest factor, then each factor half the one before
+            # by squaring twice, (e^{−a})⁴ = e^{−4a}: two products instead of an exp.
+            # (The row minimum is subtracted from r², so every row keeps a weight of 1.)
+            results = [None] * len(factors)
+            E, previous = None, None
+            for k in np.argsort(factors)[::-1]:
+                c = factors[k]
+                if previous == 2.0 * c:
+                    np.square(E, out=E)
+                    np.square(E, out=E)
+                else:
+                    E = self._kernel(r2, c)[0]
+                previous = c
+                results[k] = self._block(
+                    K, K_aug, columns, block, c, gradient=False, r2=r2, weights=E
+                )
+            return results
 
-        parts = self._map_blocks(block_grid, rows)
+        parts = self._map_blocks(block_grid, rows, tiled=self.tiled and not squaring)
         return [
             [scale * sum(p[c][k] for p in parts) for k in range(2)] for c in range(len(factors))
         ]
@@ -672,8 +710,9 @@ _FIRST_SUBSET = 600
 _SUBSET_GROWTH = 4
 _LAST_SUBSET = 2400
 # The common factors of the first stage of a search (a coarse grid: it only picks the
-# basin the refinement starts in).
-_SUBSET_GRID = np.geomspace(1e-2, 1e1, 8)
+# basin the refinement starts in), from 0.02 to 10, each twice the one before: the Gaussian
+# kernel at one is the square of the square of the kernel at the next.
+_SUBSET_GRID = 10.0 * 2.0 ** -np.arange(10.0)[::-1]
 # The relative change of the criterion at which a search on a subset stops, and the
 # iterations of the stages after the first (they start next to the minimum).
 _SUBSET_FTOL = 1e-6
@@ -740,7 +779,9 @@ def select_bandwidth(
     local-constant, 1 for local-linear): ``"loo"`` the leave-one-out squared error,
     ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998), ``"gcv"`` generalized
     cross-validation (see :class:`_Criterion`). First the best common multiple
-    ``c · h_scott`` over a log grid (all factors evaluated on one set of distances), then all
+    ``c · h_scott`` over a log grid (``c`` from 0.02 to 10, each twice the one before, all
+    evaluated on one set of distances; the Gaussian kernel at one factor is the fourth power
+    of the kernel at the next larger, so the grid costs one ``exp``), then all
     log-bandwidths refined together by L-BFGS-B with the analytic gradient, within a factor
     1000 of the Scott bandwidth either way; exact leave-one-out searches of up to 2 000
     rows (with the Gaussian kernel, of 2 to 4 features; any number with a compact kernel,
