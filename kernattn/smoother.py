@@ -219,6 +219,12 @@ class KernelSmoother(NadarayaWatsonRegressor):
     >>> model = KernelSmoother(bandwidth="loo", categorical_features=[1]).fit(X, y)
     >>> bool(model.bandwidth_[1] < 0.1)  # the levels differ: little smoothing across them
     True
+
+    The local-linear fit puts its line in the continuous feature; the levels only weigh:
+
+    >>> model = KernelSmoother(bandwidth="loo", degree=1, categorical_features=[1]).fit(X, y)
+    >>> model.gradient([[0.5, 2.0]]).round(1)  # the slope in x₀; none for the category
+    array([[ 1., nan]])
     """
 
     _parameter_constraints: dict = {
