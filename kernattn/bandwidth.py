@@ -58,6 +58,12 @@ _LOO_RANGE = 1e3
 _BLOCK_ENTRIES = 2**18
 # Keys per tile of the tiled sums: each tile's kernel block stays in cache.
 _KEY_TILE = 512
+# Unshifted kernel sums of a row below this are redone with the row's maximum logit
+# subtracted: above it, the floor of the logits (EXP_FLOOR) is far below every digit.
+_UNSHIFTED_SUM = 1e-250
+# The sums go unshifted only while ½‖k‖²/c² stays below this: the rounding of the logits'
+# expansion (about 1e-16 of it) then moves no logit by more than 1e-6.
+_ROUNDING_SAFE = 1e10
 
 
 def _weighted_quantile(x, weights, q):
@@ -344,15 +350,20 @@ class _Criterion:
             return float(top.max(initial=0.0))
         return float(np.where(np.isfinite(r2), r2, 0.0).max(initial=0.0))
 
-    def _tiled_sums(self, K, K_aug, columns, rows, factor):
+    def _tiled_sums(self, K, K_aug, columns, rows, factor, shifted=False):
         """Gaussian kernel sums of a block, over tiles of keys that stay in cache.
 
         The logits −½‖q − k‖²/c² + log s of a tile come from one product with d + 2
-        inner terms; they are shifted by the running row maximum (the nearest kept key so
-        far), as in the engine's exact path, so that no row underflows. Returns the sums
-        and each row's own kernel value on the same shift (its logit is log s_i), for the
-        trace.
+        inner terms. They are at most 0 (up to the rounding of the product), so they are
+        first used as they are: two passes over each tile fewer than shifting them. The
+        rows whose sums come out below ``_UNSHIFTED_SUM`` (the nearest kept key far away)
+        are redone ``shifted`` by the running row maximum (the nearest kept key so far), as
+        in the engine's exact path, so that no row underflows; so is every row when the
+        rounding of the product could make a logit large. Returns the sums and each row's
+        own kernel value on the same shift (its logit is log s_i), for the trace.
         """
+        if not shifted and 0.5 * (self._key_radius(K) / factor) ** 2 < _ROUNDING_SAFE:
+            return self._unshifted_sums(K, K_aug, columns, rows, factor)
         Q = K[rows]
         b = len(Q)
         half = 0.5 / factor**2
@@ -392,6 +403,40 @@ class _Criterion:
             return sums, None
         log_self = 0.0 if self.log_sw is None else self.log_sw[index]
         return sums, np.exp(np.maximum(log_self - top, EXP_FLOOR))
+
+    def _unshifted_sums(self, K, K_aug, columns, rows, factor):
+        """:meth:`_tiled_sums` without the shift, the rows that need it redone."""
+        Q = K[rows]
+        b = len(Q)
+        half = 0.5 / factor**2
+        Q_aug = -half * np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((b, 1))])
+        index = np.arange(self.n)[rows]
+        left_rows, left_keys = self._left_out_pairs(index) if self.loo else ([], [])
+        buffer = np.empty((b, min(self.n, _KEY_TILE)))
+        sums = np.zeros((b, columns.shape[0]))
+        for start in range(0, self.n, _KEY_TILE):
+            stop = min(start + _KEY_TILE, self.n)
+            logits = np.matmul(Q_aug, K_aug[:, start:stop], out=buffer[:, : stop - start])
+            if self.log_sw is not None:
+                logits += self.log_sw[start:stop]
+            if len(left_rows):
+                inside = (left_keys >= start) & (left_keys < stop)
+                logits[left_rows[inside], left_keys[inside] - start] = -np.inf
+            np.maximum(logits, EXP_FLOOR, out=logits)
+            np.exp(logits, out=logits)
+            sums += logits @ columns[:, start:stop].T
+        E_self = None
+        if not self.loo:
+            log_self = np.zeros(b) if self.log_sw is None else self.log_sw[index]
+            E_self = np.exp(np.maximum(log_self, EXP_FLOOR))
+        redo = np.flatnonzero(~((sums[:, 0] >= _UNSHIFTED_SUM) & (sums[:, 0] < np.inf)))
+        if len(redo):
+            sums[redo], again = self._tiled_sums(
+                K, K_aug, columns, index[redo], factor, shifted=True
+            )
+            if E_self is not None:
+                E_self[redo] = again
+        return sums, E_self
 
     def _key_radius(self, K):
         return float(np.sqrt(np.einsum("ij,ij->i", K, K).max(initial=0.0)))

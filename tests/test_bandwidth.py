@@ -69,6 +69,32 @@ def test_leave_one_out_loss_equals_the_direct_formula(kernel, case):
         np.testing.assert_allclose(loss, expected, rtol=1e-10)
 
 
+@pytest.mark.parametrize("criterion", CRITERIA)
+def test_a_row_far_from_every_other_keeps_its_nearest_neighbour(criterion):
+    # Row 0 sits 60 bandwidths from the rest: its kernel sums, without the shift by the
+    # nearest key, underflow (below e^-700), and are redone shifted.
+    X, Y, sample_weight = make_problem(15, d=2, weighted=True)
+    h = np.array([0.3, 0.4])
+    X[0] = X[1] + [60 * 0.3, 0.0]
+    objective = _Criterion(X, Y, sample_weight, "gaussian", 0, criterion)
+    value, grad = objective.loss_and_grad(np.log(h))
+    # Directly, with each row's logits shifted by their maximum (the nearest kept key).
+    r2 = (((X[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=-1)
+    logits = -0.5 * r2 + np.log(sample_weight)
+    if criterion == "loo":
+        np.fill_diagonal(logits, -np.inf)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    # Row 0's unshifted kernel sums would underflow: its nearest key is beyond e^-700.
+    assert 0.5 * np.sort(r2[0])[1] > 700
+    if criterion == "loo":
+        expected = sample_weight @ ((Y - weights @ Y) ** 2).sum(axis=1) / sample_weight.sum()
+    else:  # (row 0 keeps its own weight)
+        expected = direct_criterion(X, Y, sample_weight, h, "gaussian", 0, criterion)
+    np.testing.assert_allclose(value, expected, rtol=1e-9)
+    assert np.all(np.isfinite(grad))
+
+
 def gradient_and_central_differences(objective, log_h, step):
     """The criterion's analytic gradient and its central differences, feature by feature."""
     _, grad = objective.loss_and_grad(log_h)
