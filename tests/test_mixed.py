@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from kernattn import KernelSmoother
 
@@ -352,3 +353,18 @@ def test_local_linear_with_only_discrete_features_is_the_local_constant(mixed):
     constant = KernelSmoother(bandwidth="loo", degree=0, **kinds).fit(discrete, y)
     np.testing.assert_array_equal(linear.bandwidth_, constant.bandwidth_)
     np.testing.assert_array_equal(linear.predict(discrete), constant.predict(discrete))
+
+
+def test_local_linear_intervals_with_discrete_features_equal_the_direct_formula(mixed):
+    X, y = mixed
+    bandwidth = np.array([0.5, 0.8, 0.3, 0.2])
+    model = mixed_smoother(bandwidth).set_params(degree=1).fit(X, y)
+    queries = np.vstack([X[:5], [[0.1, 2.0, 1.5, 2.0]]])
+    # The pooled noise: RSS over the residual degrees of freedom of the smoother matrix.
+    S = local_linear_smoother_matrix(X, X, bandwidth, "ccou")
+    sigma2 = np.sum((y - S @ y) ** 2) / (len(X) - 2 * np.trace(S) + np.trace(S.T @ S))
+    L = local_linear_smoother_matrix(X, queries, bandwidth, "ccou")
+    lower, upper = model.predict_interval(queries, noise="global")
+    expected = 2 * norm.ppf(0.975) * np.sqrt(sigma2 * (L**2).sum(axis=1))
+    np.testing.assert_allclose(upper - lower, expected, rtol=1e-8)
+    np.testing.assert_allclose((upper + lower) / 2, L @ y, rtol=1e-10)
