@@ -826,7 +826,8 @@ def select_bandwidth(
     cross-validation (see :class:`_Criterion`). First the best common multiple
     ``c · h_scott`` over a log grid (``c`` from 0.02 to 10, each twice the one before, all
     evaluated on one set of distances; the Gaussian kernel at one factor is the fourth power
-    of the kernel at the next larger, so the grid costs one ``exp``), then all
+    of the kernel at the next larger, so without sample weights the grid costs one
+    ``exp``), then all
     log-bandwidths refined together by L-BFGS-B with the analytic gradient, within a factor
     1000 of the Scott bandwidth either way; exact leave-one-out searches of up to 2 000
     rows (with the Gaussian kernel, of 2 to 4 features; any number with a compact kernel,
