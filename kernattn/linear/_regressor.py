@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._blocks import iter_query_blocks, single_threaded_blas
+from kernattn._blocks import iter_query_blocks, map_query_blocks, single_threaded_blas
 from kernattn._engine import (
     KEY_TILE,
     NadarayaWatsonRegressor,
@@ -58,6 +58,8 @@ KEYS_PER_CELL = 50
 ERROR_QUERIES = 100
 #: Keys on which the far field's part of the weight error is measured.
 ERROR_KEYS = 20_000
+#: Query-key pairs per block of cells in a near-field prediction (a few cells per thread task).
+_CELL_WORK = 2**20
 #: Above this share of queries computed against every key, prediction is no longer linear.
 LINEAR_SHARE = 0.1
 
@@ -832,8 +834,8 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     # ------------------------------------------------------------ engine hooks
 
-    def _head_moments(self, X, h, return_std):
-        first, second, unreliable = self.kernel_.moments(X, h)
+    def _head_moments(self, X, h, return_std, moments=None):
+        first, second, unreliable = self.kernel_.moments(X, h) if moments is None else moments
         if np.any(unreliable):
             first[unreliable], second[unreliable] = self._exact_moments(X[unreliable], h)
         if not return_std:
@@ -878,15 +880,37 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         return self.kernel_.n_components, None
 
     def _predict_centered(self, X, return_std, heads=None):
-        # The near field computes the queries of one cell together: queries sorted by cell
-        # make the engine's blocks hold few cells, each a dense product.
-        if not isinstance(self.kernel_, NearFieldKernel) or len(X) < 2:
+        if not isinstance(self.kernel_, NearFieldKernel) or self.kernel_._near is None:
             return super()._predict_centered(X, return_std, heads)
-        order = self.kernel_.cell_order(X)
-        mean, variance = super()._predict_centered(X[order], return_std, heads)
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
-        return mean[inverse], None if variance is None else variance[inverse]
+        # The near field computes the queries of one cell together (one dense product per
+        # cell): the queries are sorted by cell once, and the threads take runs of whole
+        # cells. One Gaussian head of weight 1 and no bias: the estimate is its mean.
+        kernel = self.kernel_
+        Q, cells = kernel.query_cells(X)
+        order = np.argsort(cells, kind="stable")
+        Q, cells = Q[order], cells[order]
+        starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
+        t = len(self._y_offset)
+        mean = np.empty((len(X), t), dtype=self._dtype)
+        variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
+
+        def predict_cells(groups):
+            part = slice(starts[groups.start], starts[groups.stop])
+            rows = order[part]
+            moments = kernel.sorted_moments(Q[part], cells[part])
+            first, spread, unreliable = self._head_moments(X[rows], 0, return_std, moments)
+            mean[rows] = first
+            if return_std:
+                variance[rows] = np.maximum(spread, 0.0)
+            return int(unreliable.sum())
+
+        # A "row" of the map is a cell: its work is its queries times its near keys.
+        work = max(len(X) * kernel.mean_near_keys / max(len(starts) - 1, 1), 1.0)
+        n_fallback = map_query_blocks(
+            predict_cells, len(starts) - 1, int(work), n_jobs=self.n_jobs, cache=_CELL_WORK
+        )
+        self._report_fallback(sum(n_fallback), len(X))
+        return mean, variance
 
     def _report_fallback(self, n_fallback, n_queries):
         if not n_fallback:
