@@ -649,6 +649,7 @@ class _ErrorProbe:
         self.top, self.total = self._exact_totals()
         self.sample_kernel = self._kernel(np.arange(len(self.Q)), self.sample)
         self.low_rank = None
+        self._masses = {}
 
     def _kernel(self, queries, positions):
         """Exact kernel values of queries (indices into the probe's) on keys at
@@ -680,6 +681,19 @@ class _ErrorProbe:
         del queries
         return top, total
 
+    def _near_mass(self):
+        """Per query the exact kernel's mass on its near keys (at the kernel's current near
+        cells; kept for each number of cells, since every far field meets the same)."""
+        kernel = self.kernel
+        P = kernel.n_near_cells
+        if P not in self._masses:
+            mass = np.zeros(len(self.Q))
+            for c in np.unique(self.cells):
+                group = np.flatnonzero(self.cells == c)
+                mass[group] = self._kernel(group, kernel._near_rows(c)).sum(axis=1)
+            self._masses[P] = mass
+        return self._masses[P]
+
     def use_kernel(self):
         """Measure the kernel's own far field (its sums over every key)."""
         kernel = self.kernel
@@ -693,6 +707,7 @@ class _ErrorProbe:
             self.low_rank = (self._map.inner(features.T).T @ kernel._key_features(self.sample).T)
             self.low_rank *= scale[:, None]
         self.sampled_far = False
+        self.columns = slice(None)
         return self
 
     def use_map(self, feature_map):
@@ -701,8 +716,11 @@ class _ErrorProbe:
         near = self.kernel._near
         logs = feature_map.log_transform(self.Q)
         query_scale = logs.max(axis=1)
-        key_logs = feature_map.log_transform(near["keys"][self.sample])
-        key_logs += near["log_weight"][self.sample][:, None]
+        # Every few sampled keys: a map being compared with others needs less precision.
+        self.columns = slice(None, None, max(1, len(self.sample) // SEARCH_KEYS))
+        sample = self.sample[self.columns]
+        key_logs = feature_map.log_transform(near["keys"][sample])
+        key_logs += near["log_weight"][sample][:, None]
         key_scale = key_logs.max()
         with np.errstate(over="ignore", under="ignore"):
             queries = feature_map.inner(np.exp(logs - query_scale[:, None]).T).T
@@ -721,15 +739,14 @@ class _ErrorProbe:
         # Which sampled keys are far from each query: their cell is not one of its near.
         is_near = np.zeros((len(self.Q), kernel.n_cells), dtype=bool)
         is_near[queries[:, None], near_cells] = True
-        far_sample = ~is_near[:, self.sample_cells]
+        far_sample = ~is_near[:, self.sample_cells[self.columns]]
         n_far_sample = far_sample.sum(axis=1)
         factor = (counts.sum() - counts[near_cells].sum(axis=1)) / np.maximum(n_far_sample, 1)
-        mass = np.zeros(len(self.Q))
+        mass = self._near_mass()
         far = np.zeros(len(self.Q))
-        for c in np.unique(self.cells):
-            group = np.flatnonzero(self.cells == c)
-            mass[group] = self._kernel(group, kernel._near_rows(c)).sum(axis=1)
-            if not self.sampled_far:
+        if not self.sampled_far:
+            for c in np.unique(self.cells):
+                group = np.flatnonzero(self.cells == c)
                 with np.errstate(over="ignore", invalid="ignore"):
                     far[group] = np.exp(self._far_logs[group]) @ kernel._far_sums(c)[:, -1]
         low_rank = np.where(far_sample, self.low_rank, 0.0)
@@ -738,7 +755,7 @@ class _ErrorProbe:
         keep = (far > 0) & np.isfinite(far)
         denominator = mass + np.where(keep, far, 0.0)
         low_rank[~keep] = 0.0
-        exact = np.where(far_sample, self.sample_kernel, 0.0)
+        exact = np.where(far_sample, self.sample_kernel[:, self.columns], 0.0)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             gap = np.abs(low_rank / denominator[:, None] - exact / self.total[:, None])
             errors = mass * np.abs(1 / denominator - 1 / self.total) + factor * gap.sum(axis=1)
@@ -746,27 +763,56 @@ class _ErrorProbe:
         return np.where(served & np.isfinite(errors), errors, 0.0)
 
 
-#: Near cells tried, in this order: steps of about √2, so the chosen near field is at most
-#: about 1.4 times the smallest that meets the tolerance.
-NEAR_CELL_STEPS = np.unique(np.round(np.sqrt(2.0) ** np.arange(40)).astype(np.int64))
+#: Sampled keys on which a candidate map's far field is measured (every few of the probe's).
+SEARCH_KEYS = 5000
+#: Near cells tried, in this order: steps of about 2^(1/4), so the chosen near field is at most
+#: about 1.2 times the smallest that meets the tolerance.
+NEAR_CELL_STEPS = np.unique(np.round(2.0 ** (np.arange(80) / 4)).astype(np.int64))
 
 
 def grow_near_cells(kernel, probe, tol, max_near_keys, first=1):
-    """The fewest near cells (on ``NEAR_CELL_STEPS``, from ``first``) whose measured mean
-    weight error is within ``tol``, or the most within ``max_near_keys`` keys per query;
-    the kernel is left set to them. Returns the errors at that number and whether it met
-    ``tol``."""
-    chosen, chosen_errors = None, None
-    for P in NEAR_CELL_STEPS[NEAR_CELL_STEPS >= first]:
-        kernel.set_near_cells(P)
-        if chosen is not None and kernel.mean_near_keys > max_near_keys:
-            break
-        errors = probe.errors()
-        chosen, chosen_errors = kernel.n_near_cells, errors
-        if errors.mean() <= tol or kernel.n_near_cells == kernel.n_cells:
-            break
-    kernel.set_near_cells(chosen)
-    return chosen_errors, bool(chosen_errors.mean() <= tol)
+    """The fewest near cells (on ``NEAR_CELL_STEPS``) whose measured mean weight error is
+    within ``tol``, or the most within ``max_near_keys`` keys per query; the kernel is left
+    set to them. The search starts at ``first`` cells (a guess) and moves down while the
+    tolerance is met, else up (doubling, then back step by step). Returns the errors at the
+    chosen number and whether they meet ``tol``."""
+    steps = NEAR_CELL_STEPS[NEAR_CELL_STEPS < kernel.n_cells].tolist() + [kernel.n_cells]
+    measured = {}
+
+    def measure(i):
+        if i not in measured:
+            kernel.set_near_cells(steps[i])
+            too_many = i > 0 and kernel.mean_near_keys > max_near_keys
+            measured[i] = None if too_many else probe.errors()
+        return measured[i]
+
+    def met(i):
+        errors = measure(i)
+        return errors is not None and errors.mean() <= tol
+
+    i = int(np.searchsorted(steps, max(first, 1)))
+    i = min(i, len(steps) - 1)
+    while i > 0 and measure(i) is None:
+        i -= 1
+    if met(i):
+        # Down while the tolerance is met.
+        while i > 0 and met(i - 1):
+            i -= 1
+    else:
+        # Up by doubling (four steps) until met or out of bounds, then back while met.
+        low = i
+        while not met(i):
+            if measure(i) is None or i == len(steps) - 1:
+                break
+            low, i = i, min(i + 4, len(steps) - 1)
+        while met(i) and i - 1 > low and met(i - 1):
+            i -= 1
+        if not met(i):
+            # The most cells within the bound: the last step that was measured.
+            i = max(j for j, errors in measured.items() if errors is not None)
+    kernel.set_near_cells(steps[i])
+    errors = measure(i)
+    return errors, bool(errors.mean() <= tol)
 
 
 def choose_near_cells(kernel, tol, max_near_keys, rows, n_keys_sample, random_state=None):

@@ -42,7 +42,7 @@ from kernattn.feature_maps import (
 )
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._feature_kernel import FeatureKernel
-from kernattn.linear._near_field import NearFieldKernel, choose_near_cells
+from kernattn.linear._near_field import NearFieldKernel, _ErrorProbe, grow_near_cells
 from kernattn.linear._projection import learn_projection
 from kernattn.smoother import _weighted_mean
 
@@ -58,6 +58,21 @@ KEYS_PER_CELL = 50
 ERROR_QUERIES = 100
 #: Keys on which the far field's part of the weight error is measured.
 ERROR_KEYS = 20_000
+#: Ranks tried by ``n_components="auto"`` with the near field (at most one landmark per cell,
+#: at most half of ``n_subsample``).
+CANDIDATE_COMPONENTS = (32, 64, 128, 256, 512, 1024)
+MAX_COMPONENTS = 1024
+#: Costs of the split in exact kernel values (see ``split_cost``).
+NEAR_KEY_COST = 1.5
+FEATURE_COST = 2.4
+SUM_COST = 0.16
+CELL_COST = 460
+#: The split is used when its predicted cost is below this share of the exact weights'.
+SPLIT_MARGIN = 0.5
+#: With ``n_neighbors="auto"``, at most this many rows get the exact weights without trying
+#: the split: its cheapest form (one cell of 50 keys, 32 features) costs about 800 exact
+#: kernel values per query, more than half of the exact cost.
+EXACT_ROWS = 1600
 #: Query-key pairs per block of cells in a near-field prediction (a few cells per thread task).
 _CELL_WORK = 2**20
 #: Above this share of queries computed against every key, prediction is no longer linear.
@@ -422,9 +437,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                     f"feature_map={self.feature_map!r}"
                 )
 
-    def _feature_map_template(self, n=None):
+    def _feature_map_template(self, n=None, rank=None):
         template = check_feature_map(
-            self.feature_map, n_components=self._rank(n), orthogonal=self.orthogonal
+            self.feature_map,
+            n_components=self._rank(n) if rank is None else rank,
+            orthogonal=self.orthogonal,
         )
         return template
 
@@ -490,9 +507,15 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _fit_kernel(self, X, Y, sample_weight):
         for name in ("weight_error_", "n_neighbors_"):
             self.__dict__.pop(name, None)
+        self.exact_weights_ = False
         # Many small products: BLAS threads would spin more than they compute.
+        rank = None
+        if self._near_field() and self.n_components == "auto" and self.n_neighbors == "auto":
+            # The near field chooses its rank from tol: the smallest candidate first (above
+            # EXACT_ROWS; below, the far sums serve only partial_fit, at the default rank).
+            rank = min(CANDIDATE_COMPONENTS[0], len(X)) if len(X) > EXACT_ROWS else None
         with single_threaded_blas():
-            kernel = self._make_kernel(X, Y, sample_weight)
+            kernel = self._make_kernel(X, Y, sample_weight, rank)
         # Drawn after everything _make_kernel draws, so that its draws do not change.
         rng = check_random_state(self.random_state).randint(2**31 - 1)
         rng = check_random_state(rng)
@@ -502,16 +525,31 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             # finite: the far field alone is used, and it computes such queries exactly.
             with np.errstate(over="ignore", invalid="ignore"):
                 near_field = bool(np.all(np.abs(kernel.project(X, 0, "key")) < 1e100))
+        if near_field and self.n_neighbors == "auto" and len(X) <= EXACT_ROWS:
+            # Even the cheapest split costs more per query than the exact weights.
+            near_field, self.exact_weights_ = False, True
         if near_field:
             kernel = NearFieldKernel(kernel, self._cell_centers(kernel, X, rng), 1)
         kernel.bind(X, sample_weight, self._dtype)
         with single_threaded_blas():
-            kernel.accumulate(X, self._values, sample_weight)
             rows = self._subsample(len(X), rng, ERROR_QUERIES)
             if near_field:
-                self._choose_near_field(kernel, rows, rng)
-                kernel.precompute()
-            self._check_fallback_share(kernel, X[rows])
+                kernel.sort_keys(X, self._values, sample_weight)
+                probe = _ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
+                first = 1
+                if self.n_components == "auto" and self.n_neighbors == "auto":
+                    first = self._choose_rank(kernel, probe, X, sample_weight, rng)
+            kernel.accumulate(X, self._values, sample_weight)
+            if near_field:
+                self._choose_near_field(kernel, probe, first)
+                if self.n_neighbors == "auto" and not self._split_pays(kernel):
+                    self.exact_weights_ = True
+                else:
+                    kernel.precompute()
+            if not self.exact_weights_:
+                self._check_fallback_share(kernel, X[rows])
+        if self.exact_weights_:
+            self.weight_error_, self.n_neighbors_ = 0.0, float(len(X))
         return kernel
 
     @staticmethod
@@ -523,14 +561,92 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         rows = rng.choice(len(keys), min(n_cells, len(keys)), replace=False)
         return np.unique(kernel.project(keys[np.sort(rows)], 0, "key"), axis=0)
 
-    def _choose_near_field(self, kernel, rows, rng):
-        """Set the near cells from ``n_neighbors`` (or, for "auto", from ``tol``) and
-        record the measured weight error."""
+    @staticmethod
+    def split_cost(n_keys, n_components, near_keys, near_cells, n_outputs=1):
+        """Predicted cost of fitting the split kernel on ``n_keys`` keys and predicting as
+        many queries, per query, in exact kernel values (the exact smoother's cost per
+        query is ``n_keys``).
+
+        Measured once for the package (d = 8, two cores): a near key costs about 1.5 exact
+        kernel values, a Nyström feature about 2.4 per key and per query, the far sums of
+        a cell about ``near_cells × n_components × (2 n_outputs + 1)`` additions for its
+        ``KEYS_PER_CELL`` keys, the two cell searches about 460, the error probe about 100.
+        """
+        m = 2 * n_outputs + 1
+        return (
+            NEAR_KEY_COST * near_keys
+            + 2 * FEATURE_COST * n_components
+            + SUM_COST * near_cells * n_components * m / KEYS_PER_CELL
+            + CELL_COST
+            + ERROR_QUERIES
+        )
+
+    def _split_pays(self, kernel):
+        """Whether the split is predicted to cost less than ``SPLIT_MARGIN`` times the exact
+        weights (fit and as many queries as keys)."""
+        cost = self.split_cost(
+            kernel.n_keys, kernel.n_components, kernel.mean_near_keys, kernel.n_near_cells,
+            kernel.n_outputs,
+        )
+        return cost < SPLIT_MARGIN * kernel.n_keys
+
+    def _choose_rank(self, kernel, probe, X, sample_weight, rng):
+        """Choose the far field's rank and a first near field from the accuracy target.
+
+        For every candidate rank (32, 64, …, at most one landmark per cell and half of
+        ``n_subsample``), a Nyström map is fitted on a subsample of keys and the fewest near
+        cells meeting ``tol`` are found with the probe, the far field's sums estimated on its
+        sample of keys; the pair of the lowest :meth:`split_cost` is kept (the highest rank
+        if none meets ``tol``). Sets the kernel's map; returns the near cells to start from.
+        """
         n = kernel.n_keys
+        top = min(kernel.n_cells, self.n_subsample // 2, MAX_COMPONENTS)
+        ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
+        cap = max(LINEAR_SHARE * n, 2 * self.n_subsample)
+        keys = self._subsample(len(X), rng)
+        projected = kernel.far.project(X[keys], 0, "key")
+        best, fallback = None, None
+        first, previous = 1, None
+        for r in ranks:
+            if best is not None and 2 * FEATURE_COST * r >= best[0]:
+                break  # the features alone would cost more than the best split
+            if r == kernel.n_components:
+                feature_map = kernel.feature_map
+            else:
+                feature_map = NystroemFeatures(r).fit(
+                    projected, sample_weight=sample_weight[keys], random_state=rng
+                )
+            probe.use_map(feature_map)
+            # A higher rank needs at most the near field of a lower one: start there.
+            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
+            first = kernel.n_near_cells
+            cost = self.split_cost(
+                n, feature_map.n_components_, kernel.mean_near_keys, kernel.n_near_cells,
+                kernel.n_outputs,
+            )
+            choice = (cost, feature_map, kernel.n_near_cells)
+            if met and (best is None or cost < best[0]):
+                best = choice
+            if not met:
+                fallback = choice
+            if met and previous is not None and kernel.n_near_cells >= previous:
+                break  # twice the features no longer shrink the near field
+            previous = kernel.n_near_cells if met else None
+        cost, feature_map, cells = best if best is not None else fallback
+        kernel.set_feature_map(feature_map)
+        self.feature_maps_ = [feature_map]
+        self.n_components_ = feature_map.n_components_
+        return cells
+
+    def _choose_near_field(self, kernel, probe, first=1):
+        """Set the near cells from ``n_neighbors`` (or, for "auto", from ``tol``, starting
+        at ``first`` cells) and record the measured weight error."""
+        n = kernel.n_keys
+        probe.use_kernel()
         if self.n_neighbors == "auto":
             # Linear time: at most 10 % of the keys per query, unless that is few keys.
             cap = max(LINEAR_SHARE * n, 2 * self.n_subsample)
-            errors, met = choose_near_cells(kernel, self.tol, cap, rows, ERROR_KEYS, rng)
+            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
             if not met:
                 warnings.warn(
                     f"the weight error measured at fit, {errors.mean():.3g}, is above tol="
@@ -543,7 +659,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         else:
             cells = np.ceil(self.n_neighbors * kernel.n_cells / n)
             kernel.set_near_cells(int(cells))
-            errors = kernel.weight_errors(rows, ERROR_KEYS, rng.randint(2**31 - 1))
+            errors = probe.errors()
         self.weight_error_ = float(errors.mean())
         self.n_neighbors_ = kernel.mean_near_keys
 
@@ -616,6 +732,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 )
             else:
                 kernel = self.kernel_.without_keys()
+            self.exact_weights_ = False
             # The keys are not kept: no training set, and no values to attend to.
             for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_moments"):
                 self.__dict__.pop(name, None)
@@ -624,9 +741,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             self.kernel_ = kernel.accumulate(X, Y - self._y_offset, sample_weight)
         return self
 
-    def _make_kernel(self, X, Y, sample_weight):
+    def _make_kernel(self, X, Y, sample_weight, rank=None):
         """The kernel from (the first chunk of) the data, with empty sums; sets the fitted
-        attributes that describe it."""
+        attributes that describe it (``rank`` features instead of ``n_components``'s)."""
         for name in ("bandwidth_", "loo_error_", "attention_model_"):
             self.__dict__.pop(name, None)
         rng = check_random_state(self.random_state)
@@ -637,7 +754,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         else:
             heads, head_bias = self._attention_heads(X, Y, sample_weight, rng)
             key_shift = self._key_shift(heads, X, sample_weight)
-        feature_maps = self._fit_feature_maps(heads, key_shift, X, sample_weight, rng)
+        feature_maps = self._fit_feature_maps(heads, key_shift, X, sample_weight, rng, rank)
         if self.learn_projection:
             heads = self._learned_heads(heads, feature_maps[0], X, Y, sample_weight, rng)
         self.center_ = heads.center
@@ -789,9 +906,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 key_shift[h] = _weighted_mean(keys, sample_weight)
         return key_shift
 
-    def _fit_feature_maps(self, heads, key_shift, X, sample_weight, rng):
-        """One fitted copy of the feature map per head, on the head's projected inputs."""
-        template = self._feature_map_template(len(X))
+    def _fit_feature_maps(self, heads, key_shift, X, sample_weight, rng, rank=None):
+        """One fitted copy of the feature map per head, on the head's projected inputs
+        (``rank`` features instead of ``n_components``'s)."""
+        template = self._feature_map_template(len(X), rank)
         feature_maps = []
         for h in range(heads.n_heads):
             feature_map = clone(template)
@@ -834,7 +952,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     # ------------------------------------------------------------ engine hooks
 
+    def _exact(self):
+        """Whether the weights are computed exactly (``exact_weights_``, keys kept)."""
+        return getattr(self, "exact_weights_", False) and self.kernel_.exact is not None
+
     def _head_moments(self, X, h, return_std, moments=None):
+        if self._exact():
+            first, second = self._exact_moments(X, h)
+            if not return_std:
+                return first, None, None
+            spread = self._accurate_spread(X, h, first, second - first**2, second, self.kernel_.exact)
+            return first, spread, None
         first, second, unreliable = self.kernel_.moments(X, h) if moments is None else moments
         if np.any(unreliable):
             first[unreliable], second[unreliable] = self._exact_moments(X[unreliable], h)
@@ -871,16 +999,24 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     def _head_weights(self, X, h):
         self._check_keys_kept()
+        if self._exact():
+            return self._exact_weights(self.kernel_.exact, X, h)
         weights, unreliable = self.kernel_.weights(X, h)
         if np.any(unreliable):
             weights[unreliable] = self._exact_weights(self.kernel_.exact, X[unreliable], h)
         return weights
 
     def _block_width(self):
+        if self._exact():
+            return self.kernel_.exact.n_keys, KEY_TILE
         return self.kernel_.n_components, None
 
     def _predict_centered(self, X, return_std, heads=None):
-        if not isinstance(self.kernel_, NearFieldKernel) or self.kernel_._near is None:
+        if (
+            not isinstance(self.kernel_, NearFieldKernel)
+            or self.kernel_._near is None
+            or self._exact()
+        ):
             return super()._predict_centered(X, return_std, heads)
         # The near field computes the queries of one cell together (one dense product per
         # cell): the queries are sorted by cell once, and the threads take runs of whole
