@@ -695,8 +695,9 @@ def test_nystroem_tracks_kernel_smoother_at_small_bandwidth():
 def test_nystroem_at_large_bandwidth_drops_rank_and_matches_kernel_smoother():
     X, y = _data(300)
     Xq = _data(50, seed=9)[0]
+    # The Nyström features alone (on 300 rows the default computes every weight exactly).
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_components=64, bandwidth=10.0, random_state=0
+        feature_map="nystroem", n_components=64, n_neighbors=0, bandwidth=10.0, random_state=0
     ).fit(X, y)
     assert model.feature_maps_[0].rank_ < 64
     with warnings.catch_warnings():
@@ -814,6 +815,16 @@ def test_nystroem_nan_input_raises():
 # ------------------------------------------------------------------ near field
 
 
+@pytest.fixture
+def split_always(monkeypatch):
+    """The near field at sizes where ``n_neighbors="auto"`` computes every weight exactly
+    (the split would cost more there): these tests are about the split itself."""
+    import kernattn.linear._regressor as linear_module
+
+    monkeypatch.setattr(linear_module, "EXACT_ROWS", 0)
+    monkeypatch.setattr(linear_module, "SPLIT_MARGIN", np.inf)
+
+
 def _cloud(n=3000, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1, 1, (n, 3))
@@ -821,7 +832,7 @@ def _cloud(n=3000, seed=0):
 
 
 @pytest.mark.parametrize("bandwidth", [0.08, 0.3])
-def test_split_weights_against_dense_exact_weights_within_reported_error(bandwidth):
+def test_split_weights_against_dense_exact_weights_within_reported_error(bandwidth, split_always):
     X, y = _cloud()
     Xq = _cloud(300, seed=1)[0]
     model = LinearAttentionRegressor(bandwidth=bandwidth, random_state=0).fit(X, y)
@@ -866,7 +877,7 @@ def test_near_field_covering_every_key_is_the_exact_smoother():
 
 
 @pytest.mark.parametrize("tol", [0.05, 0.2])
-def test_auto_near_field_meets_its_tolerance_on_another_sample(tol):
+def test_auto_near_field_meets_its_tolerance_on_another_sample(tol, split_always):
     X, y = _cloud()
     model = LinearAttentionRegressor(bandwidth=0.08, tol=tol, random_state=0).fit(X, y)
     assert model.weight_error_ <= tol
@@ -891,7 +902,7 @@ def test_near_field_far_queries_are_computed_exactly():
     np.testing.assert_allclose(mean, exact, atol=1e-6)
 
 
-def test_near_field_same_seed_same_fit_and_pickles():
+def test_near_field_same_seed_same_fit_and_pickles(split_always):
     X, y = _cloud(800)
     a = LinearAttentionRegressor(bandwidth=0.1, random_state=4).fit(X, y)
     b = LinearAttentionRegressor(bandwidth=0.1, random_state=4).fit(X, y)

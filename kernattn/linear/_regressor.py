@@ -69,10 +69,19 @@ SUM_COST = 0.16
 CELL_COST = 460
 #: The split is used when its predicted cost is below this share of the exact weights'.
 SPLIT_MARGIN = 0.5
-#: With ``n_neighbors="auto"``, at most this many rows get the exact weights without trying
-#: the split: its cheapest form (one cell of 50 keys, 32 features) costs about 800 exact
-#: kernel values per query, more than half of the exact cost.
-EXACT_ROWS = 1600
+#: The split's fit costs at least this much in exact kernel values, whatever n (landmarks,
+#: the error probe and the search of the rank and near field: about 0.3 s, measured).
+FIT_OVERHEAD = 1e8
+#: The cheapest split per query (one cell of 50 keys, 32 features, the cell searches and the
+#: probe), in exact kernel values.
+CHEAPEST_SPLIT = 800
+#: With ``n_neighbors="auto"``, up to this many rows get the exact weights without trying the
+#: split: for n queries its cheapest form, FIT_OVERHEAD + n CHEAPEST_SPLIT, costs more than
+#: SPLIT_MARGIN times the exact n² (about 14 900).
+EXACT_ROWS = int(
+    (CHEAPEST_SPLIT + np.sqrt(CHEAPEST_SPLIT**2 + 4 * SPLIT_MARGIN * FIT_OVERHEAD))
+    / (2 * SPLIT_MARGIN)
+)
 #: Query-key pairs per block of cells in a near-field prediction (a few cells per thread task).
 _CELL_WORK = 2**20
 #: Above this share of queries computed against every key, prediction is no longer linear.
@@ -509,13 +518,21 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             self.__dict__.pop(name, None)
         self.exact_weights_ = False
         # Many small products: BLAS threads would spin more than they compute.
-        rank = None
-        if self._near_field() and self.n_components == "auto" and self.n_neighbors == "auto":
-            # The near field chooses its rank from tol: the smallest candidate first (above
-            # EXACT_ROWS; below, the far sums serve only partial_fit, at the default rank).
-            rank = min(CANDIDATE_COMPONENTS[0], len(X)) if len(X) > EXACT_ROWS else None
+        rank, exact = None, False
+        if self._near_field() and self.n_neighbors == "auto":
+            # Even the cheapest split costs more than the exact weights: no feature map (the
+            # far field's sums are taken if partial_fit asks for them).
+            # (A map given as an object is fitted all the same, and its parameters checked.)
+            exact = len(X) <= EXACT_ROWS and isinstance(self.feature_map, str)
+            if self.n_components == "auto":
+                # The near field chooses its rank from tol: the smallest candidate first.
+                rank = min(CANDIDATE_COMPONENTS[0], len(X))
         with single_threaded_blas():
-            kernel = self._make_kernel(X, Y, sample_weight, rank)
+            kernel = self._make_kernel(X, Y, sample_weight, rank, fit_maps=not exact)
+        if exact:
+            self.exact_weights_ = True
+            self.weight_error_, self.n_neighbors_ = 0.0, float(len(X))
+            return kernel.bind(X, sample_weight, self._dtype)
         # Drawn after everything _make_kernel draws, so that its draws do not change.
         rng = check_random_state(self.random_state).randint(2**31 - 1)
         rng = check_random_state(rng)
@@ -525,9 +542,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             # finite: the far field alone is used, and it computes such queries exactly.
             with np.errstate(over="ignore", invalid="ignore"):
                 near_field = bool(np.all(np.abs(kernel.project(X, 0, "key")) < 1e100))
-        if near_field and self.n_neighbors == "auto" and len(X) <= EXACT_ROWS:
-            # Even the cheapest split costs more per query than the exact weights.
-            near_field, self.exact_weights_ = False, True
         if near_field:
             kernel = NearFieldKernel(kernel, self._cell_centers(kernel, X, rng), 1)
         kernel.bind(X, sample_weight, self._dtype)
@@ -570,11 +584,13 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         Measured once for the package (d = 8, two cores): a near key costs about 1.5 exact
         kernel values, a Nyström feature about 2.4 per key and per query, the far sums of
         a cell about ``near_cells × n_components × (2 n_outputs + 1)`` additions for its
-        ``KEYS_PER_CELL`` keys, the two cell searches about 460, the error probe about 100.
+        ``KEYS_PER_CELL`` keys, the two cell searches about 460, the error probe about 100,
+        and the fit ``FIT_OVERHEAD`` in all, whatever n.
         """
         m = 2 * n_outputs + 1
         return (
-            NEAR_KEY_COST * near_keys
+            FIT_OVERHEAD / max(n_keys, 1)
+            + NEAR_KEY_COST * near_keys
             + 2 * FEATURE_COST * n_components
             + SUM_COST * near_cells * n_components * m / KEYS_PER_CELL
             + CELL_COST
@@ -730,6 +746,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                     f"y has shape {y.shape[1:]} per sample; earlier chunks had "
                     f"{self._target_shape}"
                 )
+            elif not self.kernel_.feature_maps:
+                # A fit that computed every weight exactly took no feature sums: they are
+                # taken now, from its training set, before the chunk is added.
+                kernel = self._far_of_training_set()
             else:
                 kernel = self.kernel_.without_keys()
             self.exact_weights_ = False
@@ -741,9 +761,30 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             self.kernel_ = kernel.accumulate(X, Y - self._y_offset, sample_weight)
         return self
 
-    def _make_kernel(self, X, Y, sample_weight, rank=None):
+    def _far_of_training_set(self):
+        """The far field's kernel (features fitted, sums taken) of a fit that computed every
+        weight exactly, from its kept training set and heads."""
+        exact = self.kernel_
+        rows = self._active
+        X, w = self.X_fit_[rows], self.sample_weight_[rows]
+        rng = check_random_state(self.random_state)
+        feature_maps = self._fit_feature_maps(exact.heads, exact.key_shift, X, w, rng)
+        kernel = FeatureKernel(
+            exact.heads,
+            feature_maps,
+            exact.key_shift,
+            exact.head_bias,
+            exact.weight_scale,
+            value_scale=exact.value_scale,
+        )
+        self.feature_maps_ = feature_maps
+        self.n_components_ = kernel.n_components
+        return kernel.accumulate(X, self._values, w)
+
+    def _make_kernel(self, X, Y, sample_weight, rank=None, fit_maps=True):
         """The kernel from (the first chunk of) the data, with empty sums; sets the fitted
-        attributes that describe it (``rank`` features instead of ``n_components``'s)."""
+        attributes that describe it (``rank`` features instead of ``n_components``'s;
+        without ``fit_maps``, no feature map: every weight is computed exactly)."""
         for name in ("bandwidth_", "loo_error_", "attention_model_"):
             self.__dict__.pop(name, None)
         rng = check_random_state(self.random_state)
@@ -754,7 +795,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         else:
             heads, head_bias = self._attention_heads(X, Y, sample_weight, rng)
             key_shift = self._key_shift(heads, X, sample_weight)
-        feature_maps = self._fit_feature_maps(heads, key_shift, X, sample_weight, rng, rank)
+        feature_maps = (
+            self._fit_feature_maps(heads, key_shift, X, sample_weight, rng, rank)
+            if fit_maps
+            else []
+        )
         if self.learn_projection:
             heads = self._learned_heads(heads, feature_maps[0], X, Y, sample_weight, rng)
         self.center_ = heads.center
@@ -768,7 +813,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self.head_bias_ = head_bias
         self.similarity_ = heads.similarity
         self.feature_maps_ = feature_maps
-        self.n_components_ = max(feature_map.n_components_ for feature_map in feature_maps)
+        self.n_components_ = max((feature_map.n_components_ for feature_map in feature_maps), default=0)
         # The engine mixes centered estimates: Σ_h a_h (ŷ_h − ȳ) + b' = Σ_h a_h ŷ_h + b − ȳ.
         centered_bias = head_bias + (heads.head_weights.sum() - 1.0) * self._y_offset
         return FeatureKernel(
