@@ -930,3 +930,91 @@ def test_share_of_exact_rows_above_ten_percent_warns_not_linear_time():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ExactFallbackWarning)
         LinearAttentionRegressor(bandwidth=0.05, random_state=0).fit(X, y).predict(X[:50])
+
+
+# ------------------------------------------------------ rank, near field and exact rule
+
+
+@pytest.mark.parametrize("bandwidth", [0.08, 1.0])
+def test_auto_rank_and_near_field_meet_tol_on_held_out_rows(bandwidth, split_always):
+    from kernattn.linear._regressor import CANDIDATE_COMPONENTS
+
+    X, y = _cloud()
+    model = LinearAttentionRegressor(bandwidth=bandwidth, random_state=0).fit(X, y)
+    assert model.n_components_ in CANDIDATE_COMPONENTS
+    assert model.feature_maps_[0] is model.kernel_.feature_map
+    assert model.weight_error_ <= model.tol
+    # Rows the fit did not measure: the error is within the tolerance there too.
+    rows = np.random.default_rng(11).choice(len(X), 300, replace=False)
+    assert model.kernel_.weight_errors(rows).mean() <= 1.5 * model.tol
+
+
+def test_wide_bandwidth_takes_a_small_near_field(split_always):
+    X, y = _cloud()
+    wide = LinearAttentionRegressor(bandwidth=1.0, random_state=0).fit(X, y)
+    narrow = LinearAttentionRegressor(bandwidth=0.08, random_state=0).fit(X, y)
+    # Where the far field carries the weight, one cell of about 50 keys is enough.
+    assert wide.kernel_.n_near_cells == 1 and wide.n_neighbors_ < 100
+    assert narrow.n_neighbors_ > 3 * wide.n_neighbors_
+
+
+def test_rank_follows_the_cost_of_features(split_always, monkeypatch):
+    import kernattn.linear._regressor as linear_module
+
+    X, y = _cloud()
+    default = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(X, y)
+    # Were features nearly free, more of them would buy a smaller near field.
+    monkeypatch.setattr(linear_module, "FEATURE_COST", 1e-3)
+    cheap = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(X, y)
+    assert cheap.n_components_ > default.n_components_
+    assert cheap.n_neighbors_ < default.n_neighbors_
+    assert cheap.weight_error_ <= cheap.tol
+
+
+def test_small_data_gets_the_exact_weights_without_warnings():
+    X, y = _cloud(1000)
+    Xq = _cloud(30, seed=5)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = LinearAttentionRegressor(bandwidth=0.1, random_state=0).fit(X, y)
+        mean, std = model.predict(Xq, return_std=True)
+    assert model.exact_weights_ and model.n_components_ == 0
+    assert model.weight_error_ == 0.0 and model.n_neighbors_ == len(X)
+    exact = KernelSmoother(bandwidth=0.1).fit(X, y)
+    exact_mean, exact_std = exact.predict(Xq, return_std=True)
+    np.testing.assert_allclose(mean, exact_mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(std, exact_std, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        model.attention_weights(Xq), exact.attention_weights(Xq), rtol=1e-12, atol=1e-300
+    )
+    # A given near field (or another map) is used as asked, whatever the size.
+    given = LinearAttentionRegressor(bandwidth=0.1, n_neighbors=100, random_state=0).fit(X, y)
+    assert not given.exact_weights_ and given.n_neighbors_ < len(X)
+
+
+def test_partial_fit_after_exact_fit_takes_the_far_sums_of_the_training_set():
+    X, y = _cloud(1200)
+    params = dict(bandwidth=0.3, center=[0.0, 0.0, 0.0], random_state=0)
+    model = LinearAttentionRegressor(**params).fit(X[:800], y[:800])
+    assert model.exact_weights_
+    model.partial_fit(X[800:], y[800:])
+    assert not model.exact_weights_ and model.n_components_ > 0
+    # The same sums as chunks given to partial_fit from the start (same landmarks' rows).
+    chunked = LinearAttentionRegressor(**params).partial_fit(X[:800], y[:800])
+    chunked.partial_fit(X[800:], y[800:])
+    np.testing.assert_allclose(model.predict(X[:20]), chunked.predict(X[:20]), rtol=1e-9)
+
+
+def test_split_predicted_dearer_than_exact_computes_the_exact_weights(monkeypatch):
+    import kernattn.linear._regressor as linear_module
+
+    # Past the size rule, the split is tried; on 3 000 rows its fit alone costs more than
+    # half of the exact weights, so they are computed exactly.
+    monkeypatch.setattr(linear_module, "EXACT_ROWS", 0)
+    X, y = _cloud()
+    model = LinearAttentionRegressor(bandwidth=0.08, random_state=0).fit(X, y)
+    assert model.exact_weights_ and model.weight_error_ == 0.0
+    np.testing.assert_allclose(
+        model.predict(X[:10]), KernelSmoother(bandwidth=0.08).fit(X, y).predict(X[:10]),
+        rtol=1e-12,
+    )

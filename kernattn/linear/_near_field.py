@@ -165,13 +165,18 @@ class NearFieldKernel:
         return self.far.exact
 
     @property
+    def _counts(self):
+        """Keys per cell: those sorted for the near field, else those summed."""
+        return np.diff(self._near["start"]) if self._near is not None else self.cell_counts
+
+    @property
     def n_keys(self):
-        return int(self.cell_counts.sum())
+        return int(self._counts.sum())
 
     @property
     def mean_near_keys(self):
         """Keys computed exactly per query, averaged over the cells (as keys fall)."""
-        counts = self.cell_counts
+        counts = self._counts
         if not counts.sum():
             return 0.0
         near = counts[self.near_cells].sum(axis=1)

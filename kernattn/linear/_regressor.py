@@ -58,7 +58,7 @@ KEYS_PER_CELL = 50
 ERROR_QUERIES = 100
 #: Keys on which the far field's part of the weight error is measured.
 ERROR_KEYS = 20_000
-#: Ranks tried by ``n_components="auto"`` with the near field (at most one landmark per cell,
+#: Ranks tried by ``n_components="auto"`` with the near field (at most a quarter of the keys,
 #: at most half of ``n_subsample``).
 CANDIDATE_COMPONENTS = (32, 64, 128, 256, 512, 1024)
 MAX_COMPONENTS = 1024
@@ -609,23 +609,23 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _choose_rank(self, kernel, probe, X, sample_weight, rng):
         """Choose the far field's rank and a first near field from the accuracy target.
 
-        For every candidate rank (32, 64, …, at most one landmark per cell and half of
+        For every candidate rank (32, 64, …, at most a quarter of the keys and half of
         ``n_subsample``), a Nyström map is fitted on a subsample of keys and the fewest near
         cells meeting ``tol`` are found with the probe, the far field's sums estimated on its
         sample of keys; the pair of the lowest :meth:`split_cost` is kept (the highest rank
         if none meets ``tol``). Sets the kernel's map; returns the near cells to start from.
         """
         n = kernel.n_keys
-        top = min(kernel.n_cells, self.n_subsample // 2, MAX_COMPONENTS)
+        top = min(n // 4, self.n_subsample // 2, MAX_COMPONENTS)
         ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
         cap = max(LINEAR_SHARE * n, 2 * self.n_subsample)
         keys = self._subsample(len(X), rng)
         projected = kernel.far.project(X[keys], 0, "key")
         best, fallback = None, None
-        first, previous = 1, None
+        first = 1
         for r in ranks:
-            if best is not None and 2 * FEATURE_COST * r >= best[0]:
-                break  # the features alone would cost more than the best split
+            if best is not None and self.split_cost(n, r, 0, 0, kernel.n_outputs) >= best[0]:
+                break  # with no near field at all, r features cost more than the best
             if r == kernel.n_components:
                 feature_map = kernel.feature_map
             else:
@@ -645,9 +645,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 best = choice
             if not met:
                 fallback = choice
-            if met and previous is not None and kernel.n_near_cells >= previous:
-                break  # twice the features no longer shrink the near field
-            previous = kernel.n_near_cells if met else None
         cost, feature_map, cells = best if best is not None else fallback
         kernel.set_feature_map(feature_map)
         self.feature_maps_ = [feature_map]
