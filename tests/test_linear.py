@@ -1015,6 +1015,7 @@ def test_split_predicted_dearer_than_exact_computes_the_exact_weights(monkeypatc
     model = LinearAttentionRegressor(bandwidth=0.08, random_state=0).fit(X, y)
     assert model.exact_weights_ and model.weight_error_ == 0.0
     np.testing.assert_allclose(
-        model.predict(X[:10]), KernelSmoother(bandwidth=0.08).fit(X, y).predict(X[:10]),
+        model.predict(X[:10]),
+        KernelSmoother(bandwidth=0.08).fit(X, y).predict(X[:10]),
         rtol=1e-12,
     )

@@ -274,9 +274,7 @@ class NearFieldKernel:
             if self._near is None:
                 self.sort_keys(X, values, sample_weight)
             elif self._near["summed"]:
-                raise RuntimeError(
-                    "the near field keeps the keys of one fit; call without_keys"
-                )
+                raise RuntimeError("the near field keeps the keys of one fit; call without_keys")
             near = self._near
             keys, log_weight, moments = near["keys"], near["log_weight"], near["moments"]
             cells, start = near["cells"], near["start"]
@@ -337,7 +335,9 @@ class NearFieldKernel:
                 new_inner[run] *= factor
             old = np.exp(far.key_log_scale[0] - top) if np.isfinite(far.key_log_scale[0]) else 0.0
         cell_sums = self.cell_sums * old + new_sums
-        inner_cells = (self._inner_cells * old if self._inner_cells is not None else 0.0) + new_inner
+        inner_cells = (
+            self._inner_cells * old if self._inner_cells is not None else 0.0
+        ) + new_inner
         sums = far.key_sums.copy()
         sums[0, :r] = cell_sums.sum(axis=0)
         radius = far.key_radius.copy()
@@ -709,7 +709,7 @@ class _ErrorProbe:
         self._far_logs = logs + kernel.far.key_log_scale[0] - self.top[:, None]
         with np.errstate(over="ignore", under="ignore"):
             scale = np.exp(self._query_scale + kernel.far.key_log_scale[0] - self.top)
-            self.low_rank = (self._map.inner(features.T).T @ kernel._key_features(self.sample).T)
+            self.low_rank = self._map.inner(features.T).T @ kernel._key_features(self.sample).T
             self.low_rank *= scale[:, None]
         self.sampled_far = False
         self.columns = slice(None)

@@ -62,7 +62,7 @@ ERROR_KEYS = 20_000
 #: at most half of ``n_subsample``).
 CANDIDATE_COMPONENTS = (32, 64, 128, 256, 512, 1024)
 MAX_COMPONENTS = 1024
-#: Costs of the split in exact kernel values (see ``split_cost``).
+#: Costs of the split in exact kernel values (see ``_split_cost``).
 NEAR_KEY_COST = 1.5
 FEATURE_COST = 2.4
 SUM_COST = 0.16
@@ -136,20 +136,45 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     key counts twice (:mod:`kernattn.linear._near_field`). The cells are the
     nearest-center cells of about ``n / 50`` random training keys; their feature sums are
     sums over rows, like :math:`S, z`. With ``n_neighbors="auto"`` the near field is grown
-    (1, 2, 4, … cells) until the weight error measured at fit is at most ``tol``: the mean,
-    over 100 training rows each left out of its own sums, of the L1 distance
-    :math:`\sum_i |\hat w_i - w_i|` between the split weights and the exact kernel's
-    (``weight_error_``; the far keys' part on a sample of 20 000 keys). It never computes
-    more than ``max(n / 10, 2 n_subsample)`` keys per query, so prediction stays linear in n
-    (a warning says when the tolerance is not met there). The L1 distance bounds the error
-    of every prediction: :math:`|\hat y - y_{\mathrm{exact}}| \le 	frac12 \|\hat w -
-    w\|_1 (\max_i y_i - \min_i y_i)`. Near keys get their exact kernel (positive
-    weights); far keys the Nyström estimate, which can be slightly negative; a query whose
-    far field has a non-positive denominator uses its near field alone. Weights sum to 1.
-    In ``examples/benchmarks/bench_linear.py`` (d = 8, leave-one-out bandwidths,
-    n = 200 000) this is within 5 % of the exact smoother's test MSE and over 10 times
-    faster. ``partial_fit`` keeps no keys, hence no near field: after it the far field
-    alone is used.
+    (1, 2, 3, 4, 5, 6, 7, 8, 10, … cells, steps of about :math:`2^{1/4}`) until the weight
+    error measured at fit is at most ``tol``: the mean, over 100 training rows each left
+    out of its own sums, of the L1 distance :math:`\sum_i |\hat w_i - w_i|` between the
+    split weights and the exact kernel's (``weight_error_``; the far keys' part on a
+    sample of 20 000 keys). It never computes more than ``max(n / 10, 2 n_subsample)`` keys
+    per query, so prediction stays linear in n (a warning says when the tolerance is not
+    met there). The L1 distance bounds the error of every prediction:
+    :math:`|\hat y - y_{\mathrm{exact}}| \le \frac12 \|\hat w - w\|_1 (\max_i y_i -
+    \min_i y_i)`. Near keys get their exact kernel (positive weights, exponentials in single
+    precision: relative error below 1e-7); far keys the Nyström estimate, which can be
+    slightly negative; a query whose far field has a non-positive denominator uses its near
+    field alone. Weights sum to 1.
+
+    **Rank and near field from the accuracy target.** With ``n_components="auto"`` too,
+    the rank is chosen with the near field: for each candidate rank (32, 64, …, 1024, at
+    most a quarter of the keys and half of ``n_subsample``) a Nyström map is fitted and the
+    fewest near cells meeting ``tol`` found (the far field's sums estimated on the sampled
+    keys), and the pair of the lowest predicted cost is kept
+    (near keys, features, per-cell sums, in exact kernel values). Where the far field carries
+    the weight (a wide bandwidth) that is one cell and few features; at small bandwidths in
+    several dimensions, where a few hundred features barely change the near field needed,
+    few features and more near keys. The chosen pair is then measured with the far field's
+    own sums and the near field grown if needed: ``n_components_``, ``n_neighbors_`` and
+    ``weight_error_`` report it.
+
+    **Exact weights where the split would not pay.** The split has costs of its own — the
+    landmarks, the cells, the error probe, about ``FIT_OVERHEAD`` = 1e8 exact kernel values
+    (0.3 s) in all, and per query its near keys and features. With ``n_neighbors="auto"``
+    every weight is computed exactly, as :class:`~kernattn.KernelSmoother` does, when the
+    split is predicted to cost more than half of the exact weights for as many queries as
+    training rows: always up to about 15 000 rows (``EXACT_ROWS``, where even one cell of
+    keys and 32 features would; no feature map is then fitted), and beyond that when the
+    near field chosen is that large. ``exact_weights_`` says so; no warning is given, since
+    the estimate is then the exact smoother's. In ``examples/benchmarks/bench_linear.py``
+    (d = 8, leave-one-out bandwidths, n = 200 000) the split is within 5 % of the exact
+    smoother's test MSE and over 10 times faster, and at small n the default costs what the
+    exact smoother costs.
+        ``partial_fit`` keeps no keys, hence no near field: after it the far field alone is
+    used.
 
     **Center and scale.** The positive features estimate :math:`\exp(q^\top k)` with
     relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`: it grows like
@@ -203,14 +228,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     n_components : int or "auto", default="auto"
         r, the number of random features or landmarks (named maps only; even for
         ``"trig"`` and ``"hyperbolic"``, whose features come in pairs; elu and relu have
-        r = p). ``"auto"``: 256 (at most n landmarks); with the near field the accuracy
-        target ``tol`` is met by the near field, whose size is chosen at fit.
+        r = p). ``"auto"``: 256 (at most n landmarks); with the near field and
+        ``n_neighbors="auto"``, chosen with the near field from ``tol`` (see "Rank and near
+        field from the accuracy target").
     n_neighbors : int or "auto", default="auto"
         About how many keys each query computes exactly (its near field, rounded to whole
         cells of about 50 keys); 0 for the far field alone (pure low rank). ``"auto"``:
         the fewest near cells whose weight error measured at fit is within ``tol``, for
-        Nyström features and the Gaussian kernel; 0 for other maps, kernels, or a learned
-        projection. A positive value needs ``feature_map="nystroem"``.
+        Nyström features and the Gaussian kernel — or every weight exactly where that is
+        predicted to be cheaper (``exact_weights_``); 0 for other maps, kernels, or a
+        learned projection. A positive value needs ``feature_map="nystroem"`` and is used
+        whatever the size of the data.
     tol : float, default=0.1
         Tolerance on the mean L1 distance between the approximate and the exact weights
         (between 0 and 2), measured at fit on left-out training rows; used by
@@ -294,15 +322,21 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         this reported error is ``inf`` when its true value overflows (targets beyond about
         1e154) and 0 when it underflows.
     n_components_ : int
-        The number of features used (the most of any head).
+        The number of features used (the most of any head); 0 when the weights are computed
+        exactly without features (``exact_weights_`` on small data).
     n_neighbors_ : float
         Keys computed exactly per query by the near field, averaged over the training
-        keys' cells (near field only).
+        keys' cells (near field only; the number of training rows with ``exact_weights_``).
     weight_error_ : float
         The mean L1 distance between the split weights and the exact weights of 100
         training rows, each left out of its own sums, measured at fit (near field only;
         see above). Between 0 and 2; half of it times the range of the targets bounds the
-        prediction error of such a row.
+        prediction error of such a row. 0 with ``exact_weights_``.
+    exact_weights_ : bool
+        Whether every weight is computed exactly, as the exact smoother does, because the
+        split into near and far field was predicted to cost more (``n_neighbors="auto"``
+        with the Nyström map; see "Exact weights where the split would not pay"). False
+        after ``partial_fit``, which keeps no keys.
     kernel_ : FeatureKernel or NearFieldKernel
         The fitted kernel the engine predicts with: the feature maps, the key sums
         :math:`S, S_2, z` of every head, and (after ``fit``) the exact softmax heads bound
@@ -576,7 +610,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         return np.unique(kernel.project(keys[np.sort(rows)], 0, "key"), axis=0)
 
     @staticmethod
-    def split_cost(n_keys, n_components, near_keys, near_cells, n_outputs=1):
+    def _split_cost(n_keys, n_components, near_keys, near_cells, n_outputs=1):
         """Predicted cost of fitting the split kernel on ``n_keys`` keys and predicting as
         many queries, per query, in exact kernel values (the exact smoother's cost per
         query is ``n_keys``).
@@ -600,8 +634,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _split_pays(self, kernel):
         """Whether the split is predicted to cost less than ``SPLIT_MARGIN`` times the exact
         weights (fit and as many queries as keys)."""
-        cost = self.split_cost(
-            kernel.n_keys, kernel.n_components, kernel.mean_near_keys, kernel.n_near_cells,
+        cost = self._split_cost(
+            kernel.n_keys,
+            kernel.n_components,
+            kernel.mean_near_keys,
+            kernel.n_near_cells,
             kernel.n_outputs,
         )
         return cost < SPLIT_MARGIN * kernel.n_keys
@@ -612,7 +649,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         For every candidate rank (32, 64, …, at most a quarter of the keys and half of
         ``n_subsample``), a Nyström map is fitted on a subsample of keys and the fewest near
         cells meeting ``tol`` are found with the probe, the far field's sums estimated on its
-        sample of keys; the pair of the lowest :meth:`split_cost` is kept (the highest rank
+        sample of keys; the pair of the lowest :meth:`_split_cost` is kept (the highest rank
         if none meets ``tol``). Sets the kernel's map; returns the near cells to start from.
         """
         n = kernel.n_keys
@@ -624,7 +661,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         best, fallback = None, None
         first = 1
         for r in ranks:
-            if best is not None and self.split_cost(n, r, 0, 0, kernel.n_outputs) >= best[0]:
+            if best is not None and self._split_cost(n, r, 0, 0, kernel.n_outputs) >= best[0]:
                 break  # with no near field at all, r features cost more than the best
             if r == kernel.n_components:
                 feature_map = kernel.feature_map
@@ -636,8 +673,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             # A higher rank needs at most the near field of a lower one: start there.
             errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
             first = kernel.n_near_cells
-            cost = self.split_cost(
-                n, feature_map.n_components_, kernel.mean_near_keys, kernel.n_near_cells,
+            cost = self._split_cost(
+                n,
+                feature_map.n_components_,
+                kernel.mean_near_keys,
+                kernel.n_near_cells,
                 kernel.n_outputs,
             )
             choice = (cost, feature_map, kernel.n_near_cells)
@@ -810,7 +850,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self.head_bias_ = head_bias
         self.similarity_ = heads.similarity
         self.feature_maps_ = feature_maps
-        self.n_components_ = max((feature_map.n_components_ for feature_map in feature_maps), default=0)
+        self.n_components_ = max(
+            (feature_map.n_components_ for feature_map in feature_maps), default=0
+        )
         # The engine mixes centered estimates: Σ_h a_h (ŷ_h − ȳ) + b' = Σ_h a_h ŷ_h + b − ȳ.
         centered_bias = head_bias + (heads.head_weights.sum() - 1.0) * self._y_offset
         return FeatureKernel(
@@ -1003,7 +1045,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             first, second = self._exact_moments(X, h)
             if not return_std:
                 return first, None, None
-            spread = self._accurate_spread(X, h, first, second - first**2, second, self.kernel_.exact)
+            spread = self._accurate_spread(
+                X, h, first, second - first**2, second, self.kernel_.exact
+            )
             return first, spread, None
         first, second, unreliable = self.kernel_.moments(X, h) if moments is None else moments
         if np.any(unreliable):
