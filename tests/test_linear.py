@@ -1019,3 +1019,9 @@ def test_split_predicted_dearer_than_exact_computes_the_exact_weights(monkeypatc
         KernelSmoother(bandwidth=0.08).fit(X, y).predict(X[:10]),
         rtol=1e-12,
     )
+    # partial_fit adds to the far field's sums, which the tried split did take.
+    model.partial_fit(X[:100], y[:100])
+    with warnings.catch_warnings():
+        # The far field alone now: rows it cannot serve get the training mean (warned).
+        warnings.simplefilter("ignore", UserWarning)
+        assert not model.exact_weights_ and np.all(np.isfinite(model.predict(X[:10])))

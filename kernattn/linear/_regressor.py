@@ -783,7 +783,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                     f"y has shape {y.shape[1:]} per sample; earlier chunks had "
                     f"{self._target_shape}"
                 )
-            elif not self.kernel_.feature_maps:
+            elif not self.kernel_.n_components:
                 # A fit that computed every weight exactly took no feature sums: they are
                 # taken now, from its training set, before the chunk is added.
                 kernel = self._far_of_training_set()
