@@ -172,9 +172,8 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     the estimate is then the exact smoother's. In ``examples/benchmarks/bench_linear.py``
     (d = 8, leave-one-out bandwidths, n = 200 000) the split is within 5 % of the exact
     smoother's test MSE and over 10 times faster, and at small n the default costs what the
-    exact smoother costs.
-        ``partial_fit`` keeps no keys, hence no near field: after it the far field alone is
-    used.
+    exact smoother costs. ``partial_fit`` keeps no keys, hence no near field: after it the
+    far field alone is used.
 
     **Center and scale.** The positive features estimate :math:`\exp(q^\top k)` with
     relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`: it grows like
