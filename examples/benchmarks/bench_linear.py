@@ -9,14 +9,18 @@ with ``KernelSmoother(bandwidth="loo")`` on 4 000 rows and rescaled to n by Scot
 (n_sub/n)^(1/(d+4)); both estimators use them.
 
 Four linear estimators are run: the default (each query's near keys exactly, the rest
-through 256 Nyström features, the near field grown until the weight error measured at fit
-is below ``tol``), and the pure low-rank maps of the same size (``n_neighbors=0``):
-Nyström, positive random features and their variance-optimal generalisation. Look for: the
-default's test MSE within 5 % of the exact smoother's at n = 50 000 and 200 000, and its
-speed-up. The exact smoother's prediction is timed on 4 000 test queries and scaled to n
-(it costs the same per query); the test MSEs of all estimators are compared on those 4 000
-queries. Run from the repository root: ``python examples/benchmarks/bench_linear.py``
-(about 2 minutes on two cores, under 1 GB; ``KERNATTN_SMOKE=1`` for a quick run).
+through Nyström features, the rank and the near field chosen at fit as the cheapest pair
+whose weight error is below ``tol``), and pure low-rank maps of 256 features
+(``n_neighbors=0``): Nyström, positive random features and their variance-optimal
+generalisation. Look for: the default's test MSE within 5 % of the exact smoother's at
+n = 50 000 and 200 000, and its speed-up. The exact smoother's prediction is timed on 4 000
+test queries and scaled to n (it costs the same per query); the test MSEs of all estimators
+are compared on those 4 000 queries. A last table runs the default and the exact smoother
+at small n (fit and predict of all n test queries each), where the default computes the
+weights exactly (``exact_weights_``) when the split would cost more: look for a time ratio
+near 1 or above, and the same MSE. Run from the repository root:
+``python examples/benchmarks/bench_linear.py`` (about 2 minutes on two cores, under 1 GB;
+``KERNATTN_SMOKE=1`` for a quick run).
 """
 
 import os
@@ -30,6 +34,7 @@ from kernattn import KernelSmoother, LinearAttentionRegressor
 D = 8
 SMOKE = bool(os.environ.get("KERNATTN_SMOKE"))
 SIZES = [5_000, 10_000] if SMOKE else [50_000, 200_000]
+SMALL_SIZES = [1_000, 3_000] if SMOKE else [2_000, 5_000, 10_000, 20_000]
 N_LOO = 1_000 if SMOKE else 4_000
 N_EXACT = 500 if SMOKE else 4_000
 
@@ -66,9 +71,9 @@ KernelSmoother(bandwidth=loo_bandwidth).fit(X_loo, y_loo).predict(X_loo[:100])
 
 LINEAR = {
     "default": {},
-    "nystroem": {"n_neighbors": 0},
-    "positive": {"feature_map": "positive"},
-    "optimal": {"feature_map": "optimal"},
+    "nystroem": {"n_neighbors": 0, "n_components": 256},
+    "positive": {"feature_map": "positive", "n_components": 256},
+    "optimal": {"feature_map": "optimal", "n_components": 256},
 }
 
 # %%
@@ -97,6 +102,7 @@ for n in SIZES:
                 mse_all=np.mean((pred - y_test) ** 2),
                 weight_error=model.weight_error_,
                 near=model.n_neighbors_,
+                rank=model.n_components_,
             )
     rows.append(row)
     print(f"  n={n:>7d} done (default: {row['t_default']:.1f} s)", flush=True)
@@ -113,7 +119,7 @@ print(f"n_train = n_test = n; exact predict timed on {N_EXACT} queries and scale
 print(f"MSE on those {N_EXACT} test queries; time = fit + predict of all n test queries")
 header = (
     f"{'n':>8} {'exact s':>9} {'default s':>10} {'speed-up':>9} {'fit s':>7} "
-    f"{'predict s':>10} {'near keys':>10} {'weight err':>11}"
+    f"{'predict s':>10} {'rank':>5} {'near keys':>10} {'weight err':>11}"
 )
 print(header)
 print("-" * len(header))
@@ -121,7 +127,8 @@ for row in rows:
     print(
         f"{row['n']:>8d} {row['t_exact']:>9.1f} {row['t_default']:>10.1f} "
         f"{row['t_exact'] / row['t_default']:>8.1f}x {row['t_fit']:>7.1f} "
-        f"{row['t_predict']:>10.1f} {row['near']:>10.0f} {row['weight_error']:>11.3f}"
+        f"{row['t_predict']:>10.1f} {row['rank']:>5d} {row['near']:>10.0f} "
+        f"{row['weight_error']:>11.3f}"
     )
 print()
 header = f"{'n':>8} {'MSE exact':>10}" + "".join(f" {name:>17}" for name in LINEAR)
@@ -142,6 +149,43 @@ for row in rows:
     for name in LINEAR:
         line += f" {row[f't_{name}']:>12.1f} {row['t_exact'] / row[f't_{name}']:>8.1f}x"
     print(line)
+
+# %%
+# Small n: the default against the exact smoother, fit and predict of all n test queries.
+small = []
+for n in SMALL_SIZES:
+    X, y = make_task(n, seed=1)
+    X_test, y_test = make_task(n, seed=2)
+    h = loo_bandwidth * (N_LOO / n) ** (1.0 / (D + 4))
+    exact = KernelSmoother(bandwidth=h)
+    t_exact, pred_exact, _ = timed(lambda: exact.fit(X, y).predict(X_test))  # noqa: B023
+    model = LinearAttentionRegressor(bandwidth=h, random_state=0)
+    t_default, pred, record = timed(lambda: model.fit(X, y).predict(X_test))  # noqa: B023
+    small.append(
+        {
+            "n": n,
+            "t_exact": t_exact,
+            "t_default": t_default,
+            "exact_weights": model.exact_weights_,
+            "near": model.n_neighbors_,
+            "gap": 100 * (np.mean((pred - y_test) ** 2) / np.mean((pred_exact - y_test) ** 2) - 1),
+            "warnings": len(record),
+        }
+    )
+print()
+print("small n: default vs exact KernelSmoother, fit + predict of all n test queries")
+header = (
+    f"{'n':>8} {'exact s':>9} {'default s':>10} {'speed-up':>9} {'exact weights':>14} "
+    f"{'near keys':>10} {'MSE gap':>8} {'warnings':>9}"
+)
+print(header)
+print("-" * len(header))
+for row in small:
+    print(
+        f"{row['n']:>8d} {row['t_exact']:>9.2f} {row['t_default']:>10.2f} "
+        f"{row['t_exact'] / row['t_default']:>8.1f}x {str(row['exact_weights']):>14} "
+        f"{row['near']:>10.0f} {row['gap']:>+7.1f}% {row['warnings']:>9d}"
+    )
 print()
 last = rows[-1]
 gap = 100 * (last["mse_default"] / last["mse_exact"] - 1)

@@ -19,6 +19,7 @@ import numbers
 
 import numpy as np
 from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
 
 from kernattn.feature_maps._base import FeatureMap
 from kernattn.kernels import squared_distances
@@ -168,7 +169,10 @@ class NystroemFeatures(FeatureMap):
         if self.landmarks == "random":
             return distinct[np.sort(rng.choice(len(distinct), m, replace=False))]
         kmeans = KMeans(n_clusters=m, n_init=1, random_state=rng.randint(2**31 - 1))
-        return kmeans.fit(keys, sample_weight=sample_weight).cluster_centers_
+        # A subsample of keys: OpenMP threads would wait on each other more than they
+        # compute (much more on a busy machine).
+        with threadpool_limits(limits=1, user_api="openmp"):
+            return kmeans.fit(keys, sample_weight=sample_weight).cluster_centers_
 
     def covered(self, U):
         """Which rows of ``U`` lie within ``COVER_RADIUS`` (6) of some landmark.

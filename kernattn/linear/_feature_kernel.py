@@ -157,8 +157,9 @@ class FeatureKernel:
 
     @property
     def n_components(self):
-        """The most features of any head (Nyström heads can have fewer landmarks)."""
-        return max(feature_map.n_components_ for feature_map in self.feature_maps)
+        """The most features of any head (Nyström heads can have fewer landmarks); 0 for a
+        kernel without maps, whose weights are all computed exactly."""
+        return max((feature_map.n_components_ for feature_map in self.feature_maps), default=0)
 
     def project(self, X, h, side="query"):
         """Head ``h``'s projected queries (or keys) of inputs ``X`` as the map sees them."""

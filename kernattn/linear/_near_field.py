@@ -38,6 +38,17 @@ positive. The weights of a query sum to 1 either way. The error of the split is 
 not assumed: :meth:`NearFieldKernel.weight_errors` compares the split weights of sampled
 training rows (each left out of its own sums) with the exact weights.
 
+**Cost.** Prediction sorts the queries by cell once; each cell's queries meet their near
+keys in one dense product (the logits in double precision, their exponentials in single
+precision, relative error below 1e-7), on threads over runs of cells. At fit, the keys'
+features go through in runs of whole cells, each run summed per cell in one sparse product;
+the far sums of every cell are one sparse product of the near-cell indicator with the
+per-cell sums. The error probe (:class:`_ErrorProbe`) keeps only what does not depend on
+the near field or the far field's map — each sampled row's exact total, its largest logit,
+its exact kernel on a sample of keys — so that the near field can be grown
+(:func:`grow_near_cells`) and several maps compared (``n_components="auto"``) at the cost
+of the near keys of 100 rows per step.
+
 References
 ----------
 .. [1] B. Chen, T. Dao, E. Winsor, Z. Song, A. Rudra, C. Ré, "Scatterbrain: unifying sparse
@@ -46,7 +57,10 @@ References
    machines", NeurIPS 2001.
 """
 
+import copy
+
 import numpy as np
+from scipy import sparse
 from sklearn.neighbors import KDTree
 from sklearn.utils import check_random_state
 
@@ -59,6 +73,11 @@ _KEY_TILE = 512
 # not near its own: it is computed exactly.
 REACH = 6.0
 _NEAR_MASS = np.exp(-0.5 * REACH**2)
+# Entries of a (queries × near keys) tile of logits: it stays in cache.
+_TILE_ENTRIES = 2**17
+# Logits are raised to this before their single-precision exponential (e^-87 ≈ 1.6e-38, the
+# smallest normal float32): no subnormals, which are slow.
+_LOGIT_FLOOR = np.float32(-87.0)
 # Entries of a (rows × features × moments) block when the keys are summed per cell.
 _CELL_ENTRIES = 2**21
 
@@ -116,6 +135,7 @@ class NearFieldKernel:
         self._tree = KDTree(self.centers)
         self.set_near_cells(n_near_cells)
         self._near = None
+        self._inner_cells = None
 
     # ------------------------------------------------------------ what it is
 
@@ -156,13 +176,18 @@ class NearFieldKernel:
         return self.far.exact
 
     @property
+    def _counts(self):
+        """Keys per cell: those sorted for the near field, else those summed."""
+        return np.diff(self._near["start"]) if self._near is not None else self.cell_counts
+
+    @property
     def n_keys(self):
-        return int(self.cell_counts.sum())
+        return int(self._counts.sum())
 
     @property
     def mean_near_keys(self):
         """Keys computed exactly per query, averaged over the cells (as keys fall)."""
-        counts = self.cell_counts
+        counts = self._counts
         if not counts.sum():
             return 0.0
         near = counts[self.near_cells].sum(axis=1)
@@ -196,79 +221,153 @@ class NearFieldKernel:
 
     # ---------------------------------------------------------- accumulating
 
+    def set_feature_map(self, feature_map):
+        """Use another fitted Nyström map for the far field (before any sums are taken):
+        the near field's keys, cells and exact kernel stay."""
+        if self.far.target_sums[2].any():
+            raise RuntimeError("the far field's map can only change before its sums are taken")
+        far = copy.copy(self.far)
+        far.feature_maps = [feature_map]
+        r, m = feature_map.n_components_, far.key_sums.shape[2]
+        far.key_sums = np.zeros((1, r, m))
+        self.far = far
+        self.cell_sums = np.zeros((self.n_cells, r, m))
+        return self
+
+    def sort_keys(self, X, values, sample_weight):
+        """Keep the bound keys ``X`` sorted by cell, with their values, for the near field
+        (once; :meth:`accumulate` does it if it was not done)."""
+        if self._near is not None:
+            raise RuntimeError("the near field keeps the keys of one fit; call without_keys")
+        far = self.far
+        log_weight = far.log_weights(sample_weight)
+        scaled = values / far.value_scale
+        moments = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
+        with np.errstate(over="ignore", invalid="ignore"):
+            keys = far.project(X, 0, "key")
+            cells = self.cells_of(keys)
+        order = np.argsort(cells, kind="stable")
+        self._near = {
+            "order": order,
+            "cells": cells[order],
+            "start": np.searchsorted(cells[order], np.arange(self.n_cells + 1)),
+            "keys": keys[order],
+            "log_weight": log_weight[order],
+            "moments": moments[order],
+            # [k, −½‖k‖² + log s, 1]: with [q, 1, −½‖q‖²] one product gives the logit
+            # −½‖q − k‖² + log s; then the moments: one row of the table per key.
+            "table": np.hstack(
+                [
+                    keys,
+                    (log_weight - 0.5 * np.einsum("ij,ij->i", keys, keys))[:, None],
+                    np.ones((len(keys), 1)),
+                    moments,
+                ]
+            )[order],
+            "summed": False,
+        }
+        return self
+
     def accumulate(self, X, values, sample_weight):
         """Add keys to the total and per-cell sums; with the keys bound (``fit``), also keep
-        them sorted by cell for the near field (one call only)."""
+        them sorted by cell for the near field (one call only).
+
+        The keys go through in runs of whole cells (on threads for large problems): each
+        run sums its cells' features times the moments in one sparse product and applies
+        :math:`G` to them, with its own scale, and the runs are brought to a common scale
+        at the end (the totals are the sums over the cells).
+        """
         if not len(X):
             return self
         far = self.far
         keep = far.exact is not None
-        if keep and self._near is not None:
-            raise RuntimeError("the near field keeps the keys of one fit; call without_keys")
-        log_weight = far.log_weights(sample_weight)
-        scaled = values / far.value_scale
-        moments = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
-        sums, cell_sums = far.key_sums.copy(), self.cell_sums.copy()
-        scale, radius = far.key_log_scale.copy(), far.key_radius.copy()
-        r, m = self.far.n_components, moments.shape[1]
-        with np.errstate(over="ignore", invalid="ignore"):
-            keys = far.project(X, 0, "key")
-            radius[0] = max(radius[0], np.sqrt(np.einsum("ij,ij->i", keys, keys).max()))
-            cells = self.cells_of(keys)
-            # Keys in cell order: each block's cells are runs of rows, summed per run.
+        if keep:
+            if self._near is None:
+                self.sort_keys(X, values, sample_weight)
+            elif self._near["summed"]:
+                raise RuntimeError("the near field keeps the keys of one fit; call without_keys")
+            near = self._near
+            keys, log_weight, moments = near["keys"], near["log_weight"], near["moments"]
+            cells, start = near["cells"], near["start"]
+        else:
+            log_weight = far.log_weights(sample_weight)
+            scaled = values / far.value_scale
+            moments = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
+            with np.errstate(over="ignore", invalid="ignore"):
+                keys = far.project(X, 0, "key")
+                cells = self.cells_of(keys)
             order = np.argsort(cells, kind="stable")
-            for block in iter_query_blocks(len(X), r * (m + 1), cache=_CELL_ENTRIES):
-                rows = order[block]
+            keys, log_weight, moments, cells = (
+                keys[order],
+                log_weight[order],
+                moments[order],
+                cells[order],
+            )
+            start = np.searchsorted(cells, np.arange(self.n_cells + 1))
+        r, m = far.n_components, moments.shape[1]
+        inner_matrix = self.feature_map.inner_matrix_
+        new_sums = np.zeros((self.n_cells, r, m))
+        new_inner = np.zeros((self.n_cells, r, m))
+
+        def sum_cells(run):
+            rows = slice(start[run.start], start[run.stop])
+            n_rows = rows.stop - rows.start
+            if not n_rows:
+                return run, -np.inf
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
                 features, top = far.key_features(0, keys[rows], log_weight[rows])
-                if top > scale[0]:
-                    if np.isfinite(scale[0]):
-                        factor = np.exp(scale[0] - top)
-                        sums[0] *= factor
-                        cell_sums *= factor
-                    scale[0] = top
-                features *= np.exp(top - scale[0])
-                block_moments = moments[rows]
-                sums[0, :r] += features.T @ block_moments
-                block_cells = cells[rows]
-                starts = np.flatnonzero(np.r_[True, block_cells[1:] != block_cells[:-1]])
-                for j in range(m):
-                    runs = np.add.reduceat(features * block_moments[:, j, None], starts, axis=0)
-                    cell_sums[block_cells[starts], :, j] += runs
-        far.key_sums, far.key_log_scale, far.key_radius = sums, scale, radius
+            local = cells[rows] - run.start
+            spread = sparse.csr_matrix(
+                (
+                    moments[rows].T.ravel(),
+                    (
+                        (np.arange(m)[:, None] * (run.stop - run.start) + local).ravel(),
+                        np.tile(np.arange(n_rows), m),
+                    ),
+                ),
+                shape=(m * (run.stop - run.start), n_rows),
+            )
+            # Row j · cells + c of the product: Σ over cell c's keys of moment j × features.
+            block = np.asarray(spread @ features).reshape(m, run.stop - run.start, r)
+            new_sums[run] = block.transpose(1, 2, 0)
+            new_inner[run] = np.einsum("kl,jcl->ckj", inner_matrix, block, optimize=True)
+            return run, top
+
+        per_key = max(len(keys) / self.n_cells, 1.0) * r * (m + 1)
+        runs = map_query_blocks(
+            sum_cells, self.n_cells, int(per_key), n_jobs=None, cache=_CELL_ENTRIES
+        )
+        tops = np.array([top for _, top in runs])
+        top = max(far.key_log_scale[0], tops.max(initial=-np.inf))
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            for run, run_top in runs:
+                factor = np.exp(run_top - top) if np.isfinite(run_top) else 0.0
+                new_sums[run] *= factor
+                new_inner[run] *= factor
+            old = np.exp(far.key_log_scale[0] - top) if np.isfinite(far.key_log_scale[0]) else 0.0
+        cell_sums = self.cell_sums * old + new_sums
+        inner_cells = (
+            self._inner_cells * old if self._inner_cells is not None else 0.0
+        ) + new_inner
+        sums = far.key_sums.copy()
+        sums[0, :r] = cell_sums.sum(axis=0)
+        radius = far.key_radius.copy()
+        with np.errstate(over="ignore", invalid="ignore"):
+            radius[0] = max(radius[0], np.sqrt(np.einsum("ij,ij->i", keys, keys).max()))
+        far.key_sums, far.key_radius = sums, radius
+        far.key_log_scale = np.array([top])
+        weight = np.exp(log_weight)
+        scaled = moments[:, : self.n_outputs]
         far.target_sums = far.target_sums + np.stack(
-            [
-                (sample_weight / far.weight_scale) @ scaled,
-                (sample_weight / far.weight_scale) @ scaled**2,
-                np.full(scaled.shape[1], (sample_weight / far.weight_scale).sum()),
-            ]
+            [weight @ scaled, weight @ scaled**2, np.full(scaled.shape[1], weight.sum())]
         )
         self.cell_sums = cell_sums
-        self.cell_counts = self.cell_counts + np.bincount(cells, minlength=self.n_cells)
-        if keep:
-            self._near = {
-                "order": order,
-                "start": np.searchsorted(cells[order], np.arange(self.n_cells + 1)),
-                "keys": keys[order],
-                "moments": moments[order],
-                "log_weight": log_weight[order],
-                # [k, −½‖k‖² + log s, 1]: with [q, 1, −½‖q‖²] one product gives the logit
-                # −½‖q − k‖² + log s.
-                "augmented": np.hstack(
-                    [
-                        keys,
-                        (log_weight - 0.5 * np.einsum("ij,ij->i", keys, keys))[:, None],
-                        np.ones((len(keys), 1)),
-                    ]
-                )[order],
-            }
-        inner = self.feature_map.inner
-        self._inner_total = inner(sums[0, :r])
-        # G S_c for every cell at once: the far field of a cell is G S − Σ_near G S_c.
-        self._inner_cells = inner(cell_sums.transpose(1, 0, 2).reshape(r, -1))
-        self._inner_cells = np.ascontiguousarray(
-            self._inner_cells.reshape(r, self.n_cells, m).transpose(1, 0, 2)
-        )
+        self.cell_counts = self.cell_counts + np.diff(start)
+        self._inner_cells = inner_cells
+        self._inner_total = inner_cells.sum(axis=0)
         self._far_all = None
+        if keep:
+            self._near["summed"] = True
         return self
 
     # ------------------------------------------------------------- the split
@@ -290,11 +389,21 @@ class NearFieldKernel:
 
     def precompute(self):
         """Compute every cell's far-field sums once (after the near cells are chosen), so
-        that prediction, on several threads, only reads them."""
-        far_all = np.empty_like(self._inner_cells)
-        for c in range(self.n_cells):
-            far_all[c] = self._inner_total - self._inner_cells[self.near_cells[c]].sum(axis=0)
-        self._far_all = far_all
+        that prediction, on several threads, only reads them: one sparse product of the
+        cells' near-cell indicator with the per-cell sums."""
+        n_cells, P = self.near_cells.shape
+        indicator = sparse.csr_matrix(
+            (np.ones(n_cells * P), self.near_cells.ravel(), np.arange(0, n_cells * P + 1, P)),
+            shape=(n_cells, n_cells),
+        )
+        flat = self._inner_cells.reshape(n_cells, -1)
+        far_all = np.empty_like(flat)
+
+        def subtract(rows):
+            far_all[rows] = self._inner_total.reshape(-1) - indicator[rows] @ flat
+
+        map_query_blocks(subtract, n_cells, P * flat.shape[1], cache=False)
+        self._far_all = far_all.reshape(self._inner_cells.shape)
         return self
 
     def cells_of(self, U):
@@ -362,51 +471,76 @@ class NearFieldKernel:
 
     # ------------------------------------------------------------ predicting
 
-    def _unshifted_sums(self, Q, logs, c):
-        r"""Near plus far sums of queries of cell ``c`` without a shift, and the rows that
-        lie more than ``REACH`` kernel units from every near key.
+    def query_cells(self, X):
+        """The projected queries ``X`` and the cell of each."""
+        Q = self.far.project(X, 0, "query")
+        return Q, self.cells_of(Q)
+
+    def split_sums(self, Q, c):
+        r"""Near plus far sums of the moments for queries ``Q`` (projected) of cell ``c``,
+        without a shift, and the rows that lie more than ``REACH`` kernel units from every
+        near key.
 
         Every logit :math:`-\|q - k\|^2/2 + \log s` is at most 0 (and so is every far
         log-feature, :math:`\log a_j(q)` plus the sums' scale), so nothing overflows, and
         a query within ``REACH`` of a near key of the largest weight keeps a near mass far
-        above the underflow. The keys go in tiles that stay in cache.
+        above the underflow. The logits are formed in double precision with one product,
+        :math:`[q, 1, -\|q\|^2/2]^\top [k, \log s - \|k\|^2/2, 1]`; their exponentials
+        in single precision (relative error below 1e-7, a few times faster), summed in
+        double precision. Logits below ``_LOGIT_FLOOR`` are raised to it (their keys weigh
+        less than 1e-37 of a key at distance 0: nothing a served query can see), which
+        keeps the single-precision exponentials out of the slow subnormal range.
         """
         near = self._near
-        rows = self._near_rows(c)
-        K, moments = near["augmented"][rows], near["moments"][rows]
+        table = np.take(near["table"], self._near_rows(c), axis=0)
+        p = Q.shape[1] + 2
         half = 0.5 * np.einsum("ij,ij->i", Q, Q)
-        Q = np.hstack([Q, np.ones((len(Q), 1)), -half[:, None]])
-        near_sums = np.zeros((len(Q), moments.shape[1]))
+        Qa = np.hstack([Q, np.ones((len(Q), 1)), -half[:, None]])
+        near_sums = np.zeros((len(Q), table.shape[1] - p))
+        tile = max(_KEY_TILE, _TILE_ENTRIES // max(len(Q), 1))
         with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-            for start in range(0, len(rows), _KEY_TILE):
-                tile = slice(start, start + _KEY_TILE)
-                logits = Q @ K[tile].T
-                near_sums += np.exp(logits, out=logits) @ moments[tile]
-        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            far = np.exp(logs + self.far.key_log_scale[0])
-            far_sums = far @ self._far_sums(c)
+            for start in range(0, len(table), tile):
+                block = table[start : start + tile]
+                logits = (Qa @ block[:, :p].T).astype(np.float32)
+                np.maximum(logits, _LOGIT_FLOOR, out=logits)
+                kernel = np.exp(logits, out=logits)
+                near_sums += kernel.astype(np.float64) @ block[:, p:]
+            logs = self.feature_map.log_transform(Q)
+            logs += self.far.key_log_scale[0]
+            far_sums = np.exp(logs, out=logs) @ self._far_sums(c)
         keep = (far_sums[:, -1] > 0) & np.all(np.isfinite(far_sums), axis=1)
         far_query = ~((near_sums[:, -1] > _NEAR_MASS) & np.all(np.isfinite(near_sums), axis=1))
         return near_sums + np.where(keep[:, None], far_sums, 0.0), far_query
+
+    def sorted_moments(self, Q, cells):
+        """:meth:`moments` of projected queries ``Q`` whose ``cells`` are sorted (the queries
+        of a cell together), as the estimator's prediction gives them."""
+        sums = np.zeros((len(Q), self.far.key_sums.shape[2]))
+        far_query = np.zeros(len(Q), dtype=bool)
+        bounds = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            group = slice(start, stop)
+            sums[group], far_query[group] = self.split_sums(Q[group], cells[start])
+        t = self.n_outputs
+        unreliable = far_query | ~((sums[:, -1] > 0) & np.all(np.isfinite(sums), axis=1))
+        first = np.zeros((len(Q), t))
+        second = np.zeros((len(Q), t))
+        ok = ~unreliable
+        first[ok] = sums[ok, :t] / sums[ok, -1:]
+        second[ok] = sums[ok, t : 2 * t] / sums[ok, -1:]
+        return first, second, unreliable
 
     def moments(self, X, h):
         """First and second moments of the scaled centered values at ``X`` (as
         :meth:`FeatureKernel.moments`); the far field alone without kept keys."""
         if self._near is None:
             return self.far.moments(X, h)
-        Q, logs, groups = self._groups(X)
-        sums = np.zeros((len(X), self.far.key_sums.shape[2]))
-        far_query = np.zeros(len(X), dtype=bool)
-        for c, group in groups:
-            sums[group], far_query[group] = self._unshifted_sums(Q[group], logs[group], c)
-        t = self.n_outputs
-        unreliable = far_query | ~((sums[:, -1] > 0) & np.all(np.isfinite(sums), axis=1))
-        first = np.zeros((len(X), t))
-        second = np.zeros((len(X), t))
-        ok = ~unreliable
-        first[ok] = sums[ok, :t] / sums[ok, -1:]
-        second[ok] = sums[ok, t : 2 * t] / sums[ok, -1:]
-        return first, second, unreliable
+        Q, cells = self.query_cells(X)
+        order = np.argsort(cells, kind="stable")
+        first, second, unreliable = self.sorted_moments(Q[order], cells[order])
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        return first[inverse], second[inverse], unreliable[inverse]
 
     def _key_features(self, positions):
         """Nyström base features times the weights of the keys at ``positions`` (cell
@@ -484,12 +618,32 @@ class NearFieldKernel:
         errors : ndarray of shape (len(rows),)
             :math:`\sum_j |\hat w_j - w_j|` per row, between 0 and 2.
         """
-        return _ErrorProbe(self, rows, n_keys_sample, random_state).errors()
+        return _ErrorProbe(self, rows, n_keys_sample, random_state).use_kernel().errors()
 
 
 class _ErrorProbe:
-    """The exact weights of sampled training rows and their low-rank estimates on a sample
-    of keys, computed once, against which any number of near cells is measured."""
+    r"""The exact kernel of sampled training rows (each left out of its own sums), against
+    which any number of near cells, and any Nyström map of the far field, is measured.
+
+    For a query :math:`q` with exact kernel values :math:`\kappa_j` (shifted by the
+    largest), total :math:`T = \sum_j \kappa_j`, near mass :math:`M = \sum_{N(q)}
+    \kappa_j`, low-rank values :math:`\ell_j = a(q)^\top G\, a(k_j) s_j` and far mass
+    :math:`F` (the low-rank sum over the far keys, 0 when it is not positive), the split
+    weights are :math:`\kappa_j / D` on the near keys and :math:`\ell_j / D` on the far
+    keys, :math:`D = M + F`, so the L1 error is
+
+    .. math::
+
+        M \left|\tfrac1D - \tfrac1T\right| + \sum_{j \notin N(q)}
+        \left|\tfrac{\ell_j}{D} - \tfrac{\kappa_j}{T}\right| :
+
+    the near keys' part is exact, the far keys' part is measured on a uniform sample of
+    keys (scaled by the far keys over the far keys sampled). :math:`F` is the kernel's own
+    far sum (:meth:`use_kernel`), or, for a map whose sums over every key are not taken
+    (:meth:`use_map`, to choose the rank), the same scaled sum over the sampled far keys.
+    A query with a near mass below :math:`e^{-18}` of a key at distance 0 is computed
+    exactly by the estimator: its error is 0.
+    """
 
     def __init__(self, kernel, rows, n_keys_sample=None, random_state=None):
         self.kernel = kernel
@@ -499,73 +653,192 @@ class _ErrorProbe:
         position[near["order"]] = np.arange(n)
         self.own = position[np.asarray(rows)]
         self.Q = near["keys"][self.own]
-        self.exact = self._exact_weights()
+        self.cells = near["cells"][self.own]
         if n_keys_sample is None or n_keys_sample >= n:
             self.sample = np.arange(n)
         else:
             rng = np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))
             self.sample = np.sort(rng.choice(n, n_keys_sample, replace=False))
-        self.logs = kernel.feature_map.log_transform(self.Q)
-        self.cells = kernel.cells_of(self.Q)
-        # The low-rank estimate on the sampled keys, each row scaled by its largest feature;
-        # the scale a given near field needs is applied per row later.
-        self.top_logs = self.logs.max(axis=1) + kernel.far.key_log_scale[0]
-        features = np.exp(self.logs - self.logs.max(axis=1, keepdims=True))
-        # (a(q)ᵀ G) a(k): r² per query, then r per sampled key.
-        inner_queries = kernel.feature_map.inner(features.T).T
-        self.low_rank = inner_queries @ kernel._key_features(self.sample).T
+        self.sample_cells = near["cells"][self.sample]
+        half = 0.5 * np.einsum("ij,ij->i", self.Q, self.Q)
+        self._augmented = np.hstack([self.Q, np.ones((len(self.Q), 1)), -half[:, None]])
+        self.top, self.total = self._exact_totals()
+        self.sample_kernel = self._kernel(np.arange(len(self.Q)), self.sample)
+        self.low_rank = None
+        self._masses = {}
 
-    def _exact_weights(self):
-        """The exact weights of the queries over every key (cell order), each with its own
-        key left out."""
+    def _kernel(self, queries, positions):
+        """Exact kernel values of queries (indices into the probe's) on keys at
+        ``positions`` (cell order), shifted by each query's largest, own key at 0."""
+        p = self.Q.shape[1] + 2
+        logits = self._augmented[queries] @ self.kernel._near["table"][positions, :p].T
+        logits[positions[None, :] == self.own[queries][:, None]] = -np.inf
+        logits -= self.top[queries][:, None]
+        with np.errstate(under="ignore"):
+            return np.exp(logits, out=logits)
+
+    def _exact_totals(self):
+        """Per query the largest logit over the other keys and the sum of the kernel
+        shifted by it (the online softmax over tiles of keys)."""
+        table = self.kernel._near["table"]
+        p = self.Q.shape[1] + 2
+        top = np.full(len(self.Q), -np.inf)
+        total = np.zeros(len(self.Q))
+        queries = np.arange(len(self.Q))
+        for keys in iter_query_blocks(len(table), len(self.Q)):
+            logits = self._augmented @ table[keys, :p].T
+            positions = np.arange(keys.start, keys.stop)
+            logits[positions[None, :] == self.own[:, None]] = -np.inf
+            new_top = np.maximum(top, logits.max(axis=1))
+            with np.errstate(under="ignore", invalid="ignore"):
+                total *= np.where(np.isfinite(top), np.exp(top - new_top), 0.0)
+                total += np.exp(logits - new_top[:, None]).sum(axis=1)
+            top = new_top
+        del queries
+        return top, total
+
+    def _near_mass(self):
+        """Per query the exact kernel's mass on its near keys (at the kernel's current near
+        cells; kept for each number of cells, since every far field meets the same)."""
+        kernel = self.kernel
+        P = kernel.n_near_cells
+        if P not in self._masses:
+            mass = np.zeros(len(self.Q))
+            for c in np.unique(self.cells):
+                group = np.flatnonzero(self.cells == c)
+                mass[group] = self._kernel(group, kernel._near_rows(c)).sum(axis=1)
+            self._masses[P] = mass
+        return self._masses[P]
+
+    def use_kernel(self):
+        """Measure the kernel's own far field (its sums over every key)."""
+        kernel = self.kernel
+        self._map = kernel.feature_map
+        logs = self._map.log_transform(self.Q)
+        self._query_scale = logs.max(axis=1)
+        features = np.exp(logs - self._query_scale[:, None])
+        self._far_logs = logs + kernel.far.key_log_scale[0] - self.top[:, None]
+        with np.errstate(over="ignore", under="ignore"):
+            scale = np.exp(self._query_scale + kernel.far.key_log_scale[0] - self.top)
+            self.low_rank = self._map.inner(features.T).T @ kernel._key_features(self.sample).T
+            self.low_rank *= scale[:, None]
+        self.sampled_far = False
+        self.columns = slice(None)
+        return self
+
+    def use_map(self, feature_map):
+        """Measure a far field of another fitted Nyström map, its far sums estimated on the
+        sampled keys."""
         near = self.kernel._near
-        K = near["keys"]
-        half = 0.5 * np.einsum("ij,ij->i", K, K) - near["log_weight"]
-        weights = np.empty((len(self.Q), len(K)))
-        for part in iter_query_blocks(len(self.Q), len(K)):
-            logits = self.Q[part] @ K.T - half[None, :]
-            logits[np.arange(len(logits)), self.own[part]] = -np.inf
-            logits -= logits.max(axis=1, keepdims=True)
-            w = np.exp(logits, out=logits)
-            weights[part] = w / w.sum(axis=1, keepdims=True)
-        return weights
+        logs = feature_map.log_transform(self.Q)
+        query_scale = logs.max(axis=1)
+        # Every few sampled keys: a map being compared with others needs less precision.
+        self.columns = slice(None, None, max(1, len(self.sample) // SEARCH_KEYS))
+        sample = self.sample[self.columns]
+        key_logs = feature_map.log_transform(near["keys"][sample])
+        key_logs += near["log_weight"][sample][:, None]
+        key_scale = key_logs.max()
+        with np.errstate(over="ignore", under="ignore"):
+            queries = feature_map.inner(np.exp(logs - query_scale[:, None]).T).T
+            self.low_rank = queries @ np.exp(key_logs - key_scale).T
+            self.low_rank *= np.exp(query_scale + key_scale - self.top)[:, None]
+        self.sampled_far = True
+        return self
 
     def errors(self):
         """Per query, the L1 distance of the split weights (at the kernel's current near
         cells) from the exact ones: near keys exactly, far keys on the sample."""
         kernel = self.kernel
-        n = len(kernel._near["order"])
-        errors = np.zeros(len(self.Q))
-        for c in np.unique(self.cells):
-            group = np.flatnonzero(self.cells == c)
-            rows, near_kernel, far, top = kernel._split(
-                self.Q[group], self.logs[group], c, self.own[group]
-            )
-            sums, keep = kernel._combine(near_kernel, far, rows, c)
-            denominator = sums[:, -1:]
-            exact_near = self.exact[np.ix_(group, rows)]
-            near_error = np.abs(near_kernel / denominator - exact_near).sum(axis=1)
-            is_far = np.ones(n, dtype=bool)
-            is_far[rows] = False
-            far_sample = is_far[self.sample]
-            with np.errstate(over="ignore", under="ignore"):
-                scale = np.exp(self.top_logs[group] - top)[:, None] / denominator
-            low_rank = self.low_rank[group][:, far_sample] * scale
-            low_rank[~keep] = 0.0
-            gap = np.abs(low_rank - self.exact[np.ix_(group, self.sample[far_sample])])
-            # A query's own key lies in its own cell, so it is never among the far keys.
-            factor = is_far.sum() / max(far_sample.sum(), 1)
-            errors[group] = near_error + gap.sum(axis=1) * factor
-        return errors
+        counts = np.diff(kernel._near["start"])
+        queries = np.arange(len(self.Q))
+        near_cells = kernel.near_cells[self.cells]
+        # Which sampled keys are far from each query: their cell is not one of its near.
+        is_near = np.zeros((len(self.Q), kernel.n_cells), dtype=bool)
+        is_near[queries[:, None], near_cells] = True
+        far_sample = ~is_near[:, self.sample_cells[self.columns]]
+        n_far_sample = far_sample.sum(axis=1)
+        factor = (counts.sum() - counts[near_cells].sum(axis=1)) / np.maximum(n_far_sample, 1)
+        mass = self._near_mass()
+        far = np.zeros(len(self.Q))
+        if not self.sampled_far:
+            for c in np.unique(self.cells):
+                group = np.flatnonzero(self.cells == c)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    far[group] = np.exp(self._far_logs[group]) @ kernel._far_sums(c)[:, -1]
+        low_rank = np.where(far_sample, self.low_rank, 0.0)
+        if self.sampled_far:
+            far = factor * low_rank.sum(axis=1)
+        keep = (far > 0) & np.isfinite(far)
+        denominator = mass + np.where(keep, far, 0.0)
+        low_rank[~keep] = 0.0
+        exact = np.where(far_sample, self.sample_kernel[:, self.columns], 0.0)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            gap = np.abs(low_rank / denominator[:, None] - exact / self.total[:, None])
+            errors = mass * np.abs(1 / denominator - 1 / self.total) + factor * gap.sum(axis=1)
+            served = np.log(mass) + self.top > np.log(_NEAR_MASS)
+        return np.where(served & np.isfinite(errors), errors, 0.0)
+
+
+#: Sampled keys on which a candidate map's far field is measured (every few of the probe's).
+SEARCH_KEYS = 5000
+#: Near cells tried, in this order: steps of about 2^(1/4), so the chosen near field is at most
+#: about 1.2 times the smallest that meets the tolerance.
+NEAR_CELL_STEPS = np.unique(np.round(2.0 ** (np.arange(80) / 4)).astype(np.int64))
+
+
+def grow_near_cells(kernel, probe, tol, max_near_keys, first=1):
+    """The fewest near cells (on ``NEAR_CELL_STEPS``) whose measured mean weight error is
+    within ``tol``, or the most within ``max_near_keys`` keys per query; the kernel is left
+    set to them. The search starts at ``first`` cells (a guess) and moves down while the
+    tolerance is met, else up (doubling, then back step by step). Returns the errors at the
+    chosen number and whether they meet ``tol``."""
+    steps = NEAR_CELL_STEPS[NEAR_CELL_STEPS < kernel.n_cells].tolist() + [kernel.n_cells]
+    measured = {}
+
+    def measure(i):
+        if i not in measured:
+            kernel.set_near_cells(steps[i])
+            too_many = i > 0 and kernel.mean_near_keys > max_near_keys
+            measured[i] = None if too_many else probe.errors()
+        return measured[i]
+
+    def met(i):
+        errors = measure(i)
+        return errors is not None and errors.mean() <= tol
+
+    i = int(np.searchsorted(steps, max(first, 1)))
+    i = min(i, len(steps) - 1)
+    while i > 0 and measure(i) is None:
+        i -= 1
+    if met(i):
+        # Down while the tolerance is met.
+        while i > 0 and met(i - 1):
+            i -= 1
+    else:
+        # Up by doubling (four steps) until met or out of bounds, then back while met.
+        low = i
+        while not met(i):
+            if measure(i) is None or i == len(steps) - 1:
+                break
+            low, i = i, min(i + 4, len(steps) - 1)
+        while met(i) and i - 1 > low and met(i - 1):
+            i -= 1
+        if not met(i):
+            # The most cells within the bound: the last step that was measured.
+            i = max(j for j, errors in measured.items() if errors is not None)
+    kernel.set_near_cells(steps[i])
+    errors = measure(i)
+    return errors, bool(errors.mean() <= tol)
 
 
 def choose_near_cells(kernel, tol, max_near_keys, rows, n_keys_sample, random_state=None):
     """The fewest near cells whose measured weight error is within ``tol``.
 
-    Doubles the near cells (1, 2, 4, …) until the mean L1 weight error of the sampled
-    training ``rows`` (:meth:`NearFieldKernel.weight_errors`) is at most ``tol``, or until
-    more cells would compute more than ``max_near_keys`` keys exactly per query (then the
-    most cells within that bound). The exact weights are computed once.
+    Grows the near cells (1, 2, 3, 4, 6, 8, 11, …, steps of about √2) until the mean L1
+    weight error of the sampled training ``rows`` (:meth:`NearFieldKernel.weight_errors`)
+    is at most ``tol``, or until more cells would compute more than ``max_near_keys`` keys
+    exactly per query (then the most cells within that bound). The exact kernel of the
+    rows is computed once.
 
     Parameters
     ----------
@@ -588,17 +861,5 @@ def choose_near_cells(kernel, tol, max_near_keys, rows, n_keys_sample, random_st
     met : bool
         Whether the mean error is within ``tol``.
     """
-    probe = _ErrorProbe(kernel, rows, n_keys_sample, random_state)
-    chosen, chosen_errors = None, None
-    P = 1
-    while True:
-        kernel.set_near_cells(P)
-        if chosen is not None and kernel.mean_near_keys > max_near_keys:
-            break
-        errors = probe.errors()
-        chosen, chosen_errors = kernel.n_near_cells, errors
-        if errors.mean() <= tol or kernel.n_near_cells == kernel.n_cells:
-            break
-        P *= 2
-    kernel.set_near_cells(chosen)
-    return chosen_errors, bool(chosen_errors.mean() <= tol)
+    probe = _ErrorProbe(kernel, rows, n_keys_sample, random_state).use_kernel()
+    return grow_near_cells(kernel, probe, tol, max_near_keys)

@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._blocks import iter_query_blocks, single_threaded_blas
+from kernattn._blocks import iter_query_blocks, map_query_blocks, single_threaded_blas
 from kernattn._engine import (
     KEY_TILE,
     NadarayaWatsonRegressor,
@@ -42,7 +42,7 @@ from kernattn.feature_maps import (
 )
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._feature_kernel import FeatureKernel
-from kernattn.linear._near_field import NearFieldKernel, choose_near_cells
+from kernattn.linear._near_field import NearFieldKernel, _ErrorProbe, grow_near_cells
 from kernattn.linear._projection import learn_projection
 from kernattn.smoother import _weighted_mean
 
@@ -58,6 +58,32 @@ KEYS_PER_CELL = 50
 ERROR_QUERIES = 100
 #: Keys on which the far field's part of the weight error is measured.
 ERROR_KEYS = 20_000
+#: Ranks tried by ``n_components="auto"`` with the near field (at most a quarter of the keys,
+#: at most half of ``n_subsample``).
+CANDIDATE_COMPONENTS = (32, 64, 128, 256, 512, 1024)
+MAX_COMPONENTS = 1024
+#: Costs of the split in exact kernel values (see ``_split_cost``).
+NEAR_KEY_COST = 1.5
+FEATURE_COST = 2.4
+SUM_COST = 0.16
+CELL_COST = 460
+#: The split is used when its predicted cost is below this share of the exact weights'.
+SPLIT_MARGIN = 0.5
+#: The split's fit costs at least this much in exact kernel values, whatever n (landmarks,
+#: the error probe and the search of the rank and near field: about 0.3 s, measured).
+FIT_OVERHEAD = 1e8
+#: The cheapest split per query (one cell of 50 keys, 32 features, the cell searches and the
+#: probe), in exact kernel values.
+CHEAPEST_SPLIT = 800
+#: With ``n_neighbors="auto"``, up to this many rows get the exact weights without trying the
+#: split: for n queries its cheapest form, FIT_OVERHEAD + n CHEAPEST_SPLIT, costs more than
+#: SPLIT_MARGIN times the exact n² (about 14 900).
+EXACT_ROWS = int(
+    (CHEAPEST_SPLIT + np.sqrt(CHEAPEST_SPLIT**2 + 4 * SPLIT_MARGIN * FIT_OVERHEAD))
+    / (2 * SPLIT_MARGIN)
+)
+#: Query-key pairs per block of cells in a near-field prediction (a few cells per thread task).
+_CELL_WORK = 2**20
 #: Above this share of queries computed against every key, prediction is no longer linear.
 LINEAR_SHARE = 0.1
 
@@ -110,20 +136,44 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     key counts twice (:mod:`kernattn.linear._near_field`). The cells are the
     nearest-center cells of about ``n / 50`` random training keys; their feature sums are
     sums over rows, like :math:`S, z`. With ``n_neighbors="auto"`` the near field is grown
-    (1, 2, 4, … cells) until the weight error measured at fit is at most ``tol``: the mean,
-    over 100 training rows each left out of its own sums, of the L1 distance
-    :math:`\sum_i |\hat w_i - w_i|` between the split weights and the exact kernel's
-    (``weight_error_``; the far keys' part on a sample of 20 000 keys). It never computes
-    more than ``max(n / 10, 2 n_subsample)`` keys per query, so prediction stays linear in n
-    (a warning says when the tolerance is not met there). The L1 distance bounds the error
-    of every prediction: :math:`|\hat y - y_{\mathrm{exact}}| \le 	frac12 \|\hat w -
-    w\|_1 (\max_i y_i - \min_i y_i)`. Near keys get their exact kernel (positive
-    weights); far keys the Nyström estimate, which can be slightly negative; a query whose
-    far field has a non-positive denominator uses its near field alone. Weights sum to 1.
-    In ``examples/benchmarks/bench_linear.py`` (d = 8, leave-one-out bandwidths,
-    n = 200 000) this is within 5 % of the exact smoother's test MSE and over 10 times
-    faster. ``partial_fit`` keeps no keys, hence no near field: after it the far field
-    alone is used.
+    (1, 2, 3, 4, 5, 6, 7, 8, 10, … cells, steps of about :math:`2^{1/4}`) until the weight
+    error measured at fit is at most ``tol``: the mean, over 100 training rows each left
+    out of its own sums, of the L1 distance :math:`\sum_i |\hat w_i - w_i|` between the
+    split weights and the exact kernel's (``weight_error_``; the far keys' part on a
+    sample of 20 000 keys). It never computes more than ``max(n / 10, 2 n_subsample)`` keys
+    per query, so prediction stays linear in n (a warning says when the tolerance is not
+    met there). The L1 distance bounds the error of every prediction:
+    :math:`|\hat y - y_{\mathrm{exact}}| \le \frac12 \|\hat w - w\|_1 (\max_i y_i -
+    \min_i y_i)`. Near keys get their exact kernel (positive weights, exponentials in single
+    precision: relative error below 1e-7); far keys the Nyström estimate, which can be
+    slightly negative; a query whose far field has a non-positive denominator uses its near
+    field alone. Weights sum to 1.
+
+    **Rank and near field from the accuracy target.** With ``n_components="auto"`` too,
+    the rank is chosen with the near field: for each candidate rank (32, 64, …, 1024, at
+    most a quarter of the keys and half of ``n_subsample``) a Nyström map is fitted and the
+    fewest near cells meeting ``tol`` found (the far field's sums estimated on the sampled
+    keys), and the pair of the lowest predicted cost is kept
+    (near keys, features, per-cell sums, in exact kernel values). Where the far field carries
+    the weight (a wide bandwidth) that is one cell and few features; at small bandwidths in
+    several dimensions, where a few hundred features barely change the near field needed,
+    few features and more near keys. The chosen pair is then measured with the far field's
+    own sums and the near field grown if needed: ``n_components_``, ``n_neighbors_`` and
+    ``weight_error_`` report it.
+
+    **Exact weights where the split would not pay.** The split has costs of its own — the
+    landmarks, the cells, the error probe, about ``FIT_OVERHEAD`` = 1e8 exact kernel values
+    (0.3 s) in all, and per query its near keys and features. With ``n_neighbors="auto"``
+    every weight is computed exactly, as :class:`~kernattn.KernelSmoother` does, when the
+    split is predicted to cost more than half of the exact weights for as many queries as
+    training rows: always up to about 15 000 rows (``EXACT_ROWS``, where even one cell of
+    keys and 32 features would; no feature map is then fitted), and beyond that when the
+    near field chosen is that large. ``exact_weights_`` says so; no warning is given, since
+    the estimate is then the exact smoother's. In ``examples/benchmarks/bench_linear.py``
+    (d = 8, leave-one-out bandwidths, n = 200 000) the split is within 5 % of the exact
+    smoother's test MSE and over 10 times faster, and at small n the default costs what the
+    exact smoother costs. ``partial_fit`` keeps no keys, hence no near field: after it the
+    far field alone is used.
 
     **Center and scale.** The positive features estimate :math:`\exp(q^\top k)` with
     relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`: it grows like
@@ -177,14 +227,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     n_components : int or "auto", default="auto"
         r, the number of random features or landmarks (named maps only; even for
         ``"trig"`` and ``"hyperbolic"``, whose features come in pairs; elu and relu have
-        r = p). ``"auto"``: 256 (at most n landmarks); with the near field the accuracy
-        target ``tol`` is met by the near field, whose size is chosen at fit.
+        r = p). ``"auto"``: 256 (at most n landmarks); with the near field and
+        ``n_neighbors="auto"``, chosen with the near field from ``tol`` (see "Rank and near
+        field from the accuracy target").
     n_neighbors : int or "auto", default="auto"
         About how many keys each query computes exactly (its near field, rounded to whole
         cells of about 50 keys); 0 for the far field alone (pure low rank). ``"auto"``:
         the fewest near cells whose weight error measured at fit is within ``tol``, for
-        Nyström features and the Gaussian kernel; 0 for other maps, kernels, or a learned
-        projection. A positive value needs ``feature_map="nystroem"``.
+        Nyström features and the Gaussian kernel — or every weight exactly where that is
+        predicted to be cheaper (``exact_weights_``); 0 for other maps, kernels, or a
+        learned projection. A positive value needs ``feature_map="nystroem"`` and is used
+        whatever the size of the data.
     tol : float, default=0.1
         Tolerance on the mean L1 distance between the approximate and the exact weights
         (between 0 and 2), measured at fit on left-out training rows; used by
@@ -268,15 +321,21 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         this reported error is ``inf`` when its true value overflows (targets beyond about
         1e154) and 0 when it underflows.
     n_components_ : int
-        The number of features used (the most of any head).
+        The number of features used (the most of any head); 0 when the weights are computed
+        exactly without features (``exact_weights_`` on small data).
     n_neighbors_ : float
         Keys computed exactly per query by the near field, averaged over the training
-        keys' cells (near field only).
+        keys' cells (near field only; the number of training rows with ``exact_weights_``).
     weight_error_ : float
         The mean L1 distance between the split weights and the exact weights of 100
         training rows, each left out of its own sums, measured at fit (near field only;
         see above). Between 0 and 2; half of it times the range of the targets bounds the
-        prediction error of such a row.
+        prediction error of such a row. 0 with ``exact_weights_``.
+    exact_weights_ : bool
+        Whether every weight is computed exactly, as the exact smoother does, because the
+        split into near and far field was predicted to cost more (``n_neighbors="auto"``
+        with the Nyström map; see "Exact weights where the split would not pay"). False
+        after ``partial_fit``, which keeps no keys.
     kernel_ : FeatureKernel or NearFieldKernel
         The fitted kernel the engine predicts with: the feature maps, the key sums
         :math:`S, S_2, z` of every head, and (after ``fit``) the exact softmax heads bound
@@ -420,9 +479,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                     f"feature_map={self.feature_map!r}"
                 )
 
-    def _feature_map_template(self, n=None):
+    def _feature_map_template(self, n=None, rank=None):
         template = check_feature_map(
-            self.feature_map, n_components=self._rank(n), orthogonal=self.orthogonal
+            self.feature_map,
+            n_components=self._rank(n) if rank is None else rank,
+            orthogonal=self.orthogonal,
         )
         return template
 
@@ -488,9 +549,23 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _fit_kernel(self, X, Y, sample_weight):
         for name in ("weight_error_", "n_neighbors_"):
             self.__dict__.pop(name, None)
+        self.exact_weights_ = False
         # Many small products: BLAS threads would spin more than they compute.
+        rank, exact = None, False
+        if self._near_field() and self.n_neighbors == "auto":
+            # Even the cheapest split costs more than the exact weights: no feature map (the
+            # far field's sums are taken if partial_fit asks for them).
+            # (A map given as an object is fitted all the same, and its parameters checked.)
+            exact = len(X) <= EXACT_ROWS and isinstance(self.feature_map, str)
+            if self.n_components == "auto":
+                # The near field chooses its rank from tol: the smallest candidate first.
+                rank = min(CANDIDATE_COMPONENTS[0], len(X))
         with single_threaded_blas():
-            kernel = self._make_kernel(X, Y, sample_weight)
+            kernel = self._make_kernel(X, Y, sample_weight, rank, fit_maps=not exact)
+        if exact:
+            self.exact_weights_ = True
+            self.weight_error_, self.n_neighbors_ = 0.0, float(len(X))
+            return kernel.bind(X, sample_weight, self._dtype)
         # Drawn after everything _make_kernel draws, so that its draws do not change.
         rng = check_random_state(self.random_state).randint(2**31 - 1)
         rng = check_random_state(rng)
@@ -504,12 +579,24 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             kernel = NearFieldKernel(kernel, self._cell_centers(kernel, X, rng), 1)
         kernel.bind(X, sample_weight, self._dtype)
         with single_threaded_blas():
-            kernel.accumulate(X, self._values, sample_weight)
             rows = self._subsample(len(X), rng, ERROR_QUERIES)
             if near_field:
-                self._choose_near_field(kernel, rows, rng)
-                kernel.precompute()
-            self._check_fallback_share(kernel, X[rows])
+                kernel.sort_keys(X, self._values, sample_weight)
+                probe = _ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
+                first = 1
+                if self.n_components == "auto" and self.n_neighbors == "auto":
+                    first = self._choose_rank(kernel, probe, X, sample_weight, rng)
+            kernel.accumulate(X, self._values, sample_weight)
+            if near_field:
+                self._choose_near_field(kernel, probe, first)
+                if self.n_neighbors == "auto" and not self._split_pays(kernel):
+                    self.exact_weights_ = True
+                else:
+                    kernel.precompute()
+            if not self.exact_weights_:
+                self._check_fallback_share(kernel, X[rows])
+        if self.exact_weights_:
+            self.weight_error_, self.n_neighbors_ = 0.0, float(len(X))
         return kernel
 
     @staticmethod
@@ -521,14 +608,97 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         rows = rng.choice(len(keys), min(n_cells, len(keys)), replace=False)
         return np.unique(kernel.project(keys[np.sort(rows)], 0, "key"), axis=0)
 
-    def _choose_near_field(self, kernel, rows, rng):
-        """Set the near cells from ``n_neighbors`` (or, for "auto", from ``tol``) and
-        record the measured weight error."""
+    @staticmethod
+    def _split_cost(n_keys, n_components, near_keys, near_cells, n_outputs=1):
+        """Predicted cost of fitting the split kernel on ``n_keys`` keys and predicting as
+        many queries, per query, in exact kernel values (the exact smoother's cost per
+        query is ``n_keys``).
+
+        Measured once for the package (d = 8, two cores): a near key costs about 1.5 exact
+        kernel values, a Nyström feature about 2.4 per key and per query, the far sums of
+        a cell about ``near_cells × n_components × (2 n_outputs + 1)`` additions for its
+        ``KEYS_PER_CELL`` keys, the two cell searches about 460, the error probe about 100,
+        and the fit ``FIT_OVERHEAD`` in all, whatever n.
+        """
+        m = 2 * n_outputs + 1
+        return (
+            FIT_OVERHEAD / max(n_keys, 1)
+            + NEAR_KEY_COST * near_keys
+            + 2 * FEATURE_COST * n_components
+            + SUM_COST * near_cells * n_components * m / KEYS_PER_CELL
+            + CELL_COST
+            + ERROR_QUERIES
+        )
+
+    def _split_pays(self, kernel):
+        """Whether the split is predicted to cost less than ``SPLIT_MARGIN`` times the exact
+        weights (fit and as many queries as keys)."""
+        cost = self._split_cost(
+            kernel.n_keys,
+            kernel.n_components,
+            kernel.mean_near_keys,
+            kernel.n_near_cells,
+            kernel.n_outputs,
+        )
+        return cost < SPLIT_MARGIN * kernel.n_keys
+
+    def _choose_rank(self, kernel, probe, X, sample_weight, rng):
+        """Choose the far field's rank and a first near field from the accuracy target.
+
+        For every candidate rank (32, 64, …, at most a quarter of the keys and half of
+        ``n_subsample``), a Nyström map is fitted on a subsample of keys and the fewest near
+        cells meeting ``tol`` are found with the probe, the far field's sums estimated on its
+        sample of keys; the pair of the lowest :meth:`_split_cost` is kept (the highest rank
+        if none meets ``tol``). Sets the kernel's map; returns the near cells to start from.
+        """
         n = kernel.n_keys
+        top = min(n // 4, self.n_subsample // 2, MAX_COMPONENTS)
+        ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
+        cap = max(LINEAR_SHARE * n, 2 * self.n_subsample)
+        keys = self._subsample(len(X), rng)
+        projected = kernel.far.project(X[keys], 0, "key")
+        best, fallback = None, None
+        first = 1
+        for r in ranks:
+            if best is not None and self._split_cost(n, r, 0, 0, kernel.n_outputs) >= best[0]:
+                break  # with no near field at all, r features cost more than the best
+            if r == kernel.n_components:
+                feature_map = kernel.feature_map
+            else:
+                feature_map = NystroemFeatures(r).fit(
+                    projected, sample_weight=sample_weight[keys], random_state=rng
+                )
+            probe.use_map(feature_map)
+            # A higher rank needs at most the near field of a lower one: start there.
+            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
+            first = kernel.n_near_cells
+            cost = self._split_cost(
+                n,
+                feature_map.n_components_,
+                kernel.mean_near_keys,
+                kernel.n_near_cells,
+                kernel.n_outputs,
+            )
+            choice = (cost, feature_map, kernel.n_near_cells)
+            if met and (best is None or cost < best[0]):
+                best = choice
+            if not met:
+                fallback = choice
+        cost, feature_map, cells = best if best is not None else fallback
+        kernel.set_feature_map(feature_map)
+        self.feature_maps_ = [feature_map]
+        self.n_components_ = feature_map.n_components_
+        return cells
+
+    def _choose_near_field(self, kernel, probe, first=1):
+        """Set the near cells from ``n_neighbors`` (or, for "auto", from ``tol``, starting
+        at ``first`` cells) and record the measured weight error."""
+        n = kernel.n_keys
+        probe.use_kernel()
         if self.n_neighbors == "auto":
             # Linear time: at most 10 % of the keys per query, unless that is few keys.
             cap = max(LINEAR_SHARE * n, 2 * self.n_subsample)
-            errors, met = choose_near_cells(kernel, self.tol, cap, rows, ERROR_KEYS, rng)
+            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
             if not met:
                 warnings.warn(
                     f"the weight error measured at fit, {errors.mean():.3g}, is above tol="
@@ -541,7 +711,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         else:
             cells = np.ceil(self.n_neighbors * kernel.n_cells / n)
             kernel.set_near_cells(int(cells))
-            errors = kernel.weight_errors(rows, ERROR_KEYS, rng.randint(2**31 - 1))
+            errors = probe.errors()
         self.weight_error_ = float(errors.mean())
         self.n_neighbors_ = kernel.mean_near_keys
 
@@ -612,8 +782,13 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                     f"y has shape {y.shape[1:]} per sample; earlier chunks had "
                     f"{self._target_shape}"
                 )
+            elif not self.kernel_.n_components:
+                # A fit that computed every weight exactly took no feature sums: they are
+                # taken now, from its training set, before the chunk is added.
+                kernel = self._far_of_training_set()
             else:
                 kernel = self.kernel_.without_keys()
+            self.exact_weights_ = False
             # The keys are not kept: no training set, and no values to attend to.
             for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_moments"):
                 self.__dict__.pop(name, None)
@@ -622,9 +797,30 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             self.kernel_ = kernel.accumulate(X, Y - self._y_offset, sample_weight)
         return self
 
-    def _make_kernel(self, X, Y, sample_weight):
+    def _far_of_training_set(self):
+        """The far field's kernel (features fitted, sums taken) of a fit that computed every
+        weight exactly, from its kept training set and heads."""
+        exact = self.kernel_
+        rows = self._active
+        X, w = self.X_fit_[rows], self.sample_weight_[rows]
+        rng = check_random_state(self.random_state)
+        feature_maps = self._fit_feature_maps(exact.heads, exact.key_shift, X, w, rng)
+        kernel = FeatureKernel(
+            exact.heads,
+            feature_maps,
+            exact.key_shift,
+            exact.head_bias,
+            exact.weight_scale,
+            value_scale=exact.value_scale,
+        )
+        self.feature_maps_ = feature_maps
+        self.n_components_ = kernel.n_components
+        return kernel.accumulate(X, self._values, w)
+
+    def _make_kernel(self, X, Y, sample_weight, rank=None, fit_maps=True):
         """The kernel from (the first chunk of) the data, with empty sums; sets the fitted
-        attributes that describe it."""
+        attributes that describe it (``rank`` features instead of ``n_components``'s;
+        without ``fit_maps``, no feature map: every weight is computed exactly)."""
         for name in ("bandwidth_", "loo_error_", "attention_model_"):
             self.__dict__.pop(name, None)
         rng = check_random_state(self.random_state)
@@ -635,7 +831,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         else:
             heads, head_bias = self._attention_heads(X, Y, sample_weight, rng)
             key_shift = self._key_shift(heads, X, sample_weight)
-        feature_maps = self._fit_feature_maps(heads, key_shift, X, sample_weight, rng)
+        feature_maps = (
+            self._fit_feature_maps(heads, key_shift, X, sample_weight, rng, rank)
+            if fit_maps
+            else []
+        )
         if self.learn_projection:
             heads = self._learned_heads(heads, feature_maps[0], X, Y, sample_weight, rng)
         self.center_ = heads.center
@@ -649,7 +849,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self.head_bias_ = head_bias
         self.similarity_ = heads.similarity
         self.feature_maps_ = feature_maps
-        self.n_components_ = max(feature_map.n_components_ for feature_map in feature_maps)
+        self.n_components_ = max(
+            (feature_map.n_components_ for feature_map in feature_maps), default=0
+        )
         # The engine mixes centered estimates: Σ_h a_h (ŷ_h − ȳ) + b' = Σ_h a_h ŷ_h + b − ȳ.
         centered_bias = head_bias + (heads.head_weights.sum() - 1.0) * self._y_offset
         return FeatureKernel(
@@ -787,9 +989,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 key_shift[h] = _weighted_mean(keys, sample_weight)
         return key_shift
 
-    def _fit_feature_maps(self, heads, key_shift, X, sample_weight, rng):
-        """One fitted copy of the feature map per head, on the head's projected inputs."""
-        template = self._feature_map_template(len(X))
+    def _fit_feature_maps(self, heads, key_shift, X, sample_weight, rng, rank=None):
+        """One fitted copy of the feature map per head, on the head's projected inputs
+        (``rank`` features instead of ``n_components``'s)."""
+        template = self._feature_map_template(len(X), rank)
         feature_maps = []
         for h in range(heads.n_heads):
             feature_map = clone(template)
@@ -832,8 +1035,20 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     # ------------------------------------------------------------ engine hooks
 
-    def _head_moments(self, X, h, return_std):
-        first, second, unreliable = self.kernel_.moments(X, h)
+    def _exact(self):
+        """Whether the weights are computed exactly (``exact_weights_``, keys kept)."""
+        return getattr(self, "exact_weights_", False) and self.kernel_.exact is not None
+
+    def _head_moments(self, X, h, return_std, moments=None):
+        if self._exact():
+            first, second = self._exact_moments(X, h)
+            if not return_std:
+                return first, None, None
+            spread = self._accurate_spread(
+                X, h, first, second - first**2, second, self.kernel_.exact
+            )
+            return first, spread, None
+        first, second, unreliable = self.kernel_.moments(X, h) if moments is None else moments
         if np.any(unreliable):
             first[unreliable], second[unreliable] = self._exact_moments(X[unreliable], h)
         if not return_std:
@@ -869,24 +1084,54 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     def _head_weights(self, X, h):
         self._check_keys_kept()
+        if self._exact():
+            return self._exact_weights(self.kernel_.exact, X, h)
         weights, unreliable = self.kernel_.weights(X, h)
         if np.any(unreliable):
             weights[unreliable] = self._exact_weights(self.kernel_.exact, X[unreliable], h)
         return weights
 
     def _block_width(self):
+        if self._exact():
+            return self.kernel_.exact.n_keys, KEY_TILE
         return self.kernel_.n_components, None
 
     def _predict_centered(self, X, return_std, heads=None):
-        # The near field computes the queries of one cell together: queries sorted by cell
-        # make the engine's blocks hold few cells, each a dense product.
-        if not isinstance(self.kernel_, NearFieldKernel) or len(X) < 2:
+        if (
+            not isinstance(self.kernel_, NearFieldKernel)
+            or self.kernel_._near is None
+            or self._exact()
+        ):
             return super()._predict_centered(X, return_std, heads)
-        order = self.kernel_.cell_order(X)
-        mean, variance = super()._predict_centered(X[order], return_std, heads)
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
-        return mean[inverse], None if variance is None else variance[inverse]
+        # The near field computes the queries of one cell together (one dense product per
+        # cell): the queries are sorted by cell once, and the threads take runs of whole
+        # cells. One Gaussian head of weight 1 and no bias: the estimate is its mean.
+        kernel = self.kernel_
+        Q, cells = kernel.query_cells(X)
+        order = np.argsort(cells, kind="stable")
+        Q, cells = Q[order], cells[order]
+        starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
+        t = len(self._y_offset)
+        mean = np.empty((len(X), t), dtype=self._dtype)
+        variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
+
+        def predict_cells(groups):
+            part = slice(starts[groups.start], starts[groups.stop])
+            rows = order[part]
+            moments = kernel.sorted_moments(Q[part], cells[part])
+            first, spread, unreliable = self._head_moments(X[rows], 0, return_std, moments)
+            mean[rows] = first
+            if return_std:
+                variance[rows] = np.maximum(spread, 0.0)
+            return int(unreliable.sum())
+
+        # A "row" of the map is a cell: its work is its queries times its near keys.
+        work = max(len(X) * kernel.mean_near_keys / max(len(starts) - 1, 1), 1.0)
+        n_fallback = map_query_blocks(
+            predict_cells, len(starts) - 1, int(work), n_jobs=self.n_jobs, cache=_CELL_WORK
+        )
+        self._report_fallback(sum(n_fallback), len(X))
+        return mean, variance
 
     def _report_fallback(self, n_fallback, n_queries):
         if not n_fallback:
