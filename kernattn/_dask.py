@@ -24,6 +24,12 @@ for those rows, the exact kernel's state :math:`(c, W, m, M_2)` — its largest 
 et al.'s update, the weights rescaled to the larger shift as in the online softmax; and the
 query blocks finish those rows. The distributed model predicts what the in-memory model
 fitted on the same data predicts, spreads included.
+
+**The smoother's leave-one-out search.** ``KernelSmoother(bandwidth="loo").fit`` on more than
+4 000 rows searches on subsets of the queries, each against every key; on a dask array the
+queries are drawn on the workers and every evaluation of the criterion sums the kernel over
+each partition's keys where it lives, merged up a tree (:class:`PartitionedCriterion`); the
+fitted smoother then holds its training rows in memory (see :func:`fit_smoother`).
 """
 
 import copy
@@ -507,29 +513,29 @@ def fit_smoother(estimator, X, y, sample_weight=None):
         estimator._validate_params()
         estimator._check_params()
         data = (X, y, sample_weight)
-        X = as_dask_array(X, "X", ndim=(2,)).rechunk({1: -1})
-        y = _rows_like(y, X, "y")
-        if y.ndim not in (1, 2):
-            raise ValueError(f"y must have 1 or 2 dimensions; got {y.ndim}")
-        w = _rows_like(sample_weight, X, "sample_weight")
-        criterion = estimator.bandwidth if isinstance(estimator.bandwidth, str) else None
         selection = None
-        if criterion in CRITERIA and subset_sizes(X.shape[0]):
-            unsupported = _unsupported_on_workers(estimator)
-            if unsupported:
-                warnings.warn(
-                    f"KernelSmoother: {unsupported}; only the leave-one-out search of the "
-                    "Gaussian local-constant smoother (bandwidth='loo', kernel='gaussian', "
-                    "degree=0, continuous features) evaluates its criterion on the workers. "
-                    "This search runs in memory, on the training set brought from the "
-                    "partitions.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-            else:
+        unsupported = _unsupported_on_workers(estimator)
+        if not unsupported:
+            X = as_dask_array(X, "X", ndim=(2,)).rechunk({1: -1})
+            y = _rows_like(y, X, "y")
+            if y.ndim not in (1, 2):
+                raise ValueError(f"y must have 1 or 2 dimensions; got {y.ndim}")
+            w = _rows_like(sample_weight, X, "sample_weight")
+            if subset_sizes(X.shape[0]):
                 selection = search_on_workers(X, y, w, estimator.random_state, estimator.verbose)
         # The training set comes into memory: the smoother's every method reads its rows.
         X_local, y_local, w_local = dask.compute(*data)
+        searched = isinstance(estimator.bandwidth, str) and estimator.bandwidth in CRITERIA
+        if searched and unsupported and subset_sizes(len(X_local)):
+            warnings.warn(
+                f"KernelSmoother: {unsupported}; only the leave-one-out search of the "
+                "Gaussian local-constant smoother (bandwidth='loo', kernel='gaussian', "
+                "degree=0, continuous features) evaluates its criterion on the workers. "
+                "This search runs in memory, on the training set brought from the "
+                "partitions.",
+                UserWarning,
+                stacklevel=3,
+            )
         if selection is None:
             return type(estimator).fit(estimator, X_local, y_local, w_local)
         fitted = clone(estimator).set_params(bandwidth=selection.bandwidth, verbose=0)
@@ -542,7 +548,9 @@ def fit_smoother(estimator, X, y, sample_weight=None):
 
 
 def _unsupported_on_workers(estimator):
-    """Why the estimator's search does not run on the workers (``""``: it does)."""
+    """Why the estimator's bandwidth is not searched on the workers (``""``: it is)."""
+    if not (isinstance(estimator.bandwidth, str) and estimator.bandwidth in CRITERIA):
+        return "no search"
     reasons = []
     if estimator.bandwidth != "loo":
         reasons.append(f"bandwidth={estimator.bandwidth!r}")

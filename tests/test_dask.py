@@ -307,6 +307,12 @@ def test_smoother_searches_the_workers_cannot_run_are_run_in_memory(client):
     np.testing.assert_array_equal(
         small.bandwidth_, KernelSmoother(bandwidth="loo").fit(X[:3000], y[:3000]).bandwidth_
     )
+    # A rule or a given bandwidth needs no search: the fit in memory.
+    for bandwidth in ("silverman", 0.3):
+        np.testing.assert_array_equal(
+            KernelSmoother(bandwidth=bandwidth).fit(Xd, yd).predict(X[:5]),
+            KernelSmoother(bandwidth=bandwidth).fit(X, y).predict(X[:5]),
+        )
 
 
 def test_smoother_fit_on_a_dask_dataframe_keeps_its_feature_names(client):
