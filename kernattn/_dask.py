@@ -46,7 +46,7 @@ from sklearn import config_context, get_config
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._blocks import iter_query_blocks
+from kernattn._blocks import iter_query_blocks, single_threaded_blas
 from kernattn._engine import KEY_TILE, WELL_CONDITIONED, fit_transaction
 from kernattn._local_linear import value_key_columns
 from kernattn._numerics import EXP_FLOOR, power_of_two_scale
@@ -607,10 +607,12 @@ def search_on_workers(X, y, w, random_state=None, verbose=0):
         return select_bandwidth(
             X[active], Y, weight, criterion="loo", random_state=random_state, verbose=verbose
         )
-    say(f"first pass: {summary.count} rows, {sizes[-1]} queries sampled on the workers")
+    say(
+        f"first pass: {summary.count} rows, {sizes[-1]} queries sampled on the workers; "
+        "the partitions stay there, centered, during the search"
+    )
     criterion = PartitionedCriterion(X, y, w, summary)
     try:
-        say("partitions centered and kept on the workers")
         stages = [np.arange(size) for size in sizes]
         return search_criterion(criterion, criterion.scott, stages, "loo", "gaussian", verbose)
     finally:
@@ -797,6 +799,13 @@ def _partition_sums(part, log_bandwidth, n_queries, factors, gradient, leave_out
     """Per factor ``c`` of the bandwidth, ``(c_i, Σ_i)`` of the first ``n_queries``
     queries against this partition's keys: the kernel sums of :class:`PartitionedCriterion`
     on the partition's own shift ``c_i`` (−inf where it has no key for the query)."""
+    # One BLAS thread: the products are small, and threads of the local scheduler (or of
+    # other tasks) already share the cores.
+    with single_threaded_blas():
+        return _kernel_sums(part, log_bandwidth, n_queries, factors, gradient, leave_out)
+
+
+def _kernel_sums(part, log_bandwidth, n_queries, factors, gradient, leave_out):
     h = np.exp(log_bandwidth)
     queries = part["queries"][:n_queries]
     inputs, values = part["inputs"], part["values"]
