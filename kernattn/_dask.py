@@ -513,6 +513,7 @@ def fit_smoother(estimator, X, y, sample_weight=None):
         estimator._validate_params()
         estimator._check_params()
         data = (X, y, sample_weight)
+        frame = X
         selection = None
         unsupported = _unsupported_on_workers(estimator)
         if not unsupported:
@@ -522,9 +523,18 @@ def fit_smoother(estimator, X, y, sample_weight=None):
                 raise ValueError(f"y must have 1 or 2 dimensions; got {y.ndim}")
             w = _rows_like(sample_weight, X, "sample_weight")
             if subset_sizes(X.shape[0]):
+                # Read three times (the first pass, the search's partitions, the rows
+                # brought in): computed once, kept on the workers until the fit ends.
+                X, y, w = dask.persist(X, y, w)
+                data = (X, y, w)
                 selection = search_on_workers(X, y, w, estimator.random_state, estimator.verbose)
         # The training set comes into memory: the smoother's every method reads its rows.
         X_local, y_local, w_local = dask.compute(*data)
+        if _is_dataframe(frame) and not hasattr(X_local, "columns"):
+            # Persisted as an array: the frame's column names back.
+            import pandas as pd
+
+            X_local = pd.DataFrame(X_local, columns=frame.columns)
         searched = isinstance(estimator.bandwidth, str) and estimator.bandwidth in CRITERIA
         if searched and unsupported and subset_sizes(len(X_local)):
             warnings.warn(
