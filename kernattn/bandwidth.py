@@ -675,7 +675,13 @@ _LATER_ITERATIONS = 12
 
 def subset_sizes(n):
     """The sizes of the nested subsets of queries a search of ``n`` rows runs on, growing
-    (600, then 2 400); none (an exact search on all rows) for at most 4 000 rows."""
+    (600, then 2 400); none (an exact search on all rows) for at most 4 000 rows.
+
+    Examples
+    --------
+    >>> subset_sizes(3000), subset_sizes(10**6)
+    ([], [600, 2400])
+    """
     if n <= _EXACT_ROWS:
         return []
     sizes = []
