@@ -24,10 +24,17 @@ for those rows, the exact kernel's state :math:`(c, W, m, M_2)` — its largest 
 et al.'s update, the weights rescaled to the larger shift as in the online softmax; and the
 query blocks finish those rows. The distributed model predicts what the in-memory model
 fitted on the same data predicts, spreads included.
+
+**The smoother's leave-one-out search.** ``KernelSmoother(bandwidth="loo").fit`` on more than
+4 000 rows searches on subsets of the queries, each against every key; on a dask array the
+queries are drawn on the workers and every evaluation of the criterion sums the kernel over
+each partition's keys where it lives, merged up a tree (:class:`PartitionedCriterion`); the
+fitted smoother then holds its training rows in memory (see :func:`fit_smoother`).
 """
 
 import copy
 import functools
+import time
 import uuid
 import warnings
 
@@ -36,12 +43,17 @@ import dask.array as da
 import numpy as np
 from joblib import parallel_config
 from sklearn import config_context, get_config
+from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._blocks import iter_query_blocks
+from kernattn._blocks import iter_query_blocks, single_threaded_blas
 from kernattn._engine import KEY_TILE, WELL_CONDITIONED, fit_transaction
+from kernattn._local_linear import value_key_columns
+from kernattn._numerics import EXP_FLOOR, power_of_two_scale
+from kernattn.bandwidth import CRITERIA, search_criterion, select_bandwidth, subset_sizes
 from kernattn.linear._chunks import (
     ChunkSummary,
+    check_summary,
     chunk_sums,
     finish_fit,
     merge_sums,
@@ -482,3 +494,406 @@ def _predict_with_remote_keys(estimator, model, blocks, return_std):
         _task(_second_pass)(model, Xb, f, queries, exact, return_std)
         for Xb, f in zip(blocks, first, strict=True)
     ]
+
+
+# ------------------------------------------------------------- the smoother's search
+
+
+def fit_smoother(estimator, X, y, sample_weight=None):
+    """``KernelSmoother.fit`` on dask collections.
+
+    The leave-one-out search of the Gaussian local-constant smoother on continuous features,
+    for more than 4 000 rows (a search on subsets of the queries), evaluates its criterion
+    on the workers (:class:`PartitionedCriterion`); any other bandwidth is found as in
+    memory. Then the training set is brought into memory and the smoother fitted there at
+    that bandwidth: every method of the fitted smoother (``predict``,
+    ``attention_weights``, ``predict_interval``, ``gradient``) reads its training rows.
+    """
+    with fit_transaction(estimator):
+        estimator._validate_params()
+        estimator._check_params()
+        data = (X, y, sample_weight)
+        frame = X
+        selection = None
+        unsupported = _unsupported_on_workers(estimator)
+        if not unsupported:
+            X = as_dask_array(X, "X", ndim=(2,)).rechunk({1: -1})
+            y = _rows_like(y, X, "y")
+            if y.ndim not in (1, 2):
+                raise ValueError(f"y must have 1 or 2 dimensions; got {y.ndim}")
+            w = _rows_like(sample_weight, X, "sample_weight")
+            if subset_sizes(X.shape[0]):
+                # Read three times (the first pass, the search's partitions, the rows
+                # brought in): computed once, kept on the workers until the fit ends.
+                X, y, w = dask.persist(X, y, w)
+                data = (X, y, w)
+                selection = search_on_workers(X, y, w, estimator.random_state, estimator.verbose)
+        # The training set comes into memory: the smoother's every method reads its rows.
+        X_local, y_local, w_local = dask.compute(*data)
+        if _is_dataframe(frame) and not hasattr(X_local, "columns"):
+            # Persisted as an array: the frame's column names back.
+            import pandas as pd
+
+            X_local = pd.DataFrame(X_local, columns=frame.columns)
+        searched = isinstance(estimator.bandwidth, str) and estimator.bandwidth in CRITERIA
+        if searched and unsupported and subset_sizes(len(X_local)):
+            warnings.warn(
+                f"KernelSmoother: {unsupported}; only the leave-one-out search of the "
+                "Gaussian local-constant smoother (bandwidth='loo', kernel='gaussian', "
+                "degree=0, continuous features) evaluates its criterion on the workers. "
+                "This search runs in memory, on the training set brought from the "
+                "partitions.",
+                UserWarning,
+                stacklevel=3,
+            )
+        if selection is None:
+            return type(estimator).fit(estimator, X_local, y_local, w_local)
+        fitted = clone(estimator).set_params(bandwidth=selection.bandwidth, verbose=0)
+        fitted.fit(X_local, y_local, w_local)
+        for name, value in fitted.__dict__.items():
+            if name not in estimator.get_params():
+                setattr(estimator, name, value)
+        estimator._use_selection(selection)
+    return estimator
+
+
+def _unsupported_on_workers(estimator):
+    """Why the estimator's bandwidth is not searched on the workers (``""``: it is)."""
+    if not (isinstance(estimator.bandwidth, str) and estimator.bandwidth in CRITERIA):
+        return "no search"
+    reasons = []
+    if estimator.bandwidth != "loo":
+        reasons.append(f"bandwidth={estimator.bandwidth!r}")
+    if estimator.kernel != "gaussian":
+        reasons.append(f"kernel={estimator.kernel!r}")
+    if estimator.degree != 0:
+        reasons.append(f"degree={estimator.degree!r}")
+    for name in ("categorical_features", "ordinal_features"):
+        if getattr(estimator, name) is not None:
+            reasons.append(f"{name} given")
+    return ", ".join(reasons)
+
+
+def search_on_workers(X, y, w, random_state=None, verbose=0):
+    """The leave-one-out bandwidths of the Gaussian local-constant smoother, its criterion
+    evaluated on the workers (dask arrays ``X``, ``y``, ``w`` with the same row chunks,
+    ``w`` may be ``None``).
+
+    A first pass over the partitions takes the statistics of the rows of positive weight
+    (the center, Scott's bandwidth, the targets' spread; merged as in
+    :mod:`kernattn.linear._chunks`) and a uniform sample of queries drawn on the workers
+    (each row a uniform key, the smallest kept): its first 600 and then all 2 400 rows are
+    the nested subsets of the in-memory search. The partitions, centered and with the
+    left-out pairs of those queries, are kept on the workers (persisted) during the search;
+    then :func:`~kernattn.bandwidth.search_criterion` runs the in-memory search's steps on
+    a :class:`PartitionedCriterion`. Too few rows of positive weight for a search on
+    subsets: the in-memory search, on the rows brought in.
+    """
+    started = time.perf_counter()
+
+    def say(message):
+        if verbose >= 1:
+            print(
+                f"[bandwidth='loo' on {X.numblocks[0]} partitions "
+                f"{time.perf_counter() - started:7.2f} s] {message}"
+            )
+
+    n_sample = subset_sizes(X.shape[0])[-1]
+    seed = sample_seed(random_state)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
+    parts = [
+        _task(summarize)(Xb, yb, wb, int(start), [seed, i], n_sample)
+        for i, ((Xb, yb, wb), start) in enumerate(zip(_blocks(X, y, w), starts, strict=True))
+    ]
+    summary = _tree(parts, ChunkSummary.merge).compute()
+    check_summary(summary)
+    sizes = subset_sizes(summary.count)
+    if not sizes:
+        # The rows of positive weight are few: the exact search, in memory.
+        X, y, w = dask.compute(X, y, w)
+        active = np.ones(len(X), dtype=bool) if w is None else w > 0
+        Y = np.asarray(y, dtype=float).reshape(len(X), -1)[active]
+        weight = None if w is None else w[active]
+        return select_bandwidth(
+            X[active], Y, weight, criterion="loo", random_state=random_state, verbose=verbose
+        )
+    say(
+        f"first pass: {summary.count} rows, {sizes[-1]} queries sampled on the workers; "
+        "the partitions stay there, centered, during the search"
+    )
+    criterion = PartitionedCriterion(X, y, w, summary)
+    try:
+        stages = [np.arange(size) for size in sizes]
+        return search_criterion(criterion, criterion.scott, stages, "loo", "gaussian", verbose)
+    finally:
+        criterion.release()
+
+
+class PartitionedCriterion:
+    r"""The leave-one-out criterion of the Gaussian local-constant smoother on a subset of
+    queries, its sums over the keys taken on the workers.
+
+    For query :math:`i` with inputs :math:`q_i = x_i/h` (centered), the estimate and the
+    gradient of the squared error with respect to :math:`\theta_f = \log h_f` need only
+    kernel sums over the keys :math:`j` outside :math:`i`'s duplicate group,
+
+    .. math::
+
+        \sum_j e^{\ell_{ij} - c_i}\,[1,\; y_j,\; k_j,\; k_j^2,\; y_j k_j,\; y_j k_j^2],
+        \qquad \ell_{ij} = -\tfrac12 \|q_i - k_j\|^2 + \log s_j,
+
+    (:math:`k_j = x_j/h`): since :math:`\partial\ell_{ij}/\partial\theta_f = u_{ijf}^2`
+    with :math:`u = q - k`, :math:`\sum_j e^{\ell_{ij}} u_{ijf}^2 [1, y_j]` expands in
+    :math:`q_{if}^2`, :math:`q_{if}` and these sums (see
+    :class:`kernattn.bandwidth._Criterion`). Every partition computes the sums of its own
+    keys with its own shift :math:`c_i` (its largest logit for the query), the partitions'
+    sums are merged up a tree at the larger shift (:math:`\Sigma = \Sigma_a e^{c_a - c} +
+    \Sigma_b e^{c_b - c}`, the online softmax), and the client finishes: the estimate
+    :math:`\bar y_i`, the squared error :math:`\sum_i s_i \|y_i - \bar y_i\|^2` and its
+    gradient, scaled to the whole training set as in memory. Only the queries (2 400 rows
+    at most) and their sums travel; the criterion is the in-memory one on the same queries
+    up to the order of the additions.
+
+    Parameters
+    ----------
+    X, y, w : dask arrays
+        The training set, with the same row chunks (``w`` may be ``None``).
+    summary : ChunkSummary
+        The first pass over the partitions: the statistics and the sample of queries.
+    """
+
+    def __init__(self, X, y, w, summary):
+        d = X.shape[1]
+        self.n = int(summary.count)
+        self.center = summary.x_mean
+        sigma_x = np.sqrt(summary.x_m2 / summary.total)
+        constant = ~(sigma_x > 1e-12 * np.maximum(summary.max_abs, 1e-300))
+        if np.all(constant):
+            raise ValueError(
+                "bandwidth='loo' needs at least 2 distinct training inputs; every row of X "
+                "is the same. Give a bandwidth or use 'scott'."
+            )
+        # Scott's rule, as rule_of_thumb_bandwidth (a constant feature gets 1).
+        self.scott = np.where(constant, 1.0, sigma_x * summary.total ** (-1.0 / (d + 4)))
+        # The targets in the search's units: centered, divided by a power of two near
+        # their total standard deviation (as in memory).
+        sigma_y = np.sqrt(summary.y_m2 / summary.total)
+        top = float(sigma_y.max(initial=0.0))
+        spread = top * float(np.sqrt(np.sum((sigma_y / top) ** 2))) if top > 0 else 1.0
+        self.y_scale = float(power_of_two_scale(spread))
+        self.y_offset = summary.y_mean
+        weight_unit = float(power_of_two_scale(summary.max_weight))
+        self.total = summary.total / weight_unit
+        _, _, X_q, Y_q, w_q = summary.sample
+        self.queries = X_q - self.center
+        self.query_values = (Y_q - self.y_offset) / self.y_scale
+        self.query_weights = w_q / weight_unit
+        self.query_log_weights = np.log(w_q / summary.max_weight)
+        prepare = _task(_prepare_partition)
+        parts = [
+            prepare(Xb, yb, wb, self.center, self.y_offset, self.y_scale, summary.max_weight, X_q)
+            for Xb, yb, wb in _blocks(X, y, w)
+        ]
+        self._parts = list(dask.persist(*parts))
+
+    def release(self):
+        """Let the workers drop the partitions kept for the search."""
+        self._parts = []
+
+    def in_target_units(self, value):
+        with np.errstate(over="ignore", under="ignore"):
+            return value * self.y_scale * self.y_scale
+
+    def _sums(self, log_bandwidth, n_queries, factors=(1.0,), gradient=True, leave_out=True):
+        """Per factor, the merged ``(c, Σ)`` of the first ``n_queries`` queries."""
+        work = _task(_partition_sums)
+        parts = [
+            work(
+                part,
+                np.asarray(log_bandwidth, dtype=float),
+                n_queries,
+                tuple(factors),
+                gradient,
+                leave_out,
+            )
+            for part in self._parts
+        ]
+        return _tree(parts, _merge_partition_sums).compute()
+
+    def _squared_error(self, log_bandwidth, rows, merged, gradient):
+        """The scaled criterion (and its gradient) of the queries ``rows`` (a prefix)."""
+        b = len(rows)
+        t = self.query_values.shape[1]
+        d = self.queries.shape[1]
+        _, sums = merged
+        S0 = sums[:, 0]
+        ybar = sums[:, 1 : 1 + t] / S0[:, None]
+        residual = self.query_values[:b] - ybar
+        s = self.query_weights[:b]
+        scale = self.n / b / self.total
+        value = scale * (s @ np.einsum("ij,ij->i", residual, residual))
+        if not gradient:
+            return value
+        Q = self.queries[:b] / np.exp(log_bandwidth)
+        Q2 = Q**2
+        base = 1 + t
+        start = base + 2 * d
+        # Σ_j e u_f² and Σ_j e y_o u_f², u = q − k: q² Σ e − 2q Σ e k + Σ e k².
+        plain_u2 = Q2 * S0[:, None] - 2.0 * Q * sums[:, base : base + d]
+        plain_u2 += sums[:, base + d : start]
+        valued_u2 = (
+            Q2[:, None, :] * sums[:, 1 : 1 + t, None]
+            - 2.0 * Q[:, None, :] * sums[:, start : start + t * d].reshape(b, t, d)
+            + sums[:, start + t * d : start + 2 * t * d].reshape(b, t, d)
+        )
+        inner = np.einsum("bt,btf->bf", residual, valued_u2)
+        inner -= np.einsum("bt,bt->b", residual, ybar)[:, None] * plain_u2
+        return value, -2.0 * scale * ((s / S0) @ inner)
+
+    def scaled_loss_and_grad(self, log_bandwidth, rows):
+        (merged,) = self._sums(log_bandwidth, len(rows))
+        return self._squared_error(log_bandwidth, rows, merged, gradient=True)
+
+    def scaled_loss(self, log_bandwidth, rows):
+        (merged,) = self._sums(log_bandwidth, len(rows), gradient=False)
+        return self._squared_error(log_bandwidth, rows, merged, gradient=False)
+
+    def scaled_grid_losses(self, bandwidth, factors, rows):
+        log_bandwidth = np.log(bandwidth)
+        merged = self._sums(log_bandwidth, len(rows), factors, gradient=False)
+        return np.array([self._squared_error(log_bandwidth, rows, m, False) for m in merged])
+
+    def effective_dof(self, log_bandwidth, rows):
+        """tr(S) estimated from the queries ``rows``: each query's own weight
+        :math:`s_i / \\sum_j s_j \\kappa_{ij}` (itself included), scaled to all rows."""
+        ((top, sums),) = self._sums(log_bandwidth, len(rows), gradient=False, leave_out=False)
+        own = np.exp(np.maximum(self.query_log_weights[: len(rows)] - top, EXP_FLOOR))
+        return float(self.n / len(rows) * np.sum(own / sums[:, 0]))
+
+
+def _prepare_partition(X, y, w, center, y_offset, y_scale, max_weight, queries):
+    """One partition as the search reads it: its rows of positive weight centered, the
+    values in the search's units, the log-weights, and the (query, key) pairs to leave
+    out (a query and every key with its exact input)."""
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    w = np.ones(len(X)) if w is None else np.asarray(w, dtype=float).reshape(-1)
+    active = w > 0
+    X, Y, w = X[active], Y[active], w[active]
+    # The left-out pairs: candidates by the first input, then whole rows compared.
+    left_queries, left_keys = [], []
+    candidates = np.flatnonzero(np.isin(X[:, 0], queries[:, 0]))
+    if len(candidates):
+        index = {}
+        for i, row in enumerate(map(tuple, queries)):
+            index.setdefault(row, []).append(i)
+        for j in candidates:
+            for i in index.get(tuple(X[j]), ()):
+                left_queries.append(i)
+                left_keys.append(j)
+    order = np.argsort(np.asarray(left_queries, dtype=int), kind="stable")
+    left = (
+        np.asarray(left_queries, dtype=int)[order],
+        np.asarray(left_keys, dtype=int)[order],
+    )
+    return {
+        "inputs": X - center,
+        "values": (Y - y_offset) / y_scale,
+        "log_weights": np.log(w / max_weight),
+        "queries": queries - center,
+        "left_out": left,
+    }
+
+
+def _partition_sums(part, log_bandwidth, n_queries, factors, gradient, leave_out):
+    """Per factor ``c`` of the bandwidth, ``(c_i, Σ_i)`` of the first ``n_queries``
+    queries against this partition's keys: the kernel sums of :class:`PartitionedCriterion`
+    on the partition's own shift ``c_i`` (−inf where it has no key for the query)."""
+    # One BLAS thread: the products are small, and threads of the local scheduler (or of
+    # other tasks) already share the cores.
+    with single_threaded_blas():
+        return _kernel_sums(part, log_bandwidth, n_queries, factors, gradient, leave_out)
+
+
+def _kernel_sums(part, log_bandwidth, n_queries, factors, gradient, leave_out):
+    h = np.exp(log_bandwidth)
+    queries = part["queries"][:n_queries]
+    inputs, values = part["inputs"], part["values"]
+    left_queries, left_keys = part["left_out"] if leave_out else (np.zeros(0, int),) * 2
+    inside = left_queries < n_queries
+    left_queries, left_keys = left_queries[inside], left_keys[inside]
+    n_keys = len(inputs)
+    out = []
+    for factor in factors:
+        K = inputs / (h * factor)
+        Q = queries / (h * factor)
+        if gradient:
+            columns = [np.ones((n_keys, 1)), values, K, K**2]
+            columns += [value_key_columns(values, K), value_key_columns(values, K**2)]
+        else:
+            columns = [np.ones((n_keys, 1)), values]
+        columns = np.hstack(columns)
+        # −½‖q − k‖² + log s in one product: [q, −½‖q‖², 1] · [k, 1, −½‖k‖² + log s].
+        half_sq = -0.5 * np.einsum("ij,ij->i", Q, Q)
+        Q_aug = np.hstack([Q, half_sq[:, None], np.ones((len(Q), 1))])
+        K_aug = np.vstack(
+            [K.T, np.ones(n_keys), -0.5 * np.einsum("ij,ij->i", K, K) + part["log_weights"]]
+        )
+        top = np.full(len(Q), -np.inf)
+        sums = np.zeros((len(Q), columns.shape[1]))
+        width = min(max(n_keys, 1), KEY_TILE)
+        for rows in iter_query_blocks(len(Q), width, n_arrays=2):
+            top[rows], sums[rows] = _tiled_kernel_sums(
+                Q_aug[rows], K_aug, columns, left_queries, left_keys, rows.start
+            )
+        out.append((top, sums))
+    return out
+
+
+def _tiled_kernel_sums(Q_aug, K_aug, columns, left_queries, left_keys, first):
+    """``(c, Σ_j e^{ℓ_j − c} columns_j)`` of a block of queries (rows ``first, …`` of the
+    sample) over tiles of keys that stay in cache, on the running maximum ``c`` of their
+    logits (the online softmax); the left-out pairs weigh nothing."""
+    b = len(Q_aug)
+    n_keys = K_aug.shape[1]
+    mine = (left_queries >= first) & (left_queries < first + b)
+    left_rows, left_cols = left_queries[mine] - first, left_keys[mine]
+    top = np.full(b, -np.inf)
+    sums = np.zeros((b, columns.shape[1]))
+    buffer = np.empty((b, min(max(n_keys, 1), KEY_TILE)))
+    for start in range(0, n_keys, KEY_TILE):
+        stop = min(start + KEY_TILE, n_keys)
+        logits = np.matmul(Q_aug, K_aug[:, start:stop], out=buffer[:, : stop - start])
+        if len(left_rows):
+            here = (left_cols >= start) & (left_cols < stop)
+            logits[left_rows[here], left_cols[here] - start] = -np.inf
+        new_top = np.maximum(top, logits.max(axis=1))
+        # A row that has met only left-out keys has no shift yet (−inf): its sums are 0.
+        shift = np.where(np.isfinite(new_top), new_top, 0.0)
+        sums *= np.exp(np.where(np.isfinite(top), top, shift) - shift)[:, None]
+        top = new_top
+        logits -= shift[:, None]
+        np.maximum(logits, EXP_FLOOR, out=logits)
+        np.exp(logits, out=logits)
+        if len(left_rows):
+            # The floor would give a left-out pair exp(EXP_FLOOR), not 0.
+            logits[left_rows[here], left_cols[here] - start] = 0.0
+        sums += logits @ columns[start:stop]
+    return top, sums
+
+
+def _merge_partition_sums(*parts):
+    """The partitions' ``(c, Σ)`` (per factor) merged at the larger shift."""
+    merged = []
+    for pieces in zip(*parts, strict=True):
+        top, sums = pieces[0]
+        for other_top, other_sums in pieces[1:]:
+            new_top = np.maximum(top, other_top)
+            with np.errstate(invalid="ignore"):
+                # A side without keys for a query (c = −inf) adds nothing.
+                a = np.where(np.isfinite(top), np.exp(top - new_top), 0.0)
+                b = np.where(np.isfinite(other_top), np.exp(other_top - new_top), 0.0)
+            sums = sums * a[:, None] + other_sums * b[:, None]
+            top = new_top
+        merged.append((top, sums))
+    return merged

@@ -774,18 +774,32 @@ _SAME_OPTIMUM = 0.1
 _LATER_ITERATIONS = 12
 
 
-def _subset_stages(n, rng):
-    """Nested random subsets of the queries, growing; ``[None]`` (all rows) for small n."""
+def subset_sizes(n):
+    """The sizes of the nested subsets of queries a search of ``n`` rows runs on, growing
+    (600, then 2 400); none (an exact search on all rows) for at most 4 000 rows.
+
+    Examples
+    --------
+    >>> subset_sizes(3000), subset_sizes(10**6)
+    ([], [600, 2400])
+    """
     if n <= _EXACT_ROWS:
-        return [None]
-    order = rng.permutation(n)
+        return []
     sizes = []
     size = _FIRST_SUBSET
     while size < min(n, _LAST_SUBSET):
         sizes.append(size)
         size *= _SUBSET_GROWTH
     sizes.append(min(n, _LAST_SUBSET))
-    return [np.sort(order[:size]) for size in sizes]
+    return sizes
+
+
+def _subset_stages(n, rng):
+    """Nested random subsets of the queries, growing; ``[None]`` (all rows) for small n."""
+    if n <= _EXACT_ROWS:
+        return [None]
+    order = rng.permutation(n)
+    return [np.sort(order[:size]) for size in subset_sizes(n)]
 
 
 class BandwidthSelection(NamedTuple):
@@ -893,20 +907,34 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
             f"bandwidth={criterion!r} needs at least 2 distinct training inputs; every row "
             "of X is the same. Give a bandwidth or use 'scott'."
         )
+    start = rule_of_thumb_bandwidth(X, sw, "scott")
+    stages = _subset_stages(len(X), check_random_state(random_state))
+    return search_criterion(objective, start, stages, criterion, kernel, verbose)
+
+
+def search_criterion(objective, start, stages, criterion="loo", kernel="gaussian", verbose=0):
+    """The search of :func:`select_bandwidth` on a criterion object, from Scott's ``start``.
+
+    ``objective`` has ``n`` (the training rows) and, in search units, the methods
+    ``scaled_loss_and_grad(log_h, rows)``, ``scaled_loss(log_h, rows)``,
+    ``scaled_grid_losses(h, factors, rows)``, ``effective_dof(log_h, rows)`` and
+    ``in_target_units(value)``, where ``rows`` is an entry of ``stages`` (``None``: all
+    rows; otherwise a subset of the queries the objective understands, of ``len`` queries).
+    The in-memory :class:`_Criterion` is one; the Dask path's criterion, whose sums are taken
+    on the workers, is another.
+    """
     started = time.perf_counter()
 
     def say(level, message):
         if verbose >= level:
             print(f"[bandwidth={criterion!r} {time.perf_counter() - started:7.2f} s] {message}")
 
-    start = rule_of_thumb_bandwidth(X, sw, "scott")
     lower = np.log(start / _LOO_RANGE)
     upper = np.log(start * _LOO_RANGE)
     bounds = list(zip(lower, upper, strict=True))
-    stages = _subset_stages(len(X), check_random_state(random_state))
     log_h = None
     for stage, rows in enumerate(stages):
-        n_queries = len(X) if rows is None else len(rows)
+        n_queries = objective.n if rows is None else len(rows)
         first = stage == 0
 
         def evaluate(log_h, rows=rows):
@@ -946,7 +974,7 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
             if (
                 criterion == "loo"
                 and rows is None
-                and len(X) <= _RESTART_ROWS
+                and objective.n <= _RESTART_ROWS
                 and len(best) > 1
                 and (len(best) <= _RESTART_FEATURES or kernel != "gaussian")
             ):
@@ -979,7 +1007,7 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
         lower_edge=log_h <= lower + 0.01,
         upper_edge=log_h >= upper - 0.01,
         effective_dof=dof,
-        n_queries=len(X) if stages[-1] is None else len(stages[-1]),
+        n_queries=objective.n if stages[-1] is None else len(stages[-1]),
     )
 
 

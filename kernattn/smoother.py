@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._engine import NadarayaWatsonRegressor
+from kernattn._engine import NadarayaWatsonRegressor, is_dask_collection
 from kernattn._heads import SoftmaxHeads
 from kernattn._inference import (
     INTERVAL_METHODS,
@@ -262,6 +262,32 @@ class KernelSmoother(NadarayaWatsonRegressor):
         self.categorical_features = categorical_features
         self.ordinal_features = ordinal_features
 
+    def fit(self, X, y, sample_weight=None):
+        """Fit the smoother: select the bandwidth and keep the training set.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+            Training inputs (the keys). float32 input is kept in float32. A dask array or
+            dataframe (with the ``dask`` extra): the leave-one-out search of the Gaussian
+            local-constant smoother evaluates its criterion on the workers (see
+            :ref:`distributed`).
+        y : array_like of shape (n_samples,) or (n_samples, n_outputs)
+            Training targets (the values).
+        sample_weight : array_like of shape (n_samples,), optional
+            Non-negative. An integer weight is the same as repeating the row.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        if is_dask_collection(X) or is_dask_collection(y):
+            from kernattn._dask import fit_smoother
+
+            return fit_smoother(self, X, y, sample_weight)
+        return super().fit(X, y, sample_weight)
+
     def _fit_kernel(self, X, Y, sample_weight):
         self._encoding = self._mixed_encoding(X)
         # The columns of the kernel's inputs the local line lives in: all of them, or with
@@ -322,6 +348,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
             random_state=self.random_state,
             verbose=self.verbose,
         )
+        return self._use_selection(selection)
+
+    def _use_selection(self, selection):
+        """The fitted attributes a bandwidth selection reports; its bandwidth."""
         if self.bandwidth == "loo":
             self.loo_error_ = selection.value
         else:

@@ -170,3 +170,163 @@ def test_attention_predict_with_some_heads_on_partitions(client):
     model = _quiet(AttentionRegressor(n_heads=2, head_dim=2, max_iter=5, random_state=0).fit, X, y)
     lazy = model.predict(da.from_array(X[:90], chunks=30), heads=[1])
     np.testing.assert_allclose(lazy.compute(), model.predict(X[:90], heads=[1]), rtol=1e-12)
+
+
+# ------------------------------------------------------------- the smoother's search
+
+
+def _search_data(n=6000, d=3, seed=0):
+    X, y = _data(n=n, d=d, seed=seed)
+    # Exact duplicates (left out with their twin), some across partitions.
+    X[100] = X[n - 1000]
+    X[200] = X[201]
+    weight = np.random.default_rng(seed + 1).uniform(0.5, 2.0, n)
+    weight[::7] = 0.0
+    return X, y, weight
+
+
+def _worker_sample(X, y, weight, chunks, random_state, size=2400):
+    """The queries the workers sample (their global rows, in sampling order), drawn here
+    from the same seeds."""
+    from kernattn.linear._chunks import ChunkSummary, sample_seed, summarize
+
+    seed = sample_seed(random_state)
+    parts = [
+        summarize(X[s : s + chunks], y[s : s + chunks], weight[s : s + chunks], s, [seed, i], size)
+        for i, s in enumerate(range(0, len(X), chunks))
+    ]
+    return ChunkSummary.merge(*parts).sample[1]
+
+
+def _as_dask(chunks, *arrays):
+    return [da.from_array(a, chunks=chunks) for a in arrays]
+
+
+def test_partitioned_criterion_is_the_in_memory_criterion_on_the_same_queries(client):
+    from kernattn._dask import PartitionedCriterion, _blocks, _task, _tree
+    from kernattn.bandwidth import _Criterion
+    from kernattn.linear._chunks import ChunkSummary, summarize
+
+    X, y, weight = _search_data()
+    Xd, yd, wd = _as_dask(1500, X, y, weight)
+    parts = [
+        _task(summarize)(Xb, yb, wb, 1500 * i, [7, i], 2400)
+        for i, (Xb, yb, wb) in enumerate(_blocks(Xd, yd, wd))
+    ]
+    summary = _tree(parts, ChunkSummary.merge).compute()
+    on_workers = PartitionedCriterion(Xd, yd, wd, summary)
+    active = np.flatnonzero(weight > 0)
+    in_memory = _Criterion(X[active], y[active, None], weight[active], "gaussian")
+    queries = np.searchsorted(active, summary.sample[1])
+    log_h = np.log(on_workers.scott) + np.array([-0.5, 0.2, 0.8])
+    for size in (600, 2400):
+        rows = np.arange(size)
+        value, grad = on_workers.scaled_loss_and_grad(log_h, rows)
+        expected, expected_grad = in_memory.scaled_loss_and_grad(log_h, queries[:size])
+        np.testing.assert_allclose(value, expected, rtol=1e-10)
+        np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-12)
+        factors = np.array([0.1, 1.0, 3.0])
+        np.testing.assert_allclose(
+            on_workers.scaled_grid_losses(on_workers.scott, factors, rows),
+            in_memory.scaled_grid_losses(on_workers.scott, factors, queries[:size]),
+            rtol=1e-10,
+        )
+        np.testing.assert_allclose(
+            on_workers.effective_dof(log_h, rows),
+            in_memory.effective_dof(log_h, queries[:size]),
+            rtol=1e-10,
+        )
+
+
+def test_smoother_search_on_workers_is_the_in_memory_search_on_the_same_queries(client, capsys):
+    from kernattn.bandwidth import _Criterion, rule_of_thumb_bandwidth, search_criterion
+
+    X, y, weight = _search_data()
+    model = KernelSmoother(bandwidth="loo", random_state=5, verbose=1)
+    model.fit(*_as_dask(1500, X, y), sample_weight=da.from_array(weight, chunks=1500))
+    printed = capsys.readouterr().out
+    assert "2400 queries sampled on the workers" in printed
+    assert "2400 queries: criterion" in printed
+    # The in-memory search's steps on the queries the workers drew.
+    active = np.flatnonzero(weight > 0)
+    queries = np.searchsorted(active, _worker_sample(X, y, weight, 1500, 5))
+    objective = _Criterion(X[active], y[active, None], weight[active], "gaussian")
+    start = rule_of_thumb_bandwidth(X[active], weight[active])
+    expected = search_criterion(objective, start, [queries[:600], queries])
+    # The criterion reported is the in-memory criterion at the bandwidth found, on the
+    # same queries; sums added in another order (1e-16) steer the optimizer a little
+    # differently, and both searches stop within the stage's tolerance (1e-6) of the same
+    # minimum.
+    found = objective.scaled_loss(np.log(model.bandwidth_), queries)
+    np.testing.assert_allclose(model.loo_error_, objective.in_target_units(found), rtol=1e-10)
+    np.testing.assert_allclose(model.loo_error_, expected.value, rtol=1e-5)
+    np.testing.assert_allclose(model.bandwidth_[:2], expected.bandwidth[:2], rtol=1e-4)
+    np.testing.assert_allclose(model.bandwidth_, expected.bandwidth, rtol=1e-2)
+    np.testing.assert_allclose(model.effective_dof_, expected.effective_dof, rtol=1e-3)
+    # The fitted smoother is the in-memory one at that bandwidth, training rows in memory.
+    reference = KernelSmoother(bandwidth=model.bandwidth_).fit(X, y, sample_weight=weight)
+    assert isinstance(model.X_fit_, np.ndarray)
+    Q = np.random.default_rng(3).normal(size=(50, 3))
+    np.testing.assert_allclose(model.predict(Q), reference.predict(Q), rtol=1e-12)
+    lazy = model.predict(da.from_array(Q, chunks=25))
+    np.testing.assert_allclose(lazy.compute(), reference.predict(Q), rtol=1e-12)
+
+
+def test_smoother_search_on_workers_is_reproducible_and_checks_its_data(client):
+    X, y, _ = _search_data(n=4800, d=2)
+    Xd, yd = _as_dask(1200, X, y)
+    first = KernelSmoother(bandwidth="loo", random_state=1).fit(Xd, yd)
+    second = KernelSmoother(bandwidth="loo", random_state=1).fit(Xd, yd)
+    np.testing.assert_array_equal(first.bandwidth_, second.bandwidth_)
+    assert first.loo_error_ == second.loo_error_
+    before = first.predict(X[:5])
+    bad = X.copy()
+    bad[7, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        first.fit(*_as_dask(1200, bad, y))
+    with pytest.raises(ValueError, match="distinct training inputs"):
+        first.fit(*_as_dask(1200, np.ones_like(X), y))
+    with pytest.raises(ValueError, match="non-negative"):
+        first.fit(Xd, yd, sample_weight=-np.ones(len(X)))
+    np.testing.assert_array_equal(first.predict(X[:5]), before)
+
+
+def test_smoother_searches_the_workers_cannot_run_are_run_in_memory(client):
+    X, y, _ = _search_data(n=4800, d=2)
+    Xd, yd = _as_dask(1200, X, y)
+    params = dict(bandwidth="gcv", random_state=0)
+    with pytest.warns(UserWarning, match="bandwidth='gcv'.*runs in memory"):
+        cluster = KernelSmoother(**params).fit(Xd, yd)
+    memory = KernelSmoother(**params).fit(X, y)
+    np.testing.assert_array_equal(cluster.bandwidth_, memory.bandwidth_)
+    assert cluster.criterion_ == memory.criterion_
+    # At most 4 000 rows the search is exact, on all rows: in memory, as a fit in memory.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        small = KernelSmoother(bandwidth="loo").fit(*_as_dask(1000, X[:3000], y[:3000]))
+    np.testing.assert_array_equal(
+        small.bandwidth_, KernelSmoother(bandwidth="loo").fit(X[:3000], y[:3000]).bandwidth_
+    )
+    # A rule or a given bandwidth needs no search: the fit in memory.
+    for bandwidth in ("silverman", 0.3):
+        np.testing.assert_array_equal(
+            KernelSmoother(bandwidth=bandwidth).fit(Xd, yd).predict(X[:5]),
+            KernelSmoother(bandwidth=bandwidth).fit(X, y).predict(X[:5]),
+        )
+
+
+def test_smoother_fit_on_a_dask_dataframe_keeps_its_feature_names(client):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y, _ = _search_data(n=4800, d=2)
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    model = KernelSmoother(bandwidth="loo", random_state=0).fit(
+        dd.from_pandas(frame, npartitions=4), dd.from_pandas(pd.Series(y), npartitions=4)
+    )
+    assert list(model.feature_names_in_) == ["a", "b"]
+    assert model.bandwidth_.shape == (2,) and hasattr(model, "irrelevant_features_")
+    np.testing.assert_allclose(
+        model.predict(frame.iloc[:5]),
+        KernelSmoother(bandwidth=model.bandwidth_).fit(frame, y).predict(frame.iloc[:5]),
+        rtol=1e-12,
+    )

@@ -14,9 +14,17 @@ for:
 - the held-out MSE of the distributed fit against an in-memory fit on 1 million rows (the
   in-memory reference of the same estimator; more rows may only help).
 
+Then the smoother: ``KernelSmoother(bandwidth="loo").fit`` on a dask array of 1 million rows
+(d = 4: the first four inputs of the same task, the fourth irrelevant) evaluates its
+leave-one-out criterion on the workers (every partition's kernel sums for the 600, then
+2 400 sampled queries, merged up a tree). Look for the time of the fit with 1 and 2 workers
+against the in-memory search on the same rows in this process (on all its cores), the
+bandwidths and the leave-one-out error each reaches (the searches draw different queries:
+close, not equal), and the held-out MSE of each.
+
 Timings on a shared machine are noisy: compare the ratios printed in one run. Run from the
-repository root: ``python examples/benchmarks/bench_dask.py [--rows 10000000]`` (needs the
-``dask`` extra).
+repository root: ``python examples/benchmarks/bench_dask.py [--rows 10000000]
+[--smoother-rows 1000000] [--only linear|smoother]`` (needs the ``dask`` extra).
 """
 
 import argparse
@@ -55,6 +63,10 @@ def parse_args():
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each setting, interleaved; best time"
     )
+    parser.add_argument(
+        "--smoother-rows", type=int, default=1_000_000, help="rows of the smoother's search"
+    )
+    parser.add_argument("--only", choices=["linear", "smoother"], help="one benchmark only")
     return parser.parse_args()
 
 
@@ -144,6 +156,13 @@ def main():
     args = parse_args()
     # The bound of every query block on the workers (the client's setting is sent along).
     sklearn.set_config(working_memory=args.working_memory)
+    if args.only != "smoother":
+        linear_attention(args)
+    if args.only != "linear":
+        smoother_search(args)
+
+
+def linear_attention(args):
     # %%
     # The bandwidth, once: leave-one-out on 2 000 rows (as in bench_linear.py).
     X_small, y_small = local_rows(2_000, first_seed=10**6, partition=2_000)
@@ -229,6 +248,88 @@ def main():
         f"(the wall-clock speed-up cannot exceed {cpu_two / two[4].max():.2f}x: the share of "
         "the work on the busier worker; a lower measured value is time the workers waited "
         "for the cores)"
+    )
+
+
+# %%
+# The smoother's leave-one-out search on the workers.
+SMOOTHER_D = 4
+SMOOTHER_TEST_ROWS = 2_000
+
+
+def fit_smoother_on_cluster(n_workers, n_rows, args):
+    """``KernelSmoother(bandwidth="loo").fit`` on a dask array generated on a fresh
+    cluster: the fitted smoother, the time of the fit, and the CPU seconds per worker."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=args.memory_limit,
+            dashboard_address=None,
+        )
+    with cluster, Client(cluster) as client:
+        X, y = dask_rows(n_rows, first_seed=0, partition=args.partition)
+        X = X[:, :SMOOTHER_D].persist()
+        y = y.persist()
+        client.run(lambda: __import__("kernattn"))
+        cpu = cpu_seconds(client)
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            model = KernelSmoother(bandwidth="loo", random_state=0).fit(X, y)
+        elapsed = time.perf_counter() - start
+        return model, elapsed, cpu_seconds(client) - cpu
+
+
+def smoother_search(args):
+    n = args.smoother_rows
+    X, y = local_rows(n, first_seed=0, partition=args.partition)
+    X = X[:, :SMOOTHER_D]
+    X_test, y_test = local_rows(SMOOTHER_TEST_ROWS, first_seed=TEST_SEED, partition=args.partition)
+    X_test = X_test[:, :SMOOTHER_D]
+    results = {}
+    for _ in range(args.repeat):
+        start, cpu = time.perf_counter(), time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            memory = KernelSmoother(bandwidth="loo", random_state=0).fit(X, y)
+        elapsed, cpu = time.perf_counter() - start, np.array([time.process_time() - cpu])
+        old = results.get("memory", (memory, elapsed, cpu))
+        results["memory"] = (memory, min(elapsed, old[1]), np.minimum(cpu, old[2]))
+        for n_workers in (1, 2):
+            model, elapsed, cpu = fit_smoother_on_cluster(n_workers, n, args)
+            old = results.get(n_workers, (model, elapsed, cpu))
+            results[n_workers] = (model, min(elapsed, old[1]), np.minimum(cpu, old[2]))
+    del X, y
+    print(
+        f"\nKernelSmoother(bandwidth='loo').fit on {n:,} rows, d = {SMOOTHER_D}, "
+        f"{-(-n // args.partition)} partitions; held-out MSE on {SMOOTHER_TEST_ROWS:,} rows; "
+        f"best of {args.repeat}"
+    )
+    header = (
+        f"{'where':>22} {'fit s':>8} {'vs memory':>10} {'CPU s per process':>18} "
+        f"{'LOO error':>10} {'MSE':>8}  bandwidth"
+    )
+    print(header)
+    print("-" * len(header))
+    reference = results["memory"][1]
+    for key, (model, elapsed, cpu) in results.items():
+        where = "in memory (all cores)" if key == "memory" else f"{key} worker(s)"
+        mse = float(np.mean((model.predict(X_test) - y_test) ** 2))
+        print(
+            f"{where:>22} {elapsed:>8.1f} {reference / elapsed:>9.2f}x "
+            f"{' '.join(f'{c:.1f}' for c in cpu):>18} "
+            f"{model.loo_error_:>10.4f} {mse:>8.4f}  "
+            f"{np.array2string(model.bandwidth_, precision=3)}"
+        )
+    print(
+        f"\nspeed-up of the search on workers, 2 vs 1: {results[1][1] / results[2][1]:.2f}x "
+        f"(the busier worker's CPU seconds: {results[1][2].max() / results[2][2].max():.2f}x "
+        "fewer); the fit includes the first pass, the search and bringing the rows in. CPU "
+        "seconds: of the workers, and of this process (on all its threads) for the search in "
+        "memory; noisy on a shared machine"
     )
 
 
