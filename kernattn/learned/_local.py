@@ -22,8 +22,6 @@ Everything needs only the sums :math:`\sum_j w_j [1, k_j, k_j k_j^\top, y_j, y_j
 """
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-
 from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._local_linear import (
     key_columns,
@@ -34,8 +32,12 @@ from kernattn._local_linear import (
 )
 from kernattn._numerics import shifted_exp
 
-#: The search interval of the log of the logits' factor.
-LOG_FACTOR_BOUNDS = (-5.0, 3.0)
+#: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
+#: points: the kernel as learned), then a fine one around its best point. A fixed grid, not a
+#: line search, so that rounding (e.g. integer weights against repeated rows) cannot send the
+#: search down another path.
+COARSE_GRID = np.linspace(-5.0, 3.0, 17)
+FINE_GRID = np.linspace(-0.4, 0.4, 9)
 #: Queries (duplicate groups) whose leave-one-out error sets the width for large n.
 WIDTH_QUERIES = 2048
 
@@ -144,8 +146,8 @@ def leave_one_out_lines(objective, theta, log_factor, queries):
 
 def tune_width(objective, theta, rng):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
-    squared error of the local-linear mixture (bounded search over
-    ``LOG_FACTOR_BOUNDS``; the queries are at most ``WIDTH_QUERIES`` duplicate groups).
+    squared error of the local-linear mixture (over ``COARSE_GRID``, then ``FINE_GRID``
+    around its best point; the queries are at most ``WIDTH_QUERIES`` duplicate groups).
 
     Returns the log-factor and the leave-one-out loss (divided by the targets' variance)
     at it.
@@ -166,10 +168,9 @@ def tune_width(objective, theta, rng):
         )
 
     with single_threaded_blas():
-        result = minimize_scalar(
-            loss, bounds=LOG_FACTOR_BOUNDS, method="bounded", options={"xatol": 0.02}
-        )
-        at_one = loss(0.0)
-    if at_one <= result.fun:
-        return 0.0, at_one
-    return float(result.x), float(result.fun)
+        coarse = [loss(x) for x in COARSE_GRID]
+        best = COARSE_GRID[int(np.argmin(coarse))]
+        fine = best + FINE_GRID
+        losses = [loss(x) for x in fine]
+    i = int(np.argmin(losses))
+    return float(fine[i]), float(losses[i])

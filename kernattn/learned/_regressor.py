@@ -177,6 +177,31 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         the analogue of a transformer's output projection; this goes beyond Nadaraya–Watson
         (the weights need not sum to 1, the prediction can leave the targets' range, and
         the output can stretch small differences between heads).
+    degree : {0, 1}, default=0
+        0: each head's estimate is the softmax average of the targets (Nadaraya–Watson).
+        1: each head fits a weighted least-squares line at the query, in the head's key
+        space (the query's key projection against the keys, weighted by the head's
+        softmax weights), and predicts its value there: the local-linear estimate, whose
+        equivalent weights :math:`l_i = w_i (1 + (k_i - m)^\top C^{-1}(k(x) - m))` sum to 1
+        but can be negative. This goes beyond Nadaraya–Watson: it removes the kernel
+        average's bias at the edges of the data and along slopes, but the prediction can
+        leave ``[min y, max y]``. The projections are learned as for ``degree=0``; then
+        every head's logits are multiplied by one factor (``width_factor_``, in
+        ``scale_``) chosen by the leave-one-out error of the local-linear mixture (a line
+        wants more neighbors than an average). A query whose weights rest on fewer
+        distinct training inputs than the line has parameters gets the kernel average,
+        with a :class:`~kernattn.BandwidthWarning`.
+    warp : int, default=0
+        Number of pieces of a learned monotone warp of each standardized input (0: no
+        warp). Each feature goes through an increasing, continuous, piecewise-linear
+        function with knots at ``warp + 1`` quantiles of its training values and one
+        learned slope per piece (the end pieces extend outward), learned with the
+        projections by the leave-one-out loss; ``alpha`` times the squared differences
+        of neighboring log-slopes keeps it smooth. A Gaussian head on warped inputs has a
+        bandwidth that varies along each feature (narrow where the target changes fast,
+        wide where it is flat); the weights are still a softmax of the logits, so with
+        ``degree=0`` and the convex mixture the estimate is still Nadaraya–Watson. 8 is a
+        good start in low dimension.
     leave_one_out : bool, default=True
         Train on the leave-one-out loss, where each training point is predicted from the
         others. ``False`` trains on the resubstitution loss (each point predicted with
@@ -278,6 +303,17 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     center_, input_scale_ : ndarray of shape (n_features,)
         The standardization :math:`u = (x - c)/\sigma` (zeros and ones without
         ``standardize``).
+    warp_knots_ : ndarray of shape (n_features, warp + 1)
+        The knots :math:`t_0 < \dots < t_P` of each feature's warp, in standardized units
+        (only with ``warp > 0``).
+    warp_slopes_ : ndarray of shape (n_features, warp)
+        The slope of each piece of each feature's warp: the heads project
+        :math:`\phi(u)` with :math:`\phi(u) = t_0 + \sum_p \text{slope}_p
+        (\min(\max(u, t_p), t_{p+1}) - t_p)` (the end pieces unbounded outward) instead of
+        :math:`u` (only with ``warp > 0``).
+    width_factor_ : float
+        The factor of every head's logits chosen for the local lines (only with
+        ``degree=1``; already part of ``scale_``).
     loss_curve_ : list of float
         Training loss (leave-one-out :math:`1 - R^2` plus penalty) per iteration or epoch.
     validation_scores_ : list of float
@@ -320,6 +356,17 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     array([0.5774])
     >>> model.attention_weights(X[:2]).sum(axis=1).round(12)
     array([1., 1.])
+
+    A variable bandwidth (a learned warp of the input), and on top of it local lines:
+
+    >>> x = np.sort(rng.uniform(0, 3, size=(150, 1)), axis=0)
+    >>> y = np.where(x[:, 0] < 1.5, 0.0, np.sin(6 * x[:, 0])) + 0.1 * rng.normal(size=150)
+    >>> warped = AttentionRegressor(warp=8, random_state=0).fit(x, y)
+    >>> warped.warp_slopes_.shape
+    (1, 8)
+    >>> lines = AttentionRegressor(warp=8, degree=1, random_state=0).fit(x, y)
+    >>> bool(lines.width_factor_ > 0)
+    True
     """
 
     _parameter_constraints: dict = {
@@ -550,8 +597,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             # The kernel standardizes its inputs itself: it gets the warped inputs back in
             # the units of X, c + σ φ((x − c)/σ).
             X = center + input_scale * objective.inputs(theta)
-        if self.degree == 1 and groups.n_groups > 1:
-            log_factor, _ = tune_width(objective, theta, rng)
+        if self.degree == 1:
+            # A line needs more distinct neighbors than its head_dim + 1 parameters.
+            log_factor = 0.0
+            if groups.n_groups > head_dim + 1:
+                log_factor, _ = tune_width(objective, theta, rng)
             self.width_factor_ = float(np.exp(log_factor))
             scale = scale * self.width_factor_
         kernel = SoftmaxHeads(
@@ -594,6 +644,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             self._line_parameters.append(n_line_parameters(keys))
         # Exact duplicates count once in a neighborhood (None: every input differs).
         self._groups = groups.ids if groups.n_groups < len(groups.ids) else None
+        self._n_distinct = groups.n_groups
 
     def _training_plan(self, n_groups):
         """The optimizer, the keys per step and the Adam steps per iteration.
@@ -712,6 +763,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     def _head_moments(self, X, h, return_std):
         if self.degree == 0:
             return super()._head_moments(X, h, return_std)
+        if self._line_parameters[h] > self._n_distinct:
+            # Fewer distinct training inputs than the line has parameters: no query has a
+            # line (and a ridge-sized solve would be rounding noise).
+            first, spread, _ = super()._head_moments(X, h, return_std)
+            return first, spread, np.ones(len(X), dtype=bool)
         # One pass over the keys (in tiles, as for the kernel average) gives every sum the
         # local line needs.
         kernel = self.kernel_
@@ -744,7 +800,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     def _head_weights(self, X, h):
         weights = super()._head_weights(X, h)
-        if self.degree == 0:
+        if self.degree == 0 or self._line_parameters[h] > self._n_distinct:
             return weights
         kernel = self.kernel_
         Q = kernel.project(X, h, side="key")
