@@ -22,6 +22,7 @@ Everything needs only the sums :math:`\sum_j w_j [1, k_j, k_j k_j^\top, y_j, y_j
 """
 
 import numpy as np
+
 from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._local_linear import (
     key_columns,
