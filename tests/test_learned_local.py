@@ -162,18 +162,22 @@ def test_degree_one_is_weighted_least_squares_at_the_query(warp):
         return np.sqrt(s) * U @ W
 
     K, Q = keys_of(X), keys_of(queries)
-    prediction = model.predict(queries)
-    for q, value in zip(Q, prediction, strict=True):
+    prediction, spread = model.predict(queries, return_std=True)
+    for q, value, std in zip(Q, prediction, spread, strict=True):
         logits = -0.5 * np.sum((K - q) ** 2, axis=1) + np.log(sw)
         w = np.exp(logits - logits.max())
-        expected = weighted_line_at(q, K, y, w / w.sum())
+        w /= w.sum()
+        expected = weighted_line_at(q, K, y, w)
         # Up to the solve's tiny ridge (1e-12 of the second moments).
         assert value == pytest.approx(expected, rel=1e-6, abs=1e-8)
+        # The spread of the targets under the kernel weights, around the line's value.
+        assert std == pytest.approx(np.sqrt(w @ (y - value) ** 2), rel=1e-6)
     weights = model.attention_weights(queries)
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-10)
     np.testing.assert_allclose(weights @ y, prediction, rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short run
 def test_degree_one_reproduces_a_linear_function():
     rng = np.random.default_rng(4)
     X = rng.normal(size=(60, 3))
