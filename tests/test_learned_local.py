@@ -273,3 +273,17 @@ def test_pruned_local_linear_heads_keep_their_lines():
     np.testing.assert_allclose(
         pruned.predict(queries), pruned.attention_weights(queries) @ y, rtol=1e-7, atol=1e-9
     )
+
+
+def test_warm_start_continues_from_the_warp_and_the_learned_width():
+    X, y = bumpy_data(n=80)
+    model = AttentionRegressor(warp=4, degree=1, random_state=0).fit(X, y)
+    slopes, scale = model.warp_slopes_.copy(), model.scale_.copy()
+    model.set_params(warm_start=True, max_iter=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    # One more iteration from where the last fit ended: the same warp and metric (up to
+    # that step), and the same width for the lines.
+    np.testing.assert_allclose(model.warp_slopes_, slopes, rtol=0.05)
+    np.testing.assert_allclose(model.scale_, scale, rtol=0.05)

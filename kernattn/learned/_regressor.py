@@ -674,13 +674,18 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             and previous.head_bias.shape == (layout.n_outputs,)
             and (not layout.convex or _is_convex(previous.head_weights))
         ):
-            # head_bias is in centered units: the new targets may have another mean.
+            # head_bias is in centered units: the new targets may have another mean. The
+            # local lines' width factor is not part of the learned scale; a warp of the same
+            # shape is kept (its knots follow the new data).
+            slopes = getattr(self, "warp_slopes_", None)
+            keep_warp = slopes is not None and slopes.shape == layout.warp_shape
             return layout.pack(
                 previous.query_weights,
                 previous.key_weights,
-                np.log(previous.scale),
+                np.log(previous.scale / getattr(self, "width_factor_", 1.0)),
                 previous.head_weights,
                 previous.head_bias / target_unit,
+                np.log(slopes) if keep_warp else None,
             )
         if user_init is None:
             W = initial_projections(
@@ -825,7 +830,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             )
 
     def predict(self, X, return_std=False, heads=None):
-        r"""Mixed Nadaraya–Watson estimate of the heads.
+        r"""Mixed Nadaraya–Watson estimate of the heads (local-linear with ``degree=1``).
 
         Parameters
         ----------
