@@ -175,10 +175,16 @@ class Layout:
         return query, key, log_scale, theta[self.slices["a"]], theta[self.slices["b"]]
 
     def log_slopes(self, theta):
-        """The warp's log-slopes (n_features, warp_pieces), or ``None`` without a warp."""
+        """The warp's log-slopes (n_features, warp_pieces), or ``None`` without a warp.
+
+        Centered per feature (the parameters minus their mean): the warp only shares out
+        the resolution along each feature, its overall scale is the projection's. A free
+        mean would trade off exactly against the size of the projection, a direction in
+        which the loss is flat and the optimizer crawls."""
         if not self.warped:
             return None
-        return theta[self.slices["warp"]].reshape(self.warp_shape)
+        raw = theta[self.slices["warp"]].reshape(self.warp_shape)
+        return raw - raw.mean(axis=1, keepdims=True)
 
     def pack_gradient(self, g_query, g_key, g_log_scale, g_a, g_b, a, g_warp=None):
         r"""The gradient as a flat vector, from the gradients with respect to ``W_q``,
@@ -603,6 +609,8 @@ class LeaveOneOutObjective:
         g_warp = None
         if g_inputs is not None:
             g_warp = warp_gradient(self._basis, layout.log_slopes(theta), g_inputs)
+            # Through the centering of the log-slopes (a symmetric projection).
+            g_warp -= g_warp.mean(axis=1, keepdims=True)
         grad = layout.pack_gradient(g_query, g_key, g_log_scale, g_a, g_b, a, g_warp)
         if total == 0:
             grad[:] = 0.0
