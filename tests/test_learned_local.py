@@ -201,7 +201,7 @@ def test_leave_one_out_lines_leave_the_query_out():
     theta = layout.pack(np.eye(2)[None], None, None, np.ones(1), np.zeros(1))
     log_factor = -0.3
     queries = np.arange(25)
-    lines = leave_one_out_lines(objective, theta, log_factor, queries)
+    lines, _ = leave_one_out_lines(objective, theta, log_factor, queries)
     scale = 0.7 * np.exp(log_factor)
     for i in queries:
         others = np.flatnonzero(np.any(X != X[i], axis=1))

@@ -41,6 +41,9 @@ COARSE_GRID = np.linspace(-5.0, 3.0, 17)
 FINE_GRID = np.linspace(-0.4, 0.4, 9)
 #: Queries (duplicate groups) whose leave-one-out error sets the width for large n.
 WIDTH_QUERIES = 2048
+#: A width at which more than this share of the leave-one-out queries have too few neighbors
+#: for a line (and fall back on the kernel average) is not a width for local lines.
+MAX_FALLBACK = 0.01
 
 
 def line_estimate(sums, Q, t, d):
@@ -108,7 +111,9 @@ def equivalent_weights(weights, keys, Q, n_params, groups=None):
 
 def leave_one_out_lines(objective, theta, log_factor, queries):
     """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
-    head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs).
+    head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
+    the mask of the queries for which some head had too few neighbors for a line (they got
+    its kernel average).
 
     Each query attends to every training row outside its duplicate group (as in the
     leave-one-out loss of :mod:`kernattn.learned._objective`); the line of head ``h`` is
@@ -122,6 +127,7 @@ def leave_one_out_lines(objective, theta, log_factor, queries):
     groups = objective.groups
     ids = groups.ids
     out = np.empty((len(queries), Y.shape[1]))
+    fell_back = np.zeros(len(queries), dtype=bool)
     n_params = [n_line_parameters(head.Pk) for head in heads]
 
     def block(span):
@@ -136,19 +142,25 @@ def leave_one_out_lines(objective, theta, log_factor, queries):
             groups.leave_out(logits, rows)
             weights = shifted_exp(logits)
             weights /= weights.sum(axis=1, keepdims=True)
-            lines, _ = equivalent_weights(weights, head.Pk, head.Pk[rows], n_params[h], ids)
+            lines, fallback = equivalent_weights(weights, head.Pk, head.Pk[rows], n_params[h], ids)
+            fell_back[span] |= fallback
             estimate += a[h] * (lines @ Y)
         out[span] = estimate
         return None
 
     map_query_blocks(block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=4)
-    return out
+    return out, fell_back
 
 
 def tune_width(objective, theta, rng):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
     squared error of the local-linear mixture (over ``COARSE_GRID``, then ``FINE_GRID``
     around its best point; the queries are at most ``WIDTH_QUERIES`` duplicate groups).
+
+    Only widths at which at most ``MAX_FALLBACK`` of the queries lack the neighbors of a
+    line count: a narrow kernel whose estimates are mostly kernel averages can have a low
+    leave-one-out error among the training points and still leave most new queries
+    without a line.
 
     Returns the log-factor and the leave-one-out loss (divided by the targets' variance)
     at it.
@@ -162,7 +174,9 @@ def tune_width(objective, theta, rng):
     sw = objective.sw[queries]
 
     def loss(log_factor):
-        residual = leave_one_out_lines(objective, theta, log_factor, queries)
+        residual, fell_back = leave_one_out_lines(objective, theta, log_factor, queries)
+        if sw[fell_back].sum() > MAX_FALLBACK * sw.sum():
+            return np.inf
         residual -= objective.Y[queries]
         return float(sw @ np.einsum("ij,ij->i", residual, residual)) / (
             objective.variance * sw.sum()
@@ -174,4 +188,6 @@ def tune_width(objective, theta, rng):
         fine = best + FINE_GRID
         losses = [loss(x) for x in fine]
     i = int(np.argmin(losses))
+    if not np.isfinite(losses[i]):
+        return 0.0, np.inf  # lines nowhere: the kernel as learned
     return float(fine[i]), float(losses[i])
