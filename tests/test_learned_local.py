@@ -287,3 +287,29 @@ def test_warm_start_continues_from_the_warp_and_the_learned_width():
     # that step), and the same width for the lines.
     np.testing.assert_allclose(model.warp_slopes_, slopes, rtol=0.05)
     np.testing.assert_allclose(model.scale_, scale, rtol=0.05)
+
+
+def test_the_width_of_the_lines_leaves_few_queries_without_a_line():
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(60, 6))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.3 * rng.normal(size=60)
+    model = AttentionRegressor(degree=1, random_state=0).fit(X, y)
+    Z = (X - model.center_) / model.input_scale_
+    layout = Layout(1, 6, 6, 1, True, False)
+    objective = LeaveOneOutObjective(
+        Z,
+        (y - y.mean())[:, None],
+        np.ones(60),
+        DuplicateGroups(X),
+        layout,
+        "gaussian",
+        model.scale_ / model.width_factor_,
+        0.0,
+    )
+    theta = layout.pack(model.query_projection_, None, None, np.ones(1), np.zeros(1))
+    queries = np.arange(60)
+    _, fell_back = leave_one_out_lines(objective, theta, np.log(model.width_factor_), queries)
+    assert fell_back.mean() <= 0.01
+    # Much narrower, most queries would have lost their line.
+    _, narrow = leave_one_out_lines(objective, theta, np.log(model.width_factor_) + 6, queries)
+    assert narrow.mean() > 0.5
