@@ -71,6 +71,7 @@ from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._heads import key_bias, project
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import power_of_two_scale, shifted_exp
+from kernattn.learned._warp import apply_warp, warp_basis, warp_gradient
 
 # A logit spread below this fraction of the size of the logits' terms is rounding noise.
 _ROUNDING_SPREAD = 1e-12
@@ -99,12 +100,24 @@ class Layout:
         The log-scales are parameters.
     mixture : {"convex", "affine"}, default="convex"
         How the heads' estimates are mixed.
+    warp_pieces : int, default=0
+        Pieces of the monotone warp of each input (:mod:`kernattn.learned._warp`), whose
+        log-slopes (n_features, warp_pieces) come last; 0 for no warp.
     """
 
     def __init__(
-        self, n_heads, n_features, head_dim, n_outputs, tie_qk, learn_scale, mixture="convex"
+        self,
+        n_heads,
+        n_features,
+        head_dim,
+        n_outputs,
+        tie_qk,
+        learn_scale,
+        mixture="convex",
+        warp_pieces=0,
     ):
         self.shape = (n_heads, n_features, head_dim)
+        self.warp_shape = (n_features, warp_pieces)
         self.n_heads = n_heads
         self.n_outputs = n_outputs
         self.tie_qk = tie_qk
@@ -114,7 +127,7 @@ class Layout:
         w = n_heads * n_features * head_dim
         sizes = [("query", w), ("key", 0 if tie_qk else w)]
         sizes += [("log_scale", n_heads if learn_scale else 0), ("a", n_heads)]
-        sizes += [("b", 0 if self.convex else n_outputs)]
+        sizes += [("b", 0 if self.convex else n_outputs), ("warp", n_features * warp_pieces)]
         self.slices = {}
         start = 0
         for name, size in sizes:
@@ -122,11 +135,18 @@ class Layout:
             start += size
         self.size = start
 
-    def pack(self, query, key, log_scale, a, b):
+    @property
+    def warped(self):
+        """Whether the inputs are warped."""
+        return self.warp_shape[1] > 0
+
+    def pack(self, query, key, log_scale, a, b, log_slopes=None):
         """The flat vector of the parameters (``key`` ignored when tied, ``log_scale`` when
         the scale is fixed, ``b`` for a convex mixture, whose ``a`` is stored as its
-        logits ``log a``)."""
-        theta = np.empty(self.size)
+        logits ``log a``; the warp's ``log_slopes`` default to 0, the identity)."""
+        theta = np.zeros(self.size)
+        if self.warped and log_slopes is not None:
+            theta[self.slices["warp"]] = np.ravel(log_slopes)
         theta[self.slices["query"]] = np.ravel(query)
         if not self.tie_qk:
             theta[self.slices["key"]] = np.ravel(key)
@@ -154,7 +174,19 @@ class Layout:
             return query, key, log_scale, a / a.sum(), np.zeros(self.n_outputs)
         return query, key, log_scale, theta[self.slices["a"]], theta[self.slices["b"]]
 
-    def pack_gradient(self, g_query, g_key, g_log_scale, g_a, g_b, a):
+    def log_slopes(self, theta):
+        """The warp's log-slopes (n_features, warp_pieces), or ``None`` without a warp.
+
+        Centered per feature (the parameters minus their mean): the warp only shares out
+        the resolution along each feature, its overall scale is the projection's. A free
+        mean would trade off exactly against the size of the projection, a direction in
+        which the loss is flat and the optimizer crawls."""
+        if not self.warped:
+            return None
+        raw = theta[self.slices["warp"]].reshape(self.warp_shape)
+        return raw - raw.mean(axis=1, keepdims=True)
+
+    def pack_gradient(self, g_query, g_key, g_log_scale, g_a, g_b, a, g_warp=None):
         r"""The gradient as a flat vector, from the gradients with respect to ``W_q``,
         ``W_k``, ``log s`` and the mixture's ``a`` and ``b``.
 
@@ -173,7 +205,18 @@ class Layout:
         else:
             grad[self.slices["a"]] = g_a
             grad[self.slices["b"]] = g_b
+        if g_warp is not None:
+            grad[self.slices["warp"]] = np.ravel(g_warp)
         return grad
+
+    def warp_roughness(self, theta):
+        """The differences of neighboring log-slopes of the warp, ``(n_features,
+        warp_pieces − 1)`` (empty without a warp): what its penalty shrinks, towards a
+        warp of constant slope (a fixed bandwidth)."""
+        log_slopes = self.log_slopes(theta)
+        if log_slopes is None:
+            return np.zeros((0, 0))
+        return np.diff(log_slopes, axis=1)
 
     def off_diagonal(self, theta):
         """The off-diagonal entries of every projection (``W[i, j]`` for ``i != j``), as a
@@ -277,6 +320,11 @@ class LeaveOneOutObjective:
     leave_one_out : bool, default=True
         Leave each query's own duplicate group out of its softmax; ``False`` gives the
         resubstitution loss.
+    warp_knots : ndarray of shape (n_features, warp_pieces + 1), optional
+        The knots of the monotone warp of the inputs (with ``layout.warp_pieces > 0``): the
+        heads project the warped inputs instead of the inputs, and the warp's smoothness,
+        ``alpha`` times the squared differences of neighboring log-slopes, joins the
+        penalty.
     """
 
     def __init__(
@@ -291,8 +339,11 @@ class LeaveOneOutObjective:
         alpha,
         n_jobs=None,
         leave_one_out=True,
+        warp_knots=None,
     ):
         self.Z = np.ascontiguousarray(Z, dtype=float)
+        self.warp_knots = warp_knots if layout.warped else None
+        self._basis = None if self.warp_knots is None else warp_basis(self.Z, warp_knots)
         self.Y = np.ascontiguousarray(Y, dtype=float)
         # Divided by a power of two near the largest (exact, so every ratio of sums is
         # unchanged): weights near 1e308 would overflow their sum.
@@ -316,12 +367,19 @@ class LeaveOneOutObjective:
 
     # ---------------------------------------------------------------- helpers
 
-    def _heads(self, theta, keys):
+    def inputs(self, theta):
+        """What the heads project: the standardized inputs, warped at ``theta``'s slopes."""
+        if self.warp_knots is None:
+            return self.Z
+        return apply_warp(self._basis, self.warp_knots, self.layout.log_slopes(theta))
+
+    def _heads(self, theta, keys, inputs=None):
         query, key, log_scale, _, _ = self.layout.unpack(theta)
         scales = np.exp(log_scale) if log_scale is not None else self.scale
+        inputs = self.inputs(theta) if inputs is None else inputs
         return [
             _Head(
-                self.Z,
+                inputs,
                 query[h],
                 key[h],
                 scales[h],
@@ -459,14 +517,17 @@ class LeaveOneOutObjective:
         # Rows share a group when their inputs are identical: group ids say that already.
         sub.groups = DuplicateGroups(self.groups.ids[rows][:, None])
         sub._values_one = self._values_one[rows]
+        if self._basis is not None:
+            sub._basis = self._basis[rows]
         return sub
 
     def _loss_and_grad(self, theta, queries, keys, gradient):
         layout = self.layout
         H, t = layout.n_heads, layout.n_outputs
         queries, keys, n_keys = self._rows_and_keys(queries, keys)
-        _, _, _, a, b = layout.unpack(theta)
-        heads = self._heads(theta, keys)
+        query, key, _, a, b = layout.unpack(theta)
+        inputs = self.inputs(theta)
+        heads = self._heads(theta, keys, inputs)
         total = self.sw[queries].sum()
         values_one = self._values_one if keys is None else self._values_one[keys]
         values_one_t = np.ascontiguousarray(values_one.T)
@@ -515,7 +576,8 @@ class LeaveOneOutObjective:
             data += part
         scale = self.variance * total if total > 0 else 1.0
         off_diagonal = self.layout.off_diagonal(theta)
-        penalty = self.alpha * np.sum(off_diagonal**2)
+        roughness = self.layout.warp_roughness(theta)
+        penalty = self.alpha * (np.sum(off_diagonal**2) + np.sum(roughness**2))
         if not gradient:
             return data / scale + penalty, None
         g_a, g_b, g_log_scale = np.zeros(H), np.zeros(t), np.zeros(H)
@@ -528,20 +590,36 @@ class LeaveOneOutObjective:
                 grad_keys[h] += key_parts[h]
         g_query = np.empty(layout.shape)
         g_key = np.empty(layout.shape)
+        # ∂L/∂(warped inputs), through both the queries and the keys of every head.
+        g_inputs = np.zeros_like(inputs) if layout.warped else None
         for h, head in enumerate(heads):
-            g_query[h] = self.Z.T @ _unnormalize(grad_queries[h], head.Pq, head.norm_q)
+            gq = _unnormalize(grad_queries[h], head.Pq, head.norm_q)
+            g_query[h] = inputs.T @ gq
             if keys is None:
                 gk = grad_keys[h].T
             else:
                 gk = np.zeros_like(head.Pk)
                 gk[keys] = grad_keys[h].T
-            g_key[h] = self.Z.T @ _unnormalize(gk, head.Pk, head.norm_k)
+            gk = _unnormalize(gk, head.Pk, head.norm_k)
+            g_key[h] = inputs.T @ gk
+            if g_inputs is not None:
+                g_inputs += gq @ query[h].T + gk @ key[h].T
         if layout.tie_qk:
             g_query += g_key
-        grad = layout.pack_gradient(g_query, g_key, g_log_scale, g_a, g_b, a)
+        g_warp = None
+        if g_inputs is not None:
+            g_warp = warp_gradient(self._basis, layout.log_slopes(theta), g_inputs)
+            # Through the centering of the log-slopes (a symmetric projection).
+            g_warp -= g_warp.mean(axis=1, keepdims=True)
+        grad = layout.pack_gradient(g_query, g_key, g_log_scale, g_a, g_b, a, g_warp)
         if total == 0:
             grad[:] = 0.0
         grad += 2.0 * self.alpha * off_diagonal
+        if roughness.size:
+            g_rough = np.zeros(layout.warp_shape)
+            g_rough[:, 1:] += 2.0 * self.alpha * roughness
+            g_rough[:, :-1] -= 2.0 * self.alpha * roughness
+            grad[layout.slices["warp"]] += g_rough.ravel()
         return data / scale + penalty, grad
 
     def within_row_logits(self, query, key, scale, rows):

@@ -11,6 +11,7 @@ as a :class:`~kernattn._heads.SoftmaxHeads` kernel; the engine predicts.
 """
 
 import copy
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -22,8 +23,16 @@ from sklearn.utils.validation import check_is_fitted
 from kernattn._blocks import map_query_blocks
 from kernattn._engine import NadarayaWatsonRegressor, is_dask_collection
 from kernattn._heads import SoftmaxHeads
+from kernattn._local_linear import (
+    key_columns,
+    n_line_parameters,
+    sparse_neighborhoods,
+    value_key_columns,
+)
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import normalized_weights, power_of_two_scale
+from kernattn.bandwidth import BandwidthWarning
+from kernattn.learned._local import equivalent_weights, line_estimate, tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     calibrate_width,
@@ -34,6 +43,7 @@ from kernattn.learned._optimize import (
     validation_split,
     warn_if_saturated,
 )
+from kernattn.learned._warp import apply_warp, quantile_knots, warp_basis
 
 _INITS = ("identity", "pca", "random")
 #: Above this many distinct training inputs, ``optimizer="auto"`` trains with Adam over
@@ -45,6 +55,8 @@ AUTO_KEY_SUBSAMPLE = 4096
 AUTO_STEPS = 32
 # Largest entry of a given init: the logits, quadratic in it, stay far from overflowing.
 _LARGEST_INIT = 1e100
+# Entries of a (rows × keys) array of the rows redone on the exact weights' path.
+_ROW_ENTRIES = 2**18
 
 
 def _standardization(X, sample_weight, standardize):
@@ -165,6 +177,31 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         the analogue of a transformer's output projection; this goes beyond Nadaraya–Watson
         (the weights need not sum to 1, the prediction can leave the targets' range, and
         the output can stretch small differences between heads).
+    degree : {0, 1}, default=0
+        0: each head's estimate is the softmax average of the targets (Nadaraya–Watson).
+        1: each head fits a weighted least-squares line at the query, in the head's key
+        space (the query's key projection against the keys, weighted by the head's
+        softmax weights), and predicts its value there: the local-linear estimate, whose
+        equivalent weights :math:`l_i = w_i (1 + (k_i - m)^\top C^{-1}(k(x) - m))` sum to 1
+        but can be negative. This goes beyond Nadaraya–Watson: it removes the kernel
+        average's bias at the edges of the data and along slopes, but the prediction can
+        leave ``[min y, max y]``. The projections are learned as for ``degree=0``; then
+        every head's logits are multiplied by one factor (``width_factor_``, in
+        ``scale_``) chosen by the leave-one-out error of the local-linear mixture (a line
+        wants more neighbors than an average). A query whose weights rest on fewer
+        distinct training inputs than the line has parameters gets the kernel average,
+        with a :class:`~kernattn.BandwidthWarning`.
+    warp : int, default=0
+        Number of pieces of a learned monotone warp of each standardized input (0: no
+        warp). Each feature goes through an increasing, continuous, piecewise-linear
+        function with knots at ``warp + 1`` quantiles of its training values and one
+        learned slope per piece (the end pieces extend outward), learned with the
+        projections by the leave-one-out loss; ``alpha`` times the squared differences
+        of neighboring log-slopes keeps it smooth. A Gaussian head on warped inputs has a
+        bandwidth that varies along each feature (narrow where the target changes fast,
+        wide where it is flat); the weights are still a softmax of the logits, so with
+        ``degree=0`` and the convex mixture the estimate is still Nadaraya–Watson. 8 is a
+        good start in low dimension.
     leave_one_out : bool, default=True
         Train on the leave-one-out loss, where each training point is predicted from the
         others. ``False`` trains on the resubstitution loss (each point predicted with
@@ -266,6 +303,17 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     center_, input_scale_ : ndarray of shape (n_features,)
         The standardization :math:`u = (x - c)/\sigma` (zeros and ones without
         ``standardize``).
+    warp_knots_ : ndarray of shape (n_features, warp + 1)
+        The knots :math:`t_0 < \dots < t_P` of each feature's warp, in standardized units
+        (only with ``warp > 0``).
+    warp_slopes_ : ndarray of shape (n_features, warp)
+        The slope of each piece of each feature's warp: the heads project
+        :math:`\phi(u)` with :math:`\phi(u) = t_0 + \sum_p \text{slope}_p
+        (\min(\max(u, t_p), t_{p+1}) - t_p)` (the end pieces unbounded outward) instead of
+        :math:`u` (only with ``warp > 0``).
+    width_factor_ : float
+        The factor of every head's logits chosen for the local lines (only with
+        ``degree=1``; already part of ``scale_``).
     loss_curve_ : list of float
         Training loss (leave-one-out :math:`1 - R^2` plus penalty) per iteration or epoch.
     validation_scores_ : list of float
@@ -308,6 +356,17 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     array([0.5774])
     >>> model.attention_weights(X[:2]).sum(axis=1).round(12)
     array([1., 1.])
+
+    A variable bandwidth (a learned warp of the input), and on top of it local lines:
+
+    >>> x = np.sort(rng.uniform(0, 3, size=(150, 1)), axis=0)
+    >>> y = np.where(x[:, 0] < 1.5, 0.0, np.sin(6 * x[:, 0])) + 0.1 * rng.normal(size=150)
+    >>> warped = AttentionRegressor(warp=8, random_state=0).fit(x, y)
+    >>> warped.warp_slopes_.shape
+    (1, 8)
+    >>> lines = AttentionRegressor(warp=8, degree=1, random_state=0).fit(x, y)
+    >>> bool(lines.width_factor_ > 0)
+    True
     """
 
     _parameter_constraints: dict = {
@@ -317,6 +376,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         "similarity": [StrOptions({"dot", "cosine", "gaussian"})],
         "tie_qk": ["boolean"],
         "head_mixture": [StrOptions({"convex", "affine"})],
+        "degree": [Interval(Integral, 0, 1, closed="both")],
+        "warp": [Interval(Integral, 0, None, closed="left")],
         "leave_one_out": ["boolean"],
         "scale": [Interval(Real, 0, None, closed="neither"), StrOptions({"learned"}), None],
         "init": [StrOptions(set(_INITS)), "array-like"],
@@ -344,6 +405,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         similarity="gaussian",
         tie_qk=True,
         head_mixture="convex",
+        degree=0,
+        warp=0,
         leave_one_out=True,
         scale=None,
         init="identity",
@@ -368,6 +431,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         self.similarity = similarity
         self.tie_qk = tie_qk
         self.head_mixture = head_mixture
+        self.degree = degree
+        self.warp = warp
         self.leave_one_out = leave_one_out
         self.scale = scale
         self.init = init
@@ -441,8 +506,16 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         groups = DuplicateGroups(X)
         learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
         layout = Layout(
-            self.n_heads, d, head_dim, Y.shape[1], self.tie_qk, learn_scale, self.head_mixture
+            self.n_heads,
+            d,
+            head_dim,
+            Y.shape[1],
+            self.tie_qk,
+            learn_scale,
+            self.head_mixture,
+            warp_pieces=self.warp,
         )
+        knots = quantile_knots(Z, self.warp) if self.warp else None
         scale = self._initial_scale(head_dim)
         # The objective sees the targets in units of their standard deviation: the mixture's
         # bias is then unit-free too, and the optimizer takes the same path for y and c·y.
@@ -458,6 +531,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             self.alpha,
             n_jobs=self.n_jobs,
             leave_one_out=self.leave_one_out,
+            warp_knots=knots,
         )
         optimizer, key_subsample, steps_per_iteration = self._training_plan(groups.n_groups)
         if self.early_stopping:
@@ -513,19 +587,64 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             self.n_iter_ = 0
             self.loss_curve_ = [float(objective.loss(theta, train, train))]
         query, key, log_scale, a, b = layout.unpack(theta)
-        return SoftmaxHeads(
+        scale = scale if log_scale is None else np.exp(log_scale)
+        self.__dict__.pop("warp_knots_", None)
+        self.__dict__.pop("warp_slopes_", None)
+        self.__dict__.pop("width_factor_", None)
+        if self.warp:
+            self.warp_knots_ = knots
+            self.warp_slopes_ = np.exp(layout.log_slopes(theta))
+            # The kernel standardizes its inputs itself: it gets the warped inputs back in
+            # the units of X, c + σ φ((x − c)/σ).
+            X = center + input_scale * objective.inputs(theta)
+        if self.degree == 1:
+            # A line needs more distinct neighbors than its head_dim + 1 parameters.
+            log_factor = 0.0
+            if groups.n_groups > head_dim + 1:
+                log_factor, _ = tune_width(objective, theta, rng)
+            self.width_factor_ = float(np.exp(log_factor))
+            scale = scale * self.width_factor_
+        kernel = SoftmaxHeads(
             similarity=self.similarity,
             center=center,
             input_scale=input_scale,
             query_weights=query.copy(),
             key_weights=key.copy(),
-            scale=scale if log_scale is None else np.exp(log_scale),
+            scale=scale,
             head_weights=a.copy(),
             head_bias=b * target_unit,
             keys=X,
             log_sample_weight=self._log_sample_weight,
             dtype=self._dtype,
         )
+        if self.degree == 1:
+            self._bind_lines(kernel, groups)
+        return kernel
+
+    def _bind_lines(self, kernel, groups):
+        """What the kernel weights are summed against for the local lines of every head:
+        the engine's value moments, then the keys' first and second moments and the values
+        times the keys (in the head's key space; float64, the local covariance is a
+        difference of these sums)."""
+        values = self._values / self._value_scale
+        self._local_moments = []
+        self._line_parameters = []
+        for h in range(kernel.n_heads):
+            keys = kernel.keys(h)
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._local_moments.append(
+                    np.hstack(
+                        [
+                            self._moments.astype(np.float64),
+                            key_columns(keys),
+                            value_key_columns(values, keys),
+                        ]
+                    )
+                )
+            self._line_parameters.append(n_line_parameters(keys))
+        # Exact duplicates count once in a neighborhood (None: every input differs).
+        self._groups = groups.ids if groups.n_groups < len(groups.ids) else None
+        self._n_distinct = groups.n_groups
 
     def _training_plan(self, n_groups):
         """The optimizer, the keys per step and the Adam steps per iteration.
@@ -555,13 +674,18 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             and previous.head_bias.shape == (layout.n_outputs,)
             and (not layout.convex or _is_convex(previous.head_weights))
         ):
-            # head_bias is in centered units: the new targets may have another mean.
+            # head_bias is in centered units: the new targets may have another mean. The
+            # local lines' width factor is not part of the learned scale; a warp of the same
+            # shape is kept (its knots follow the new data).
+            slopes = getattr(self, "warp_slopes_", None)
+            keep_warp = slopes is not None and slopes.shape == layout.warp_shape
             return layout.pack(
                 previous.query_weights,
                 previous.key_weights,
-                np.log(previous.scale),
+                np.log(previous.scale / getattr(self, "width_factor_", 1.0)),
                 previous.head_weights,
                 previous.head_bias / target_unit,
+                np.log(slopes) if keep_warp else None,
             )
         if user_init is None:
             W = initial_projections(
@@ -625,8 +749,88 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     # ------------------------------------------------------------- predicting
 
+    def _validate_queries(self, X):
+        # With a warp, the kernel compares warped inputs: every query path warps here.
+        return self._warped(super()._validate_queries(X))
+
+    def _warped(self, X):
+        """``c + σ φ((x − c)/σ)``: the inputs as the kernel sees them (``X`` without a
+        warp)."""
+        knots = self.__dict__.get("warp_knots_")
+        if knots is None:
+            return X
+        kernel = self.kernel_
+        with np.errstate(over="ignore", invalid="ignore"):
+            Z = (X - kernel.center) / kernel.input_scale
+            warped = apply_warp(warp_basis(Z, knots), knots, np.log(self.warp_slopes_))
+            return kernel.center + kernel.input_scale * warped
+
+    def _head_moments(self, X, h, return_std):
+        if self.degree == 0:
+            return super()._head_moments(X, h, return_std)
+        if self._line_parameters[h] > self._n_distinct:
+            # Fewer distinct training inputs than the line has parameters: no query has a
+            # line (and a ridge-sized solve would be rounding noise).
+            first, spread, _ = super()._head_moments(X, h, return_std)
+            return first, spread, np.ones(len(X), dtype=bool)
+        # One pass over the keys (in tiles, as for the kernel average) gives every sum the
+        # local line needs.
+        kernel = self.kernel_
+        with np.errstate(over="ignore", invalid="ignore"):
+            sums = self._exact_sums(kernel, X, h, moments=self._local_moments[h])
+        Q = kernel.project(X, h, side="key")
+        mean, ybar, second_values, resolved = line_estimate(
+            sums, Q, self._values.shape[1], Q.shape[1]
+        )
+        # Only a query whose weights rest on fewer distinct inputs than the line has
+        # parameters gets the kernel average.
+        fallback = np.zeros(len(X), dtype=bool)
+        unresolved = np.flatnonzero(~resolved)
+        step = max(1, _ROW_ENTRIES // max(1, len(self._values)))
+        for start in range(0, len(unresolved), step):
+            rows = unresolved[start : start + step]
+            weights = self._exact_weights(kernel, X[rows], h).astype(np.float64)
+            fallback[rows] = sparse_neighborhoods(weights, self._line_parameters[h], self._groups)
+        # Moments that overflowed (keys beyond the float range): the kernel average too.
+        fallback |= ~np.all(np.isfinite(mean), axis=1)
+        mean[fallback] = ybar[fallback]
+        if not return_std:
+            return mean, None, fallback
+        # The spread of the values under the (non-negative) kernel weights around the
+        # local-linear estimate: Var_w(v) + (v̄ − ŷ)², redone from the deviations where the
+        # difference of moments cancels.
+        spread = second_values - ybar**2 + (ybar - mean) ** 2
+        spread = self._accurate_spread(X, h, mean, spread, second_values)
+        return mean, np.maximum(spread, 0.0), fallback
+
+    def _head_weights(self, X, h):
+        weights = super()._head_weights(X, h)
+        if self.degree == 0 or self._line_parameters[h] > self._n_distinct:
+            return weights
+        kernel = self.kernel_
+        Q = kernel.project(X, h, side="key")
+        with np.errstate(over="ignore", invalid="ignore"):
+            lines, _ = equivalent_weights(
+                weights.astype(np.float64),
+                kernel.keys(h),
+                Q,
+                self._line_parameters[h],
+                self._groups,
+            )
+        return lines
+
+    def _report_fallback(self, n_fallback, n_queries):
+        if n_fallback:
+            warnings.warn(
+                f"{n_fallback} of {n_queries} queries have fewer distinct training inputs "
+                "with weight than a local line has parameters: they got the kernel "
+                "average (degree 0). The kernel is narrow for them.",
+                BandwidthWarning,
+                stacklevel=4,
+            )
+
     def predict(self, X, return_std=False, heads=None):
-        r"""Mixed Nadaraya–Watson estimate of the heads.
+        r"""Mixed Nadaraya–Watson estimate of the heads (local-linear with ``degree=1``).
 
         Parameters
         ----------
@@ -707,7 +911,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         refit_mixture : bool, default=True
             Re-estimate ``head_weights_`` and ``head_bias_`` of the kept heads by weighted
             non-negative least squares on their leave-one-out estimates over the training
-            set (stacked regression [1]_; the projections are not retrained). Unconstrained
+            set (stacked regression [1]_; the projections are not retrained; with
+            ``degree=1`` too, the estimates are the heads' kernel averages). Unconstrained
             weights would exploit the anti-correlation of a leave-one-out estimate with its
             own target, and fit the training set only. Otherwise keep their weights and
             replace each dropped head by the training mean (as ``predict(X, heads=...)``
@@ -729,6 +934,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             kernel = kernel.with_mixture(*self._refit_mixture(kernel))
         pruned = copy.deepcopy(self)
         pruned.kernel_ = kernel
+        if self.degree == 1:
+            pruned._local_moments = [self._local_moments[h] for h in keep]
+            pruned._line_parameters = [self._line_parameters[h] for h in keep]
         pruned.n_heads = len(keep)
         if not isinstance(self.init, str) and np.ndim(self.init) == 3:
             pruned.init = np.asarray(self.init)[keep]
@@ -744,7 +952,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         power of two), so the least squares are the plain ones divided by that largest
         unit: the head weights are those of the unscaled problem, and the bias is
         multiplied back at the end."""
-        X = self.X_fit_[self._active]
+        X = self._warped(self.X_fit_[self._active])
         sw = self.sample_weight_[self._active]
         H = kernel.n_heads
         _, d, head_dim = kernel.query_weights.shape

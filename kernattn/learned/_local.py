@@ -1,0 +1,193 @@
+r"""The local-linear correction of :class:`~kernattn.AttentionRegressor` (``degree=1``).
+
+A head's softmax weights :math:`w_j(x)` define, at each query, a weighted least-squares line
+in the head's key space: with the query's key-side projection :math:`k(x)`, the keys
+:math:`k_j`, their weighted mean :math:`m` and covariance :math:`C`, the line's value at the
+query is
+
+.. math::
+
+    \hat y(x) = \sum_j l_j(x)\, y_j, \qquad
+    l_j(x) = w_j \bigl(1 + (k_j - m)^\top C^{-1} (k(x) - m)\bigr)
+
+(solved scale-invariantly with a tiny ridge, :func:`kernattn._local_linear.solve_covariance`).
+The equivalent weights :math:`l_j` sum to 1 but can be negative: this goes beyond
+Nadaraya–Watson (it removes the kernel average's bias at the edges of the data and on slopes,
+and can leave the targets' range). The kernel's width is re-tuned for the line: the logits
+are multiplied by the factor :math:`c` that minimizes the leave-one-out error of the
+local-linear estimate (a line wants more neighbors than an average).
+
+Everything needs only the sums :math:`\sum_j w_j [1, k_j, k_j k_j^\top, y_j, y_j k_j^\top]`:
+:func:`line_estimate` turns them into the estimate.
+"""
+
+import numpy as np
+
+from kernattn._blocks import map_query_blocks, single_threaded_blas
+from kernattn._local_linear import (
+    key_columns,
+    n_line_parameters,
+    solve_covariance,
+    sparse_neighborhoods,
+    unpack_second,
+)
+from kernattn._numerics import shifted_exp
+
+#: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
+#: points: the kernel as learned), then a fine one around its best point. A fixed grid, not a
+#: line search, so that rounding (e.g. integer weights against repeated rows) cannot send the
+#: search down another path.
+COARSE_GRID = np.linspace(-5.0, 3.0, 17)
+FINE_GRID = np.linspace(-0.4, 0.4, 9)
+#: Queries (duplicate groups) whose leave-one-out error sets the width for large n.
+WIDTH_QUERIES = 2048
+#: A width at which more than this share of the leave-one-out queries have too few neighbors
+#: for a line (and fall back on the kernel average) is not a width for local lines.
+MAX_FALLBACK = 0.01
+
+
+def line_estimate(sums, Q, t, d):
+    r"""The local-linear estimate from the kernel sums of a block of queries.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (b, 2t + 1 + d + d(d+1)/2 + t d)
+        :math:`\sum_j e_j [v_j, v_j^2, 1, k_j, k_{ja} k_{jb} (a \le b), v_j k_j]` for
+        unnormalized kernel weights :math:`e_j`.
+    Q : ndarray of shape (b, d)
+        The queries' key-side projections.
+    t, d : int
+        Outputs and key dimension.
+
+    Returns
+    -------
+    mean : ndarray of shape (b, t)
+    ybar, second_values : ndarray of shape (b, t)
+        The kernel average of the values and of their squares.
+    resolved : ndarray of bool, shape (b,)
+        Rows whose line is determined (see :func:`~kernattn._local_linear.solve_covariance`);
+        the others may need the local-constant estimate.
+    """
+    pairs = d * (d + 1) // 2
+    S0 = sums[:, 2 * t]
+    ybar = sums[:, :t] / S0[:, None]
+    second_values = sums[:, t : 2 * t] / S0[:, None]
+    m = sums[:, 2 * t + 1 : 2 * t + 1 + d] / S0[:, None]
+    second = unpack_second(sums[:, 2 * t + 1 + d : 2 * t + 1 + d + pairs] / S0[:, None], d)
+    T1 = sums[:, 2 * t + 1 + d + pairs :].reshape(len(Q), t, d) / S0[:, None, None]
+    Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        g, resolved = solve_covariance(m, second, (Q - m)[:, :, None])
+        g = g[:, :, 0]
+        Cxy[~np.isfinite(Cxy)] = 0.0
+        mean = ybar + np.einsum("bdt,bd->bt", Cxy, g)
+    return mean, ybar, second_values, resolved
+
+
+def equivalent_weights(weights, keys, Q, n_params, groups=None):
+    """The local-linear equivalent weights ``l_j`` from normalized kernel weights.
+
+    Rows whose weights rest on fewer distinct training inputs than the line has
+    parameters keep the kernel weights (the local constant). Returns the weights and the
+    mask of those rows.
+    """
+    d = keys.shape[1]
+    columns = key_columns(keys)
+    sums = weights @ columns
+    mean = sums[:, :d]
+    second = unpack_second(sums[:, d:], d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        g, resolved = solve_covariance(mean, second, (Q - mean)[:, :, None])
+    g = g[:, :, 0]
+    fallback = np.zeros(len(Q), dtype=bool)
+    unresolved = np.flatnonzero(~resolved)
+    if len(unresolved):
+        fallback[unresolved] = sparse_neighborhoods(weights[unresolved], n_params, groups)
+        g[fallback] = 0.0
+    factor = g @ keys.T
+    factor += (1.0 - np.einsum("bj,bj->b", g, mean))[:, None]
+    return weights * factor, fallback
+
+
+def leave_one_out_lines(objective, theta, log_factor, queries):
+    """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
+    head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
+    the mask of the queries for which some head had too few neighbors for a line (they got
+    its kernel average).
+
+    Each query attends to every training row outside its duplicate group (as in the
+    leave-one-out loss of :mod:`kernattn.learned._objective`); the line of head ``h`` is
+    fitted in its key space.
+    """
+    layout = objective.layout
+    _, _, _, a, b = layout.unpack(theta)
+    heads = objective._heads(theta, None)
+    factor = np.exp(log_factor)
+    Y = objective.Y
+    groups = objective.groups
+    ids = groups.ids
+    out = np.empty((len(queries), Y.shape[1]))
+    fell_back = np.zeros(len(queries), dtype=bool)
+    n_params = [n_line_parameters(head.Pk) for head in heads]
+
+    def block(span):
+        rows = queries[span]
+        estimate = np.zeros((len(rows), Y.shape[1])) + b
+        for h, head in enumerate(heads):
+            logits = head.queries[rows] @ head.keys.T
+            # Only the similarity is scaled; the sample weights' log stays.
+            logits -= objective.log_sw
+            logits *= factor
+            logits += objective.log_sw
+            groups.leave_out(logits, rows)
+            weights = shifted_exp(logits)
+            weights /= weights.sum(axis=1, keepdims=True)
+            lines, fallback = equivalent_weights(weights, head.Pk, head.Pk[rows], n_params[h], ids)
+            fell_back[span] |= fallback
+            estimate += a[h] * (lines @ Y)
+        out[span] = estimate
+        return None
+
+    map_query_blocks(block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=4)
+    return out, fell_back
+
+
+def tune_width(objective, theta, rng):
+    r"""The log of the factor of every head's logits that minimizes the leave-one-out
+    squared error of the local-linear mixture (over ``COARSE_GRID``, then ``FINE_GRID``
+    around its best point; the queries are at most ``WIDTH_QUERIES`` duplicate groups).
+
+    Only widths at which at most ``MAX_FALLBACK`` of the queries lack the neighbors of a
+    line count: a narrow kernel whose estimates are mostly kernel averages can have a low
+    leave-one-out error among the training points and still leave most new queries
+    without a line.
+
+    Returns the log-factor and the leave-one-out loss (divided by the targets' variance)
+    at it.
+    """
+    n = len(objective.Z)
+    queries = objective.groups.valid_queries(np.arange(n), np.arange(n))
+    if objective.groups.n_groups > WIDTH_QUERIES:
+        chosen = np.zeros(objective.groups.n_groups, dtype=bool)
+        chosen[rng.choice(objective.groups.n_groups, WIDTH_QUERIES, replace=False)] = True
+        queries = queries[chosen[objective.groups.ids[queries]]]
+    sw = objective.sw[queries]
+
+    def loss(log_factor):
+        residual, fell_back = leave_one_out_lines(objective, theta, log_factor, queries)
+        if sw[fell_back].sum() > MAX_FALLBACK * sw.sum():
+            return np.inf
+        residual -= objective.Y[queries]
+        return float(sw @ np.einsum("ij,ij->i", residual, residual)) / (
+            objective.variance * sw.sum()
+        )
+
+    with single_threaded_blas():
+        coarse = [loss(x) for x in COARSE_GRID]
+        best = COARSE_GRID[int(np.argmin(coarse))]
+        fine = best + FINE_GRID
+        losses = [loss(x) for x in fine]
+    i = int(np.argmin(losses))
+    if not np.isfinite(losses[i]):
+        return 0.0, np.inf  # lines nowhere: the kernel as learned
+    return float(fine[i]), float(losses[i])
