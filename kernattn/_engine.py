@@ -35,6 +35,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from kernattn._blocks import map_query_blocks
+from kernattn._local_linear import line_estimate, sparse_neighborhoods
 from kernattn._numerics import (
     exp_shifted,
     normalized_weights,
@@ -290,6 +291,41 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         second = sums[:, t : 2 * t] / denominator
         spread = self._accurate_spread(X, h, first, second - first**2, second)
         return first, spread, None
+
+    def _line_moments(self, X, h, return_std, columns, Q, n_params, groups):
+        """:meth:`_head_moments` for a local-linear head: the weighted least-squares line
+        in the key space at each query (see :mod:`kernattn._local_linear`).
+
+        ``columns`` are the head's :func:`~kernattn._local_linear.line_columns`, ``Q`` the
+        queries in the same space as the keys, ``n_params`` the line's parameters and
+        ``groups`` the duplicate groups of the keys (``None``: all distinct). Only a query
+        whose weights rest on fewer distinct keys than the line has parameters, or whose
+        moments overflowed, gets the kernel average (marked in the returned mask); the
+        spread is that of the values under the non-negative kernel weights around the line.
+        """
+        # One pass over the keys (in tiles, as for the kernel average) gives every sum the
+        # local line needs.
+        with np.errstate(over="ignore", invalid="ignore"):
+            sums = self._exact_sums(self.kernel_, X, h, moments=columns)
+        mean, ybar, second_values, resolved = line_estimate(
+            sums, Q, self._values.shape[1], Q.shape[1]
+        )
+        fallback = np.zeros(len(X), dtype=bool)
+        unresolved = np.flatnonzero(~resolved)
+        step = max(1, _BLOCK_ENTRIES // max(1, len(self._values)))
+        for start in range(0, len(unresolved), step):
+            rows = unresolved[start : start + step]
+            weights = self._exact_weights(self.kernel_, X[rows], h).astype(np.float64)
+            fallback[rows] = sparse_neighborhoods(weights, n_params, groups)
+        # Moments that overflowed (keys beyond the float range): the kernel average too.
+        fallback |= ~np.all(np.isfinite(mean), axis=1)
+        mean[fallback] = ybar[fallback]
+        if not return_std:
+            return mean, None, fallback
+        # Var_w(v) + (v̄ − ŷ)², redone from the deviations where the difference cancels.
+        spread = second_values - ybar**2 + (ybar - mean) ** 2
+        spread = self._accurate_spread(X, h, mean, spread, second_values)
+        return mean, np.maximum(spread, 0.0), fallback
 
     def _accurate_spread(self, X, h, first, spread, second, kernel=None):
         """The spread ``E_w[v²] − E_w[v]²``, redone around each row's own estimate where

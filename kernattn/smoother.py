@@ -29,12 +29,10 @@ from kernattn._inference import (
     normal_quantile,
 )
 from kernattn._local_linear import (
-    key_columns,
+    equivalent_weights,
+    line_columns,
     n_line_parameters,
-    solve_covariance,
     sparse_neighborhoods,
-    unpack_second,
-    value_key_columns,
 )
 from kernattn._loo import duplicate_groups
 from kernattn._mixed import (
@@ -55,9 +53,6 @@ from kernattn.bandwidth import (
     select_bandwidth,
 )
 from kernattn.kernels import KERNELS
-
-# Entries of a (rows × keys) array of the rows whose neighborhoods are counted.
-_ROW_ENTRIES = 2**18
 
 
 class KernelSmoother(NadarayaWatsonRegressor):
@@ -311,18 +306,9 @@ class KernelSmoother(NadarayaWatsonRegressor):
             # engine's value moments, then the keys' first and second moments and the
             # values times the keys (see kernattn._local_linear). In float64: the local
             # covariance is a difference of these sums.
-            keys = kernel.keys(0)[:, self._line]
-            values = self._values / self._value_scale
-            # Keys beyond the float range (a bandwidth near 1e-300) give infinite moments:
-            # those queries' lines are not determined (see solve_covariance).
-            with np.errstate(over="ignore", invalid="ignore"):
-                self._local_moments = np.hstack(
-                    [
-                        self._moments.astype(np.float64),
-                        key_columns(keys),
-                        value_key_columns(values, keys),
-                    ]
-                )
+            self._local_moments = line_columns(
+                self._moments, self._values / self._value_scale, kernel.keys(0)[:, self._line]
+            )
             # A line needs that many distinct positions in its own features.
             inputs = X if self._encoding is None else X[:, ~self._encoding.discrete]
             self._line_parameters = n_line_parameters(inputs)
@@ -390,26 +376,16 @@ class KernelSmoother(NadarayaWatsonRegressor):
             return self._solve_local_linear(Q, kernel_weights)
 
     def _solve_local_linear(self, Q, kernel_weights):
-        keys = self.kernel_.keys(0)[:, self._line]
         d = Q.shape[1]
         first = 2 * self._values.shape[1] + 1
-        columns = self._local_moments[:, first : first + d + d * (d + 1) // 2]
-        sums = kernel_weights @ columns
-        mean = sums[:, :d]
-        second = unpack_second(sums[:, d:], d)
-        g, resolved = solve_covariance(mean, second, (Q - mean)[:, :, None])
-        g = g[:, :, 0]
-        fallback = np.zeros(len(Q), dtype=bool)
-        unresolved = np.flatnonzero(~resolved)
-        if len(unresolved):
-            fallback[unresolved] = sparse_neighborhoods(
-                kernel_weights[unresolved], self._line_parameters, self._groups
-            )
-            g[fallback] = 0.0
-        # l_i = w_i (1 − gᵀm + gᵀk_i).
-        scale = g @ keys.T
-        scale += (1.0 - np.einsum("bj,bj->b", g, mean))[:, None]
-        return kernel_weights * scale, fallback
+        return equivalent_weights(
+            kernel_weights,
+            self.kernel_.keys(0)[:, self._line],
+            Q,
+            self._line_parameters,
+            self._groups,
+            columns=self._local_moments[:, first : first + d + d * (d + 1) // 2],
+        )
 
     def _head_weights(self, X, h):
         weights = super()._head_weights(X, h)
@@ -420,47 +396,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
     def _head_moments(self, X, h, return_std):
         if not self._linear:
             return super()._head_moments(X, h, return_std)
-        # One pass over the keys (in tiles, like the local-constant estimate) gives every
-        # sum the local line needs.
-        with np.errstate(over="ignore", invalid="ignore"):
-            sums = self._exact_sums(self.kernel_, X, h, moments=self._local_moments)
-        t = self._values.shape[1]
-        d = len(self._line)
-        pairs = d * (d + 1) // 2
-        S0 = sums[:, 2 * t]
-        ybar = sums[:, :t] / S0[:, None]
-        second_values = sums[:, t : 2 * t] / S0[:, None]
-        m = sums[:, 2 * t + 1 : 2 * t + 1 + d] / S0[:, None]
-        second = unpack_second(sums[:, 2 * t + 1 + d : 2 * t + 1 + d + pairs] / S0[:, None], d)
-        T1 = sums[:, 2 * t + 1 + d + pairs :].reshape(len(X), t, d) / S0[:, None, None]
-        Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
         Q = self.kernel_.project(X, 0)[:, self._line]
-        with np.errstate(over="ignore", invalid="ignore"):
-            g, resolved = solve_covariance(m, second, (Q - m)[:, :, None])
-            g = g[:, :, 0]
-            Cxy[~np.isfinite(Cxy)] = 0.0
-        fallback = np.zeros(len(X), dtype=bool)
-        unresolved = np.flatnonzero(~resolved)
-        step = max(1, _ROW_ENTRIES // max(1, len(self._values)))
-        for start in range(0, len(unresolved), step):
-            rows = unresolved[start : start + step]
-            weights = self._exact_weights(self.kernel_, X[rows], h).astype(np.float64)
-            fallback[rows] = sparse_neighborhoods(weights, self._line_parameters, self._groups)
-        g[fallback] = 0.0
-        with np.errstate(over="ignore", invalid="ignore"):
-            mean = ybar + np.einsum("bdt,bd->bt", Cxy, g)
-            ybar_ok = np.all(np.isfinite(mean), axis=1)
-        # Moments that overflowed (keys beyond the float range): the local constant.
-        mean[~ybar_ok] = ybar[~ybar_ok]
-        fallback |= ~ybar_ok
-        if not return_std:
-            return mean, None, fallback
-        # The spread of the values under the (non-negative) kernel weights around the
-        # local-linear estimate: Var_w(v) + (v̄ − ŷ)², redone from the deviations where
-        # the difference of moments cancels.
-        spread = second_values - ybar**2 + (ybar - mean) ** 2
-        spread = self._accurate_spread(X, h, mean, spread, second_values)
-        return mean, np.maximum(spread, 0.0), fallback
+        return self._line_moments(
+            X, h, return_std, self._local_moments, Q, self._line_parameters, self._groups
+        )
 
     def _report_fallback(self, n_fallback, n_queries):
         if n_fallback:

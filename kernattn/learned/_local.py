@@ -18,19 +18,13 @@ are multiplied by the factor :math:`c` that minimizes the leave-one-out error of
 local-linear estimate (a line wants more neighbors than an average).
 
 Everything needs only the sums :math:`\sum_j w_j [1, k_j, k_j k_j^\top, y_j, y_j k_j^\top]`:
-:func:`line_estimate` turns them into the estimate.
+:func:`kernattn._local_linear.line_estimate` turns them into the estimate.
 """
 
 import numpy as np
 
 from kernattn._blocks import map_query_blocks, single_threaded_blas
-from kernattn._local_linear import (
-    key_columns,
-    n_line_parameters,
-    solve_covariance,
-    sparse_neighborhoods,
-    unpack_second,
-)
+from kernattn._local_linear import equivalent_weights, n_line_parameters
 from kernattn._numerics import shifted_exp
 
 #: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
@@ -44,69 +38,6 @@ WIDTH_QUERIES = 2048
 #: A width at which more than this share of the leave-one-out queries have too few neighbors
 #: for a line (and fall back on the kernel average) is not a width for local lines.
 MAX_FALLBACK = 0.01
-
-
-def line_estimate(sums, Q, t, d):
-    r"""The local-linear estimate from the kernel sums of a block of queries.
-
-    Parameters
-    ----------
-    sums : ndarray of shape (b, 2t + 1 + d + d(d+1)/2 + t d)
-        :math:`\sum_j e_j [v_j, v_j^2, 1, k_j, k_{ja} k_{jb} (a \le b), v_j k_j]` for
-        unnormalized kernel weights :math:`e_j`.
-    Q : ndarray of shape (b, d)
-        The queries' key-side projections.
-    t, d : int
-        Outputs and key dimension.
-
-    Returns
-    -------
-    mean : ndarray of shape (b, t)
-    ybar, second_values : ndarray of shape (b, t)
-        The kernel average of the values and of their squares.
-    resolved : ndarray of bool, shape (b,)
-        Rows whose line is determined (see :func:`~kernattn._local_linear.solve_covariance`);
-        the others may need the local-constant estimate.
-    """
-    pairs = d * (d + 1) // 2
-    S0 = sums[:, 2 * t]
-    ybar = sums[:, :t] / S0[:, None]
-    second_values = sums[:, t : 2 * t] / S0[:, None]
-    m = sums[:, 2 * t + 1 : 2 * t + 1 + d] / S0[:, None]
-    second = unpack_second(sums[:, 2 * t + 1 + d : 2 * t + 1 + d + pairs] / S0[:, None], d)
-    T1 = sums[:, 2 * t + 1 + d + pairs :].reshape(len(Q), t, d) / S0[:, None, None]
-    Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        g, resolved = solve_covariance(m, second, (Q - m)[:, :, None])
-        g = g[:, :, 0]
-        Cxy[~np.isfinite(Cxy)] = 0.0
-        mean = ybar + np.einsum("bdt,bd->bt", Cxy, g)
-    return mean, ybar, second_values, resolved
-
-
-def equivalent_weights(weights, keys, Q, n_params, groups=None):
-    """The local-linear equivalent weights ``l_j`` from normalized kernel weights.
-
-    Rows whose weights rest on fewer distinct training inputs than the line has
-    parameters keep the kernel weights (the local constant). Returns the weights and the
-    mask of those rows.
-    """
-    d = keys.shape[1]
-    columns = key_columns(keys)
-    sums = weights @ columns
-    mean = sums[:, :d]
-    second = unpack_second(sums[:, d:], d)
-    with np.errstate(over="ignore", invalid="ignore"):
-        g, resolved = solve_covariance(mean, second, (Q - mean)[:, :, None])
-    g = g[:, :, 0]
-    fallback = np.zeros(len(Q), dtype=bool)
-    unresolved = np.flatnonzero(~resolved)
-    if len(unresolved):
-        fallback[unresolved] = sparse_neighborhoods(weights[unresolved], n_params, groups)
-        g[fallback] = 0.0
-    factor = g @ keys.T
-    factor += (1.0 - np.einsum("bj,bj->b", g, mean))[:, None]
-    return weights * factor, fallback
 
 
 def leave_one_out_lines(objective, theta, log_factor, queries):

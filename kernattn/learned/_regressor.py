@@ -24,15 +24,14 @@ from kernattn._blocks import map_query_blocks
 from kernattn._engine import NadarayaWatsonRegressor, is_dask_collection
 from kernattn._heads import SoftmaxHeads
 from kernattn._local_linear import (
-    key_columns,
+    equivalent_weights,
+    line_columns,
     n_line_parameters,
-    sparse_neighborhoods,
-    value_key_columns,
 )
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.bandwidth import BandwidthWarning
-from kernattn.learned._local import equivalent_weights, line_estimate, tune_width
+from kernattn.learned._local import tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     calibrate_width,
@@ -55,8 +54,6 @@ AUTO_KEY_SUBSAMPLE = 4096
 AUTO_STEPS = 32
 # Largest entry of a given init: the logits, quadratic in it, stay far from overflowing.
 _LARGEST_INIT = 1e100
-# Entries of a (rows × keys) array of the rows redone on the exact weights' path.
-_ROW_ENTRIES = 2**18
 
 
 def _standardization(X, sample_weight, standardize):
@@ -627,21 +624,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         times the keys (in the head's key space; float64, the local covariance is a
         difference of these sums)."""
         values = self._values / self._value_scale
-        self._local_moments = []
-        self._line_parameters = []
-        for h in range(kernel.n_heads):
-            keys = kernel.keys(h)
-            with np.errstate(over="ignore", invalid="ignore"):
-                self._local_moments.append(
-                    np.hstack(
-                        [
-                            self._moments.astype(np.float64),
-                            key_columns(keys),
-                            value_key_columns(values, keys),
-                        ]
-                    )
-                )
-            self._line_parameters.append(n_line_parameters(keys))
+        self._local_moments = [
+            line_columns(self._moments, values, kernel.keys(h)) for h in range(kernel.n_heads)
+        ]
+        self._line_parameters = [n_line_parameters(kernel.keys(h)) for h in range(kernel.n_heads)]
         # Exact duplicates count once in a neighborhood (None: every input differs).
         self._groups = groups.ids if groups.n_groups < len(groups.ids) else None
         self._n_distinct = groups.n_groups
@@ -773,35 +759,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             # line (and a ridge-sized solve would be rounding noise).
             first, spread, _ = super()._head_moments(X, h, return_std)
             return first, spread, np.ones(len(X), dtype=bool)
-        # One pass over the keys (in tiles, as for the kernel average) gives every sum the
-        # local line needs.
-        kernel = self.kernel_
-        with np.errstate(over="ignore", invalid="ignore"):
-            sums = self._exact_sums(kernel, X, h, moments=self._local_moments[h])
-        Q = kernel.project(X, h, side="key")
-        mean, ybar, second_values, resolved = line_estimate(
-            sums, Q, self._values.shape[1], Q.shape[1]
+        Q = self.kernel_.project(X, h, side="key")
+        return self._line_moments(
+            X, h, return_std, self._local_moments[h], Q, self._line_parameters[h], self._groups
         )
-        # Only a query whose weights rest on fewer distinct inputs than the line has
-        # parameters gets the kernel average.
-        fallback = np.zeros(len(X), dtype=bool)
-        unresolved = np.flatnonzero(~resolved)
-        step = max(1, _ROW_ENTRIES // max(1, len(self._values)))
-        for start in range(0, len(unresolved), step):
-            rows = unresolved[start : start + step]
-            weights = self._exact_weights(kernel, X[rows], h).astype(np.float64)
-            fallback[rows] = sparse_neighborhoods(weights, self._line_parameters[h], self._groups)
-        # Moments that overflowed (keys beyond the float range): the kernel average too.
-        fallback |= ~np.all(np.isfinite(mean), axis=1)
-        mean[fallback] = ybar[fallback]
-        if not return_std:
-            return mean, None, fallback
-        # The spread of the values under the (non-negative) kernel weights around the
-        # local-linear estimate: Var_w(v) + (v̄ − ŷ)², redone from the deviations where the
-        # difference of moments cancels.
-        spread = second_values - ybar**2 + (ybar - mean) ** 2
-        spread = self._accurate_spread(X, h, mean, spread, second_values)
-        return mean, np.maximum(spread, 0.0), fallback
 
     def _head_weights(self, X, h):
         weights = super()._head_weights(X, h)
