@@ -58,7 +58,9 @@ ESTIMATORS = [
     "ignore:AttentionRegressor's .* optimizer stopped at max_iter:"
     "sklearn.exceptions.ConvergenceWarning"
 )
-@pytest.mark.filterwarnings("ignore:the leave-one-out bandwidth of feature:UserWarning")
+@pytest.mark.filterwarnings(
+    "ignore:.*the leave-one-out bandwidth of feature:kernattn.bandwidth.BandwidthWarning"
+)
 @pytest.mark.filterwarnings(
     "ignore:.* queries had a linear-attention denominator that is not safely positive:UserWarning"
 )
