@@ -50,7 +50,13 @@ from kernattn._blocks import iter_query_blocks, single_threaded_blas
 from kernattn._engine import KEY_TILE, WELL_CONDITIONED, fit_transaction
 from kernattn._local_linear import value_key_columns
 from kernattn._numerics import EXP_FLOOR, power_of_two_scale
-from kernattn.bandwidth import CRITERIA, search_criterion, select_bandwidth, subset_sizes
+from kernattn.bandwidth import (
+    CRITERIA,
+    constant_gradient_terms,
+    search_criterion,
+    select_bandwidth,
+    subset_sizes,
+)
 from kernattn.linear._chunks import (
     ChunkSummary,
     check_summary,
@@ -724,7 +730,6 @@ class PartitionedCriterion:
         """The scaled criterion (and its gradient) of the queries ``rows`` (a prefix)."""
         b = len(rows)
         t = self.query_values.shape[1]
-        d = self.queries.shape[1]
         _, sums = merged
         S0 = sums[:, 0]
         ybar = sums[:, 1 : 1 + t] / S0[:, None]
@@ -735,19 +740,7 @@ class PartitionedCriterion:
         if not gradient:
             return value
         Q = self.queries[:b] / np.exp(log_bandwidth)
-        Q2 = Q**2
-        base = 1 + t
-        start = base + 2 * d
-        # Σ_j e u_f² and Σ_j e y_o u_f², u = q − k: q² Σ e − 2q Σ e k + Σ e k².
-        plain_u2 = Q2 * S0[:, None] - 2.0 * Q * sums[:, base : base + d]
-        plain_u2 += sums[:, base + d : start]
-        valued_u2 = (
-            Q2[:, None, :] * sums[:, 1 : 1 + t, None]
-            - 2.0 * Q[:, None, :] * sums[:, start : start + t * d].reshape(b, t, d)
-            + sums[:, start + t * d : start + 2 * t * d].reshape(b, t, d)
-        )
-        inner = np.einsum("bt,btf->bf", residual, valued_u2)
-        inner -= np.einsum("bt,bt->b", residual, ybar)[:, None] * plain_u2
+        inner, _ = constant_gradient_terms(Q, sums, residual, ybar)
         return value, -2.0 * scale * ((s / S0) @ inner)
 
     def scaled_loss_and_grad(self, log_bandwidth, rows):

@@ -157,6 +157,32 @@ class BandwidthWarning(UserWarning):
 CRITERIA = ("loo", "aic", "gcv")
 
 
+def constant_gradient_terms(Q, sums, residual, ybar):
+    r"""The per-query terms of the local-constant gradient from the column sums.
+
+    With u = q − k, kernel values E and Γ = −2f'(r²), ``sums`` holds per query
+    :math:`\sum_j E Γ [1, y_j, k_j, k_j^2, y_j k_j, y_j k_j^2]` (outputs major in the last
+    two). :math:`\sum_j E Γ u_f^2` and :math:`\sum_j E Γ y_{jo} u_f^2` expand in
+    :math:`q_f^2`, :math:`-2 q_f` and these sums. Returns ``inner`` (b, d),
+    :math:`\sum_j E Γ (r \cdot y_j - r \cdot \bar y) u_f^2` for the residuals ``r``, and
+    ``plain_u2`` (b, d), :math:`\sum_j E Γ u_f^2`.
+    """
+    b, d = Q.shape
+    t = residual.shape[1]
+    base = 1 + t
+    start = base + 2 * d
+    Q2 = Q**2
+    plain_u2 = Q2 * sums[:, :1] - 2.0 * Q * sums[:, base : base + d] + sums[:, base + d : start]
+    valued_u2 = (
+        Q2[:, None, :] * sums[:, 1 : 1 + t, None]
+        - 2.0 * Q[:, None, :] * sums[:, start : start + t * d].reshape(b, t, d)
+        + sums[:, start + t * d : start + 2 * t * d].reshape(b, t, d)
+    )
+    inner = np.einsum("bt,btf->bf", residual, valued_u2)
+    inner -= np.einsum("bt,bt->b", residual, ybar)[:, None] * plain_u2
+    return inner, plain_u2
+
+
 class _Criterion:
     r"""A bandwidth-selection criterion of the smoother as a function of the log-bandwidths.
 
@@ -350,20 +376,11 @@ class _Criterion:
             return float(top.max(initial=0.0))
         return float(np.where(np.isfinite(r2), r2, 0.0).max(initial=0.0))
 
-    def _tiled_sums(self, K, K_aug, columns, rows, factor, shifted=False):
-        """Gaussian kernel sums of a block, over tiles of keys that stay in cache.
-
-        The logits −½‖q − k‖²/c² + log s of a tile come from one product with d + 2
-        inner terms. They are at most 0 (up to the rounding of the product), so they are
-        first used as they are: two passes over each tile fewer than shifting them. The
-        rows whose sums come out below ``_UNSHIFTED_SUM`` (the nearest kept key far away)
-        are redone ``shifted`` by the running row maximum (the nearest kept key so far), as
-        in the engine's exact path, so that no row underflows; so is every row when the
-        rounding of the product could make a logit large. Returns the sums and each row's
-        own kernel value on the same shift (its logit is log s_i), for the trace.
-        """
-        if not shifted and 0.5 * (self._key_radius(K) / factor) ** 2 < _ROUNDING_SAFE:
-            return self._unshifted_sums(K, K_aug, columns, rows, factor)
+    def _logit_tiles(self, K, K_aug, rows, factor):
+        """The Gaussian logits −½‖q − k‖²/c² + log s of the block ``rows`` against tiles of
+        keys that stay in cache, from one product with d + 2 inner terms, left-out pairs at
+        −inf: the block's key indices and a generator of ``(start, stop, logits)`` (the
+        logits in one reused buffer)."""
         Q = K[rows]
         b = len(Q)
         half = 0.5 / factor**2
@@ -384,9 +401,27 @@ class _Criterion:
                     logits[left_rows[inside], left_keys[inside] - start] = -np.inf
                 yield start, stop, logits
 
+        return index, tiles()
+
+    def _tiled_sums(self, K, K_aug, columns, rows, factor, shifted=False):
+        """Gaussian kernel sums of a block, over tiles of keys that stay in cache.
+
+        The logits (:meth:`_logit_tiles`) are at most 0 (up to the rounding of the
+        product), so they are first used as they are: two passes over each tile fewer than
+        shifting them. The rows whose sums come out below ``_UNSHIFTED_SUM`` (the nearest
+        kept key far away) are redone ``shifted`` by the running row maximum (the nearest
+        kept key so far), as in the engine's exact path, so that no row underflows; so is
+        every row when the rounding of the product could make a logit large. Returns the
+        sums and each row's own kernel value on the same shift (its logit is log s_i), for
+        the trace.
+        """
+        if not shifted and 0.5 * (self._key_radius(K) / factor) ** 2 < _ROUNDING_SAFE:
+            return self._unshifted_sums(K, K_aug, columns, rows, factor)
+        index, tiles = self._logit_tiles(K, K_aug, rows, factor)
+        b = len(index)
         top = np.full(b, -np.inf)
         sums = np.zeros((b, columns.shape[0]))
-        for start, stop, logits in tiles():
+        for start, stop, logits in tiles:
             new_top = np.maximum(top, logits.max(axis=1))
             # The shift is the running maximum; a tile that raises it rescales the sums
             # so far (the online softmax). A row that has met only left-out keys has no
@@ -406,22 +441,10 @@ class _Criterion:
 
     def _unshifted_sums(self, K, K_aug, columns, rows, factor):
         """:meth:`_tiled_sums` without the shift, the rows that need it redone."""
-        Q = K[rows]
-        b = len(Q)
-        half = 0.5 / factor**2
-        Q_aug = -half * np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((b, 1))])
-        index = np.arange(self.n)[rows]
-        left_rows, left_keys = self._left_out_pairs(index) if self.loo else ([], [])
-        buffer = np.empty((b, min(self.n, _KEY_TILE)))
+        index, tiles = self._logit_tiles(K, K_aug, rows, factor)
+        b = len(index)
         sums = np.zeros((b, columns.shape[0]))
-        for start in range(0, self.n, _KEY_TILE):
-            stop = min(start + _KEY_TILE, self.n)
-            logits = np.matmul(Q_aug, K_aug[:, start:stop], out=buffer[:, : stop - start])
-            if self.log_sw is not None:
-                logits += self.log_sw[start:stop]
-            if len(left_rows):
-                inside = (left_keys >= start) & (left_keys < stop)
-                logits[left_rows[inside], left_keys[inside] - start] = -np.inf
+        for start, stop, logits in tiles:
             np.maximum(logits, EXP_FLOOR, out=logits)
             np.exp(logits, out=logits)
             sums += logits @ columns[:, start:stop].T
@@ -620,26 +643,10 @@ class _Criterion:
         estimate (for the Gaussian kernel, the same product).
         """
         d = K.shape[1]
-        t = self.Y.shape[1]
-        b = len(residual)
         if self.kernel != "gaussian":
             finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
             sums = np.dot(columns, (E * (-2.0 * log_kernel_derivative(finite, self.kernel))).T).T
-        Q = K[rows]
-        Q2 = Q**2
-        base = 1 + t
-        start = base + 2 * d
-        # Σ_j E Γ u_f² and Σ_j E Γ y_o u_f².
-        plain_u2 = (
-            Q2 * sums[:, :1] - 2.0 * Q * sums[:, base : base + d] + sums[:, base + d : start]
-        )
-        valued_u2 = (
-            Q2[:, None, :] * sums[:, 1 : 1 + t, None]
-            - 2.0 * Q[:, None, :] * sums[:, start : start + t * d].reshape(b, t, d)
-            + sums[:, start + t * d : start + 2 * t * d].reshape(b, t, d)
-        )
-        inner = np.einsum("bt,btf->bf", residual, valued_u2)
-        inner -= np.einsum("bt,bt->b", residual, ybar)[:, None] * plain_u2
+        inner, plain_u2 = constant_gradient_terms(K[rows], sums, residual, ybar)
         d_rss = -2.0 * ((self.sw[rows] / S0) @ inner) / factor**2
         if self.loo:
             return d_rss, np.zeros(d)
