@@ -54,16 +54,24 @@ from kernattn.bandwidth import CRITERIA, search_criterion, select_bandwidth, sub
 from kernattn.linear._chunks import (
     ChunkSummary,
     check_summary,
+    chunk_cell_sums,
     chunk_sums,
     finish_fit,
+    merge_cell_sums,
     merge_sums,
     sample_seed,
     start_fit,
     summarize,
 )
+from kernattn.linear._feature_kernel import FeatureKernel
+from kernattn.linear._near_field import NearFieldKernel, choose_near_cells
+from kernattn.linear._regressor import ERROR_KEYS, ERROR_QUERIES, KEYS_PER_CELL, LINEAR_SHARE
 
 # Partial results merged per node of the reduction trees.
 SPLIT_EVERY = 8
+# Most cells of a near field fitted on partitions: its per-cell sums (cells × features ×
+# moments) stay a few tens of MB at 256 features. The centers are drawn with the sample.
+MAX_CELLS = 8192
 
 
 # ------------------------------------------------------------------ collections
@@ -222,26 +230,128 @@ def fit_linear(estimator, X, y, sample_weight=None):
         estimator.n_features_in_ = d
 
         seed = sample_seed(estimator.random_state)
+        near_field = estimator._near_field()
+        # The near field's centers are drawn with the sample: more rows of it, whose first
+        # n_subsample (the smallest sampling keys) are the sample of the kernel all the same.
+        n_sample = estimator.n_subsample
+        if near_field:
+            n_sample = max(n_sample, MAX_CELLS)
         starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
         parts = [
-            _task(summarize)(Xb, yb, wb, int(start), [seed, i], estimator.n_subsample)
+            _task(summarize)(Xb, yb, wb, int(start), [seed, i], n_sample)
             for i, ((Xb, yb, wb), start) in enumerate(zip(_blocks(X, y, w), starts, strict=True))
         ]
         summary = _tree(parts, ChunkSummary.merge).compute()
         dtype = np.float32 if X.dtype == np.float32 else np.float64
-        kernel = start_fit(estimator, summary, y.shape[1:], dtype)
-        # The kernel (features, landmarks) goes to each worker once, not with every task.
-        template = _model_on_workers(kernel)
-        parts = [
-            _task(chunk_sums)(template, Xb, yb, wb, summary.y_mean)
-            for Xb, yb, wb in _blocks(X, y, w)
-        ]
-        finish_fit(estimator, kernel, _tree(parts, merge_sums).compute())
+        kernel = start_fit(
+            estimator,
+            _sample_prefix(summary, estimator.n_subsample),
+            y.shape[1:],
+            dtype,
+            near_field,
+        )
+        near = _cell_kernel(kernel, summary) if near_field else None
+        if near is None:
+            # The kernel (features, landmarks) goes to each worker once, not with every task.
+            template = _model_on_workers(kernel)
+            parts = [
+                _task(chunk_sums)(template, Xb, yb, wb, summary.y_mean)
+                for Xb, yb, wb in _blocks(X, y, w)
+            ]
+            finish_fit(estimator, kernel, _tree(parts, merge_sums).compute())
+        else:
+            template = _model_on_workers(near)
+            parts = [
+                _task(chunk_cell_sums)(template, Xb, yb, wb, summary.y_mean)
+                for Xb, yb, wb in _blocks(X, y, w)
+            ]
+            sums, cell_sums, counts = _tree(parts, merge_cell_sums).compute()
+            far = near.far
+            far.key_sums, far.key_log_scale, far.key_radius, far.target_sums = sums
+            near.set_cell_sums(cell_sums, counts)
+            n = counts.sum()
+            if estimator.n_neighbors == "auto":
+                share, weight_error = _near_share_on_sample(estimator, near, summary, seed)
+            else:
+                share, weight_error = estimator.n_neighbors / n, None
+            # The near cells hold about that share of the keys.
+            near.set_near_cells(int(np.ceil(share * near.n_cells)))
+            finish_fit(estimator, near, None)
+            estimator.n_neighbors_ = near.mean_near_keys
+            if weight_error is not None:
+                estimator.weight_error_ = weight_error
         # The training set stays where it is: the exact rows of predict are computed there.
         estimator.X_fit_ = X
         estimator.y_fit_ = y
         estimator.sample_weight_ = da.ones(n, chunks=X.chunks[0]) if w is None else w
     return estimator
+
+
+def _sample_prefix(summary, n_sample):
+    """The summary with the ``n_sample`` rows of its sample that have the smallest sampling
+    keys (the sample is sorted by them): the sample of a first pass that kept as many."""
+    out = copy.copy(summary)
+    out.n_sample = n_sample
+    out.sample = tuple(column[:n_sample] for column in summary.sample)
+    return out
+
+
+def _cell_kernel(kernel, summary):
+    """A near field on ``kernel`` (its sums empty) whose cell centers are the projected
+    rows of the sample drawn on the workers, about one per ``KEYS_PER_CELL`` rows (at
+    most ``MAX_CELLS``); ``None`` when the keys lie beyond a finite distance (a bandwidth
+    near 1e-300), where the far field serves alone, as in memory."""
+    X_s = summary.sample[2]
+    n_cells = max(1, min(summary.count // KEYS_PER_CELL, MAX_CELLS, len(X_s)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        centers = kernel.project(X_s[:n_cells], 0, "key")
+    if not np.all(np.abs(centers) < 1e100):
+        return None
+    return NearFieldKernel(kernel, np.unique(centers, axis=0), 1)
+
+
+def _near_share_on_sample(estimator, near, summary, seed):
+    """``n_neighbors="auto"`` on partitions: the share of the keys the near field computes
+    exactly, chosen on the sample drawn on the workers, and its measured weight error.
+
+    The sample (up to ``MAX_CELLS`` uniform rows) gets a near field of its own, in memory,
+    with the far field's map and cells of ``KEYS_PER_CELL`` sampled rows, and
+    :func:`~kernattn.linear._near_field.choose_near_cells` finds the fewest of its cells
+    whose mean weight error, measured on ``ERROR_QUERIES`` sampled rows left out of their
+    own sums, is within ``tol`` (at most the share of keys that keeps prediction linear).
+    The split's weights over a region of the input space depend on the share of the keys
+    it holds, not on their number, so the full near field takes the same share of its
+    cells; its error is that measured on the sample (the full near field's is not).
+    """
+    _, _, X_s, Y_s, w_s = summary.sample
+    n, n_s = int(summary.count), len(X_s)
+    far = near.far
+    sample_far = FeatureKernel(
+        far.heads,
+        far.feature_maps,
+        far.key_shift,
+        far.head_bias,
+        far.weight_scale,
+        value_scale=far.value_scale,
+    )
+    with np.errstate(over="ignore", invalid="ignore"):
+        centers = sample_far.project(X_s[: max(1, n_s // KEYS_PER_CELL)], 0, "key")
+    kernel = NearFieldKernel(sample_far, np.unique(centers, axis=0), 1).bind(X_s, w_s)
+    kernel.accumulate(X_s, Y_s - summary.y_mean, w_s)
+    # The sample is in a random order: its first rows are a uniform sample of it.
+    rows = np.arange(min(ERROR_QUERIES, n_s))
+    cap = max(LINEAR_SHARE * n, 2 * estimator.n_subsample) * n_s / n
+    with single_threaded_blas():
+        errors, met = choose_near_cells(kernel, estimator.tol, cap, rows, ERROR_KEYS, seed)
+    if not met:
+        warnings.warn(
+            f"the weight error measured at fit on {n_s} sampled rows, {errors.mean():.3g}, "
+            f"is above tol={estimator.tol:g} with the most near keys that keep prediction "
+            "linear; raise n_components or tol, or give n_neighbors",
+            UserWarning,
+            stacklevel=4,
+        )
+    return kernel.mean_near_keys / kernel.n_keys, float(errors.mean())
 
 
 # ---------------------------------------------------------------- predicting
@@ -312,8 +422,13 @@ def _predict_with(model, X, return_std, exact_moments, exact_spread):
     under the exact weights, for the rows whose spread cancels. Returns the prediction's
     columns and the rows asked for (distinct)."""
     model = copy.copy(model)
-    model.kernel_ = copy.copy(model.kernel_)
-    model.kernel_.exact = _REMOTE_KEYS
+    model.kernel_ = kernel = copy.copy(model.kernel_)
+    if isinstance(kernel, NearFieldKernel):
+        # Its exact kernel is its far field's.
+        kernel.far = copy.copy(kernel.far)
+        kernel.far.exact = _REMOTE_KEYS
+    else:
+        kernel.exact = _REMOTE_KEYS
     asked = []
 
     def moments(rows, h):
@@ -346,9 +461,11 @@ def _predict_with(model, X, return_std, exact_moments, exact_spread):
     return _columns(prediction, return_std), asked
 
 
-def _first_pass(model, X, return_std):
-    """A query block predicted with its features; the rows they cannot serve (and those
-    whose spread cancels) get placeholders for now and are returned for the exact pass."""
+def _first_pass(model, X, return_std, near=None):
+    """A query block predicted with its features (and its near field's sums ``near``, if
+    any); the rows they cannot serve (and those whose spread cancels) get placeholders for
+    now and are returned for the exact pass."""
+    model = _with_near_sums(model, X, near)
     mean, second = model.kernel_.training_moments()
 
     def training_mean(rows, h):
@@ -445,11 +562,12 @@ def _merge_exact(*parts):
     return merged
 
 
-def _second_pass(model, X, first, queries, exact, return_std):
+def _second_pass(model, X, first, queries, exact, return_std, near=None):
     """A query block with its exact rows recomputed from the merged exact-kernel states."""
     columns, asked = first
     if not len(asked):
         return columns
+    model = _with_near_sums(model, X, near)
     index = {key: i for i, key in enumerate(_row_keys(queries))}
     X = np.asarray(X, dtype=float)
     wanted = set(_row_keys(asked))
@@ -482,18 +600,105 @@ def _second_pass(model, X, first, queries, exact, return_std):
 
 
 def _predict_with_remote_keys(estimator, model, blocks, return_std):
-    """The three stages of a prediction by a model whose keys are a dask collection."""
-    first = [_task(_first_pass)(model, Xb, return_std) for Xb in blocks]
-    queries = _tree([f[1] for f in first], _union)
-    partials = [
-        _task(_exact_partial)(model, queries, Xb, yb, wb)
-        for Xb, yb, wb in _blocks(estimator.X_fit_, estimator.y_fit_, estimator.sample_weight_)
+    """The stages of a prediction by a model whose keys are a dask collection: the near
+    field's sums (if any), the features, the exact rows."""
+    training = _blocks(estimator.X_fit_, estimator.y_fit_, estimator.sample_weight_)
+    near = [None] * len(blocks)
+    if isinstance(estimator.kernel_, NearFieldKernel):
+        # Each training partition sorted by cell once, for every query block.
+        keys = [_task(_sorted_partition)(model, Xb, yb, wb) for Xb, yb, wb in training]
+        cells = [_task(_query_cells)(model, Xb) for Xb in blocks]
+        near = [
+            _tree([_task(_near_partial)(model, c, part) for part in keys], _add) for c in cells
+        ]
+    first = [
+        _task(_first_pass)(model, Xb, return_std, nb) for Xb, nb in zip(blocks, near, strict=True)
     ]
+    queries = _tree([f[1] for f in first], _union)
+    partials = [_task(_exact_partial)(model, queries, Xb, yb, wb) for Xb, yb, wb in training]
     exact = _tree(partials, _merge_exact)
     return [
-        _task(_second_pass)(model, Xb, f, queries, exact, return_std)
-        for Xb, f in zip(blocks, first, strict=True)
+        _task(_second_pass)(model, Xb, f, queries, exact, return_std, nb)
+        for Xb, f, nb in zip(blocks, first, near, strict=True)
     ]
+
+
+# ------------------------------------------------------------ the near field remote
+
+
+def _sorted_partition(model, X, y, w):
+    """One training partition's keys as the near field reads them (sorted by cell, with
+    their values and log-weights; see :meth:`NearFieldKernel.sort_keys`); ``None`` when it
+    has no row of positive weight."""
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    w = np.ones(len(X)) if w is None else np.asarray(w, dtype=float).reshape(-1)
+    active = w > 0
+    if not active.any():
+        return None
+    kernel = copy.copy(model.kernel_)
+    kernel._near = None
+    kernel.sort_keys(X[active], Y[active] - model._y_offset, w[active])
+    return kernel._near
+
+
+def _query_cells(model, X):
+    """A query block's projected queries, sorted by cell, with their order and the
+    bounds of each cell's run."""
+    Q, cells = model.kernel_.query_cells(np.asarray(X, dtype=float))
+    order = np.argsort(cells, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, cells[order][1:] != cells[order][:-1], True])
+    return Q[order], cells[order], order, bounds
+
+
+def _near_partial(model, query_cells, part):
+    r"""A query block's near sums over one training partition's keys: per query, the
+    exact :math:`\sum_i s_i \kappa(q, k_i) [v_i, v_i^2, 1]` over the keys here that lie in
+    the query's near cells (no shift: the partitions' sums add up)."""
+    Q, cells, order, bounds = query_cells
+    kernel = model.kernel_
+    sums = np.zeros((len(Q), kernel.far.key_sums.shape[2]))
+    if part is None:
+        return sums
+    kernel = copy.copy(kernel)
+    kernel._near = part
+    with single_threaded_blas():
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            sums[order[start:stop]] = kernel.near_sums(Q[start:stop], cells[start])
+    return sums
+
+
+def _add(*parts):
+    return functools.reduce(np.add, parts)
+
+
+def _with_near_sums(model, X, near):
+    """``model`` whose kernel gives the moments of the queries ``X`` (and any subset of
+    their rows) from their near sums ``near`` and its far field, as the in-memory near
+    field does (:meth:`NearFieldKernel.split_sums`); ``model`` itself when ``near`` is
+    ``None``."""
+    if near is None:
+        return model
+    kernel = copy.copy(model.kernel_)
+    X = np.asarray(X, dtype=float)
+    Q, cells, order, bounds = _query_cells(model, X)
+    sums = np.empty_like(near)
+    far_query = np.empty(len(X), dtype=bool)
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        rows = order[start:stop]
+        far = kernel.far_field_sums(Q[start:stop], cells[start])
+        sums[rows], far_query[rows] = kernel.join_sums(near[rows], far)
+    first, second, unreliable = kernel.moments_of(sums, far_query)
+    index = {key: i for i, key in enumerate(_row_keys(X))}
+
+    def moments(rows, h):
+        found = np.array([index[key] for key in _row_keys(rows)], dtype=int)
+        return first[found], second[found], unreliable[found]
+
+    kernel.moments = moments
+    model = copy.copy(model)
+    model.kernel_ = kernel
+    return model
 
 
 # ------------------------------------------------------------- the smoother's search
