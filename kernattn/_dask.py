@@ -276,6 +276,8 @@ def fit_linear(estimator, X, y, sample_weight=None):
                 share, weight_error = estimator.n_neighbors / n, None
             # The near cells hold about that share of the keys.
             near.set_near_cells(int(np.ceil(share * near.n_cells)))
+            # Every cell's far sums once: each query block only reads them.
+            near.precompute()
             finish_fit(estimator, near, None)
             estimator.n_neighbors_ = near.mean_near_keys
             if weight_error is not None:
