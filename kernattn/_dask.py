@@ -10,6 +10,16 @@ partitions as chunks, each on the worker that holds it, and the partial results 
 up a tree of at most ``SPLIT_EVERY`` parts per node. Only the merged statistics, the sample
 (``n_subsample`` rows) and the sums (a few r × t arrays per head) reach the client.
 
+**The near field.** With the default near field
+(:class:`~kernattn.linear._near_field.NearFieldKernel`), the first pass samples
+``max(n_subsample, MAX_CELLS)`` rows, about one per 50 of which become the cell centers, and
+the second adds each partition's per-cell sums :math:`S_c, z_c` next to the totals, merged
+at the same constant. ``n_neighbors="auto"`` takes the share of the keys that a near field
+of the sample itself needs to meet ``tol`` (:func:`_near_share_on_sample`). At prediction,
+every training partition, sorted by cell once, gives each query block the exact sums of its
+keys in the queries' near cells (no shift: the logits are at most 0, so the partitions'
+sums add up the tree), and the query block adds its far field and finishes as in memory.
+
 **Predicting.** ``predict`` returns a dask array with one block per block of queries, each
 computed on a worker from the fitted model, which is sent to the workers once (scattered
 when a ``distributed`` client is running) — with its training set, for the exact estimators.
@@ -641,7 +651,15 @@ def _sorted_partition(model, X, y, w):
     kernel = copy.copy(model.kernel_)
     kernel._near = None
     kernel.sort_keys(X[active], Y[active] - model._y_offset, w[active])
-    return kernel._near
+    near = kernel._near
+    # What NearFieldKernel.near_sums reads with buffers: the cells' first rows and the
+    # table's two parts, contiguous.
+    p = near["keys"].shape[1] + 2
+    return {
+        "start": near["start"],
+        "head": np.ascontiguousarray(near["table"][:, :p]),
+        "tail": np.ascontiguousarray(near["table"][:, p:]),
+    }
 
 
 def _query_cells(model, X):
@@ -664,9 +682,14 @@ def _near_partial(model, query_cells, part):
         return sums
     kernel = copy.copy(kernel)
     kernel._near = part
+    # Buffers for the near keys of every cell: a worker's allocator may map and unmap (and
+    # fault in) every large array anew (dask's nanny sets MALLOC_TRIM_THRESHOLD_).
+    counts = np.diff(part["start"])
+    widest = counts[kernel.near_cells[cells[bounds[:-1]]]].sum(axis=1).max(initial=0)
+    buffers = (np.empty((widest, part["head"].shape[1])), np.empty((widest, sums.shape[1])))
     with single_threaded_blas():
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
-            sums[order[start:stop]] = kernel.near_sums(Q[start:stop], cells[start])
+            sums[order[start:stop]] = kernel.near_sums(Q[start:stop], cells[start], buffers)
     return sums
 
 

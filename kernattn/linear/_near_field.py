@@ -493,24 +493,36 @@ class NearFieldKernel:
         """
         return self.join_sums(self.near_sums(Q, c), self.far_field_sums(Q, c))
 
-    def near_sums(self, Q, c):
+    def near_sums(self, Q, c, buffers=None):
         """The near part of :meth:`split_sums`: the exact sums of the moments over the kept
         keys of cell ``c``'s near cells (without a shift). The sums of several sets of keys
-        (the partitions of a training set, each sorted with :meth:`sort_keys`) add up."""
+        (the partitions of a training set, each sorted with :meth:`sort_keys`) add up.
+
+        ``buffers``: two float arrays, C-contiguous, with at least as many rows as the near
+        keys, that receive the near keys' rows of the two contiguous parts of the table of
+        keys, ``_near["head"]`` (``[k, log s - ‖k‖²/2, 1]``) and ``_near["tail"]`` (the
+        moments), instead of new arrays: over many cells, no large allocation per cell (an
+        allocator that maps every large array anew makes those slow)."""
         near = self._near
-        table = np.take(near["table"], self._near_rows(c), axis=0)
+        rows = self._near_rows(c)
         p = Q.shape[1] + 2
+        if buffers is None:
+            table = np.take(near["table"], rows, axis=0)
+            head, tail = table[:, :p], table[:, p:]
+        else:
+            # mode="clip": the rows are valid, and "raise" would copy through a buffer.
+            head = np.take(near["head"], rows, axis=0, out=buffers[0][: len(rows)], mode="clip")
+            tail = np.take(near["tail"], rows, axis=0, out=buffers[1][: len(rows)], mode="clip")
         half = 0.5 * np.einsum("ij,ij->i", Q, Q)
         Qa = np.hstack([Q, np.ones((len(Q), 1)), -half[:, None]])
-        near_sums = np.zeros((len(Q), table.shape[1] - p))
+        near_sums = np.zeros((len(Q), tail.shape[1]))
         tile = max(_KEY_TILE, _TILE_ENTRIES // max(len(Q), 1))
         with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-            for start in range(0, len(table), tile):
-                block = table[start : start + tile]
-                logits = (Qa @ block[:, :p].T).astype(np.float32)
+            for start in range(0, len(head), tile):
+                logits = (Qa @ head[start : start + tile].T).astype(np.float32)
                 np.maximum(logits, _LOGIT_FLOOR, out=logits)
                 kernel = np.exp(logits, out=logits)
-                near_sums += kernel.astype(np.float64) @ block[:, p:]
+                near_sums += kernel.astype(np.float64) @ tail[start : start + tile]
         return near_sums
 
     def far_field_sums(self, Q, c):
