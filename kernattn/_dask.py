@@ -15,7 +15,8 @@ up a tree of at most ``SPLIT_EVERY`` parts per node. Only the merged statistics,
 ``max(n_subsample, MAX_CELLS)`` rows, about one per 50 of which become the cell centers, and
 the second adds each partition's per-cell sums :math:`S_c, z_c` next to the totals, merged
 at the same constant. ``n_neighbors="auto"`` takes the share of the keys that a near field
-of the sample itself needs to meet ``tol`` (:func:`_near_share_on_sample`). At prediction,
+of the sample itself needs to meet ``tol``, and with ``n_components="auto"`` the rank
+chosen with it (:func:`_near_share_on_sample`). At prediction,
 every training partition, sorted by cell once, gives each query block the exact sums of its
 keys in the queries' near cells (no shift: the logits are at most 0, so the partitions'
 sums add up the tree), and the query block adds its far field and finishes as in memory.
@@ -54,6 +55,7 @@ import numpy as np
 from joblib import parallel_config
 from sklearn import config_context, get_config
 from sklearn.base import clone
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import iter_query_blocks, single_threaded_blas
@@ -61,6 +63,7 @@ from kernattn._engine import KEY_TILE, WELL_CONDITIONED, fit_transaction
 from kernattn._local_linear import value_key_columns
 from kernattn._numerics import EXP_FLOOR, power_of_two_scale
 from kernattn.bandwidth import CRITERIA, search_criterion, select_bandwidth, subset_sizes
+from kernattn.feature_maps import NystroemFeatures
 from kernattn.linear._chunks import (
     ChunkSummary,
     check_summary,
@@ -74,8 +77,15 @@ from kernattn.linear._chunks import (
     summarize,
 )
 from kernattn.linear._feature_kernel import FeatureKernel
-from kernattn.linear._near_field import NearFieldKernel, choose_near_cells
-from kernattn.linear._regressor import ERROR_KEYS, ERROR_QUERIES, KEYS_PER_CELL, LINEAR_SHARE
+from kernattn.linear._near_field import NearFieldKernel, _ErrorProbe, grow_near_cells
+from kernattn.linear._regressor import (
+    CANDIDATE_COMPONENTS,
+    ERROR_KEYS,
+    ERROR_QUERIES,
+    KEYS_PER_CELL,
+    LINEAR_SHARE,
+    MAX_COMPONENTS,
+)
 
 # Partial results merged per node of the reduction trees.
 SPLIT_EVERY = 8
@@ -270,6 +280,12 @@ def fit_linear(estimator, X, y, sample_weight=None):
             ]
             finish_fit(estimator, kernel, _tree(parts, merge_sums).compute())
         else:
+            n = int(summary.count)
+            if estimator.n_neighbors == "auto":
+                # Before the sums: it may choose another map for the far field.
+                share, weight_error = _near_share_on_sample(estimator, near, summary, seed)
+            else:
+                share, weight_error = estimator.n_neighbors / n, None
             template = _model_on_workers(near)
             parts = [
                 _task(chunk_cell_sums)(template, Xb, yb, wb, summary.y_mean)
@@ -279,11 +295,6 @@ def fit_linear(estimator, X, y, sample_weight=None):
             far = near.far
             far.key_sums, far.key_log_scale, far.key_radius, far.target_sums = sums
             near.set_cell_sums(cell_sums, counts)
-            n = counts.sum()
-            if estimator.n_neighbors == "auto":
-                share, weight_error = _near_share_on_sample(estimator, near, summary, seed)
-            else:
-                share, weight_error = estimator.n_neighbors / n, None
             # The near cells hold about that share of the keys.
             near.set_near_cells(int(np.ceil(share * near.n_cells)))
             # Every cell's far sums once: each query block only reads them.
@@ -324,16 +335,22 @@ def _cell_kernel(kernel, summary):
 
 def _near_share_on_sample(estimator, near, summary, seed):
     """``n_neighbors="auto"`` on partitions: the share of the keys the near field computes
-    exactly, chosen on the sample drawn on the workers, and its measured weight error.
+    exactly, chosen on the sample drawn on the workers, and its measured weight error;
+    with ``n_components="auto"``, the far field's map too (set on ``near``, whose sums
+    must still be empty).
 
     The sample (up to ``MAX_CELLS`` uniform rows) gets a near field of its own, in memory,
-    with the far field's map and cells of ``KEYS_PER_CELL`` sampled rows, and
-    :func:`~kernattn.linear._near_field.choose_near_cells` finds the fewest of its cells
-    whose mean weight error, measured on ``ERROR_QUERIES`` sampled rows left out of their
-    own sums, is within ``tol`` (at most the share of keys that keeps prediction linear).
-    The split's weights over a region of the input space depend on the share of the keys
-    it holds, not on their number, so the full near field takes the same share of its
-    cells; its error is that measured on the sample (the full near field's is not).
+    with cells of ``KEYS_PER_CELL`` sampled rows, and the in-memory search runs on it:
+    for ``n_components="auto"``, for every candidate rank a Nyström map fitted on the
+    sample and the fewest near cells meeting ``tol`` (the far sums estimated on the sampled
+    keys), the pair of the lowest predicted cost kept
+    (:meth:`LinearAttentionRegressor._split_cost`, at the full key count); then the fewest
+    near cells whose mean weight error, measured with the map's own sums on
+    ``ERROR_QUERIES`` sampled rows left out of their own sums, is within ``tol`` (at most
+    the share of keys that keeps prediction linear). The split's weights over a region of
+    the input space depend on the share of the keys it holds, not on their number, so the
+    full near field takes the same share of its cells; its error is that measured on the
+    sample (the full near field's is not).
     """
     _, _, X_s, Y_s, w_s = summary.sample
     n, n_s = int(summary.count), len(X_s)
@@ -349,12 +366,25 @@ def _near_share_on_sample(estimator, near, summary, seed):
     with np.errstate(over="ignore", invalid="ignore"):
         centers = sample_far.project(X_s[: max(1, n_s // KEYS_PER_CELL)], 0, "key")
     kernel = NearFieldKernel(sample_far, np.unique(centers, axis=0), 1).bind(X_s, w_s)
-    kernel.accumulate(X_s, Y_s - summary.y_mean, w_s)
+    values = Y_s - summary.y_mean
     # The sample is in a random order: its first rows are a uniform sample of it.
     rows = np.arange(min(ERROR_QUERIES, n_s))
     cap = max(LINEAR_SHARE * n, 2 * estimator.n_subsample) * n_s / n
+    rng = check_random_state(seed)
+    first = 1
     with single_threaded_blas():
-        errors, met = choose_near_cells(kernel, estimator.tol, cap, rows, ERROR_KEYS, seed)
+        kernel.sort_keys(X_s, values, w_s)
+        probe = _ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
+        searched = estimator.n_components == "auto" and isinstance(estimator.feature_map, str)
+        if searched:
+            feature_map, first = _rank_on_sample(estimator, kernel, probe, near, n, cap, rng)
+            kernel.set_feature_map(feature_map)
+            near.set_feature_map(feature_map)
+            estimator.feature_maps_ = [feature_map]
+            estimator.n_components_ = feature_map.n_components_
+        kernel.accumulate(X_s, values, w_s)
+        probe.use_kernel()
+        errors, met = grow_near_cells(kernel, probe, estimator.tol, cap, first)
     if not met:
         warnings.warn(
             f"the weight error measured at fit on {n_s} sampled rows, {errors.mean():.3g}, "
@@ -364,6 +394,42 @@ def _near_share_on_sample(estimator, near, summary, seed):
             stacklevel=4,
         )
     return kernel.mean_near_keys / kernel.n_keys, float(errors.mean())
+
+
+def _rank_on_sample(estimator, kernel, probe, near, n, cap, rng):
+    """The Nyström map of the lowest predicted cost meeting ``tol`` (the highest rank if
+    none does) on the sample's near field ``kernel``, and its number of near cells there
+    (``LinearAttentionRegressor._choose_rank`` on the sample, its costs at ``n`` keys)."""
+    n_s = kernel.n_keys
+    top = min(n_s // 4, estimator.n_subsample // 2, MAX_COMPONENTS)
+    ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
+    # The maps see n_subsample keys, as in memory: the first rows of the sample (uniform).
+    near_data = kernel._near
+    first_rows = near_data["order"] < estimator.n_subsample
+    keys = near_data["keys"][first_rows]
+    weights = np.exp(near_data["log_weight"][first_rows])
+    t = kernel.n_outputs
+    best, fallback, first = None, None, 1
+    for r in ranks:
+        if best is not None and estimator._split_cost(n, r, 0, 0, t) >= best[0]:
+            break  # with no near field at all, r features cost more than the best
+        feature_map = NystroemFeatures(min(r, len(keys))).fit(
+            keys, sample_weight=weights, random_state=rng
+        )
+        probe.use_map(feature_map)
+        errors, met = grow_near_cells(kernel, probe, estimator.tol, cap, first)
+        first = kernel.n_near_cells
+        share = kernel.mean_near_keys / n_s
+        cost = estimator._split_cost(
+            n, feature_map.n_components_, share * n, share * near.n_cells, t
+        )
+        choice = (cost, feature_map, kernel.n_near_cells)
+        if met and (best is None or cost < best[0]):
+            best = choice
+        if not met:
+            fallback = choice
+    _, feature_map, cells = best if best is not None else fallback
+    return feature_map, cells
 
 
 # ---------------------------------------------------------------- predicting

@@ -217,6 +217,9 @@ def test_linear_default_on_partitions_has_a_near_field_as_accurate_as_in_memory(
         cluster = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(Xd, yd)
     assert isinstance(cluster.kernel_, NearFieldKernel)
     assert cluster.n_neighbors_ > 50 and 0 < cluster.weight_error_ <= cluster.tol
+    # The rank chosen with the near field, on the sample (at most half of n_subsample).
+    assert cluster.n_components_ in (32, 64, 128, 256, 512)
+    assert cluster.kernel_.n_components == cluster.n_components_
     memory = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(X, y)
     far_only = LinearAttentionRegressor(n_neighbors=0, bandwidth=0.2, random_state=0)
     far_only = _quiet(far_only.fit, Xd, yd)

@@ -214,10 +214,10 @@ def start_fit(estimator, summary, target_shape, dtype, near_field=False):
         # The near field computes each query's nearest keys exactly from keys held in
         # memory; over chunks, as after partial_fit, the Nyström far field serves alone.
         warnings.warn(
-            "fitted in chunks (or on partitions), LinearAttentionRegressor has no near "
-            "field: the Nyström features alone (n_neighbors=0) approximate the kernel, "
-            "which is coarser at small bandwidths; fit in memory for the near field, or "
-            "pass n_neighbors=0 to silence this",
+            "fitted in chunks, LinearAttentionRegressor has no near field: the Nyström "
+            "features alone (n_neighbors=0) approximate the kernel, which is coarser at "
+            "small bandwidths; fit in memory or on a dask collection for the near field, "
+            "or pass n_neighbors=0 to silence this",
             UserWarning,
             stacklevel=3,
         )
