@@ -89,9 +89,11 @@ from kernattn.linear._regressor import (
 
 # Partial results merged per node of the reduction trees.
 SPLIT_EVERY = 8
-# Most cells of a near field fitted on partitions: its per-cell sums (cells × features ×
-# moments) stay a few tens of MB at 256 features. The centers are drawn with the sample.
+# Most cells of a near field fitted on partitions, and most cells × features: its per-cell
+# sums (cells × features × moments) stay a few tens of MB (8 192 cells at 256 features).
+# The centers are drawn with the sample.
 MAX_CELLS = 8192
+CELL_FEATURES = MAX_CELLS * 256
 
 
 # ------------------------------------------------------------------ collections
@@ -284,6 +286,9 @@ def fit_linear(estimator, X, y, sample_weight=None):
             if estimator.n_neighbors == "auto":
                 # Before the sums: it may choose another map for the far field.
                 share, weight_error = _near_share_on_sample(estimator, near, summary, seed)
+                if near.n_cells * near.n_components > CELL_FEATURES:
+                    # More features than the cells were drawn for: fewer, larger cells.
+                    near = _cell_kernel(near.far, summary)
             else:
                 share, weight_error = estimator.n_neighbors / n, None
             template = _model_on_workers(near)
@@ -322,10 +327,12 @@ def _sample_prefix(summary, n_sample):
 def _cell_kernel(kernel, summary):
     """A near field on ``kernel`` (its sums empty) whose cell centers are the projected
     rows of the sample drawn on the workers, about one per ``KEYS_PER_CELL`` rows (at
-    most ``MAX_CELLS``); ``None`` when the keys lie beyond a finite distance (a bandwidth
-    near 1e-300), where the far field serves alone, as in memory."""
+    most ``MAX_CELLS``, and at most ``CELL_FEATURES`` cells × features); ``None`` when the
+    keys lie beyond a finite distance (a bandwidth near 1e-300), where the far field serves
+    alone, as in memory."""
     X_s = summary.sample[2]
-    n_cells = max(1, min(summary.count // KEYS_PER_CELL, MAX_CELLS, len(X_s)))
+    most = min(MAX_CELLS, CELL_FEATURES // max(kernel.n_components, 1))
+    n_cells = max(1, min(summary.count // KEYS_PER_CELL, most, len(X_s)))
     with np.errstate(over="ignore", invalid="ignore"):
         centers = kernel.project(X_s[:n_cells], 0, "key")
     if not np.all(np.abs(centers) < 1e100):
