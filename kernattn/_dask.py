@@ -10,6 +10,17 @@ partitions as chunks, each on the worker that holds it, and the partial results 
 up a tree of at most ``SPLIT_EVERY`` parts per node. Only the merged statistics, the sample
 (``n_subsample`` rows) and the sums (a few r × t arrays per head) reach the client.
 
+**The near field.** With the default near field
+(:class:`~kernattn.linear._near_field.NearFieldKernel`), the first pass samples
+``max(n_subsample, MAX_CELLS)`` rows, about one per 50 of which become the cell centers, and
+the second adds each partition's per-cell sums :math:`S_c, z_c` next to the totals, merged
+at the same constant. ``n_neighbors="auto"`` takes the share of the keys that a near field
+of the sample itself needs to meet ``tol``, and with ``n_components="auto"`` the rank
+chosen with it (:func:`_near_share_on_sample`). At prediction,
+every training partition, sorted by cell once, gives each query block the exact sums of its
+keys in the queries' near cells (no shift: the logits are at most 0, so the partitions'
+sums add up the tree), and the query block adds its far field and finishes as in memory.
+
 **Predicting.** ``predict`` returns a dask array with one block per block of queries, each
 computed on a worker from the fitted model, which is sent to the workers once (scattered
 when a ``distributed`` client is running) — with its training set, for the exact estimators.
@@ -44,6 +55,7 @@ import numpy as np
 from joblib import parallel_config
 from sklearn import config_context, get_config
 from sklearn.base import clone
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import iter_query_blocks, single_threaded_blas
@@ -57,19 +69,37 @@ from kernattn.bandwidth import (
     select_bandwidth,
     subset_sizes,
 )
+from kernattn.feature_maps import NystroemFeatures
 from kernattn.linear._chunks import (
     ChunkSummary,
     check_summary,
+    chunk_cell_sums,
     chunk_sums,
     finish_fit,
+    merge_cell_sums,
     merge_sums,
     sample_seed,
     start_fit,
     summarize,
 )
+from kernattn.linear._feature_kernel import FeatureKernel
+from kernattn.linear._near_field import NearFieldKernel, _ErrorProbe, grow_near_cells
+from kernattn.linear._regressor import (
+    CANDIDATE_COMPONENTS,
+    ERROR_KEYS,
+    ERROR_QUERIES,
+    KEYS_PER_CELL,
+    LINEAR_SHARE,
+    MAX_COMPONENTS,
+)
 
 # Partial results merged per node of the reduction trees.
 SPLIT_EVERY = 8
+# Most cells of a near field fitted on partitions, and most cells × features: its per-cell
+# sums (cells × features × moments) stay a few tens of MB (8 192 cells at 256 features).
+# The centers are drawn with the sample.
+MAX_CELLS = 8192
+CELL_FEATURES = MAX_CELLS * 256
 
 
 # ------------------------------------------------------------------ collections
@@ -228,26 +258,191 @@ def fit_linear(estimator, X, y, sample_weight=None):
         estimator.n_features_in_ = d
 
         seed = sample_seed(estimator.random_state)
+        near_field = estimator._near_field()
+        # The near field's centers are drawn with the sample: more rows of it, whose first
+        # n_subsample (the smallest sampling keys) are the sample of the kernel all the same.
+        n_sample = estimator.n_subsample
+        if near_field:
+            n_sample = max(n_sample, MAX_CELLS)
         starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]])
         parts = [
-            _task(summarize)(Xb, yb, wb, int(start), [seed, i], estimator.n_subsample)
+            _task(summarize)(Xb, yb, wb, int(start), [seed, i], n_sample)
             for i, ((Xb, yb, wb), start) in enumerate(zip(_blocks(X, y, w), starts, strict=True))
         ]
         summary = _tree(parts, ChunkSummary.merge).compute()
         dtype = np.float32 if X.dtype == np.float32 else np.float64
-        kernel = start_fit(estimator, summary, y.shape[1:], dtype)
-        # The kernel (features, landmarks) goes to each worker once, not with every task.
-        template = _model_on_workers(kernel)
-        parts = [
-            _task(chunk_sums)(template, Xb, yb, wb, summary.y_mean)
-            for Xb, yb, wb in _blocks(X, y, w)
-        ]
-        finish_fit(estimator, kernel, _tree(parts, merge_sums).compute())
+        kernel = start_fit(
+            estimator,
+            _sample_prefix(summary, estimator.n_subsample),
+            y.shape[1:],
+            dtype,
+            near_field,
+        )
+        near = _cell_kernel(kernel, summary) if near_field else None
+        if near is None:
+            # The kernel (features, landmarks) goes to each worker once, not with every task.
+            template = _model_on_workers(kernel)
+            parts = [
+                _task(chunk_sums)(template, Xb, yb, wb, summary.y_mean)
+                for Xb, yb, wb in _blocks(X, y, w)
+            ]
+            finish_fit(estimator, kernel, _tree(parts, merge_sums).compute())
+        else:
+            n = int(summary.count)
+            if estimator.n_neighbors == "auto":
+                # Before the sums: it may choose another map for the far field.
+                share, weight_error = _near_share_on_sample(estimator, near, summary, seed)
+                if near.n_cells * near.n_components > CELL_FEATURES:
+                    # More features than the cells were drawn for: fewer, larger cells.
+                    near = _cell_kernel(near.far, summary)
+            else:
+                share, weight_error = estimator.n_neighbors / n, None
+            template = _model_on_workers(near)
+            parts = [
+                _task(chunk_cell_sums)(template, Xb, yb, wb, summary.y_mean)
+                for Xb, yb, wb in _blocks(X, y, w)
+            ]
+            sums, cell_sums, counts = _tree(parts, merge_cell_sums).compute()
+            far = near.far
+            far.key_sums, far.key_log_scale, far.key_radius, far.target_sums = sums
+            near.set_cell_sums(cell_sums, counts)
+            # The near cells hold about that share of the keys.
+            near.set_near_cells(int(np.ceil(share * near.n_cells)))
+            # Every cell's far sums once: each query block only reads them.
+            near.precompute()
+            finish_fit(estimator, near, None)
+            estimator.n_neighbors_ = near.mean_near_keys
+            if weight_error is not None:
+                estimator.weight_error_ = weight_error
         # The training set stays where it is: the exact rows of predict are computed there.
         estimator.X_fit_ = X
         estimator.y_fit_ = y
         estimator.sample_weight_ = da.ones(n, chunks=X.chunks[0]) if w is None else w
     return estimator
+
+
+def _sample_prefix(summary, n_sample):
+    """The summary with the ``n_sample`` rows of its sample that have the smallest sampling
+    keys (the sample is sorted by them): the sample of a first pass that kept as many."""
+    out = copy.copy(summary)
+    out.n_sample = n_sample
+    out.sample = tuple(column[:n_sample] for column in summary.sample)
+    return out
+
+
+def _cell_kernel(kernel, summary):
+    """A near field on ``kernel`` (its sums empty) whose cell centers are the projected
+    rows of the sample drawn on the workers, about one per ``KEYS_PER_CELL`` rows (at
+    most ``MAX_CELLS``, and at most ``CELL_FEATURES`` cells × features); ``None`` when the
+    keys lie beyond a finite distance (a bandwidth near 1e-300), where the far field serves
+    alone, as in memory."""
+    X_s = summary.sample[2]
+    most = min(MAX_CELLS, CELL_FEATURES // max(kernel.n_components, 1))
+    n_cells = max(1, min(summary.count // KEYS_PER_CELL, most, len(X_s)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        centers = kernel.project(X_s[:n_cells], 0, "key")
+    if not np.all(np.abs(centers) < 1e100):
+        return None
+    return NearFieldKernel(kernel, np.unique(centers, axis=0), 1)
+
+
+def _near_share_on_sample(estimator, near, summary, seed):
+    """``n_neighbors="auto"`` on partitions: the share of the keys the near field computes
+    exactly, chosen on the sample drawn on the workers, and its measured weight error;
+    with ``n_components="auto"``, the far field's map too (set on ``near``, whose sums
+    must still be empty).
+
+    The sample (up to ``MAX_CELLS`` uniform rows) gets a near field of its own, in memory,
+    with cells of ``KEYS_PER_CELL`` sampled rows, and the in-memory search runs on it:
+    for ``n_components="auto"``, for every candidate rank a Nyström map fitted on the
+    sample and the fewest near cells meeting ``tol`` (the far sums estimated on the sampled
+    keys), the pair of the lowest predicted cost kept
+    (:meth:`LinearAttentionRegressor._split_cost`, at the full key count); then the fewest
+    near cells whose mean weight error, measured with the map's own sums on
+    ``ERROR_QUERIES`` sampled rows left out of their own sums, is within ``tol`` (at most
+    the share of keys that keeps prediction linear). The split's weights over a region of
+    the input space depend on the share of the keys it holds, not on their number, so the
+    full near field takes the same share of its cells; its error is that measured on the
+    sample (the full near field's is not).
+    """
+    _, _, X_s, Y_s, w_s = summary.sample
+    n, n_s = int(summary.count), len(X_s)
+    far = near.far
+    sample_far = FeatureKernel(
+        far.heads,
+        far.feature_maps,
+        far.key_shift,
+        far.head_bias,
+        far.weight_scale,
+        value_scale=far.value_scale,
+    )
+    with np.errstate(over="ignore", invalid="ignore"):
+        centers = sample_far.project(X_s[: max(1, n_s // KEYS_PER_CELL)], 0, "key")
+    kernel = NearFieldKernel(sample_far, np.unique(centers, axis=0), 1).bind(X_s, w_s)
+    values = Y_s - summary.y_mean
+    # The sample is in a random order: its first rows are a uniform sample of it.
+    rows = np.arange(min(ERROR_QUERIES, n_s))
+    cap = max(LINEAR_SHARE * n, 2 * estimator.n_subsample) * n_s / n
+    rng = check_random_state(seed)
+    first = 1
+    with single_threaded_blas():
+        kernel.sort_keys(X_s, values, w_s)
+        probe = _ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
+        searched = estimator.n_components == "auto" and isinstance(estimator.feature_map, str)
+        if searched:
+            feature_map, first = _rank_on_sample(estimator, kernel, probe, near, n, cap, rng)
+            kernel.set_feature_map(feature_map)
+            near.set_feature_map(feature_map)
+            estimator.feature_maps_ = [feature_map]
+            estimator.n_components_ = feature_map.n_components_
+        kernel.accumulate(X_s, values, w_s)
+        probe.use_kernel()
+        errors, met = grow_near_cells(kernel, probe, estimator.tol, cap, first)
+    if not met:
+        warnings.warn(
+            f"the weight error measured at fit on {n_s} sampled rows, {errors.mean():.3g}, "
+            f"is above tol={estimator.tol:g} with the most near keys that keep prediction "
+            "linear; raise n_components or tol, or give n_neighbors",
+            UserWarning,
+            stacklevel=4,
+        )
+    return kernel.mean_near_keys / kernel.n_keys, float(errors.mean())
+
+
+def _rank_on_sample(estimator, kernel, probe, near, n, cap, rng):
+    """The Nyström map of the lowest predicted cost meeting ``tol`` (the highest rank if
+    none does) on the sample's near field ``kernel``, and its number of near cells there
+    (``LinearAttentionRegressor._choose_rank`` on the sample, its costs at ``n`` keys)."""
+    n_s = kernel.n_keys
+    top = min(n_s // 4, estimator.n_subsample // 2, MAX_COMPONENTS)
+    ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
+    # The maps see n_subsample keys, as in memory: the first rows of the sample (uniform).
+    near_data = kernel._near
+    first_rows = near_data["order"] < estimator.n_subsample
+    keys = near_data["keys"][first_rows]
+    weights = np.exp(near_data["log_weight"][first_rows])
+    t = kernel.n_outputs
+    best, fallback, first = None, None, 1
+    for r in ranks:
+        if best is not None and estimator._split_cost(n, r, 0, 0, t) >= best[0]:
+            break  # with no near field at all, r features cost more than the best
+        feature_map = NystroemFeatures(min(r, len(keys))).fit(
+            keys, sample_weight=weights, random_state=rng
+        )
+        probe.use_map(feature_map)
+        errors, met = grow_near_cells(kernel, probe, estimator.tol, cap, first)
+        first = kernel.n_near_cells
+        share = kernel.mean_near_keys / n_s
+        cost = estimator._split_cost(
+            n, feature_map.n_components_, share * n, share * near.n_cells, t
+        )
+        choice = (cost, feature_map, kernel.n_near_cells)
+        if met and (best is None or cost < best[0]):
+            best = choice
+        if not met:
+            fallback = choice
+    _, feature_map, cells = best if best is not None else fallback
+    return feature_map, cells
 
 
 # ---------------------------------------------------------------- predicting
@@ -318,8 +513,13 @@ def _predict_with(model, X, return_std, exact_moments, exact_spread):
     under the exact weights, for the rows whose spread cancels. Returns the prediction's
     columns and the rows asked for (distinct)."""
     model = copy.copy(model)
-    model.kernel_ = copy.copy(model.kernel_)
-    model.kernel_.exact = _REMOTE_KEYS
+    model.kernel_ = kernel = copy.copy(model.kernel_)
+    if isinstance(kernel, NearFieldKernel):
+        # Its exact kernel is its far field's.
+        kernel.far = copy.copy(kernel.far)
+        kernel.far.exact = _REMOTE_KEYS
+    else:
+        kernel.exact = _REMOTE_KEYS
     asked = []
 
     def moments(rows, h):
@@ -352,9 +552,11 @@ def _predict_with(model, X, return_std, exact_moments, exact_spread):
     return _columns(prediction, return_std), asked
 
 
-def _first_pass(model, X, return_std):
-    """A query block predicted with its features; the rows they cannot serve (and those
-    whose spread cancels) get placeholders for now and are returned for the exact pass."""
+def _first_pass(model, X, return_std, near=None):
+    """A query block predicted with its features (and its near field's sums ``near``, if
+    any); the rows they cannot serve (and those whose spread cancels) get placeholders for
+    now and are returned for the exact pass."""
+    model = _with_near_sums(model, X, near)
     mean, second = model.kernel_.training_moments()
 
     def training_mean(rows, h):
@@ -451,11 +653,12 @@ def _merge_exact(*parts):
     return merged
 
 
-def _second_pass(model, X, first, queries, exact, return_std):
+def _second_pass(model, X, first, queries, exact, return_std, near=None):
     """A query block with its exact rows recomputed from the merged exact-kernel states."""
     columns, asked = first
     if not len(asked):
         return columns
+    model = _with_near_sums(model, X, near)
     index = {key: i for i, key in enumerate(_row_keys(queries))}
     X = np.asarray(X, dtype=float)
     wanted = set(_row_keys(asked))
@@ -488,18 +691,118 @@ def _second_pass(model, X, first, queries, exact, return_std):
 
 
 def _predict_with_remote_keys(estimator, model, blocks, return_std):
-    """The three stages of a prediction by a model whose keys are a dask collection."""
-    first = [_task(_first_pass)(model, Xb, return_std) for Xb in blocks]
-    queries = _tree([f[1] for f in first], _union)
-    partials = [
-        _task(_exact_partial)(model, queries, Xb, yb, wb)
-        for Xb, yb, wb in _blocks(estimator.X_fit_, estimator.y_fit_, estimator.sample_weight_)
+    """The stages of a prediction by a model whose keys are a dask collection: the near
+    field's sums (if any), the features, the exact rows."""
+    training = _blocks(estimator.X_fit_, estimator.y_fit_, estimator.sample_weight_)
+    near = [None] * len(blocks)
+    if isinstance(estimator.kernel_, NearFieldKernel):
+        # Each training partition sorted by cell once, for every query block.
+        keys = [_task(_sorted_partition)(model, Xb, yb, wb) for Xb, yb, wb in training]
+        cells = [_task(_query_cells)(model, Xb) for Xb in blocks]
+        near = [
+            _tree([_task(_near_partial)(model, c, part) for part in keys], _add) for c in cells
+        ]
+    first = [
+        _task(_first_pass)(model, Xb, return_std, nb) for Xb, nb in zip(blocks, near, strict=True)
     ]
+    queries = _tree([f[1] for f in first], _union)
+    partials = [_task(_exact_partial)(model, queries, Xb, yb, wb) for Xb, yb, wb in training]
     exact = _tree(partials, _merge_exact)
     return [
-        _task(_second_pass)(model, Xb, f, queries, exact, return_std)
-        for Xb, f in zip(blocks, first, strict=True)
+        _task(_second_pass)(model, Xb, f, queries, exact, return_std, nb)
+        for Xb, f, nb in zip(blocks, first, near, strict=True)
     ]
+
+
+# ------------------------------------------------------------ the near field remote
+
+
+def _sorted_partition(model, X, y, w):
+    """One training partition's keys as the near field reads them (sorted by cell, with
+    their values and log-weights; see :meth:`NearFieldKernel.sort_keys`); ``None`` when it
+    has no row of positive weight."""
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    w = np.ones(len(X)) if w is None else np.asarray(w, dtype=float).reshape(-1)
+    active = w > 0
+    if not active.any():
+        return None
+    kernel = copy.copy(model.kernel_)
+    kernel._near = None
+    kernel.sort_keys(X[active], Y[active] - model._y_offset, w[active])
+    near = kernel._near
+    # What NearFieldKernel.near_sums reads with buffers: the cells' first rows and the
+    # table's two parts, contiguous.
+    p = near["keys"].shape[1] + 2
+    return {
+        "start": near["start"],
+        "head": np.ascontiguousarray(near["table"][:, :p]),
+        "tail": np.ascontiguousarray(near["table"][:, p:]),
+    }
+
+
+def _query_cells(model, X):
+    """A query block's projected queries, sorted by cell, with their order and the
+    bounds of each cell's run."""
+    Q, cells = model.kernel_.query_cells(np.asarray(X, dtype=float))
+    order = np.argsort(cells, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, cells[order][1:] != cells[order][:-1], True])
+    return Q[order], cells[order], order, bounds
+
+
+def _near_partial(model, query_cells, part):
+    r"""A query block's near sums over one training partition's keys: per query, the
+    exact :math:`\sum_i s_i \kappa(q, k_i) [v_i, v_i^2, 1]` over the keys here that lie in
+    the query's near cells (no shift: the partitions' sums add up)."""
+    Q, cells, order, bounds = query_cells
+    kernel = model.kernel_
+    sums = np.zeros((len(Q), kernel.far.key_sums.shape[2]))
+    if part is None:
+        return sums
+    kernel = copy.copy(kernel)
+    kernel._near = part
+    # Buffers for the near keys of every cell: a worker's allocator may map and unmap (and
+    # fault in) every large array anew (dask's nanny sets MALLOC_TRIM_THRESHOLD_).
+    counts = np.diff(part["start"])
+    widest = counts[kernel.near_cells[cells[bounds[:-1]]]].sum(axis=1).max(initial=0)
+    buffers = (np.empty((widest, part["head"].shape[1])), np.empty((widest, sums.shape[1])))
+    with single_threaded_blas():
+        for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+            sums[order[start:stop]] = kernel.near_sums(Q[start:stop], cells[start], buffers)
+    return sums
+
+
+def _add(*parts):
+    return functools.reduce(np.add, parts)
+
+
+def _with_near_sums(model, X, near):
+    """``model`` whose kernel gives the moments of the queries ``X`` (and any subset of
+    their rows) from their near sums ``near`` and its far field, as the in-memory near
+    field does (:meth:`NearFieldKernel.split_sums`); ``model`` itself when ``near`` is
+    ``None``."""
+    if near is None:
+        return model
+    kernel = copy.copy(model.kernel_)
+    X = np.asarray(X, dtype=float)
+    Q, cells, order, bounds = _query_cells(model, X)
+    sums = np.empty_like(near)
+    far_query = np.empty(len(X), dtype=bool)
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        rows = order[start:stop]
+        far = kernel.far_field_sums(Q[start:stop], cells[start])
+        sums[rows], far_query[rows] = kernel.join_sums(near[rows], far)
+    first, second, unreliable = kernel.moments_of(sums, far_query)
+    index = {key: i for i, key in enumerate(_row_keys(X))}
+
+    def moments(rows, h):
+        found = np.array([index[key] for key in _row_keys(rows)], dtype=int)
+        return first[found], second[found], unreliable[found]
+
+    kernel.moments = moments
+    model = copy.copy(model)
+    model.kernel_ = kernel
+    return model
 
 
 # ------------------------------------------------------------- the smoother's search

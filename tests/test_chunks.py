@@ -174,3 +174,46 @@ def test_default_near_field_is_not_built_from_chunks_and_says_so():
     np.testing.assert_allclose(
         streamed.kernel_.moments(X[:50], 0)[0], far_only.kernel_.moments(X[:50], 0)[0], rtol=1e-10
     )
+
+
+def test_per_cell_sums_of_chunks_add_up_to_those_of_all_rows():
+    from kernattn.linear._chunks import chunk_cell_sums, merge_cell_sums
+    from kernattn.linear._near_field import NearFieldKernel
+
+    X, y = _data(n=1200)
+    weight = np.random.default_rng(3).uniform(0.1, 3.0, len(X))
+    weight[::5] = 0.0
+    fitted = LinearAttentionRegressor(n_neighbors=0, n_components=32, random_state=0).fit(X, y)
+
+    def empty():
+        far = fitted.kernel_.without_keys()
+        return NearFieldKernel(
+            far.__class__(
+                far.heads,
+                far.feature_maps,
+                far.key_shift,
+                far.head_bias,
+                weight.max(),
+                value_scale=far.value_scale,
+            ),
+            far.project(X[::40], 0, "key"),
+            3,
+        )
+
+    template = empty()
+    parts = [
+        chunk_cell_sums(template, X[s : s + 500], y[s : s + 500], weight[s : s + 500], 0.25)
+        for s in range(0, len(X), 500)
+    ]
+    (sums, scale, radius, targets), cell_sums, counts = merge_cell_sums(*parts)
+    # The template is left empty.
+    assert not template.cell_sums.any() and not template.far.key_sums.any()
+    active = weight > 0
+    whole = empty().accumulate(X[active], y[active, None] - 0.25, weight[active])
+    np.testing.assert_array_equal(counts, whole.cell_counts)
+    assert counts.sum() == active.sum()
+    np.testing.assert_allclose(scale, whole.far.key_log_scale, rtol=1e-12)
+    np.testing.assert_allclose(cell_sums, whole.cell_sums, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(sums, whole.far.key_sums, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(cell_sums.sum(axis=0), sums[0], rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(targets, whole.far.target_sums, rtol=1e-10)

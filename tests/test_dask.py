@@ -9,6 +9,8 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor  # noqa: E402
+from kernattn.linear._feature_kernel import FeatureKernel  # noqa: E402
+from kernattn.linear._near_field import NearFieldKernel  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +145,91 @@ def test_linear_fit_rejects_bad_data_and_keeps_the_last_fit(client):
     np.testing.assert_array_equal(model.predict(X[:5]), before)
     with pytest.raises(ValueError, match="features"):
         model.predict(da.from_array(X[:, :2], chunks=200))
+
+
+# ------------------------------------------------------------ the near field on partitions
+
+
+def _near_field_in_memory(cluster, X, y, weight):
+    """An in-memory near field with the cluster model's centers, feature map and near
+    cells, its sums taken from the whole training set at once."""
+    far = cluster.kernel_.far
+    kernel = NearFieldKernel(
+        FeatureKernel(
+            far.heads,
+            far.feature_maps,
+            far.key_shift,
+            far.head_bias,
+            far.weight_scale,
+            value_scale=far.value_scale,
+        ),
+        cluster.kernel_.centers,
+        cluster.kernel_.n_near_cells,
+    )
+    values = y.reshape(len(y), -1) - cluster._y_offset
+    active = weight > 0
+    kernel.bind(X[active], weight[active])
+    return kernel.accumulate(X[active], values[active], weight[active])
+
+
+def test_linear_near_field_on_partitions_is_the_in_memory_split(client):
+    X, y = _data(n=6000)
+    weight = np.random.default_rng(7).uniform(0.5, 2.0, len(X))
+    weight[::9] = 0.0
+    # Some queries far from the data: beyond every near key, computed exactly.
+    Q = np.vstack([X[:250] + 0.05, 3.5 * np.random.default_rng(8).normal(size=(50, 3))])
+    model = LinearAttentionRegressor(n_neighbors=300, bandwidth=0.3, random_state=0)
+    cluster = _quiet(
+        model.fit,
+        da.from_array(X, chunks=1700),
+        da.from_array(y, chunks=1700),
+        sample_weight=da.from_array(weight, chunks=1700),
+    )
+    kernel = cluster.kernel_
+    assert isinstance(kernel, NearFieldKernel)
+    # Cells of about 50 keys, their centers from the rows sampled on the workers.
+    assert kernel.n_cells == (weight > 0).sum() // 50
+    assert 300 <= cluster.n_neighbors_ < 600
+    memory = _near_field_in_memory(cluster, X, y, weight)
+    np.testing.assert_array_equal(kernel.cell_counts, memory.cell_counts)
+    np.testing.assert_allclose(kernel.cell_sums, memory.cell_sums, rtol=1e-9, atol=1e-12)
+    mean, std = cluster.predict(da.from_array(Q, chunks=120), return_std=True)
+    mean, std = mean.compute(), std.compute()
+    first, second, unreliable = memory.moments(Q, 0)
+    assert unreliable[:250].sum() == 0 and unreliable[250:].sum() >= 10
+    expected = cluster._y_offset + cluster._value_scale[0] * first[:, 0]
+    # The near keys' exponentials are taken in single precision, in memory and here.
+    np.testing.assert_allclose(mean[~unreliable], expected[~unreliable], rtol=1e-6)
+    # The rows beyond reach of every near key: the exact smoother, from the partitions.
+    exact = KernelSmoother(bandwidth=cluster.bandwidth_).fit(X, y, sample_weight=weight)
+    np.testing.assert_allclose(mean[unreliable], exact.predict(Q[unreliable]), rtol=1e-8)
+    assert np.all(np.isfinite(std)) and np.all(std >= 0)
+    # Numpy queries through the same graph.
+    np.testing.assert_allclose(_quiet(cluster.predict, Q[:40]), mean[:40], rtol=1e-12)
+
+
+def test_linear_default_on_partitions_has_a_near_field_as_accurate_as_in_memory(client):
+    X, y = _data(n=20_000)
+    Xt, yt = _data(n=2000, seed=5)
+    Xd, yd = da.from_array(X, chunks=5000), da.from_array(y, chunks=5000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "no near field" warning
+        cluster = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(Xd, yd)
+    assert isinstance(cluster.kernel_, NearFieldKernel)
+    assert cluster.n_neighbors_ > 50 and 0 < cluster.weight_error_ <= cluster.tol
+    # The rank chosen with the near field, on the sample (at most half of n_subsample).
+    assert cluster.n_components_ in (32, 64, 128, 256, 512)
+    assert cluster.kernel_.n_components == cluster.n_components_
+    memory = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(X, y)
+    far_only = LinearAttentionRegressor(n_neighbors=0, bandwidth=0.2, random_state=0)
+    far_only = _quiet(far_only.fit, Xd, yd)
+    errors = {
+        name: np.mean((_quiet(model.predict, da.from_array(Xt, chunks=1000)) - yt) ** 2)
+        for name, model in [("cluster", cluster), ("memory", memory), ("far", far_only)]
+    }
+    errors = {name: float(np.asarray(e)) for name, e in errors.items()}
+    assert errors["cluster"] < 1.2 * errors["memory"]
+    assert errors["cluster"] < 0.5 * errors["far"]
 
 
 @pytest.mark.parametrize(

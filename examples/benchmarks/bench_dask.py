@@ -3,9 +3,8 @@
 ``LinearAttentionRegressor.fit`` on a dask array computes every partition's key sums on the
 worker that holds it and adds them up a tree; ``predict`` on a dask array is computed block
 by block on the workers. Here the rows are generated per partition on the workers (the
-client never holds them), d = 8, Nyström features alone (``n_neighbors=0``: the near field
-needs the keys in memory) at a bandwidth chosen once by leave-one-out on 2 000 points. Look
-for:
+client never holds them), d = 8, Nyström features alone (``n_neighbors=0``) at a bandwidth
+chosen once by leave-one-out on 2 000 points. Look for:
 
 - the time of fit and of predict with 1 worker and with 2 (a LocalCluster of processes with
   one thread each), and the speed-up (target: at least 1.7x with 2 workers on 2 cores);
@@ -13,6 +12,14 @@ for:
   time, never the data set (checked again at a tenth of the rows);
 - the held-out MSE of the distributed fit against an in-memory fit on 1 million rows (the
   in-memory reference of the same estimator; more rows may only help).
+
+Then the default near field (``n_neighbors="auto"``) on 2 workers, at fewer rows
+(``--near-rows``, 200 000, and ``--near-test-rows``, 20 000: at this bandwidth its near
+field holds several percent of the keys, so its prediction costs far more per query than
+the features alone): its held-out MSE against the in-memory default fitted on the same rows
+(the ratio the near field on the workers should keep near 1) and against Nyström features
+alone on the same cluster, with ``n_neighbors_``, the weight error measured on the sample,
+and the times as ratios to the features alone.
 
 Then the smoother: ``KernelSmoother(bandwidth="loo").fit`` on a dask array of 1 million rows
 (d = 4: the first four inputs of the same task, the fourth irrelevant) evaluates its
@@ -24,7 +31,8 @@ close, not equal), and the held-out MSE of each.
 
 Timings on a shared machine are noisy: compare the ratios printed in one run. Run from the
 repository root: ``python examples/benchmarks/bench_dask.py [--rows 10000000]
-[--smoother-rows 1000000] [--only linear|smoother]`` (needs the ``dask`` extra).
+[--near-rows 200000] [--smoother-rows 1000000] [--only linear|near|smoother]`` (needs the
+``dask`` extra).
 """
 
 import argparse
@@ -66,7 +74,13 @@ def parse_args():
     parser.add_argument(
         "--smoother-rows", type=int, default=1_000_000, help="rows of the smoother's search"
     )
-    parser.add_argument("--only", choices=["linear", "smoother"], help="one benchmark only")
+    parser.add_argument("--near-rows", type=int, default=200_000, help="rows, near field")
+    parser.add_argument(
+        "--near-test-rows", type=int, default=20_000, help="held-out rows, near field"
+    )
+    parser.add_argument(
+        "--only", choices=["linear", "near", "smoother"], help="one benchmark only"
+    )
     return parser.parse_args()
 
 
@@ -156,22 +170,28 @@ def main():
     args = parse_args()
     # The bound of every query block on the workers (the client's setting is sent along).
     sklearn.set_config(working_memory=args.working_memory)
-    if args.only != "smoother":
+    if args.only in (None, "linear"):
         linear_attention(args)
-    if args.only != "linear":
+    if args.only in (None, "near"):
+        near_field(args)
+    if args.only in (None, "smoother"):
         smoother_search(args)
+
+
+def leave_one_out_bandwidth():
+    """The bandwidth, once: leave-one-out on 2 000 rows (as in bench_linear.py)."""
+    X_small, y_small = local_rows(2_000, first_seed=10**6, partition=2_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # irrelevant features hit the upper bound
+        return KernelSmoother(bandwidth="loo").fit(X_small, y_small).bandwidth_
 
 
 def linear_attention(args):
     # %%
-    # The bandwidth, once: leave-one-out on 2 000 rows (as in bench_linear.py).
-    X_small, y_small = local_rows(2_000, first_seed=10**6, partition=2_000)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # irrelevant features hit the upper bound
-        bandwidth = KernelSmoother(bandwidth="loo").fit(X_small, y_small).bandwidth_
+    bandwidth = leave_one_out_bandwidth()
     print("bandwidth (leave-one-out on 2000 rows):", np.array2string(bandwidth, precision=2))
-    # Nyström features alone (no near field: a fit on partitions has none; see
-    # docs/user_guide/distributed.rst), for the distributed and the in-memory fit alike.
+    # Nyström features alone (n_neighbors=0; the near field is measured in near_field), for
+    # the distributed and the in-memory fit alike.
     params = dict(
         feature_map="nystroem",
         n_components=args.components,
@@ -248,6 +268,80 @@ def linear_attention(args):
         f"(the wall-clock speed-up cannot exceed {cpu_two / two[4].max():.2f}x: the share of "
         "the work on the busier worker; a lower measured value is time the workers waited "
         "for the cores)"
+    )
+
+
+# %%
+# The default near field on the workers.
+
+
+def near_field(args):
+    bandwidth = leave_one_out_bandwidth()
+    n, n_test = args.near_rows, args.near_test_rows
+    test_block = -(-n_test // TEST_PARTS)
+    X_test, y_test = local_rows(n_test, first_seed=TEST_SEED, partition=test_block)
+    X, y = local_rows(n, first_seed=0, partition=args.partition)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        memory = LinearAttentionRegressor(bandwidth=bandwidth, random_state=0).fit(X, y)
+        memory_mse = float(np.mean((memory.predict(X_test) - y_test) ** 2))
+    memory_time = time.perf_counter() - start
+    del X, y
+    models = {
+        "near field (default)": dict(),
+        "Nyström alone": dict(n_components=256, n_neighbors=0),
+    }
+    results = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=args.memory_limit,
+            dashboard_address=None,
+        )
+    with cluster, Client(cluster) as client:
+        X, y = dask_rows(n, first_seed=0, partition=args.partition)
+        X, y = X.persist(), y.persist()  # read at fit and twice per prediction
+        X_test, y_test = dask_rows(n_test, first_seed=TEST_SEED, partition=test_block)
+        client.run(lambda: __import__("kernattn"))
+        for name, params in models.items():
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                model = LinearAttentionRegressor(bandwidth=bandwidth, random_state=0, **params)
+                model.fit(X, y)
+            fit_time = time.perf_counter() - start
+            start = time.perf_counter()
+            mse = float(((model.predict(X_test) - y_test) ** 2).mean().compute())
+            results[name] = (model, fit_time, time.perf_counter() - start, mse)
+    print(
+        f"\nLinearAttentionRegressor on {n:,} rows, 2 workers, held-out MSE on {n_test:,} rows; "
+        f"in memory the default (near field, rank and near cells searched; fit + predict "
+        f"{memory_time:.1f} s) reaches MSE {memory_mse:.4f} with n_neighbors_ = "
+        f"{memory.n_neighbors_:.0f}, r = {memory.n_components_}"
+    )
+    header = (
+        f"{'on the workers':>22} {'r':>4} {'n_neighbors_':>12} {'weight error':>13} {'fit':>7} "
+        f"{'predict':>8} {'MSE':>8} {'MSE/in-memory':>14}"
+    )
+    print(header)
+    print("-" * len(header))
+    _, base_fit, base_predict, _ = results["Nyström alone"]
+    for name, (model, fit_time, predict_time, mse) in results.items():
+        neighbors = getattr(model, "n_neighbors_", 0.0)
+        error = getattr(model, "weight_error_", None)
+        print(
+            f"{name:>22} {model.n_components_:>4} {neighbors:>12.0f} "
+            f"{'' if error is None else f'{error:.3f}':>13} "
+            f"{fit_time / base_fit:>6.1f}x {predict_time / base_predict:>7.1f}x "
+            f"{mse:>8.4f} {mse / memory_mse:>14.4f}"
+        )
+    print(
+        f"(times relative to Nyström alone: fit {base_fit:.1f} s, predict {base_predict:.1f} s; "
+        "the weight error of the near field is measured on the sample drawn on the workers)"
     )
 
 

@@ -127,6 +127,38 @@ def chunk_sums(kernel, X, y, w, y_offset):
     return part.key_sums, part.key_log_scale, part.key_radius, part.target_sums
 
 
+def chunk_cell_sums(kernel, X, y, w, y_offset):
+    """One partition's key sums and, per cell of the near field ``kernel`` (a
+    :class:`~kernattn.linear._near_field.NearFieldKernel` without keys), its feature sums
+    and key count: the rows of positive weight added to an empty copy."""
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    w = np.ones(len(X)) if w is None else np.asarray(w, dtype=float).reshape(-1)
+    active = w > 0
+    part = copy.copy(kernel)
+    part.far = kernel.far.without_keys()
+    part.accumulate(X[active], Y[active] - y_offset, w[active])
+    far = part.far
+    sums = (far.key_sums, far.key_log_scale, far.key_radius, far.target_sums)
+    return sums, part.cell_sums, part.cell_counts
+
+
+def merge_cell_sums(*parts):
+    """:func:`merge_sums` of the partitions' key sums, and their per-cell sums taken out at
+    the same constant (one head), the key counts added."""
+    sums, cell_sums, counts = parts[0]
+    for other_sums, other_cells, other_counts in parts[1:]:
+        scale, other_scale = sums[1][0], other_sums[1][0]
+        top = max(scale, other_scale)
+        with np.errstate(invalid="ignore"):
+            a = np.exp(scale - top) if np.isfinite(scale) else 0.0
+            b = np.exp(other_scale - top) if np.isfinite(other_scale) else 0.0
+        cell_sums = cell_sums * a + other_cells * b
+        sums = merge_sums(sums, other_sums)
+        counts = counts + other_counts
+    return sums, cell_sums, counts
+
+
 def merge_sums(*parts):
     """Key sums of several partitions, each head's taken out at the largest constant."""
     sums, scale, radius, targets = parts[0]
@@ -164,9 +196,10 @@ def check_summary(summary):
         raise ValueError("sample_weight must have at least one positive entry")
 
 
-def start_fit(estimator, summary, target_shape, dtype):
+def start_fit(estimator, summary, target_shape, dtype, near_field=False):
     """After the first pass: check it, set the target offset and units, and make the
-    kernel (empty sums) and the fitted attributes that describe it."""
+    kernel (empty sums) and the fitted attributes that describe it (``near_field``: the
+    caller adds a near field, so no warning that there is none)."""
     check_summary(summary)
     estimator._dtype = np.dtype(dtype)
     estimator._target_shape = tuple(target_shape)
@@ -177,14 +210,14 @@ def start_fit(estimator, summary, target_shape, dtype):
     _, order, X_s, Y_s, w_s = summary.sample
     rows = np.argsort(order, kind="stable")
     kernel = _kernel_from_sample(estimator, summary, X_s[rows], Y_s[rows], w_s[rows])
-    if estimator._near_field():
+    if estimator._near_field() and not near_field:
         # The near field computes each query's nearest keys exactly from keys held in
         # memory; over chunks, as after partial_fit, the Nyström far field serves alone.
         warnings.warn(
-            "fitted in chunks (or on partitions), LinearAttentionRegressor has no near "
-            "field: the Nyström features alone (n_neighbors=0) approximate the kernel, "
-            "which is coarser at small bandwidths; fit in memory for the near field, or "
-            "pass n_neighbors=0 to silence this",
+            "fitted in chunks, LinearAttentionRegressor has no near field: the Nyström "
+            "features alone (n_neighbors=0) approximate the kernel, which is coarser at "
+            "small bandwidths; fit in memory or on a dask collection for the near field, "
+            "or pass n_neighbors=0 to silence this",
             UserWarning,
             stacklevel=3,
         )
@@ -192,8 +225,10 @@ def start_fit(estimator, summary, target_shape, dtype):
 
 
 def finish_fit(estimator, kernel, sums):
-    """After the second pass: the merged sums into the kernel; no keys are kept."""
-    kernel.key_sums, kernel.key_log_scale, kernel.key_radius, kernel.target_sums = sums
+    """After the second pass: the merged sums into the kernel (``None``: already set); no
+    keys are kept."""
+    if sums is not None:
+        kernel.key_sums, kernel.key_log_scale, kernel.key_radius, kernel.target_sums = sums
     for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_moments"):
         estimator.__dict__.pop(name, None)
     for name in ("weight_error_", "n_neighbors_"):

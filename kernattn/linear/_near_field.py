@@ -491,26 +491,66 @@ class NearFieldKernel:
         less than 1e-37 of a key at distance 0: nothing a served query can see), which
         keeps the single-precision exponentials out of the slow subnormal range.
         """
+        return self.join_sums(self.near_sums(Q, c), self.far_field_sums(Q, c))
+
+    def near_sums(self, Q, c, buffers=None):
+        """The near part of :meth:`split_sums`: the exact sums of the moments over the kept
+        keys of cell ``c``'s near cells (without a shift). The sums of several sets of keys
+        (the partitions of a training set, each sorted with :meth:`sort_keys`) add up.
+
+        ``buffers``: two float arrays, C-contiguous, with at least as many rows as the near
+        keys, that receive the near keys' rows of the two contiguous parts of the table of
+        keys, ``_near["head"]`` (``[k, log s - ‖k‖²/2, 1]``) and ``_near["tail"]`` (the
+        moments), instead of new arrays: over many cells, no large allocation per cell (an
+        allocator that maps every large array anew makes those slow)."""
         near = self._near
-        table = np.take(near["table"], self._near_rows(c), axis=0)
+        rows = self._near_rows(c)
         p = Q.shape[1] + 2
+        if buffers is None:
+            table = np.take(near["table"], rows, axis=0)
+            head, tail = table[:, :p], table[:, p:]
+        else:
+            # mode="clip": the rows are valid, and "raise" would copy through a buffer.
+            head = np.take(near["head"], rows, axis=0, out=buffers[0][: len(rows)], mode="clip")
+            tail = np.take(near["tail"], rows, axis=0, out=buffers[1][: len(rows)], mode="clip")
         half = 0.5 * np.einsum("ij,ij->i", Q, Q)
         Qa = np.hstack([Q, np.ones((len(Q), 1)), -half[:, None]])
-        near_sums = np.zeros((len(Q), table.shape[1] - p))
+        near_sums = np.zeros((len(Q), tail.shape[1]))
         tile = max(_KEY_TILE, _TILE_ENTRIES // max(len(Q), 1))
         with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-            for start in range(0, len(table), tile):
-                block = table[start : start + tile]
-                logits = (Qa @ block[:, :p].T).astype(np.float32)
+            for start in range(0, len(head), tile):
+                logits = (Qa @ head[start : start + tile].T).astype(np.float32)
                 np.maximum(logits, _LOGIT_FLOOR, out=logits)
                 kernel = np.exp(logits, out=logits)
-                near_sums += kernel.astype(np.float64) @ block[:, p:]
+                near_sums += kernel.astype(np.float64) @ tail[start : start + tile]
+        return near_sums
+
+    def far_field_sums(self, Q, c):
+        r"""The far part of :meth:`split_sums`: :math:`a(q)^\top G (S - \sum_{C(c)} S_c)`
+        for queries ``Q`` (projected) of cell ``c``, without a shift."""
+        with np.errstate(under="ignore", over="ignore", invalid="ignore"):
             logs = self.feature_map.log_transform(Q)
             logs += self.far.key_log_scale[0]
-            far_sums = np.exp(logs, out=logs) @ self._far_sums(c)
+            return np.exp(logs, out=logs) @ self._far_sums(c)
+
+    @staticmethod
+    def join_sums(near_sums, far_sums):
+        """:meth:`split_sums` from its near and far parts: the far part only where its mass
+        is positive; the rows whose near mass is below ``_NEAR_MASS`` are named."""
         keep = (far_sums[:, -1] > 0) & np.all(np.isfinite(far_sums), axis=1)
         far_query = ~((near_sums[:, -1] > _NEAR_MASS) & np.all(np.isfinite(near_sums), axis=1))
         return near_sums + np.where(keep[:, None], far_sums, 0.0), far_query
+
+    def set_cell_sums(self, cell_sums, cell_counts):
+        """Take per-cell sums accumulated elsewhere (on the scale of ``far.key_sums``, which
+        the caller sets to their total): the far field's :math:`G S_c` follow from them."""
+        self.cell_sums = np.asarray(cell_sums, dtype=float)
+        self.cell_counts = np.asarray(cell_counts, dtype=np.int64)
+        G = self.feature_map.inner_matrix_
+        self._inner_cells = np.einsum("kl,clj->ckj", G, self.cell_sums, optimize=True)
+        self._inner_total = self._inner_cells.sum(axis=0)
+        self._far_all = None
+        return self
 
     def sorted_moments(self, Q, cells):
         """:meth:`moments` of projected queries ``Q`` whose ``cells`` are sorted (the queries
@@ -521,10 +561,14 @@ class NearFieldKernel:
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
             group = slice(start, stop)
             sums[group], far_query[group] = self.split_sums(Q[group], cells[start])
+        return self.moments_of(sums, far_query)
+
+    def moments_of(self, sums, far_query):
+        """First and second moments (and the unreliable rows) from :meth:`split_sums`."""
         t = self.n_outputs
         unreliable = far_query | ~((sums[:, -1] > 0) & np.all(np.isfinite(sums), axis=1))
-        first = np.zeros((len(Q), t))
-        second = np.zeros((len(Q), t))
+        first = np.zeros((len(sums), t))
+        second = np.zeros((len(sums), t))
         ok = ~unreliable
         first[ok] = sums[ok, :t] / sums[ok, -1:]
         second[ok] = sums[ok, t : 2 * t] / sums[ok, -1:]

@@ -528,8 +528,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             each partition's sums are computed on its worker and added up a tree, and what
             the kernel needs from the data is taken from full-data statistics and a sample
             drawn on the workers (needs the ``dask`` extra; see
-            :doc:`/user_guide/distributed`). There is then no near field: the Nyström
-            features serve alone, as with ``n_neighbors=0``.
+            :doc:`/user_guide/distributed`). The near field's cells are then centered on
+            sampled rows and their sums taken with the totals; at prediction each
+            partition computes its near keys exactly where it lives.
         y : array_like of shape (n_samples,) or (n_samples, n_outputs)
             Training targets (the values); a dask collection along with a dask ``X``.
         sample_weight : array_like of shape (n_samples,), optional
