@@ -16,7 +16,8 @@ Gaussian score with tied query/key projections, convex head mixture: a true Nada
 estimate, trained on the leave-one-out loss), ``LinearAttentionRegressor`` at its defaults
 with the leave-one-out bandwidths (on these few hundred rows it computes every weight
 exactly, ``exact_weights_``: below about 15 000 rows the split into near keys and a Nyström
-far field would cost more than the exact weights, so it matches ``KernelSmoother``), and the two scikit-learn baselines tuned by grid search on standardized inputs.
+far field would cost more than the exact weights, so it matches ``KernelSmoother``), and
+the two scikit-learn baselines tuned by grid search on standardized inputs.
 
 **What to look at.** The printed table (held-out R² and MSE, mean ± std over the folds; fit
 and predict seconds; ``*`` marks the best R² per task) and ``06_full_comparison.png``. In the

@@ -89,7 +89,6 @@ from kernattn.linear._regressor import (
     ERROR_KEYS,
     ERROR_QUERIES,
     KEYS_PER_CELL,
-    LINEAR_SHARE,
     MAX_COMPONENTS,
 )
 
@@ -382,7 +381,7 @@ def _near_share_on_sample(estimator, near, summary, seed):
     values = Y_s - summary.y_mean
     # The sample is in a random order: its first rows are a uniform sample of it.
     rows = np.arange(min(ERROR_QUERIES, n_s))
-    cap = max(LINEAR_SHARE * n, 2 * estimator.n_subsample) * n_s / n
+    cap = estimator._near_key_cap(n) * n_s / n
     rng = check_random_state(seed)
     first = 1
     with single_threaded_blas():

@@ -86,6 +86,9 @@ EXACT_ROWS = int(
 _CELL_WORK = 2**20
 #: Above this share of queries computed against every key, prediction is no longer linear.
 LINEAR_SHARE = 0.1
+#: With ``n_neighbors="auto"`` a query computes at most this many keys exactly (beyond
+#: 200 000 keys, where 10 % of them would be more): the cost per query stops growing with n.
+MAX_NEAR_KEYS = 20_000
 
 
 class ExactFallbackWarning(UserWarning):
@@ -141,8 +144,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     out of its own sums, of the L1 distance :math:`\sum_i |\hat w_i - w_i|` between the
     split weights and the exact kernel's (``weight_error_``; the far keys' part on a
     sample of 20 000 keys). It never computes more than ``max(n / 10, 2 n_subsample)`` keys
-    per query, so prediction stays linear in n (a warning says when the tolerance is not
-    met there). The L1 distance bounds the error of every prediction:
+    per query, and never more than 20 000 (``MAX_NEAR_KEYS``), so beyond 200 000 keys the
+    cost per query stops growing and prediction is linear in n (a warning says when the
+    tolerance is not met there). The L1 distance bounds the error of every prediction:
     :math:`|\hat y - y_{\mathrm{exact}}| \le \frac12 \|\hat w - w\|_1 (\max_i y_i -
     \min_i y_i)`. Near keys get their exact kernel (positive weights, exponentials in single
     precision: relative error below 1e-7); far keys the Nyström estimate, which can be
@@ -655,7 +659,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         n = kernel.n_keys
         top = min(n // 4, self.n_subsample // 2, MAX_COMPONENTS)
         ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
-        cap = max(LINEAR_SHARE * n, 2 * self.n_subsample)
+        cap = self._near_key_cap(n)
         keys = self._subsample(len(X), rng)
         projected = kernel.far.project(X[keys], 0, "key")
         best, fallback = None, None
@@ -697,8 +701,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         n = kernel.n_keys
         probe.use_kernel()
         if self.n_neighbors == "auto":
-            # Linear time: at most 10 % of the keys per query, unless that is few keys.
-            cap = max(LINEAR_SHARE * n, 2 * self.n_subsample)
+            cap = self._near_key_cap(n)
             errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
             if not met:
                 warnings.warn(
@@ -715,6 +718,12 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             errors = probe.errors()
         self.weight_error_ = float(errors.mean())
         self.n_neighbors_ = kernel.mean_near_keys
+
+    def _near_key_cap(self, n):
+        """The most keys of ``n`` a query computes exactly with ``n_neighbors="auto"``:
+        10 % of them unless that is few keys (``2 n_subsample``), at most ``MAX_NEAR_KEYS``
+        (a cost per query bounded whatever n)."""
+        return min(max(LINEAR_SHARE * n, 2 * self.n_subsample), MAX_NEAR_KEYS)
 
     def _check_fallback_share(self, kernel, X_sample):
         """Warn at fit when the features cannot serve more than 10 % of the training rows:
