@@ -15,7 +15,7 @@ leave-one-out bandwidth per feature, ``AttentionRegressor`` at its defaults (one
 Gaussian score with tied query/key projections, convex head mixture: a true Nadaraya–Watson
 estimate, trained on the leave-one-out loss), ``LinearAttentionRegressor`` at its defaults
 with the leave-one-out bandwidths (on these few hundred rows it computes every weight
-exactly, ``exact_weights_``: below about 15 000 rows the split into near keys and a Nyström
+exactly, ``exact_weights_``: below about 32 000 rows the split into near keys and a Nyström
 far field would cost more than the exact weights, so it matches ``KernelSmoother``), and
 the two scikit-learn baselines tuned by grid search on standardized inputs.
 

@@ -10,6 +10,7 @@ distributed = pytest.importorskip("distributed")
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor  # noqa: E402
 from kernattn.linear._feature_kernel import FeatureKernel  # noqa: E402
+from kernattn.linear import _regressor as linear_module  # noqa: E402
 from kernattn.linear._near_field import NearFieldKernel  # noqa: E402
 
 
@@ -208,7 +209,12 @@ def test_linear_near_field_on_partitions_is_the_in_memory_split(client):
     np.testing.assert_allclose(_quiet(cluster.predict, Q[:40]), mean[:40], rtol=1e-12)
 
 
-def test_linear_default_on_partitions_has_a_near_field_as_accurate_as_in_memory(client):
+def test_linear_default_on_partitions_has_a_near_field_as_accurate_as_in_memory(
+    client, monkeypatch
+):
+    # In memory, 20 000 rows get the exact weights by default; the split is the reference.
+    monkeypatch.setattr(linear_module, "EXACT_ROWS", 0)
+    monkeypatch.setattr(linear_module, "SPLIT_MARGIN", np.inf)
     X, y = _data(n=20_000)
     Xt, yt = _data(n=2000, seed=5)
     Xd, yd = da.from_array(X, chunks=5000), da.from_array(y, chunks=5000)

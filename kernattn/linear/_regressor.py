@@ -70,14 +70,16 @@ CELL_COST = 460
 #: The split is used when its predicted cost is below this share of the exact weights'.
 SPLIT_MARGIN = 0.5
 #: The split's fit costs at least this much in exact kernel values, whatever n (landmarks,
-#: the error probe and the search of the rank and near field: about 0.3 s, measured).
-FIT_OVERHEAD = 1e8
+#: the error probe and the search of the rank and near field). Measured with
+#: ``bench_linear.py`` (d = 8, two cores): the fit takes about 0.9 s + 7 µs per row, and an
+#: exact kernel value about 1.7 ns.
+FIT_OVERHEAD = 5e8
 #: The cheapest split per query (one cell of 50 keys, 32 features, the cell searches and the
 #: probe), in exact kernel values.
 CHEAPEST_SPLIT = 800
 #: With ``n_neighbors="auto"``, up to this many rows get the exact weights without trying the
 #: split: for n queries its cheapest form, FIT_OVERHEAD + n CHEAPEST_SPLIT, costs more than
-#: SPLIT_MARGIN times the exact n² (about 14 900).
+#: SPLIT_MARGIN times the exact n² (about 32 400).
 EXACT_ROWS = int(
     (CHEAPEST_SPLIT + np.sqrt(CHEAPEST_SPLIT**2 + 4 * SPLIT_MARGIN * FIT_OVERHEAD))
     / (2 * SPLIT_MARGIN)
@@ -166,11 +168,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     ``weight_error_`` report it.
 
     **Exact weights where the split would not pay.** The split has costs of its own — the
-    landmarks, the cells, the error probe, about ``FIT_OVERHEAD`` = 1e8 exact kernel values
-    (0.3 s) in all, and per query its near keys and features. With ``n_neighbors="auto"``
+    landmarks, the cells, the error probe, about ``FIT_OVERHEAD`` = 5e8 exact kernel values
+    (0.9 s) in all, and per query its near keys and features. With ``n_neighbors="auto"``
     every weight is computed exactly, as :class:`~kernattn.KernelSmoother` does, when the
     split is predicted to cost more than half of the exact weights for as many queries as
-    training rows: always up to about 15 000 rows (``EXACT_ROWS``, where even one cell of
+    training rows: always up to about 32 000 rows (``EXACT_ROWS``, where even one cell of
     keys and 32 features would; no feature map is then fitted), and beyond that when the
     near field chosen is that large. ``exact_weights_`` says so; no warning is given, since
     the estimate is then the exact smoother's. In ``examples/benchmarks/bench_linear.py``
