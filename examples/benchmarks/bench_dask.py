@@ -138,19 +138,24 @@ def peak_memory_mb(client):
     return [kb / 1024 for kb in client.run(_peak_resident_kb).values()]
 
 
-def run(n_workers, n_rows, params, args):
-    """Fit and predict on a fresh cluster; times, test MSE, peak memory per worker."""
-    test_block = -(-args.test_rows // TEST_PARTS)
+def new_cluster(n_workers, args):
+    """A fresh local cluster of ``n_workers`` single-threaded worker processes (its start-up
+    chatter silenced)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cluster = LocalCluster(
+        return LocalCluster(
             n_workers=n_workers,
             threads_per_worker=1,
             processes=True,
             memory_limit=args.memory_limit,
             dashboard_address=None,
         )
-    with cluster, Client(cluster) as client:
+
+
+def run(n_workers, n_rows, params, args):
+    """Fit and predict on a fresh cluster; times, test MSE, peak memory per worker."""
+    test_block = -(-args.test_rows // TEST_PARTS)
+    with new_cluster(n_workers, args) as cluster, Client(cluster) as client:
         X, y = dask_rows(n_rows, first_seed=0, partition=args.partition)
         X_test, y_test = dask_rows(args.test_rows, first_seed=TEST_SEED, partition=test_block)
         client.run(lambda: __import__("kernattn"))  # imports are not part of the fit
@@ -293,16 +298,7 @@ def near_field(args):
         "Nyström alone": dict(n_components=256, n_neighbors=0),
     }
     results = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit=args.memory_limit,
-            dashboard_address=None,
-        )
-    with cluster, Client(cluster) as client:
+    with new_cluster(2, args) as cluster, Client(cluster) as client:
         X, y = dask_rows(n, first_seed=0, partition=args.partition)
         X, y = X.persist(), y.persist()  # read at fit and twice per prediction
         X_test, y_test = dask_rows(n_test, first_seed=TEST_SEED, partition=test_block)
@@ -354,16 +350,7 @@ SMOOTHER_TEST_ROWS = 2_000
 def fit_smoother_on_cluster(n_workers, n_rows, args):
     """``KernelSmoother(bandwidth="loo").fit`` on a dask array generated on a fresh
     cluster: the fitted smoother, the time of the fit, and the CPU seconds per worker."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit=args.memory_limit,
-            dashboard_address=None,
-        )
-    with cluster, Client(cluster) as client:
+    with new_cluster(n_workers, args) as cluster, Client(cluster) as client:
         X, y = dask_rows(n_rows, first_seed=0, partition=args.partition)
         X = X[:, :SMOOTHER_D].persist()
         y = y.persist()
