@@ -26,6 +26,7 @@ ESTIMATORS = [
     AttentionRegressor(n_heads=3, optimizer="adam", batch_size=8, max_iter=3, random_state=0),
     AttentionRegressor(warp=4, max_iter=5, random_state=0),
     AttentionRegressor(degree=1, warp=3, n_heads=2, max_iter=5, random_state=0),
+    AttentionRegressor(tilt=True, warp=3, max_iter=5, random_state=0),
     AttentionRegressor(
         similarity="gaussian",
         optimizer="adam",

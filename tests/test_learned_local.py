@@ -210,7 +210,10 @@ def test_leave_one_out_lines_leave_the_query_out():
         assert lines[i, 0] == pytest.approx(expected, rel=1e-8, abs=1e-10)
 
 
-@pytest.mark.parametrize("options", [dict(warp=5), dict(degree=1), dict(degree=1, warp=5)])
+@pytest.mark.parametrize(
+    "options",
+    [dict(warp=5), dict(degree=1), dict(degree=1, warp=5), dict(tilt=True), dict(tilt=True, warp=5)],
+)
 def test_invariant_to_the_units_of_x_and_y(options):
     rng = np.random.default_rng(6)
     X = rng.uniform(0, 1, size=(70, 2))

@@ -48,8 +48,10 @@ the ratios, never the seconds across runs):
    variant gives its ratio to that best and to the smoother; at the end, a summary over all
    data sets and the target's verdict per variant. The variants: the default (a
    Nadaraya–Watson estimate), ``warp=8`` (a learned monotone warp of each input: a
-   variable bandwidth, still Nadaraya–Watson), ``degree=1`` (local-linear in the learned
-   metric: beyond Nadaraya–Watson) and both.
+   variable bandwidth, still Nadaraya–Watson), ``tilt=True`` (each query's weights
+   tilted until the keys balance about it: non-negative, summing to 1, still
+   Nadaraya–Watson), ``warp=8, tilt=True``, ``degree=1`` (local-linear in the learned
+   metric: beyond Nadaraya–Watson) and ``warp=8, degree=1``.
 
 Run with kernattn importable, from the repository root:
 ``PYTHONPATH=. python examples/benchmarks/bench_attention.py`` (about 10 minutes on two
@@ -196,9 +198,12 @@ def tuned_boosting():
 
 DEFAULT = "AttentionRegressor() [default]"
 # The options tried on the real data, beyond the default: a learned warp (variable
-# bandwidth, still Nadaraya–Watson) and the local-linear correction (beyond it).
+# bandwidth) and tilted weights (balanced about the query), both still Nadaraya–Watson, and
+# the local-linear correction (beyond it).
 REAL_OPTIONS = {
     "AttentionRegressor(warp=8)": dict(warp=8),
+    "AttentionRegressor(tilt=True)": dict(tilt=True),
+    "AttentionRegressor(warp=8, tilt=True)": dict(warp=8, tilt=True),
     "AttentionRegressor(degree=1)": dict(degree=1),
     "AttentionRegressor(warp=8, degree=1)": dict(warp=8, degree=1),
 }
@@ -223,7 +228,8 @@ def attention_variants(real=False):
         ),
     }
     for label, options in REAL_OPTIONS.items():
-        if real or "warp" not in options:
+        # The warp and the tilt are for few inputs: they run on the real data only.
+        if real or not {"warp", "tilt"} & options.keys():
             variants[label] = lambda options=options: AttentionRegressor(
                 random_state=SEED, **options
             )

@@ -1,4 +1,5 @@
-r"""The local-linear correction of :class:`~kernattn.AttentionRegressor` (``degree=1``).
+r"""The local corrections of :class:`~kernattn.AttentionRegressor`: local lines
+(``degree=1``) and tilted weights (``tilt=True``).
 
 A head's softmax weights :math:`w_j(x)` define, at each query, a weighted least-squares line
 in the head's key space: with the query's key-side projection :math:`k(x)`, the keys
@@ -19,6 +20,10 @@ local-linear estimate (a line wants more neighbors than an average).
 
 Everything needs only the sums :math:`\sum_j w_j [1, k_j, k_j k_j^\top, y_j, y_j k_j^\top]`:
 :func:`kernattn._local_linear.line_estimate` turns them into the estimate.
+
+The tilted weights (:mod:`kernattn._tilt`) balance the keys about the query with
+non-negative weights instead: the estimate stays Nadaraya–Watson. Their width is re-tuned
+in the same way, by the leave-one-out error of the tilted estimate.
 """
 
 import numpy as np
@@ -26,6 +31,7 @@ import numpy as np
 from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._local_linear import equivalent_weights, n_line_parameters
 from kernattn._numerics import shifted_exp
+from kernattn._tilt import key_spread, tilted_weights
 
 #: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
 #: points: the kernel as learned), then a fine one around its best point. A fixed grid, not a
@@ -40,11 +46,12 @@ WIDTH_QUERIES = 2048
 MAX_FALLBACK = 0.01
 
 
-def leave_one_out_lines(objective, theta, log_factor, queries):
+def leave_one_out_lines(objective, theta, log_factor, queries, tilt=False):
     """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
     head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
     the mask of the queries for which some head had too few neighbors for a line (they got
-    its kernel average).
+    its kernel average). With ``tilt``, the estimates of the tilted weights instead (never
+    a fallback).
 
     Each query attends to every training row outside its duplicate group (as in the
     leave-one-out loss of :mod:`kernattn.learned._objective`); the line of head ``h`` is
@@ -60,6 +67,7 @@ def leave_one_out_lines(objective, theta, log_factor, queries):
     out = np.empty((len(queries), Y.shape[1]))
     fell_back = np.zeros(len(queries), dtype=bool)
     n_params = [n_line_parameters(head.Pk) for head in heads]
+    spreads = [key_spread(head.Pk, objective.sw) if tilt else None for head in heads]
 
     def block(span):
         rows = queries[span]
@@ -73,19 +81,26 @@ def leave_one_out_lines(objective, theta, log_factor, queries):
             groups.leave_out(logits, rows)
             weights = shifted_exp(logits)
             weights /= weights.sum(axis=1, keepdims=True)
-            lines, fallback = equivalent_weights(weights, head.Pk, head.Pk[rows], n_params[h], ids)
-            fell_back[span] |= fallback
+            if tilt:
+                lines = tilted_weights(weights, head.Pk, head.Pk[rows], spread=spreads[h])
+            else:
+                lines, fallback = equivalent_weights(
+                    weights, head.Pk, head.Pk[rows], n_params[h], ids
+                )
+                fell_back[span] |= fallback
             estimate += a[h] * (lines @ Y)
         out[span] = estimate
         return None
 
-    map_query_blocks(block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=4)
+    map_query_blocks(
+        block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=8 if tilt else 4
+    )
     return out, fell_back
 
 
-def tune_width(objective, theta, rng):
+def tune_width(objective, theta, rng, tilt=False):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
-    squared error of the local-linear mixture (over ``COARSE_GRID``, then ``FINE_GRID``
+    squared error of the local-linear mixture (of the tilted one with ``tilt``) (over ``COARSE_GRID``, then ``FINE_GRID``
     around its best point; the queries are at most ``WIDTH_QUERIES`` duplicate groups).
 
     Only widths at which at most ``MAX_FALLBACK`` of the queries lack the neighbors of a
@@ -105,7 +120,7 @@ def tune_width(objective, theta, rng):
     sw = objective.sw[queries]
 
     def loss(log_factor):
-        residual, fell_back = leave_one_out_lines(objective, theta, log_factor, queries)
+        residual, fell_back = leave_one_out_lines(objective, theta, log_factor, queries, tilt)
         if sw[fell_back].sum() > MAX_FALLBACK * sw.sum():
             return np.inf
         residual -= objective.Y[queries]

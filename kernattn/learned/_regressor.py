@@ -30,6 +30,7 @@ from kernattn._local_linear import (
 )
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import normalized_weights, power_of_two_scale
+from kernattn._tilt import key_spread, tilted_weights
 from kernattn.bandwidth import BandwidthWarning
 from kernattn.learned._local import tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
@@ -188,6 +189,22 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         wants more neighbors than an average). A query whose weights rest on fewer
         distinct training inputs than the line has parameters gets the kernel average,
         with a :class:`~kernattn.BandwidthWarning`.
+    tilt : bool, default=False
+        Tilt each head's weights at each query, :math:`\tilde w_i \propto w_i
+        e^{\lambda^\top k_i}`, with :math:`\lambda` chosen so that the keys' weighted
+        mean is the query's key, :math:`\sum_i \tilde w_i k_i = k(x)` (the weights closest
+        to the softmax's in Kullback–Leibler divergence with that balance; see
+        :mod:`kernattn._tilt`). The tilted weights are still a softmax (of the logits plus
+        :math:`\lambda^\top k_i`): non-negative, summing to 1, so the estimate is still
+        Nadaraya–Watson and stays inside ``[min y, max y]``. Balanced weights remove the
+        kernel average's bias from a denser side of the data or a slope, as a local line
+        does, without negative weights; beyond the edge of the data the balance cannot be
+        reached and a penalty on the tilt (1/32 of the variance of the log-factors
+        :math:`\lambda^\top k_i` under the softmax weights) keeps it bounded. As for
+        ``degree=1``, the projections are learned untilted, then every head's logits are
+        multiplied by the factor (``width_factor_``) that minimizes the leave-one-out error
+        of the tilted estimate. Needs ``degree=0``. The balance is a condition in every
+        direction of the key space: it helps most in low dimension.
     warp : int, default=0
         Number of pieces of a learned monotone warp of each standardized input (0: no
         warp). Each feature goes through an increasing, continuous, piecewise-linear
@@ -309,8 +326,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         (\min(\max(u, t_p), t_{p+1}) - t_p)` (the end pieces unbounded outward) instead of
         :math:`u` (only with ``warp > 0``).
     width_factor_ : float
-        The factor of every head's logits chosen for the local lines (only with
-        ``degree=1``; already part of ``scale_``).
+        The factor of every head's logits chosen for the local lines or the tilted weights
+        (only with ``degree=1`` or ``tilt=True``; already part of ``scale_``).
     loss_curve_ : list of float
         Training loss (leave-one-out :math:`1 - R^2` plus penalty) per iteration or epoch.
     validation_scores_ : list of float
@@ -374,6 +391,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         "tie_qk": ["boolean"],
         "head_mixture": [StrOptions({"convex", "affine"})],
         "degree": [Interval(Integral, 0, 1, closed="both")],
+        "tilt": ["boolean"],
         "warp": [Interval(Integral, 0, None, closed="left")],
         "leave_one_out": ["boolean"],
         "scale": [Interval(Real, 0, None, closed="neither"), StrOptions({"learned"}), None],
@@ -403,6 +421,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         tie_qk=True,
         head_mixture="convex",
         degree=0,
+        tilt=False,
         warp=0,
         leave_one_out=True,
         scale=None,
@@ -429,6 +448,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         self.tie_qk = tie_qk
         self.head_mixture = head_mixture
         self.degree = degree
+        self.tilt = tilt
         self.warp = warp
         self.leave_one_out = leave_one_out
         self.scale = scale
@@ -453,6 +473,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     def _check_params(self):
         super()._check_params()
+        if self.tilt and self.degree == 1:
+            raise InvalidParameterError(
+                "tilt=True balances the kernel average (degree=0); a local line (degree=1) "
+                "is balanced already. Use one of them."
+            )
         if not isinstance(self.init, str):
             try:
                 W = np.asarray(self.init, dtype=float)
@@ -594,11 +619,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             # The kernel standardizes its inputs itself: it gets the warped inputs back in
             # the units of X, c + σ φ((x − c)/σ).
             X = center + input_scale * objective.inputs(theta)
-        if self.degree == 1:
-            # A line needs more distinct neighbors than its head_dim + 1 parameters.
+        if self.degree == 1 or self.tilt:
+            # A line needs more distinct neighbors than its head_dim + 1 parameters; a tilt
+            # two to balance.
             log_factor = 0.0
-            if groups.n_groups > head_dim + 1:
-                log_factor, _ = tune_width(objective, theta, rng)
+            if groups.n_groups > (2 if self.tilt else head_dim + 1):
+                log_factor, _ = tune_width(objective, theta, rng, tilt=self.tilt)
             self.width_factor_ = float(np.exp(log_factor))
             scale = scale * self.width_factor_
         kernel = SoftmaxHeads(
@@ -752,6 +778,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             return kernel.center + kernel.input_scale * warped
 
     def _head_moments(self, X, h, return_std):
+        if self.tilt:
+            return self._tilted_moments(X, h, return_std)
         if self.degree == 0:
             return super()._head_moments(X, h, return_std)
         if self._line_parameters[h] > self._n_distinct:
@@ -764,8 +792,37 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             X, h, return_std, self._local_moments[h], Q, self._line_parameters[h], self._groups
         )
 
+    def _block_width(self):
+        if self.tilt:
+            # A tilted block holds its weights against every key, several times over.
+            return 8 * self.kernel_.n_keys, None
+        return super()._block_width()
+
+    def _tilted_moments(self, X, h, return_std):
+        """The estimate of head ``h``'s tilted weights and the spread of the values under
+        them (a pass per Newton step over the block's weights)."""
+        weights = self._head_weights(X, h)
+        values = self._moments[:, : self._values.shape[1]].astype(np.float64)
+        first = weights @ values
+        if not return_std:
+            return first, None, None
+        spread = np.stack(
+            [
+                np.einsum("ij,ij->i", weights, (values[:, o][None, :] - first[:, o][:, None]) ** 2)
+                for o in range(values.shape[1])
+            ],
+            axis=1,
+        )
+        return first, spread, None
+
     def _head_weights(self, X, h):
         weights = super()._head_weights(X, h)
+        if self.tilt:
+            kernel = self.kernel_
+            Q = kernel.project(X, h, side="key")
+            keys = kernel.keys(h)
+            spread = key_spread(keys, self.sample_weight_[self._active])
+            return tilted_weights(weights.astype(np.float64), keys, Q, spread=spread)
         if self.degree == 0 or self._line_parameters[h] > self._n_distinct:
             return weights
         kernel = self.kernel_

@@ -1,0 +1,172 @@
+"""Tilted kernel weights (``AttentionRegressor(tilt=True)``): the weights against the
+conditions that define them, the estimator's Nadaraya–Watson properties, and what the
+balance buys (a trend on an uneven design)."""
+
+import numpy as np
+import pytest
+from sklearn.utils._param_validation import InvalidParameterError
+
+from kernattn import AttentionRegressor
+from kernattn._loo import DuplicateGroups
+from kernattn._tilt import FLOOR, PENALTY, key_spread, tilted_weights
+from kernattn.learned._local import leave_one_out_lines, tune_width
+from kernattn.learned._objective import Layout, LeaveOneOutObjective
+
+
+def gaussian_weights(queries, keys, width):
+    logits = -0.5 * np.sum((queries[:, None, :] - keys[None, :, :]) ** 2, axis=2) / width**2
+    w = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return w / w.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_tilted_weights_are_an_exponential_tilt_at_the_penalized_balance(d):
+    rng = np.random.default_rng(d)
+    keys = rng.exponential(size=(300, d))  # denser on one side of every query
+    queries = rng.uniform(0.2, 1.5, size=(20, d))
+    w = gaussian_weights(queries, keys, 0.4)
+    tilted = tilted_weights(w, keys, queries)
+    assert np.all(tilted >= 0)
+    np.testing.assert_allclose(tilted.sum(axis=1), 1.0, rtol=1e-12)
+    design = np.hstack([np.ones((len(keys), 1)), keys])
+    for i in range(len(queries)):
+        # log(w̃/w) is affine in the keys: the tilt λᵀk plus a constant...
+        support = w[i] > 1e-200
+        log_ratio = np.log(tilted[i, support]) - np.log(w[i, support])
+        coef, *_ = np.linalg.lstsq(design[support], log_ratio, rcond=None)
+        np.testing.assert_allclose(design[support] @ coef, log_ratio, atol=1e-7)
+        lam = coef[1:]
+        # ...and λ is where the penalized objective's gradient vanishes:
+        # Σ w̃_j k_j − q + ε (C₀ + f C) λ = 0, C₀ the untilted covariance of the keys, C
+        # their covariance over all keys.
+        mean0 = w[i] @ keys
+        C0 = (w[i][:, None] * (keys - mean0)).T @ (keys - mean0)
+        C = np.cov(keys, rowvar=False, bias=True).reshape(d, d)
+        gap = tilted[i] @ keys - queries[i]
+        np.testing.assert_allclose(gap, -PENALTY * (C0 + FLOOR * C) @ lam, atol=1e-7)
+        # The balance is nearly reached: the centroid is far closer to the query.
+        assert np.linalg.norm(gap) < 0.2 * np.linalg.norm(mean0 - queries[i])
+
+
+def test_key_spread_counts_a_weight_of_two_as_a_repeated_row():
+    rng = np.random.default_rng(7)
+    keys = rng.normal(size=(20, 3))
+    repeated = np.vstack([keys, keys[:5]])
+    weights = np.ones(20)
+    weights[:5] = 2.0
+    np.testing.assert_allclose(key_spread(keys, weights), key_spread(repeated), rtol=1e-12)
+
+
+def test_zero_weights_stay_zero_and_a_query_beyond_the_keys_stays_finite():
+    rng = np.random.default_rng(4)
+    keys = rng.uniform(0, 1, size=(50, 1))
+    queries = np.array([[0.5], [3.0], [-2.0]])
+    w = gaussian_weights(queries, keys, 0.2)
+    w[:, :5] = 0.0  # left out
+    w /= w.sum(axis=1, keepdims=True)
+    tilted = tilted_weights(w, keys, queries)
+    assert np.all(tilted[:, :5] == 0.0)
+    assert np.all(np.isfinite(tilted)) and np.all(tilted >= 0)
+    np.testing.assert_allclose(tilted.sum(axis=1), 1.0, rtol=1e-12)
+    # Beyond the keys the centroid moves outwards, towards the query, but stays inside.
+    right, left = tilted[1] @ keys[:, 0], tilted[2] @ keys[:, 0]
+    assert w[1] @ keys[:, 0] <= right <= keys.max()
+    assert keys.min() <= left <= w[2] @ keys[:, 0]
+
+
+def uneven_trend(n=200, seed=0, noise=0.0):
+    rng = np.random.default_rng(seed)
+    X = rng.exponential(size=(n, 1))
+    return X, 2.0 * X[:, 0] + 1.0 + noise * rng.normal(size=n)
+
+
+def test_tilted_estimator_is_nadaraya_watson():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(120, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.2 * rng.normal(size=120)
+    model = AttentionRegressor(tilt=True, n_heads=2, random_state=0).fit(X, y)
+    queries = np.vstack([rng.normal(size=(30, 2)), 5 * rng.normal(size=(10, 2))])
+    weights = model.attention_weights(queries)
+    assert np.all(weights >= 0)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-10)
+    prediction = model.predict(queries)
+    np.testing.assert_allclose(prediction, weights @ y, rtol=1e-9, atol=1e-12)
+    assert np.all((prediction >= y.min() - 1e-12) & (prediction <= y.max() + 1e-12))
+    for h in range(2):
+        head = model.attention_weights(queries, head=h)
+        assert np.all(head >= 0)
+        np.testing.assert_allclose(head.sum(axis=1), 1.0, rtol=1e-10)
+
+
+def test_tilt_removes_the_bias_of_an_uneven_design():
+    X, y = uneven_trend()
+    average = AttentionRegressor(random_state=0).fit(X, y)
+    tilted = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
+    queries = np.linspace(0.1, 2.0, 12)[:, None]
+    truth = 2.0 * queries[:, 0] + 1.0
+    error_average = np.abs(average.predict(queries) - truth)
+    error_tilted = np.abs(tilted.predict(queries) - truth)
+    assert np.max(error_tilted) < 0.2 * np.max(error_average)
+
+
+def test_width_is_tuned_by_the_leave_one_out_error_of_the_tilted_estimate():
+    X, y = uneven_trend(n=150, noise=0.3)
+    model = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
+    plain = AttentionRegressor(random_state=0).fit(X, y)
+    np.testing.assert_allclose(model.scale_, plain.scale_ * model.width_factor_, rtol=1e-12)
+    # Its width beats the learned one (factor 1) on the tilted leave-one-out error.
+    Z = (X - model.center_) / model.input_scale_
+    Y = (y - y.mean())[:, None]
+    layout = Layout(1, 1, 1, 1, True, False)
+    objective = LeaveOneOutObjective(
+        Z, Y, np.ones(len(X)), DuplicateGroups(X), layout, "gaussian", plain.scale_, 1.0
+    )
+    theta = layout.pack(plain.query_projection_, None, None, np.ones(1), np.zeros(1))
+    queries = np.arange(len(X))
+
+    def loss(log_factor):
+        estimate, _ = leave_one_out_lines(objective, theta, log_factor, queries, tilt=True)
+        return np.mean((estimate - Y) ** 2)
+
+    chosen, _ = tune_width(objective, theta, np.random.default_rng(0), tilt=True)
+    assert chosen == pytest.approx(np.log(model.width_factor_), abs=1e-12)
+    assert loss(chosen) <= loss(0.0)
+
+
+def test_leave_one_out_tilted_estimates_leave_the_query_out():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(30, 2))
+    X[3] = X[7]  # duplicates leave each other out
+    Y = rng.normal(size=(30, 1))
+    layout = Layout(1, 2, 2, 1, True, False)
+    objective = LeaveOneOutObjective(
+        X, Y, np.ones(30), DuplicateGroups(X), layout, "gaussian", np.array([0.7]), 0.0
+    )
+    theta = layout.pack(np.eye(2)[None], None, None, np.ones(1), np.zeros(1))
+    estimate, fell_back = leave_one_out_lines(objective, theta, -0.3, np.arange(30), tilt=True)
+    assert not np.any(fell_back)
+    width = 1.0 / np.sqrt(0.7 * np.exp(-0.3))
+    for i in range(30):
+        others = np.flatnonzero(np.any(X != X[i], axis=1))
+        w = gaussian_weights(X[i : i + 1], X[others], width)
+        expected = tilted_weights(w, X[others], X[i : i + 1], spread=key_spread(X)) @ Y[others, 0]
+        assert estimate[i, 0] == pytest.approx(expected[0], rel=1e-9, abs=1e-12)
+
+
+def test_tilt_with_local_lines_is_rejected():
+    X, y = uneven_trend(n=30)
+    with pytest.raises(InvalidParameterError, match="tilt=True"):
+        AttentionRegressor(tilt=True, degree=1).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="tilt"):
+        AttentionRegressor(tilt="yes").fit(X, y)
+
+
+def test_a_refit_without_the_tilt_drops_its_width():
+    X, y = uneven_trend(n=60, noise=0.1)
+    model = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
+    assert model.width_factor_ > 0
+    model.set_params(tilt=False).fit(X, y)
+    assert not hasattr(model, "width_factor_")
+    np.testing.assert_allclose(
+        model.predict(X[:5]), AttentionRegressor(random_state=0).fit(X, y).predict(X[:5])
+    )
