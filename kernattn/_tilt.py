@@ -171,4 +171,3 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None):
         tilted = np.exp(exponent)
     tilted /= tilted.sum(axis=1, keepdims=True)
     return tilted
-

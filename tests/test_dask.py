@@ -9,8 +9,8 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor  # noqa: E402
-from kernattn.linear._feature_kernel import FeatureKernel  # noqa: E402
 from kernattn.linear import _regressor as linear_module  # noqa: E402
+from kernattn.linear._feature_kernel import FeatureKernel  # noqa: E402
 from kernattn.linear._near_field import NearFieldKernel  # noqa: E402
 
 

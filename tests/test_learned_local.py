@@ -212,7 +212,13 @@ def test_leave_one_out_lines_leave_the_query_out():
 
 @pytest.mark.parametrize(
     "options",
-    [dict(warp=5), dict(degree=1), dict(degree=1, warp=5), dict(tilt=True), dict(tilt=True, warp=5)],
+    [
+        dict(warp=5),
+        dict(degree=1),
+        dict(degree=1, warp=5),
+        dict(tilt=True),
+        dict(tilt=True, warp=5),
+    ],
 )
 def test_invariant_to_the_units_of_x_and_y(options):
     rng = np.random.default_rng(6)

@@ -100,8 +100,9 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=False):
 
 def tune_width(objective, theta, rng, tilt=False):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
-    squared error of the local-linear mixture (of the tilted one with ``tilt``) (over ``COARSE_GRID``, then ``FINE_GRID``
-    around its best point; the queries are at most ``WIDTH_QUERIES`` duplicate groups).
+    squared error of the local-linear mixture, or of the tilted one with ``tilt`` (over
+    ``COARSE_GRID``, then ``FINE_GRID`` around its best point; the queries are at most
+    ``WIDTH_QUERIES`` duplicate groups).
 
     Only widths at which at most ``MAX_FALLBACK`` of the queries lack the neighbors of a
     line count: a narrow kernel whose estimates are mostly kernel averages can have a low
