@@ -52,8 +52,9 @@ from kernattn._local_linear import key_columns, solve_covariance, unpack_second
 #: log-factors under the kernel weights, times 1/16. Chosen on the real data sets of
 #: ``bench_attention.py`` between 1/100 (a closer balance, worse beyond the edges) and 1/4.
 PENALTY = 1.0 / 16.0
-#: The floor of the penalty's metric, as a share of the keys' covariance over all keys.
-FLOOR = 1e-2
+#: The floor of the penalty's metric, as a share of the keys' covariance over all keys (it
+#: matters only where the kernel weights sit on one key).
+FLOOR = 1e-4
 #: Newton iterations at most (convergence is quadratic: a few suffice).
 MAX_ITER = 50
 #: Converged when the Newton decrement (the squared centroid gap in units of the tilted
