@@ -27,6 +27,7 @@ FIGURES = {
     "10_kernel_gallery.py": ["10_kernel_gallery.png"],
     "11_confidence_bands.py": ["11_confidence_bands.png"],
     "12_streaming_from_disk.py": ["12_streaming_from_disk.png"],
+    "13_balanced_weights.py": ["13_balanced_weights.png"],
 }
 
 
