@@ -60,6 +60,8 @@ MAX_ITER = 50
 #: Converged when the Newton decrement (the squared centroid gap in units of the tilted
 #: keys' covariance) is below this.
 TOLERANCE = 1e-14
+#: Below this Newton decrement the full step is taken without a line search.
+NEWTON_REGION = 1e-6
 #: Halvings of a Newton step at most (backtracking line search).
 MAX_HALVINGS = 40
 
@@ -157,6 +159,9 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None):
             f, e = _log_normalizer(log_w[active[trying]], keys, candidate, Q[active[trying]])
             f += 0.5 * np.einsum("bd,bde,be->b", candidate, penalty[active[trying]], candidate)
             ok = f <= value[trying] - 1e-4 * t[trying] * decrement[trying]
+            # Within the region of quadratic convergence the full step is taken: the decrease
+            # it brings can be below the rounding of the objective.
+            ok |= (t[trying] == 1.0) & (decrement[trying] < NEWTON_REGION)
             done = trying[ok]
             lam[active[done]], value[done], exponent[done] = candidate[ok], f[ok], e[ok]
             trying = trying[~ok]
