@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy.optimize import check_grad
+from sklearn.base import clone
 
 from kernattn import (
     AttentionRegressor,
@@ -421,6 +422,20 @@ def test_unfitted_attention_model_is_fitted_on_subsample():
     model.fit(X, y)
     assert model.attention_model_.n_seen_ == 100
     assert np.all(np.isfinite(model.predict(X[:10])))
+
+
+@pytest.mark.parametrize("options", [dict(warp=3), dict(degree=1), dict(tilt=True)])
+def test_attention_model_beyond_the_softmax_is_rejected(options):
+    learned = pytest.importorskip("kernattn.learned")
+    X, y = _data(120, d=2)
+    model = LinearAttentionRegressor(feature_map="positive", random_state=0).fit(X, y)
+    before = model.predict(X[:5])
+    attention = learned.AttentionRegressor(random_state=0, **options)
+    for kernel in (attention, clone(attention).fit(X, y)):
+        with pytest.raises(ValueError, match=next(iter(options))):
+            model.set_params(kernel=kernel).fit(X, y)
+        # The failed fit leaves the fitted estimator as it was.
+        np.testing.assert_array_equal(model.predict(X[:5]), before)
 
 
 def test_attention_regressor_fitted_inside_fit_or_used_as_given():

@@ -930,7 +930,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             Re-estimate ``head_weights_`` and ``head_bias_`` of the kept heads by weighted
             non-negative least squares on their leave-one-out estimates over the training
             set (stacked regression [1]_; the projections are not retrained; with
-            ``degree=1`` too, the estimates are the heads' kernel averages). Unconstrained
+            ``degree=1`` or ``tilt=True`` too, the estimates are the heads' kernel
+            averages). Unconstrained
             weights would exploit the anti-correlation of a leave-one-out estimate with its
             own target, and fit the training set only. Otherwise keep their weights and
             replace each dropped head by the training mean (as ``predict(X, heads=...)``

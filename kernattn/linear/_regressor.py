@@ -263,7 +263,8 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     kernel : {"gaussian", "attention"} or AttentionRegressor, default="gaussian"
         The softmax kernel being approximated, see above (``"attention"``: a default
         ``AttentionRegressor`` fitted on the subsample). Its similarity must be ``"dot"``,
-        ``"cosine"`` or ``"gaussian"``.
+        ``"cosine"`` or ``"gaussian"``, and its prediction the softmax average of its heads
+        (no ``warp``, ``degree=1`` or ``tilt=True``).
     learn_projection : bool, default=False
         Train the Gaussian kernel's input map through positive features (Gaussian kernel
         and positive, hyperbolic or optimal features only).
@@ -951,6 +952,20 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         """The heads of an ``AttentionRegressor`` (fitted here on a subsample if needed),
         and its head bias in target units."""
         model = AttentionRegressor() if isinstance(self.kernel, str) else self.kernel
+        # The features estimate the softmax of the heads' logits on the inputs; a warp of
+        # the inputs, local lines or tilted weights act on top of it and would be dropped.
+        beyond = [
+            f"{name}={getattr(model, name)!r}"
+            for name, plain in (("warp", 0), ("degree", 0), ("tilt", False))
+            if getattr(model, name, plain) != plain
+        ]
+        if beyond:
+            raise ValueError(
+                "the attention model's prediction must be the softmax average of its heads "
+                f"for features to estimate it; got {', '.join(beyond)} (a warp of the inputs, "
+                "local lines or tilted weights act on top of the softmax). Use an "
+                "AttentionRegressor without them."
+            )
         if not hasattr(model, "kernel_"):
             model = clone(model)
             if "random_state" in model.get_params(deep=False):
