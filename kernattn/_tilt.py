@@ -32,11 +32,14 @@ The tilt is therefore penalized: :math:`\lambda` minimizes
     \log \sum_j w_j\, e^{\lambda^\top (k_j - q)} + \tfrac{\varepsilon}{2}\,
     \lambda^\top C_0 \lambda,
 
-with :math:`C_0` the keys' covariance under the kernel weights and
-:math:`\varepsilon` = ``PENALTY``: :math:`\lambda^\top C_0 \lambda` is the variance of the
-tilt's log-factors :math:`\lambda^\top k_j` under :math:`w` (unit-free). At the minimum the
-centroid misses the query by :math:`-\varepsilon C_0 \lambda`: a small fraction of the keys'
-spread where a moderate tilt balances them, and a bounded tilt beyond the edges.
+with :math:`C_0` the keys' covariance under the kernel weights (plus a floor, a small share
+of their covariance over all keys) and :math:`\varepsilon` = ``PENALTY`` by default
+(``AttentionRegressor`` picks it among ``PENALTIES`` by the leave-one-out error).
+:math:`\lambda^\top C_0 \lambda` is the variance of the tilt's log-factors
+:math:`\lambda^\top k_j` under :math:`w` (unit-free). At the minimum the centroid misses
+the query by :math:`-\varepsilon C_0 \lambda`: a small fraction of the keys' spread where a
+moderate tilt balances them (small :math:`\varepsilon`), and a bounded tilt beyond the
+edges.
 
 The problem is strictly convex (a log-sum-exp of linear functions plus a quadratic); it is
 solved by Newton's method with backtracking, from the sums
@@ -48,10 +51,13 @@ import numpy as np
 
 from kernattn._local_linear import key_columns, solve_covariance, unpack_second
 
-#: The penalty on the tilt, ``PENALTY/2 · λᵀC₀λ``: half the variance of the tilt's
-#: log-factors under the kernel weights, times 1/16. Chosen on the real data sets of
-#: ``bench_attention.py`` between 1/100 (a closer balance, worse beyond the edges) and 1/4.
+#: The default penalty on the tilt, ``PENALTY/2 · λᵀC₀λ``: half the variance of the tilt's
+#: log-factors under the kernel weights, times 1/16.
 PENALTY = 1.0 / 16.0
+#: The penalties ``AttentionRegressor`` chooses among by the leave-one-out error: a small
+#: one balances closely (best on dense one-dimensional data), a large one holds the tilt
+#: back where the balance is out of reach, as for most queries with several features.
+PENALTIES = (1.0 / 16.0, 1.0, 16.0)
 #: The floor of the penalty's metric, as a share of the keys' covariance over all keys (it
 #: matters only where the kernel weights sit on one key).
 FLOOR = 1e-4
@@ -92,7 +98,7 @@ def _moments(exponent, columns, d):
     return weights, sums[:, :d], unpack_second(sums[:, d:], d)
 
 
-def tilted_weights(weights, keys, Q, columns=None, spread=None):
+def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY):
     r"""The tilted weights :math:`\tilde w` of a block of queries (see the module).
 
     Parameters
@@ -109,6 +115,8 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None):
     spread : ndarray of shape (d, d), optional
         The keys' covariance over the training set (:func:`key_spread`, with the sample
         weights), which floors the penalty's metric; default: unweighted.
+    penalty : float, default=PENALTY
+        :math:`\varepsilon`, the weight of the penalty on the tilt.
 
     Returns
     -------
@@ -135,7 +143,7 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None):
     # C₀ ≈ 0: its tilt would be all but unpenalized, and its minimum far out).
     if spread is None:
         spread = key_spread(keys)
-    penalty = PENALTY * (second - mean[:, :, None] * mean[:, None, :] + FLOOR * spread)
+    penalty = penalty * (second - mean[:, :, None] * mean[:, None, :] + FLOOR * spread)
     active = np.arange(b)
     value, exponent = _log_normalizer(log_w, keys, lam, Q)
     for _ in range(MAX_ITER):

@@ -8,8 +8,8 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from kernattn import AttentionRegressor
 from kernattn._loo import DuplicateGroups
-from kernattn._tilt import FLOOR, PENALTY, key_spread, tilted_weights
-from kernattn.learned._local import leave_one_out_lines, tune_width
+from kernattn._tilt import FLOOR, PENALTIES, PENALTY, key_spread, tilted_weights
+from kernattn.learned._local import leave_one_out_lines, tune_tilt, tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 
@@ -109,12 +109,14 @@ def test_tilt_removes_the_bias_of_an_uneven_design():
     assert np.max(error_tilted) < 0.2 * np.max(error_average)
 
 
-def test_width_is_tuned_by_the_leave_one_out_error_of_the_tilted_estimate():
+def test_width_and_penalty_are_tuned_by_the_leave_one_out_error_of_the_tilted_estimate():
     X, y = uneven_trend(n=150, noise=0.3)
     model = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
     plain = AttentionRegressor(random_state=0).fit(X, y)
     np.testing.assert_allclose(model.scale_, plain.scale_ * model.width_factor_, rtol=1e-12)
-    # Its width beats the learned one (factor 1) on the tilted leave-one-out error.
+    assert model.tilt_penalty_ in PENALTIES
+    # The chosen pair beats the learned width (factor 1) at every penalty on the tilted
+    # leave-one-out error, and the other penalties at their own best widths.
     Z = (X - model.center_) / model.input_scale_
     Y = (y - y.mean())[:, None]
     layout = Layout(1, 1, 1, 1, True, False)
@@ -124,13 +126,34 @@ def test_width_is_tuned_by_the_leave_one_out_error_of_the_tilted_estimate():
     theta = layout.pack(plain.query_projection_, None, None, np.ones(1), np.zeros(1))
     queries = np.arange(len(X))
 
-    def loss(log_factor):
-        estimate, _ = leave_one_out_lines(objective, theta, log_factor, queries, tilt=True)
+    def loss(log_factor, penalty):
+        estimate, _ = leave_one_out_lines(objective, theta, log_factor, queries, tilt=penalty)
         return np.mean((estimate - Y) ** 2)
 
-    chosen, _ = tune_width(objective, theta, np.random.default_rng(0), tilt=True)
+    chosen, penalty = tune_tilt(objective, theta, np.random.RandomState(0))
     assert chosen == pytest.approx(np.log(model.width_factor_), abs=1e-12)
-    assert loss(chosen) <= loss(0.0)
+    assert penalty == model.tilt_penalty_
+    best = loss(chosen, penalty)
+    for other in PENALTIES:
+        assert best <= loss(0.0, other)
+        log_factor, _ = tune_width(objective, theta, np.random.RandomState(0), tilt=other)
+        assert best <= loss(log_factor, other) + 1e-15
+
+
+def test_a_width_too_narrow_to_balance_is_not_chosen():
+    # Five features and 60 rows: the narrowest kernels leave many queries with fewer keys
+    # than a balance in five directions needs; those widths are excluded, as for lines.
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 5))
+    y = X @ [1.0, -1.0, 0.5, 0.0, 2.0] + 0.5 * rng.normal(size=60)
+    model = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
+    keys = (X - model.center_) / model.input_scale_ @ model.query_projection_[0]
+    logits = -0.5 * model.scale_[0] * np.sum((keys[:, None] - keys[None]) ** 2, axis=2)
+    np.fill_diagonal(logits, -np.inf)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    weights /= weights.sum(axis=1, keepdims=True)
+    support = (weights > 1e-12 * weights.max(axis=1, keepdims=True)).sum(axis=1)
+    assert np.mean(support < 6) <= 0.01
 
 
 def test_leave_one_out_tilted_estimates_leave_the_query_out():
@@ -143,7 +166,7 @@ def test_leave_one_out_tilted_estimates_leave_the_query_out():
         X, Y, np.ones(30), DuplicateGroups(X), layout, "gaussian", np.array([0.7]), 0.0
     )
     theta = layout.pack(np.eye(2)[None], None, None, np.ones(1), np.zeros(1))
-    estimate, fell_back = leave_one_out_lines(objective, theta, -0.3, np.arange(30), tilt=True)
+    estimate, fell_back = leave_one_out_lines(objective, theta, -0.3, np.arange(30), tilt=PENALTY)
     assert not np.any(fell_back)
     width = 1.0 / np.sqrt(0.7 * np.exp(-0.3))
     for i in range(30):

@@ -29,9 +29,9 @@ in the same way, by the leave-one-out error of the tilted estimate.
 import numpy as np
 
 from kernattn._blocks import map_query_blocks, single_threaded_blas
-from kernattn._local_linear import equivalent_weights, n_line_parameters
+from kernattn._local_linear import equivalent_weights, n_line_parameters, sparse_neighborhoods
 from kernattn._numerics import shifted_exp
-from kernattn._tilt import key_spread, tilted_weights
+from kernattn._tilt import PENALTIES, key_spread, tilted_weights
 
 #: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
 #: points: the kernel as learned), then a fine one around its best point. A fixed grid, not a
@@ -46,12 +46,13 @@ WIDTH_QUERIES = 2048
 MAX_FALLBACK = 0.01
 
 
-def leave_one_out_lines(objective, theta, log_factor, queries, tilt=False):
+def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None):
     """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
     head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
     the mask of the queries for which some head had too few neighbors for a line (they got
-    its kernel average). With ``tilt``, the estimates of the tilted weights instead (never
-    a fallback).
+    its kernel average). With ``tilt`` (the penalty :math:`\varepsilon` of
+    :mod:`kernattn._tilt`), the estimates of the tilted weights instead, and the mask of
+    the queries whose weights rest on too few keys to balance (as few as for a line).
 
     Each query attends to every training row outside its duplicate group (as in the
     leave-one-out loss of :mod:`kernattn.learned._objective`); the line of head ``h`` is
@@ -67,7 +68,7 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=False):
     out = np.empty((len(queries), Y.shape[1]))
     fell_back = np.zeros(len(queries), dtype=bool)
     n_params = [n_line_parameters(head.Pk) for head in heads]
-    spreads = [key_spread(head.Pk, objective.sw) if tilt else None for head in heads]
+    spreads = [key_spread(head.Pk, objective.sw) if tilt is not None else None for head in heads]
 
     def block(span):
         rows = queries[span]
@@ -81,8 +82,12 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=False):
             groups.leave_out(logits, rows)
             weights = shifted_exp(logits)
             weights /= weights.sum(axis=1, keepdims=True)
-            if tilt:
-                lines = tilted_weights(weights, head.Pk, head.Pk[rows], spread=spreads[h])
+            if tilt is not None:
+                lines = tilted_weights(
+                    weights, head.Pk, head.Pk[rows], spread=spreads[h], penalty=tilt
+                )
+                # Balancing in d directions needs d + 1 keys with weight, as a line does.
+                fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
             else:
                 lines, fallback = equivalent_weights(
                     weights, head.Pk, head.Pk[rows], n_params[h], ids
@@ -93,14 +98,15 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=False):
         return None
 
     map_query_blocks(
-        block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=8 if tilt else 4
+        block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=4 if tilt is None else 8
     )
     return out, fell_back
 
 
-def tune_width(objective, theta, rng, tilt=False):
+def tune_width(objective, theta, rng, tilt=None):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
-    squared error of the local-linear mixture, or of the tilted one with ``tilt`` (over
+    squared error of the local-linear mixture, or of the tilted one with the penalty
+    ``tilt`` (over
     ``COARSE_GRID``, then ``FINE_GRID`` around its best point; the queries are at most
     ``WIDTH_QUERIES`` duplicate groups).
 
@@ -138,3 +144,16 @@ def tune_width(objective, theta, rng, tilt=False):
     if not np.isfinite(losses[i]):
         return 0.0, np.inf  # lines nowhere: the kernel as learned
     return float(fine[i]), float(losses[i])
+
+
+def tune_tilt(objective, theta, rng):
+    """The width (log-factor of the logits) and the penalty of the tilt (among
+    :data:`~kernattn._tilt.PENALTIES`) of the lowest leave-one-out error of the tilted
+    estimate: :func:`tune_width` at each penalty, on the same queries."""
+    seed = rng.randint(2**31 - 1)
+    best = None
+    for penalty in PENALTIES:
+        log_factor, loss = tune_width(objective, theta, np.random.RandomState(seed), penalty)
+        if best is None or loss < best[2]:
+            best = (log_factor, penalty, loss)
+    return best[0], best[1]

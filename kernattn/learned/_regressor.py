@@ -30,9 +30,9 @@ from kernattn._local_linear import (
 )
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import normalized_weights, power_of_two_scale
-from kernattn._tilt import key_spread, tilted_weights
+from kernattn._tilt import PENALTY, key_spread, tilted_weights
 from kernattn.bandwidth import BandwidthWarning
-from kernattn.learned._local import tune_width
+from kernattn.learned._local import tune_tilt, tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     calibrate_width,
@@ -199,12 +199,16 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         Nadaraya–Watson and stays inside ``[min y, max y]``. Balanced weights remove the
         kernel average's bias from a denser side of the data or a slope, as a local line
         does, without negative weights; beyond the edge of the data the balance cannot be
-        reached and a penalty on the tilt (1/32 of the variance of the log-factors
-        :math:`\lambda^\top k_i` under the softmax weights) keeps it bounded. As for
-        ``degree=1``, the projections are learned untilted, then every head's logits are
-        multiplied by the factor (``width_factor_``) that minimizes the leave-one-out error
-        of the tilted estimate. Needs ``degree=0``. The balance is a condition in every
-        direction of the key space: it helps most in low dimension.
+        reached and a penalty on the tilt, :math:`\varepsilon/2` times the variance of the
+        log-factors :math:`\lambda^\top k_i` under the softmax weights, keeps it bounded.
+        As for ``degree=1``, the projections are learned untilted; then every head's
+        logits are multiplied by a factor (``width_factor_``) and :math:`\varepsilon` is
+        picked among 1/16, 1 and 16 (``tilt_penalty_``), the pair minimizing the
+        leave-one-out error of the tilted estimate, over the widths at which at most 1 %
+        of the queries have fewer keys with weight than a balance needs (``head_dim +
+        1``, as for a line). Needs ``degree=0``. The balance is a condition in every
+        direction of the key space: it helps most in one to three dimensions, and its
+        cost grows with ``head_dim`` squared (a Newton solve per query).
     warp : int, default=0
         Number of pieces of a learned monotone warp of each standardized input (0: no
         warp). Each feature goes through an increasing, continuous, piecewise-linear
@@ -328,6 +332,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     width_factor_ : float
         The factor of every head's logits chosen for the local lines or the tilted weights
         (only with ``degree=1`` or ``tilt=True``; already part of ``scale_``).
+    tilt_penalty_ : float
+        :math:`\varepsilon`, the weight of the penalty on the tilt chosen by leave-one-out
+        (only with ``tilt=True``).
     loss_curve_ : list of float
         Training loss (leave-one-out :math:`1 - R^2` plus penalty) per iteration or epoch.
     validation_scores_ : list of float
@@ -613,6 +620,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         self.__dict__.pop("warp_knots_", None)
         self.__dict__.pop("warp_slopes_", None)
         self.__dict__.pop("width_factor_", None)
+        self.__dict__.pop("tilt_penalty_", None)
         if self.warp:
             self.warp_knots_ = knots
             self.warp_slopes_ = np.exp(layout.log_slopes(theta))
@@ -623,8 +631,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             # A line needs more distinct neighbors than its head_dim + 1 parameters; a tilt
             # two to balance.
             log_factor = 0.0
-            if groups.n_groups > (2 if self.tilt else head_dim + 1):
-                log_factor, _ = tune_width(objective, theta, rng, tilt=self.tilt)
+            if self.tilt:
+                self.tilt_penalty_ = PENALTY
+                if groups.n_groups > 2:
+                    log_factor, self.tilt_penalty_ = tune_tilt(objective, theta, rng)
+            elif groups.n_groups > head_dim + 1:
+                log_factor, _ = tune_width(objective, theta, rng)
             self.width_factor_ = float(np.exp(log_factor))
             scale = scale * self.width_factor_
         kernel = SoftmaxHeads(
@@ -822,7 +834,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             Q = kernel.project(X, h, side="key")
             keys = kernel.keys(h)
             spread = key_spread(keys, self.sample_weight_[self._active])
-            return tilted_weights(weights.astype(np.float64), keys, Q, spread=spread)
+            return tilted_weights(
+                weights.astype(np.float64), keys, Q, spread=spread, penalty=self.tilt_penalty_
+            )
         if self.degree == 0 or self._line_parameters[h] > self._n_distinct:
             return weights
         kernel = self.kernel_
