@@ -106,12 +106,11 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None):
 def tune_width(objective, theta, rng, tilt=None):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
     squared error of the local-linear mixture, or of the tilted one with the penalty
-    ``tilt`` (over
-    ``COARSE_GRID``, then ``FINE_GRID`` around its best point; the queries are at most
-    ``WIDTH_QUERIES`` duplicate groups).
+    ``tilt`` (over ``COARSE_GRID``, then ``FINE_GRID`` around its best point; the queries
+    are at most ``WIDTH_QUERIES`` duplicate groups).
 
     Only widths at which at most ``MAX_FALLBACK`` of the queries lack the neighbors of a
-    line count: a narrow kernel whose estimates are mostly kernel averages can have a low
+    line (or of a balance) count: a narrow kernel whose estimates are mostly kernel averages can have a low
     leave-one-out error among the training points and still leave most new queries
     without a line.
 
