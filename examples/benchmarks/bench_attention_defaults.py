@@ -14,9 +14,10 @@ Printed: one row per data set, the mean test MSE of every option divided by the
 reference's (lower is better; below 1 beats the leave-one-out smoother), the number of
 data sets each option wins (ties go to the first), the geometric mean and the worst of the
 ratios, and the mean fit time. Options not named use the defaults (``alpha=1.0``); the
-last three are the learned warp of the inputs (``warp=8``, a variable bandwidth, still
-Nadaraya–Watson) and the local-linear correction (``degree=1``, beyond Nadaraya–Watson),
-alone and together.
+last five are the learned warp of the inputs (``warp=8``, a variable bandwidth, still
+Nadaraya–Watson), weights tilted until the keys balance about each query (``tilt``, still
+Nadaraya–Watson), alone and with the warp, and the local-linear correction (``degree=1``,
+beyond Nadaraya–Watson), alone and with the warp.
 Run from the repository root:
 ``PYTHONPATH=. python examples/benchmarks/bench_attention_defaults.py``
 (``KERNATTN_SMOKE=1``: three data sets, two folds).
@@ -47,6 +48,9 @@ OPTIONS = {
     "gauss tied a=10": dict(similarity="gaussian", tie_qk=True, alpha=10.0),
     # A variable bandwidth: a learned monotone warp of each input (still Nadaraya–Watson).
     "warp=8": dict(warp=8),
+    # Weights tilted until the keys balance about each query (still Nadaraya–Watson).
+    "tilt": dict(tilt=True),
+    "warp=8 tilt": dict(warp=8, tilt=True),
     # Local lines in the learned metric (beyond Nadaraya–Watson), with and without the warp.
     "degree=1": dict(degree=1),
     "warp=8 degree=1": dict(warp=8, degree=1),
