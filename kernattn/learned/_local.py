@@ -110,9 +110,9 @@ def tune_width(objective, theta, rng, tilt=None):
     are at most ``WIDTH_QUERIES`` duplicate groups).
 
     Only widths at which at most ``MAX_FALLBACK`` of the queries lack the neighbors of a
-    line (or of a balance) count: a narrow kernel whose estimates are mostly kernel averages can have a low
-    leave-one-out error among the training points and still leave most new queries
-    without a line.
+    line (or of a balance) count: a narrow kernel whose estimates are mostly kernel
+    averages can have a low leave-one-out error among the training points and still leave
+    most new queries without a line.
 
     Returns the log-factor and the leave-one-out loss (divided by the targets' variance)
     at it.
