@@ -236,21 +236,14 @@ class NearFieldKernel:
         (once; :meth:`accumulate` does it if it was not done)."""
         if self._near is not None:
             raise RuntimeError("the near field keeps the keys of one fit; call without_keys")
-        far = self.far
-        log_weight = far.log_weights(sample_weight)
-        scaled = values / far.value_scale
-        moments = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
-        with np.errstate(over="ignore", invalid="ignore"):
-            keys = far.project(X, 0, "key")
-            cells = self.cells_of(keys)
-        order = np.argsort(cells, kind="stable")
+        order, keys, log_weight, moments, cells, start = self._by_cell(X, values, sample_weight)
         self._near = {
             "order": order,
-            "cells": cells[order],
-            "start": np.searchsorted(cells[order], np.arange(self.n_cells + 1)),
-            "keys": keys[order],
-            "log_weight": log_weight[order],
-            "moments": moments[order],
+            "cells": cells,
+            "start": start,
+            "keys": keys,
+            "log_weight": log_weight,
+            "moments": moments,
             # [k, −½‖k‖² + log s, 1]: with [q, 1, −½‖q‖²] one product gives the logit
             # −½‖q − k‖² + log s; then the moments: one row of the table per key.
             "table": np.hstack(
@@ -260,10 +253,25 @@ class NearFieldKernel:
                     np.ones((len(keys), 1)),
                     moments,
                 ]
-            )[order],
+            ),
             "summed": False,
         }
         return self
+
+    def _by_cell(self, X, values, sample_weight):
+        """The keys of ``X``, their log sample weights, moments ``[v, v², 1]`` and cells,
+        sorted by cell (stable), with the sort order and each cell's first row."""
+        far = self.far
+        log_weight = far.log_weights(sample_weight)
+        scaled = values / far.value_scale
+        moments = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
+        with np.errstate(over="ignore", invalid="ignore"):
+            keys = far.project(X, 0, "key")
+            cells = self.cells_of(keys)
+        order = np.argsort(cells, kind="stable")
+        cells = cells[order]
+        start = np.searchsorted(cells, np.arange(self.n_cells + 1))
+        return order, keys[order], log_weight[order], moments[order], cells, start
 
     def accumulate(self, X, values, sample_weight):
         """Add keys to the total and per-cell sums; with the keys bound (``fit``), also keep
@@ -287,20 +295,7 @@ class NearFieldKernel:
             keys, log_weight, moments = near["keys"], near["log_weight"], near["moments"]
             cells, start = near["cells"], near["start"]
         else:
-            log_weight = far.log_weights(sample_weight)
-            scaled = values / far.value_scale
-            moments = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
-            with np.errstate(over="ignore", invalid="ignore"):
-                keys = far.project(X, 0, "key")
-                cells = self.cells_of(keys)
-            order = np.argsort(cells, kind="stable")
-            keys, log_weight, moments, cells = (
-                keys[order],
-                log_weight[order],
-                moments[order],
-                cells[order],
-            )
-            start = np.searchsorted(cells, np.arange(self.n_cells + 1))
+            _, keys, log_weight, moments, cells, start = self._by_cell(X, values, sample_weight)
         r, m = far.n_components, moments.shape[1]
         inner_matrix = self.feature_map.inner_matrix_
         new_sums = np.zeros((self.n_cells, r, m))
