@@ -82,7 +82,6 @@ from kernattn.linear._chunks import (
     start_fit,
     summarize,
 )
-from kernattn.linear._feature_kernel import FeatureKernel
 from kernattn.linear._near_field import NearFieldKernel, _ErrorProbe, grow_near_cells
 from kernattn.linear._regressor import (
     CANDIDATE_COMPONENTS,
@@ -366,15 +365,7 @@ def _near_share_on_sample(estimator, near, summary, seed):
     """
     _, _, X_s, Y_s, w_s = summary.sample
     n, n_s = int(summary.count), len(X_s)
-    far = near.far
-    sample_far = FeatureKernel(
-        far.heads,
-        far.feature_maps,
-        far.key_shift,
-        far.head_bias,
-        far.weight_scale,
-        value_scale=far.value_scale,
-    )
+    sample_far = near.far.empty()
     with np.errstate(over="ignore", invalid="ignore"):
         centers = sample_far.project(X_s[: max(1, n_s // KEYS_PER_CELL)], 0, "key")
     kernel = NearFieldKernel(sample_far, np.unique(centers, axis=0), 1).bind(X_s, w_s)

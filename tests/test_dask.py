@@ -10,7 +10,6 @@ distributed = pytest.importorskip("distributed")
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor  # noqa: E402
 from kernattn.linear import _regressor as linear_module  # noqa: E402
-from kernattn.linear._feature_kernel import FeatureKernel  # noqa: E402
 from kernattn.linear._near_field import NearFieldKernel  # noqa: E402
 
 
@@ -154,16 +153,8 @@ def test_linear_fit_rejects_bad_data_and_keeps_the_last_fit(client):
 def _near_field_in_memory(cluster, X, y, weight):
     """An in-memory near field with the cluster model's centers, feature map and near
     cells, its sums taken from the whole training set at once."""
-    far = cluster.kernel_.far
     kernel = NearFieldKernel(
-        FeatureKernel(
-            far.heads,
-            far.feature_maps,
-            far.key_shift,
-            far.head_bias,
-            far.weight_scale,
-            value_scale=far.value_scale,
-        ),
+        cluster.kernel_.far.empty(),
         cluster.kernel_.centers,
         cluster.kernel_.n_near_cells,
     )

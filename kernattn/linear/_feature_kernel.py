@@ -187,6 +187,17 @@ class FeatureKernel:
         )
         return self
 
+    def empty(self):
+        """A kernel with the same heads, maps and scales, and no sums or keys."""
+        return FeatureKernel(
+            self.heads,
+            self.feature_maps,
+            self.key_shift,
+            self.head_bias,
+            self.weight_scale,
+            value_scale=self.value_scale,
+        )
+
     def without_keys(self):
         """A copy whose sums can grow independently and that keeps no keys."""
         out = copy.copy(self)
