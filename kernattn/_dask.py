@@ -84,11 +84,9 @@ from kernattn.linear._chunks import (
 )
 from kernattn.linear._near_field import NearFieldKernel, _ErrorProbe, grow_near_cells
 from kernattn.linear._regressor import (
-    CANDIDATE_COMPONENTS,
     ERROR_KEYS,
     ERROR_QUERIES,
     KEYS_PER_CELL,
-    MAX_COMPONENTS,
 )
 
 # Partial results merged per node of the reduction trees.
@@ -404,35 +402,25 @@ def _rank_on_sample(estimator, kernel, probe, near, n, cap, rng):
     none does) on the sample's near field ``kernel``, and its number of near cells there
     (``LinearAttentionRegressor._choose_rank`` on the sample, its costs at ``n`` keys)."""
     n_s = kernel.n_keys
-    top = min(n_s // 4, estimator.n_subsample // 2, MAX_COMPONENTS)
-    ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
     # The maps see n_subsample keys, as in memory: the first rows of the sample (uniform).
     near_data = kernel._near
     first_rows = near_data["order"] < estimator.n_subsample
     keys = near_data["keys"][first_rows]
     weights = np.exp(near_data["log_weight"][first_rows])
     t = kernel.n_outputs
-    best, fallback, first = None, None, 1
-    for r in ranks:
-        if best is not None and estimator._split_cost(n, r, 0, 0, t) >= best[0]:
-            break  # with no near field at all, r features cost more than the best
-        feature_map = NystroemFeatures(min(r, len(keys))).fit(
+
+    def fit_map(r):
+        return NystroemFeatures(min(r, len(keys))).fit(
             keys, sample_weight=weights, random_state=rng
         )
-        probe.use_map(feature_map)
-        errors, met = grow_near_cells(kernel, probe, estimator.tol, cap, first)
-        first = kernel.n_near_cells
+
+    def cost_of(feature_map):
         share = kernel.mean_near_keys / n_s
-        cost = estimator._split_cost(
+        return estimator._split_cost(
             n, feature_map.n_components_, share * n, share * near.n_cells, t
         )
-        choice = (cost, feature_map, kernel.n_near_cells)
-        if met and (best is None or cost < best[0]):
-            best = choice
-        if not met:
-            fallback = choice
-    _, feature_map, cells = best if best is not None else fallback
-    return feature_map, cells
+
+    return estimator._search_rank(kernel, probe, n, cap, fit_map, cost_of)
 
 
 # ---------------------------------------------------------------- predicting

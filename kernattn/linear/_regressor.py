@@ -660,43 +660,59 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         if none meets ``tol``). Sets the kernel's map; returns the near cells to start from.
         """
         n = kernel.n_keys
-        top = min(n // 4, self.n_subsample // 2, MAX_COMPONENTS)
-        ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
-        cap = self._near_key_cap(n)
         keys = self._subsample(len(X), rng)
         projected = kernel.far.project(X[keys], 0, "key")
-        best, fallback = None, None
-        first = 1
-        for r in ranks:
-            if best is not None and self._split_cost(n, r, 0, 0, kernel.n_outputs) >= best[0]:
-                break  # with no near field at all, r features cost more than the best
+
+        def fit_map(r):
             if r == kernel.n_components:
-                feature_map = kernel.feature_map
-            else:
-                feature_map = NystroemFeatures(r).fit(
-                    projected, sample_weight=sample_weight[keys], random_state=rng
-                )
-            probe.use_map(feature_map)
-            # A higher rank needs at most the near field of a lower one: start there.
-            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
-            first = kernel.n_near_cells
-            cost = self._split_cost(
+                return kernel.feature_map
+            return NystroemFeatures(r).fit(
+                projected, sample_weight=sample_weight[keys], random_state=rng
+            )
+
+        def cost_of(feature_map):
+            return self._split_cost(
                 n,
                 feature_map.n_components_,
                 kernel.mean_near_keys,
                 kernel.n_near_cells,
                 kernel.n_outputs,
             )
-            choice = (cost, feature_map, kernel.n_near_cells)
-            if met and (best is None or cost < best[0]):
-                best = choice
-            if not met:
-                fallback = choice
-        cost, feature_map, cells = best if best is not None else fallback
+
+        feature_map, cells = self._search_rank(
+            kernel, probe, n, self._near_key_cap(n), fit_map, cost_of
+        )
         kernel.set_feature_map(feature_map)
         self.feature_maps_ = [feature_map]
         self.n_components_ = feature_map.n_components_
         return cells
+
+    def _search_rank(self, kernel, probe, n, cap, fit_map, cost_of):
+        """The candidate ranks' search on ``kernel`` (in memory or a sample of keys): for
+        each rank (32, 64, …, at most a quarter of the kernel's keys and half of
+        ``n_subsample``) the map ``fit_map(r)`` and the fewest near cells meeting ``tol``
+        (at most ``cap`` near keys, starting from the lower rank's); the map of the lowest
+        ``cost_of(map)`` meeting ``tol`` is kept (the highest rank if none does). A rank
+        whose features alone, at ``n`` keys, cost more than the best so far ends the
+        search. Returns the map and its near cells on ``kernel``."""
+        top = min(kernel.n_keys // 4, self.n_subsample // 2, MAX_COMPONENTS)
+        ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
+        best, fallback, first = None, None, 1
+        for r in ranks:
+            if best is not None and self._split_cost(n, r, 0, 0, kernel.n_outputs) >= best[0]:
+                break  # with no near field at all, r features cost more than the best
+            feature_map = fit_map(r)
+            probe.use_map(feature_map)
+            # A higher rank needs at most the near field of a lower one: start there.
+            _, met = grow_near_cells(kernel, probe, self.tol, cap, first)
+            first = kernel.n_near_cells
+            choice = (cost_of(feature_map), feature_map, kernel.n_near_cells)
+            if met and (best is None or choice[0] < best[0]):
+                best = choice
+            if not met:
+                fallback = choice
+        _, feature_map, cells = best if best is not None else fallback
+        return feature_map, cells
 
     def _choose_near_field(self, kernel, probe, first=1):
         """Set the near cells from ``n_neighbors`` (or, for "auto", from ``tol``, starting
