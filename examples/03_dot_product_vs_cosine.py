@@ -19,10 +19,12 @@ separate query and key projections (``tie_qk=False``), and for reference the Gau
 positions. The cosine is bounded, so its sharpness can only come from the multiplier of the
 logits: all three learn it (``scale="learned"``), so they differ in the similarity alone. No
 penalty on the projections (``alpha=0``): every similarity gets the same free projections.
-All three use ``head_mixture="convex"``: with one head the prediction is that head's
-Nadaraya–Watson average itself, a weighted mean of training targets with weights ≥ 0 summing
-to 1. A fourth model, the dot product with ``head_mixture="affine"`` (a free head weight and a
-bias, ``head_weights_`` and ``head_bias_``), shows what a linear stretch of that average adds.
+The weights are the plain softmax of the scores (``tilt=False, warp=0``; by default data
+with at most three features would get tilted weights). All three use
+``head_mixture="convex"``: with one head the prediction is that head's Nadaraya–Watson
+average itself, a weighted mean of training targets with weights ≥ 0 summing to 1. A fourth
+model, the dot product with ``head_mixture="affine"`` (a free head weight and a bias,
+``head_weights_`` and ``head_bias_``), shows what a linear stretch of that average adds.
 
 **What to look at.** In ``03_dot_product_vs_cosine.png``:
 
@@ -115,6 +117,9 @@ for task, y in targets.items():
             head_mixture=mixture,
             scale="learned",
             alpha=0.0,
+            # The plain softmax of the scores (the default would tilt 2-D data's weights).
+            tilt=False,
+            warp=0,
             max_iter=30 if SMOKE else 200,
             random_state=0,
         )

@@ -11,10 +11,11 @@ a choice of kernel, and the choices can be set side by side.
 
 - ``KernelSmoother`` with the Gaussian ``exp(−r²/2)``, the Epanechnikov ``1 − r²`` and the
   tricube ``(1 − r³)³`` kernel (``r = |x − x_i|/h``), each at its leave-one-out bandwidth;
-- ``AttentionRegressor`` (one head, trained on the leave-one-out loss) with the dot product
-  ``q·k`` and the cosine ``q·k/(|q||k|)`` (separate query and key projections,
-  ``tie_qk=False``; the cosine with a learned scale, as a bounded score needs) and the
-  Gaussian score ``−½‖q − k‖²`` with tied projections (``tie_qk=True``) — a learned metric.
+- ``AttentionRegressor`` (one head, trained on the leave-one-out loss, the plain softmax of
+  its scores: ``tilt=False, warp=0``) with the dot product ``q·k`` and the cosine
+  ``q·k/(|q||k|)`` (separate query and key projections, ``tie_qk=False``; the cosine with a
+  learned scale, as a bounded score needs) and the Gaussian score ``−½‖q − k‖²`` with tied
+  projections (``tie_qk=True``) — a learned metric.
   All three use ``head_mixture="convex"``: with one head the prediction is the head's
   Nadaraya–Watson average itself, so the weights drawn are exactly those of the fit.
 
@@ -100,8 +101,10 @@ queries = np.array([[1.0], [2.5], [4.2]])
 # (``alpha=0``): the leave-one-out loss alone keeps a kernel from collapsing onto the query.
 # The default ``alpha=1.0`` penalises the off-diagonal entries of the projections, pulling a
 # learned metric towards per-feature bandwidths, the round patch the 2-D target does not want.
+# The weights are the plain softmax of the scores (``tilt=False, warp=0``): by default the
+# 1-D and 2-D data here would get tilted weights, and the 1-D input a warp.
 max_iter = 30 if SMOKE else 200
-learned = dict(n_heads=1, alpha=0.0, max_iter=max_iter, random_state=0)
+learned = dict(n_heads=1, alpha=0.0, tilt=False, warp=0, max_iter=max_iter, random_state=0)
 
 
 def make_models():

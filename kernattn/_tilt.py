@@ -65,37 +65,45 @@ FLOOR = 1e-4
 MAX_ITER = 50
 #: Converged when the Newton decrement (the squared centroid gap in units of the tilted
 #: keys' covariance) is below this.
-TOLERANCE = 1e-14
+TOLERANCE = 1e-22
 #: Below this Newton decrement the full step is taken without a line search.
 NEWTON_REGION = 1e-6
 #: Halvings of a Newton step at most (backtracking line search).
 MAX_HALVINGS = 40
+#: A query farther from the keys' center than this many times their range (in some
+#: coordinate) is moved back along its direction to that distance: out there the tilted
+#: weights already sit on the outermost keys, and the tilt would overflow on the way.
+REACH = 1e6
 
 
 def key_spread(keys, sample_weight=None):
     """The covariance of the keys over the training set, weighted by the sample weights
     (a weight of 2 counts as a repeated row)."""
     keys = np.asarray(keys, dtype=np.float64)
+    if sample_weight is not None:
+        # Only the weights' ratios count: scaled so that their sum cannot overflow.
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        sample_weight = sample_weight / sample_weight.max(initial=0.0, where=True)
     return np.atleast_2d(np.cov(keys, rowvar=False, aweights=sample_weight, bias=True))
 
 
 def _log_normalizer(log_w, keys, lam, Q):
-    """``log Σ_j w_j exp(λᵀ(k_j − q))`` per row, and the shifted exponent of each key."""
-    exponent = log_w + lam @ keys.T
-    top = exponent.max(axis=1, keepdims=True)
-    exponent -= top
+    """``log Σ_j w_j exp(λᵀ(k_j − q))`` per row, and the tilted weights (each row of
+    ``w_j exp(λᵀk_j)`` scaled to sum to 1)."""
+    tilted = log_w + lam @ keys.T
+    top = tilted.max(axis=1, keepdims=True)
+    tilted -= top
     with np.errstate(under="ignore"):
-        total = np.exp(exponent).sum(axis=1)
-    return np.log(total) + top[:, 0] - np.einsum("bd,bd->b", lam, Q), exponent
+        np.exp(tilted, out=tilted)
+    total = tilted.sum(axis=1)
+    tilted /= total[:, None]
+    return np.log(total) + top[:, 0] - np.einsum("bd,bd->b", lam, Q), tilted
 
 
-def _moments(exponent, columns, d):
-    """Normalized tilted weights, their key mean and second moment."""
-    with np.errstate(under="ignore"):
-        weights = np.exp(exponent)
-    weights /= weights.sum(axis=1, keepdims=True)
+def _moments(weights, columns, d):
+    """The key mean and second moment of normalized weights."""
     sums = weights @ columns
-    return weights, sums[:, :d], unpack_second(sums[:, d:], d)
+    return sums[:, :d], unpack_second(sums[:, d:], d)
 
 
 def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY):
@@ -128,16 +136,21 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
     keys = np.asarray(keys, dtype=np.float64)
     Q = np.asarray(Q, dtype=np.float64)
     b, d = Q.shape
-    tilted = weights.copy()
     finite = np.all(np.isfinite(keys), axis=1)
     if b == 0 or d == 0 or not np.all(finite) or not np.all(np.isfinite(Q)):
         # Keys beyond the float range (or no key space): the kernel weights as they are.
-        return tilted
+        return weights.copy()
     columns = key_columns(keys) if columns is None else columns
+    low, high = keys.min(axis=0), keys.max(axis=0)
+    center, span = (low + high) / 2, np.where(high > low, high - low, 1.0)
+    with np.errstate(over="ignore"):
+        reach = np.max(np.abs(Q - center) / span, axis=1, keepdims=True) / REACH
+    Q = np.where(reach > 1.0, center + (Q - center) / np.maximum(reach, 1.0), Q)
     with np.errstate(divide="ignore"):
         log_w = np.log(weights)
     lam = np.zeros((b, d))
-    _, mean, second = _moments(log_w - log_w.max(axis=1, keepdims=True), columns, d)
+    value, tilted = _log_normalizer(log_w, keys, lam, Q)
+    mean, second = _moments(tilted, columns, d)
     # The penalty's metric: the untilted covariance of the keys, C₀, floored by a small
     # share of their covariance over all keys (a query whose weight sits on one key has
     # C₀ ≈ 0: its tilt would be all but unpenalized, and its minimum far out).
@@ -145,18 +158,17 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
         spread = key_spread(keys)
     penalty = penalty * (second - mean[:, :, None] * mean[:, None, :] + FLOOR * spread)
     active = np.arange(b)
-    value, exponent = _log_normalizer(log_w, keys, lam, Q)
     for _ in range(MAX_ITER):
         if not len(active):
             break
-        _, mean, second = _moments(exponent, columns, d)
+        mean, second = _moments(tilted[active], columns, d)
         lam_a = lam[active]
         gradient = mean - Q[active] + np.einsum("bde,be->bd", penalty[active], lam_a)
         step, _ = solve_covariance(mean, second + penalty[active], gradient[:, :, None])
         step = step[:, :, 0]
         decrement = np.einsum("bd,bd->b", gradient, step)
         going = decrement > TOLERANCE
-        active, value, exponent = active[going], value[going], exponent[going]
+        active, value = active[going], value[going]
         step, decrement, lam_a = step[going], decrement[going], lam_a[going]
         if not len(active):
             break
@@ -164,14 +176,15 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
         trying = np.arange(len(active))
         for _ in range(MAX_HALVINGS):
             candidate = lam_a[trying] - t[trying, None] * step[trying]
-            f, e = _log_normalizer(log_w[active[trying]], keys, candidate, Q[active[trying]])
-            f += 0.5 * np.einsum("bd,bde,be->b", candidate, penalty[active[trying]], candidate)
+            rows = active[trying]
+            f, e = _log_normalizer(log_w[rows], keys, candidate, Q[rows])
+            f += 0.5 * np.einsum("bd,bde,be->b", candidate, penalty[rows], candidate)
             ok = f <= value[trying] - 1e-4 * t[trying] * decrement[trying]
             # Within the region of quadratic convergence the full step is taken: the decrease
             # it brings can be below the rounding of the objective.
             ok |= (t[trying] == 1.0) & (decrement[trying] < NEWTON_REGION)
             done = trying[ok]
-            lam[active[done]], value[done], exponent[done] = candidate[ok], f[ok], e[ok]
+            lam[active[done]], value[done], tilted[active[done]] = candidate[ok], f[ok], e[ok]
             trying = trying[~ok]
             if not len(trying):
                 break
@@ -179,9 +192,5 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
         # A row whose step could not lower the objective is at its minimum up to rounding.
         keep = np.ones(len(active), dtype=bool)
         keep[trying] = False
-        active, value, exponent = active[keep], value[keep], exponent[keep]
-    _, exponent = _log_normalizer(log_w, keys, lam, Q)
-    with np.errstate(under="ignore"):
-        tilted = np.exp(exponent)
-    tilted /= tilted.sum(axis=1, keepdims=True)
+        active, value = active[keep], value[keep]
     return tilted

@@ -15,6 +15,10 @@ from kernattn._loo import DuplicateGroups
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import validation_split
 
+#: The plain softmax average: no tilted weights and no warp (the defaults tilt data of
+#: three features).
+PLAIN = dict(tilt=False, warp=0)
+
 
 @pytest.fixture(scope="module")
 def smooth_task():
@@ -42,6 +46,7 @@ def test_gaussian_tied_identity_is_kernel_smoother(smooth_task, shape):
         init=init,
         scale=1.0,
         max_iter=0,
+        **PLAIN,
     ).fit(X, y)
     smoother = KernelSmoother(bandwidth=h).fit(X, y)
     queries = np.vstack([X[:20], np.random.default_rng(1).normal(size=(30, 3)) * 2])
@@ -145,7 +150,9 @@ def test_initial_logits_have_unit_variance(smooth_task):
     X, y = smooth_task
     for init in ["identity", "pca", "random"]:
         for head_dim in [1, 3, 8]:
-            model = AttentionRegressor(init=init, head_dim=head_dim, max_iter=0, random_state=0)
+            model = AttentionRegressor(
+                init=init, head_dim=head_dim, max_iter=0, random_state=0, **PLAIN
+            )
             model.fit(X, y)
             assert model.logit_variance(X) == pytest.approx([1.0], rel=0.2)
 
@@ -153,8 +160,11 @@ def test_initial_logits_have_unit_variance(smooth_task):
 def test_fitted_attribute_contract(smooth_task):
     X, y = smooth_task
     Y = np.column_stack([y, -y])
-    model = AttentionRegressor(n_heads=3, head_dim=2, tie_qk=True, max_iter=2, random_state=0)
+    model = AttentionRegressor(
+        n_heads=3, head_dim=2, tie_qk=True, max_iter=2, random_state=0, **PLAIN
+    )
     fit_quiet(model, X, Y)
+    assert model.tilt_ is False and model.warp_ == 0
     assert model.query_projection_.shape == model.key_projection_.shape == (3, 3, 2)
     np.testing.assert_array_equal(model.query_projection_, model.key_projection_)
     np.testing.assert_allclose(model.scale_, 1 / np.sqrt(2.0))
@@ -162,11 +172,11 @@ def test_fitted_attribute_contract(smooth_task):
     assert model.head_bias_.shape == (2,)
     np.testing.assert_allclose(model.center_, X.mean(axis=0))
     np.testing.assert_allclose(model.input_scale_, X.std(axis=0))
-    raw = AttentionRegressor(scale=1.0, standardize=False, max_iter=0).fit(X, y)
+    raw = AttentionRegressor(scale=1.0, standardize=False, max_iter=0, **PLAIN).fit(X, y)
     np.testing.assert_array_equal(raw.center_, 0.0)
     np.testing.assert_array_equal(raw.input_scale_, 1.0)
     np.testing.assert_array_equal(raw.scale_, 1.0)
-    assert AttentionRegressor(scale=0.4, max_iter=0).fit(X, y).scale_[0] == 0.4
+    assert AttentionRegressor(scale=0.4, max_iter=0, **PLAIN).fit(X, y).scale_[0] == 0.4
     # The projections, scales and mixture are read from the fitted kernel, not copied, and
     # cannot be changed behind its back (its keys were projected with them).
     assert np.shares_memory(model.query_projection_, model.kernel_.query_weights)
@@ -185,6 +195,8 @@ def test_fitted_attribute_contract(smooth_task):
         "input_scale_",
         "loss_curve_",
         "n_iter_",
+        "tilt_",
+        "warp_",
     ):
         assert not hasattr(unfitted, name)
     with pytest.raises(AttributeError, match="before it is fitted"):
@@ -242,7 +254,10 @@ def test_predict_with_subset_of_heads_is_mean_ablation(smooth_task, three_heads)
 @pytest.fixture(scope="module")
 def three_affine_heads(smooth_task):
     X, y = smooth_task
-    model = AttentionRegressor(n_heads=3, head_mixture="affine", max_iter=15, random_state=0)
+    # The plain softmax: the refit's leave-one-out estimates are the heads' kernel averages.
+    model = AttentionRegressor(
+        n_heads=3, head_mixture="affine", max_iter=15, random_state=0, **PLAIN
+    )
     return fit_quiet(model, X, np.column_stack([y, y**2]))
 
 
@@ -313,7 +328,7 @@ def test_return_std_is_weighted_spread(smooth_task, three_heads):
 def test_far_query_gets_nearest_target_without_nan(smooth_task):
     X, y = smooth_task
     model = AttentionRegressor(
-        similarity="gaussian", tie_qk=True, init=np.eye(3), scale=1.0, max_iter=0
+        similarity="gaussian", tie_qk=True, init=np.eye(3), scale=1.0, max_iter=0, **PLAIN
     ).fit(X, y)
     far = X[[4]] * 1e3
     nearest = np.argmin(np.sum((X - far) ** 2, axis=1))
@@ -376,7 +391,7 @@ def test_warm_start_continues(smooth_task):
 
 def test_early_stopping_keeps_best_validation_loss(smooth_task):
     X, y = smooth_task
-    model = AttentionRegressor(early_stopping=True, n_iter_no_change=3, random_state=0)
+    model = AttentionRegressor(early_stopping=True, n_iter_no_change=3, random_state=0, **PLAIN)
     fit_quiet(model, X, y)
     assert len(model.validation_scores_) == len(model.loss_curve_)
     # The validation loss of the kept parameters, recomputed from the fitted kernel: the
@@ -493,7 +508,7 @@ def test_scale_multiplies_the_similarity(smooth_task):
     X, y = smooth_task
     W = np.random.default_rng(3).normal(size=(3, 2))
     common = dict(
-        similarity="dot", tie_qk=False, init=W, head_dim=2, standardize=False, max_iter=0
+        similarity="dot", tie_qk=False, init=W, head_dim=2, standardize=False, max_iter=0, **PLAIN
     )
     # scale=1.0: the plain dot product, softmax(q·k) (what scale="none" used to be).
     plain = AttentionRegressor(scale=1.0, **common).fit(X, y)

@@ -125,13 +125,13 @@ def test_warped_model_stays_nadaraya_watson():
 
 def test_warp_learns_a_narrower_bandwidth_where_the_target_moves():
     X, y = bumpy_data(n=200)
-    model = AttentionRegressor(warp=6, random_state=0).fit(X, y)
+    model = AttentionRegressor(warp=6, tilt=False, random_state=0).fit(X, y)
     knots = model.warp_knots_[0] * model.input_scale_[0] + model.center_[0]
     middle = 0.5 * (knots[:-1] + knots[1:])
     slopes = model.warp_slopes_[0]
     # Steeper warp (narrower kernel) over the oscillation than over the flat part.
     assert slopes[middle > 1.8].min() > slopes[middle < 1.2].max()
-    plain = AttentionRegressor(random_state=0).fit(X, y)
+    plain = AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y)
     assert model.loss_curve_[-1] < plain.loss_curve_[-1]
 
 
@@ -253,10 +253,10 @@ def test_degree_one_widens_the_kernel_and_fits_a_trend_better():
 
 def test_fitted_attributes_only_with_their_option():
     X, y = bumpy_data(n=40)
-    plain = AttentionRegressor(max_iter=5, random_state=0)
+    plain = AttentionRegressor(tilt=False, warp=0, max_iter=5, random_state=0)
     with pytest.warns(Warning):
         plain.fit(X, y)
-    for name in ("warp_knots_", "warp_slopes_", "width_factor_"):
+    for name in ("warp_knots_", "warp_slopes_", "width_factor_", "tilt_penalty_"):
         assert not hasattr(plain, name)
     # A refit without the options drops the attributes of a fit with them.
     plain.set_params(warp=3, degree=1, max_iter=200).fit(X, y)

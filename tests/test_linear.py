@@ -438,6 +438,21 @@ def test_attention_model_beyond_the_softmax_is_rejected(options):
         np.testing.assert_array_equal(model.predict(X[:5]), before)
 
 
+def test_attention_model_auto_options_mean_the_plain_softmax():
+    learned = pytest.importorskip("kernattn.learned")
+    X, y = _data(120, d=2)
+    # Unfitted, "auto" tilt and warp are fitted as none: the features estimate the softmax.
+    model = LinearAttentionRegressor(
+        feature_map="positive", kernel=learned.AttentionRegressor(random_state=0), random_state=0
+    ).fit(X, y)
+    assert model.attention_model_.tilt_ is False and model.attention_model_.warp_ == 0
+    # Fitted on two features, the default tilted its weights: that model is rejected.
+    fitted = learned.AttentionRegressor(random_state=0).fit(X, y)
+    assert fitted.tilt_
+    with pytest.raises(ValueError, match="tilt=True"):
+        model.set_params(kernel=fitted).fit(X, y)
+
+
 def test_attention_regressor_fitted_inside_fit_or_used_as_given():
     learned = pytest.importorskip("kernattn.learned")
     X, y = _data(300, d=3)

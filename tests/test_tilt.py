@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from kernattn import AttentionRegressor
 from kernattn._loo import DuplicateGroups
 from kernattn._tilt import FLOOR, PENALTIES, PENALTY, key_spread, tilted_weights
-from kernattn.learned._local import leave_one_out_lines, tune_tilt, tune_width
+from kernattn.learned._local import TILT_COARSE_GRID, leave_one_out_lines, tune_tilt
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 
@@ -84,7 +84,7 @@ def test_tilted_estimator_is_nadaraya_watson():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(120, 2))
     y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.2 * rng.normal(size=120)
-    model = AttentionRegressor(tilt=True, n_heads=2, random_state=0).fit(X, y)
+    model = AttentionRegressor(tilt=True, warp=0, n_heads=2, random_state=0).fit(X, y)
     queries = np.vstack([rng.normal(size=(30, 2)), 5 * rng.normal(size=(10, 2))])
     weights = model.attention_weights(queries)
     assert np.all(weights >= 0)
@@ -100,8 +100,8 @@ def test_tilted_estimator_is_nadaraya_watson():
 
 def test_tilt_removes_the_bias_of_an_uneven_design():
     X, y = uneven_trend()
-    average = AttentionRegressor(random_state=0).fit(X, y)
-    tilted = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
+    average = AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y)
+    tilted = AttentionRegressor(tilt=True, warp=0, random_state=0).fit(X, y)
     queries = np.linspace(0.1, 2.0, 12)[:, None]
     truth = 2.0 * queries[:, 0] + 1.0
     error_average = np.abs(average.predict(queries) - truth)
@@ -111,12 +111,12 @@ def test_tilt_removes_the_bias_of_an_uneven_design():
 
 def test_width_and_penalty_are_tuned_by_the_leave_one_out_error_of_the_tilted_estimate():
     X, y = uneven_trend(n=150, noise=0.3)
-    model = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
-    plain = AttentionRegressor(random_state=0).fit(X, y)
+    model = AttentionRegressor(tilt=True, warp=0, random_state=0).fit(X, y)
+    plain = AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y)
     np.testing.assert_allclose(model.scale_, plain.scale_ * model.width_factor_, rtol=1e-12)
     assert model.tilt_penalty_ in PENALTIES
     # The chosen pair beats the learned width (factor 1) at every penalty on the tilted
-    # leave-one-out error, and the other penalties at their own best widths.
+    # leave-one-out error, and every penalty at every width of the coarse grid.
     Z = (X - model.center_) / model.input_scale_
     Y = (y - y.mean())[:, None]
     layout = Layout(1, 1, 1, 1, True, False)
@@ -136,8 +136,8 @@ def test_width_and_penalty_are_tuned_by_the_leave_one_out_error_of_the_tilted_es
     best = loss(chosen, penalty)
     for other in PENALTIES:
         assert best <= loss(0.0, other)
-        log_factor, _ = tune_width(objective, theta, np.random.RandomState(0), tilt=other)
-        assert best <= loss(log_factor, other) + 1e-15
+        for log_factor in TILT_COARSE_GRID:
+            assert best <= loss(log_factor, other) + 1e-15
 
 
 def test_a_width_too_narrow_to_balance_is_not_chosen():
@@ -146,7 +146,7 @@ def test_a_width_too_narrow_to_balance_is_not_chosen():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(60, 5))
     y = X @ [1.0, -1.0, 0.5, 0.0, 2.0] + 0.5 * rng.normal(size=60)
-    model = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
+    model = AttentionRegressor(tilt=True, warp=0, random_state=0).fit(X, y)
     keys = (X - model.center_) / model.input_scale_ @ model.query_projection_[0]
     logits = -0.5 * model.scale_[0] * np.sum((keys[:, None] - keys[None]) ** 2, axis=2)
     np.fill_diagonal(logits, -np.inf)
@@ -186,10 +186,48 @@ def test_tilt_with_local_lines_is_rejected():
 
 def test_a_refit_without_the_tilt_drops_its_width():
     X, y = uneven_trend(n=60, noise=0.1)
-    model = AttentionRegressor(tilt=True, random_state=0).fit(X, y)
+    model = AttentionRegressor(tilt=True, warp=0, random_state=0).fit(X, y)
     assert model.width_factor_ > 0
     model.set_params(tilt=False).fit(X, y)
     assert not hasattr(model, "width_factor_")
     np.testing.assert_allclose(
-        model.predict(X[:5]), AttentionRegressor(random_state=0).fit(X, y).predict(X[:5])
+        model.predict(X[:5]),
+        AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y).predict(X[:5]),
     )
+
+
+def test_auto_tilts_up_to_three_features_and_warps_one():
+    rng = np.random.default_rng(0)
+
+    def fitted(d, **params):
+        X = rng.uniform(-1, 1, size=(60, d))
+        y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=60)
+        return AttentionRegressor(max_iter=20, random_state=0, **params).fit(X, y), X, y
+
+    for d, tilt, warp in [(1, True, 8), (2, True, 0), (3, True, 0), (4, False, 0)]:
+        model, _, _ = fitted(d)
+        assert (model.tilt_, model.warp_) == (tilt, warp)
+        assert hasattr(model, "tilt_penalty_") is tilt
+        assert hasattr(model, "warp_slopes_") is bool(warp)
+    # A local line is balanced already: "auto" does not tilt it, and still warps one input.
+    line, _, _ = fitted(1, degree=1)
+    assert (line.tilt_, line.warp_) == (False, 8)
+    # Explicit values are kept, whatever the dimension.
+    model, _, _ = fitted(1, tilt=False, warp=3)
+    assert (model.tilt_, model.warp_) == (False, 3)
+    model, _, _ = fitted(5, tilt=True)
+    assert model.tilt_ and model.warp_ == 0
+    # The default in one dimension is the explicit tilt with an 8-piece warp.
+    auto, X, y = fitted(1)
+    explicit = AttentionRegressor(tilt=True, warp=8, max_iter=20, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(auto.predict(X), explicit.predict(X))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_auto_keeps_the_plain_softmax_beyond_the_exact_fit(monkeypatch):
+    import kernattn.learned._regressor as regressor
+
+    monkeypatch.setattr(regressor, "LARGE_N", 50)
+    X, y = uneven_trend(n=80)
+    model = AttentionRegressor(max_iter=2, random_state=0).fit(X, y)
+    assert (model.tilt_, model.warp_) == (False, 0)

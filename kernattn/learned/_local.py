@@ -39,8 +39,14 @@ from kernattn._tilt import PENALTIES, key_spread, tilted_weights
 #: search down another path.
 COARSE_GRID = np.linspace(-5.0, 3.0, 17)
 FINE_GRID = np.linspace(-0.4, 0.4, 9)
+#: The tilt's grids (every point is a Newton solve per query): a step of 1 over the same
+#: range, then a fine one around the best point.
+TILT_COARSE_GRID = np.linspace(-5.0, 3.0, 17)
+TILT_FINE_GRID = np.linspace(-0.4, 0.4, 9)
 #: Queries (duplicate groups) whose leave-one-out error sets the width for large n.
 WIDTH_QUERIES = 2048
+#: The same for the tilt.
+TILT_QUERIES = 1024
 #: A width at which more than this share of the leave-one-out queries have too few neighbors
 #: for a line (and fall back on the kernel average) is not a width for local lines.
 MAX_FALLBACK = 0.01
@@ -103,6 +109,41 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None):
     return out, fell_back
 
 
+def _width_loss(objective, theta, rng, tilt, max_queries=WIDTH_QUERIES):
+    """The leave-one-out loss of the local-linear (or, with the penalty ``tilt``, tilted)
+    mixture as a function of the log-factor of the logits: ``np.inf`` at widths where more
+    than ``MAX_FALLBACK`` of the queries lack the neighbors of a line or a balance."""
+    n = len(objective.Z)
+    queries = objective.groups.valid_queries(np.arange(n), np.arange(n))
+    if objective.groups.n_groups > max_queries:
+        chosen = np.zeros(objective.groups.n_groups, dtype=bool)
+        chosen[rng.choice(objective.groups.n_groups, max_queries, replace=False)] = True
+        queries = queries[chosen[objective.groups.ids[queries]]]
+    sw = objective.sw[queries]
+
+    def loss(log_factor):
+        residual, fell_back = leave_one_out_lines(objective, theta, log_factor, queries, tilt)
+        if sw[fell_back].sum() > MAX_FALLBACK * sw.sum():
+            return np.inf
+        residual -= objective.Y[queries]
+        return float(sw @ np.einsum("ij,ij->i", residual, residual)) / (
+            objective.variance * sw.sum()
+        )
+
+    return loss
+
+
+def _refine(loss, coarse_best, grid=FINE_GRID):
+    """The best point of ``grid`` around ``coarse_best`` and its loss (``(0, inf)`` when no
+    width has a finite loss)."""
+    fine = coarse_best + grid
+    losses = [loss(x) for x in fine]
+    i = int(np.argmin(losses))
+    if not np.isfinite(losses[i]):
+        return 0.0, np.inf  # lines nowhere: the kernel as learned
+    return float(fine[i]), float(losses[i])
+
+
 def tune_width(objective, theta, rng, tilt=None):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
     squared error of the local-linear mixture, or of the tilted one with the penalty
@@ -117,42 +158,25 @@ def tune_width(objective, theta, rng, tilt=None):
     Returns the log-factor and the leave-one-out loss (divided by the targets' variance)
     at it.
     """
-    n = len(objective.Z)
-    queries = objective.groups.valid_queries(np.arange(n), np.arange(n))
-    if objective.groups.n_groups > WIDTH_QUERIES:
-        chosen = np.zeros(objective.groups.n_groups, dtype=bool)
-        chosen[rng.choice(objective.groups.n_groups, WIDTH_QUERIES, replace=False)] = True
-        queries = queries[chosen[objective.groups.ids[queries]]]
-    sw = objective.sw[queries]
-
-    def loss(log_factor):
-        residual, fell_back = leave_one_out_lines(objective, theta, log_factor, queries, tilt)
-        if sw[fell_back].sum() > MAX_FALLBACK * sw.sum():
-            return np.inf
-        residual -= objective.Y[queries]
-        return float(sw @ np.einsum("ij,ij->i", residual, residual)) / (
-            objective.variance * sw.sum()
-        )
-
+    loss = _width_loss(objective, theta, rng, tilt)
     with single_threaded_blas():
         coarse = [loss(x) for x in COARSE_GRID]
-        best = COARSE_GRID[int(np.argmin(coarse))]
-        fine = best + FINE_GRID
-        losses = [loss(x) for x in fine]
-    i = int(np.argmin(losses))
-    if not np.isfinite(losses[i]):
-        return 0.0, np.inf  # lines nowhere: the kernel as learned
-    return float(fine[i]), float(losses[i])
+        return _refine(loss, COARSE_GRID[int(np.argmin(coarse))])
 
 
 def tune_tilt(objective, theta, rng):
     """The width (log-factor of the logits) and the penalty of the tilt (among
     :data:`~kernattn._tilt.PENALTIES`) of the lowest leave-one-out error of the tilted
-    estimate: :func:`tune_width` at each penalty, on the same queries."""
+    estimate: every penalty on ``TILT_COARSE_GRID``, then ``TILT_FINE_GRID`` around the
+    best pair's width at its penalty (the same ``TILT_QUERIES`` queries at most
+    throughout)."""
     seed = rng.randint(2**31 - 1)
-    best = None
-    for penalty in PENALTIES:
-        log_factor, loss = tune_width(objective, theta, np.random.RandomState(seed), penalty)
-        if best is None or loss < best[2]:
-            best = (log_factor, penalty, loss)
-    return best[0], best[1]
+    losses = {
+        penalty: _width_loss(objective, theta, np.random.RandomState(seed), penalty, TILT_QUERIES)
+        for penalty in PENALTIES
+    }
+    with single_threaded_blas():
+        coarse = np.array([[losses[p](x) for x in TILT_COARSE_GRID] for p in PENALTIES])
+        i, j = np.unravel_index(int(np.argmin(coarse)), coarse.shape)
+        log_factor, _ = _refine(losses[PENALTIES[i]], TILT_COARSE_GRID[j], TILT_FINE_GRID)
+    return log_factor, PENALTIES[i]

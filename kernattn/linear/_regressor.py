@@ -264,7 +264,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         The softmax kernel being approximated, see above (``"attention"``: a default
         ``AttentionRegressor`` fitted on the subsample). Its similarity must be ``"dot"``,
         ``"cosine"`` or ``"gaussian"``, and its prediction the softmax average of its heads
-        (no ``warp``, ``degree=1`` or ``tilt=True``).
+        (no ``warp``, ``degree=1`` or ``tilt=True``; ``"auto"`` means neither here).
     learn_projection : bool, default=False
         Train the Gaussian kernel's input map through positive features (Gaussian kernel
         and positive, hyperbolic or optimal features only).
@@ -967,14 +967,20 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _attention_heads(self, X, Y, sample_weight, rng):
         """The heads of an ``AttentionRegressor`` (fitted here on a subsample if needed),
         and its head bias in target units."""
-        model = AttentionRegressor() if isinstance(self.kernel, str) else self.kernel
         # The features estimate the softmax of the heads' logits on the inputs; a warp of
         # the inputs, local lines or tilted weights act on top of it and would be dropped.
-        beyond = [
-            f"{name}={getattr(model, name)!r}"
-            for name, plain in (("warp", 0), ("degree", 0), ("tilt", False))
-            if getattr(model, name, plain) != plain
-        ]
+        # "auto" (the default attention model's) means none of them here.
+        plain = {"warp": 0, "degree": 0, "tilt": False}
+        if isinstance(self.kernel, str):
+            model = AttentionRegressor(tilt=False, warp=0)
+        else:
+            model = self.kernel
+        fitted = hasattr(model, "kernel_")
+        beyond = []
+        for name, value in plain.items():
+            used = getattr(model, name + "_" if fitted and name != "degree" else name, value)
+            if not isinstance(used, str) and used != value:
+                beyond.append(f"{name}={used!r}")
         if beyond:
             raise ValueError(
                 "the attention model's prediction must be the softmax average of its heads "
@@ -982,8 +988,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 "local lines or tilted weights act on top of the softmax). Use an "
                 "AttentionRegressor without them."
             )
-        if not hasattr(model, "kernel_"):
-            model = clone(model)
+        if not fitted:
+            model = clone(model).set_params(
+                **{
+                    name: value
+                    for name, value in plain.items()
+                    if model.get_params()[name] == "auto"
+                }
+            )
             if "random_state" in model.get_params(deep=False):
                 model.set_params(random_state=rng.randint(2**31 - 1))
             rows = self._subsample(len(X), rng)
