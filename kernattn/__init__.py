@@ -18,7 +18,7 @@ from kernattn.learned import AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor, fit_chunks
 from kernattn.smoother import KernelSmoother
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 __all__ = [
     "AttentionRegressor",

@@ -70,6 +70,10 @@ TOLERANCE = 1e-22
 NEWTON_REGION = 1e-6
 #: Halvings of a Newton step at most (backtracking line search).
 MAX_HALVINGS = 40
+#: Directions of the keys' covariance with a variance below this share of the largest (or
+#: of the keys' squared size: rounding noise) are left untilted (the keys do not vary in
+#: them).
+RANK_TOLERANCE = 1e-10
 #: A query farther from the keys' center than this many times their range (in some
 #: coordinate) is moved back along its direction to that distance: out there the tilted
 #: weights already sit on the outermost keys, and the tilt would overflow on the way.
@@ -140,6 +144,20 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
     if b == 0 or d == 0 or not np.all(finite) or not np.all(np.isfinite(Q)):
         # Keys beyond the float range (or no key space): the kernel weights as they are.
         return weights.copy()
+    if spread is None:
+        spread = key_spread(keys)
+    # Directions in which the keys do not vary over the training set cannot be balanced
+    # (and rounding noise there would steer an unbounded tilt): the tilt acts in the span
+    # of the keys' covariance only.
+    variances, directions = np.linalg.eigh(spread)
+    largest = max(variances.max(initial=0.0), 0.0) + np.max(keys**2, initial=0.0)
+    spanned = variances > RANK_TOLERANCE * largest
+    if not np.any(spanned):
+        return weights.copy()
+    if not np.all(spanned):
+        directions = directions[:, spanned]
+        keys, Q = keys @ directions, Q @ directions
+        spread, columns, d = np.diag(variances[spanned]), None, int(spanned.sum())
     columns = key_columns(keys) if columns is None else columns
     low, high = keys.min(axis=0), keys.max(axis=0)
     center, span = (low + high) / 2, np.where(high > low, high - low, 1.0)
@@ -154,8 +172,6 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
     # The penalty's metric: the untilted covariance of the keys, C₀, floored by a small
     # share of their covariance over all keys (a query whose weight sits on one key has
     # C₀ ≈ 0: its tilt would be all but unpenalized, and its minimum far out).
-    if spread is None:
-        spread = key_spread(keys)
     penalty = penalty * (second - mean[:, :, None] * mean[:, None, :] + FLOOR * spread)
     active = np.arange(b)
     for _ in range(MAX_ITER):

@@ -74,6 +74,25 @@ def test_zero_weights_stay_zero_and_a_query_beyond_the_keys_stays_finite():
     assert keys.min() <= left <= w[2] @ keys[:, 0]
 
 
+def test_a_direction_without_spread_is_not_tilted():
+    # Keys constant in their first coordinate (exactly, or up to rounding noise): no tilt
+    # can move the centroid there, so the balance is sought in the other coordinate only,
+    # and the noise does not steer it.
+    rng = np.random.default_rng(4)
+    second = rng.normal(size=40)
+    queries = np.array([[3.0, 0.3], [-2.0, 1.2]])
+    exact = np.column_stack([np.zeros(40), second])
+    noisy = exact + np.column_stack([1e-17 * rng.normal(size=40), np.zeros(40)])
+    weights = gaussian_weights(queries, exact, 0.8)
+    tilted = tilted_weights(weights, exact, queries)
+    np.testing.assert_allclose(tilted_weights(weights, noisy, queries), tilted, atol=1e-12)
+    alone = tilted_weights(weights, exact[:, 1:], queries[:, 1:])
+    np.testing.assert_allclose(tilted, alone, atol=1e-12)
+    # Balanced in the second coordinate up to the penalty's gap.
+    gap, untilted = tilted @ second - queries[:, 1], weights @ second - queries[:, 1]
+    assert np.all(np.abs(gap) < 0.25 * np.abs(untilted))
+
+
 def uneven_trend(n=200, seed=0, noise=0.0):
     rng = np.random.default_rng(seed)
     X = rng.exponential(size=(n, 1))
@@ -196,6 +215,7 @@ def test_a_refit_without_the_tilt_drops_its_width():
     )
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_auto_tilts_up_to_three_features_and_warps_one():
     rng = np.random.default_rng(0)
 
