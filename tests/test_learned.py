@@ -532,7 +532,7 @@ def test_scale_multiplies_the_similarity(smooth_task):
 def test_n_jobs_does_not_change_the_fit():
     # Enough query-key pairs for threads, and a working memory that makes several blocks.
     rng = np.random.default_rng(5)
-    X = rng.normal(size=(1100, 3))
+    X = rng.normal(size=(1100, 4))
     y = np.sin(X[:, 0]) + X[:, 1] ** 2
     fits = []
     for n_jobs in (1, 2):
@@ -542,6 +542,17 @@ def test_n_jobs_does_not_change_the_fit():
     one, two = fits
     np.testing.assert_allclose(one.loss_curve_, two.loss_curve_, rtol=1e-12)
     np.testing.assert_allclose(one.query_projection_, two.query_projection_, rtol=1e-9)
+    np.testing.assert_allclose(one.predict(X[:50]), two.predict(X[:50]), rtol=1e-9)
+    # Two features: the default tilts, its width and penalty searched over blocks too.
+    X, y = X[:400, :2], y[:400]
+    fits = []
+    for n_jobs in (1, 2):
+        model = AttentionRegressor(max_iter=4, random_state=0, n_jobs=n_jobs)
+        with config_context(working_memory=1):
+            fits.append(fit_quiet(model, X, y))
+    one, two = fits
+    assert one.tilt_ and one.width_factor_ == two.width_factor_
+    assert one.tilt_penalty_ == two.tilt_penalty_
     np.testing.assert_allclose(one.predict(X[:50]), two.predict(X[:50]), rtol=1e-9)
 
 
