@@ -337,11 +337,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     tilt_ : bool
         Whether the weights are tilted (``tilt``, with ``"auto"`` resolved).
     warp_ : int
-        The number of pieces of the warp (``warp``, with ``"auto"`` resolved; 0: none).
-    warp_knots_ : ndarray of shape (n_features, warp_ + 1)
+        :math:`P`, the number of pieces of the warp (``warp``, with ``"auto"`` resolved; 0:
+        none).
+    warp_knots_ : ndarray of shape (n_features, P + 1)
         The knots :math:`t_0 < \dots < t_P` of each feature's warp, in standardized units
         (only with ``warp_ > 0``).
-    warp_slopes_ : ndarray of shape (n_features, warp_)
+    warp_slopes_ : ndarray of shape (n_features, P)
         The slope of each piece of each feature's warp: the heads project
         :math:`\phi(u)` with :math:`\phi(u) = t_0 + \sum_p \text{slope}_p
         (\min(\max(u, t_p), t_{p+1}) - t_p)` (the end pieces unbounded outward) instead of
