@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from kernattn import AttentionRegressor
 from kernattn._loo import DuplicateGroups
 from kernattn._tilt import FLOOR, PENALTIES, PENALTY, key_spread, tilted_weights
-from kernattn.learned._local import TILT_COARSE_GRID, leave_one_out_lines, tune_tilt
+from kernattn.learned._local import COARSE_GRID, leave_one_out_lines, tune_tilt
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 
@@ -155,7 +155,7 @@ def test_width_and_penalty_are_tuned_by_the_leave_one_out_error_of_the_tilted_es
     best = loss(chosen, penalty)
     for other in PENALTIES:
         assert best <= loss(0.0, other)
-        for log_factor in TILT_COARSE_GRID:
+        for log_factor in COARSE_GRID:
             assert best <= loss(log_factor, other) + 1e-15
 
 

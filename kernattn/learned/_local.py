@@ -39,13 +39,9 @@ from kernattn._tilt import PENALTIES, key_spread, tilted_weights
 #: search down another path.
 COARSE_GRID = np.linspace(-5.0, 3.0, 17)
 FINE_GRID = np.linspace(-0.4, 0.4, 9)
-#: The tilt's grids (every point is a Newton solve per query): a step of 1 over the same
-#: range, then a fine one around the best point.
-TILT_COARSE_GRID = np.linspace(-5.0, 3.0, 17)
-TILT_FINE_GRID = np.linspace(-0.4, 0.4, 9)
 #: Queries (duplicate groups) whose leave-one-out error sets the width for large n.
 WIDTH_QUERIES = 2048
-#: The same for the tilt.
+#: The same for the tilt (every width it tries is a Newton solve per query).
 TILT_QUERIES = 1024
 #: A width at which more than this share of the leave-one-out queries have too few neighbors
 #: for a line (and fall back on the kernel average) is not a width for local lines.
@@ -133,10 +129,10 @@ def _width_loss(objective, theta, rng, tilt, max_queries=WIDTH_QUERIES):
     return loss
 
 
-def _refine(loss, coarse_best, grid=FINE_GRID):
-    """The best point of ``grid`` around ``coarse_best`` and its loss (``(0, inf)`` when no
-    width has a finite loss)."""
-    fine = coarse_best + grid
+def _refine(loss, coarse_best):
+    """The best point of ``FINE_GRID`` around ``coarse_best`` and its loss (``(0, inf)``
+    when no width has a finite loss)."""
+    fine = coarse_best + FINE_GRID
     losses = [loss(x) for x in fine]
     i = int(np.argmin(losses))
     if not np.isfinite(losses[i]):
@@ -167,16 +163,15 @@ def tune_width(objective, theta, rng, tilt=None):
 def tune_tilt(objective, theta, rng):
     """The width (log-factor of the logits) and the penalty of the tilt (among
     :data:`~kernattn._tilt.PENALTIES`) of the lowest leave-one-out error of the tilted
-    estimate: every penalty on ``TILT_COARSE_GRID``, then ``TILT_FINE_GRID`` around the
-    best pair's width at its penalty (the same ``TILT_QUERIES`` queries at most
-    throughout)."""
+    estimate: every penalty on ``COARSE_GRID``, then ``FINE_GRID`` around the best pair's
+    width at its penalty (the same ``TILT_QUERIES`` queries at most throughout)."""
     seed = rng.randint(2**31 - 1)
     losses = {
         penalty: _width_loss(objective, theta, np.random.RandomState(seed), penalty, TILT_QUERIES)
         for penalty in PENALTIES
     }
     with single_threaded_blas():
-        coarse = np.array([[losses[p](x) for x in TILT_COARSE_GRID] for p in PENALTIES])
+        coarse = np.array([[losses[p](x) for x in COARSE_GRID] for p in PENALTIES])
         i, j = np.unravel_index(int(np.argmin(coarse)), coarse.shape)
-        log_factor, _ = _refine(losses[PENALTIES[i]], TILT_COARSE_GRID[j], TILT_FINE_GRID)
+        log_factor, _ = _refine(losses[PENALTIES[i]], COARSE_GRID[j])
     return log_factor, PENALTIES[i]
