@@ -193,6 +193,20 @@ def test_leave_one_out_tilted_estimates_leave_the_query_out():
         w = gaussian_weights(X[i : i + 1], X[others], width)
         expected = tilted_weights(w, X[others], X[i : i + 1], spread=key_spread(X)) @ Y[others, 0]
         assert estimate[i, 0] == pytest.approx(expected[0], rel=1e-9, abs=1e-12)
+    # With a bound on the share of queries without a balance: the same estimates where the
+    # bound holds; where it does not (a narrow kernel), the same mask and no estimates.
+    bounded, mask = leave_one_out_lines(
+        objective, theta, -0.3, np.arange(30), tilt=PENALTY, max_fallback=0.01
+    )
+    np.testing.assert_array_equal(bounded, estimate)
+    np.testing.assert_array_equal(mask, fell_back)
+    narrow, mask = leave_one_out_lines(objective, theta, 4.0, np.arange(30), tilt=PENALTY)
+    assert mask.mean() > 0.01
+    skipped, same = leave_one_out_lines(
+        objective, theta, 4.0, np.arange(30), tilt=PENALTY, max_fallback=0.01
+    )
+    assert skipped is None
+    np.testing.assert_array_equal(same, mask)
 
 
 def test_tilt_with_local_lines_is_rejected():

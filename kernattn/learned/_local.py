@@ -48,7 +48,7 @@ TILT_QUERIES = 1024
 MAX_FALLBACK = 0.01
 
 
-def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None):
+def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fallback=None):
     """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
     head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
     the mask of the queries for which some head had too few neighbors for a line (they got
@@ -59,6 +59,11 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None):
     Each query attends to every training row outside its duplicate group (as in the
     leave-one-out loss of :mod:`kernattn.learned._objective`); the line of head ``h`` is
     fitted in its key space.
+
+    With ``tilt`` and ``max_fallback``, the mask is found first (from the kernel weights
+    alone): if the queries it holds carry more than that share of the sample weight, the
+    estimates (a Newton solve per query) are not computed and ``None`` is returned in
+    their place.
     """
     layout = objective.layout
     _, _, _, a, b = layout.unpack(theta)
@@ -72,23 +77,32 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None):
     n_params = [n_line_parameters(head.Pk) for head in heads]
     spreads = [key_spread(head.Pk, objective.sw) if tilt is not None else None for head in heads]
 
+    def kernel_weights(rows, head):
+        logits = head.queries[rows] @ head.keys.T
+        # Only the similarity is scaled; the sample weights' log stays.
+        logits -= objective.log_sw
+        logits *= factor
+        logits += objective.log_sw
+        groups.leave_out(logits, rows)
+        weights = shifted_exp(logits)
+        weights /= weights.sum(axis=1, keepdims=True)
+        return weights
+
+    def sparse(span):
+        # Balancing in d directions needs d + 1 keys with weight, as a line does.
+        for h, head in enumerate(heads):
+            weights = kernel_weights(queries[span], head)
+            fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
+
     def block(span):
         rows = queries[span]
         estimate = np.zeros((len(rows), Y.shape[1])) + b
         for h, head in enumerate(heads):
-            logits = head.queries[rows] @ head.keys.T
-            # Only the similarity is scaled; the sample weights' log stays.
-            logits -= objective.log_sw
-            logits *= factor
-            logits += objective.log_sw
-            groups.leave_out(logits, rows)
-            weights = shifted_exp(logits)
-            weights /= weights.sum(axis=1, keepdims=True)
+            weights = kernel_weights(rows, head)
             if tilt is not None:
                 lines = tilted_weights(
                     weights, head.Pk, head.Pk[rows], spread=spreads[h], penalty=tilt
                 )
-                # Balancing in d directions needs d + 1 keys with weight, as a line does.
                 fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
             else:
                 lines, fallback = equivalent_weights(
@@ -99,6 +113,11 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None):
         out[span] = estimate
         return None
 
+    if tilt is not None and max_fallback is not None:
+        map_query_blocks(sparse, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=2)
+        sw = objective.sw[queries]
+        if sw[fell_back].sum() > max_fallback * sw.sum():
+            return None, fell_back
     map_query_blocks(
         block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=4 if tilt is None else 8
     )
@@ -118,8 +137,10 @@ def _width_loss(objective, theta, rng, tilt, max_queries=WIDTH_QUERIES):
     sw = objective.sw[queries]
 
     def loss(log_factor):
-        residual, fell_back = leave_one_out_lines(objective, theta, log_factor, queries, tilt)
-        if sw[fell_back].sum() > MAX_FALLBACK * sw.sum():
+        residual, fell_back = leave_one_out_lines(
+            objective, theta, log_factor, queries, tilt, max_fallback=MAX_FALLBACK
+        )
+        if residual is None or sw[fell_back].sum() > MAX_FALLBACK * sw.sum():
             return np.inf
         residual -= objective.Y[queries]
         return float(sw @ np.einsum("ij,ij->i", residual, residual)) / (
