@@ -140,10 +140,19 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
     keys = np.asarray(keys, dtype=np.float64)
     Q = np.asarray(Q, dtype=np.float64)
     b, d = Q.shape
-    finite = np.all(np.isfinite(keys), axis=1)
-    if b == 0 or d == 0 or not np.all(finite) or not np.all(np.isfinite(Q)):
+    if b == 0 or d == 0 or not np.all(np.isfinite(keys)):
         # Keys beyond the float range (or no key space): the kernel weights as they are.
         return weights.copy()
+    reachable = np.all(np.isfinite(Q), axis=1)
+    if not np.all(reachable):
+        # A query beyond the float range keeps its kernel weights (already on the keys
+        # nearest it); the others are tilted.
+        tilted = weights.copy()
+        if np.any(reachable):
+            tilted[reachable] = tilted_weights(
+                weights[reachable], keys, Q[reachable], columns, spread, penalty
+            )
+        return tilted
     if spread is None:
         spread = key_spread(keys)
     # Directions in which the keys do not vary over the training set cannot be balanced

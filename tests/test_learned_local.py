@@ -322,3 +322,15 @@ def test_the_width_of_the_lines_leaves_few_queries_without_a_line():
     # Much narrower, most queries would have lost their line.
     _, narrow = leave_one_out_lines(objective, theta, np.log(model.width_factor_) + 6, queries)
     assert narrow.mean() > 0.5
+
+
+def test_width_search_breaks_rounding_ties_by_order():
+    from kernattn.learned._local import _first_best
+
+    # Losses equal up to rounding are tied: the first wins, in any units of the targets.
+    losses = np.array([2.0, 1.0 + 1e-13, 1.0, 3.0])
+    assert _first_best(losses) == 1
+    assert _first_best(5.0 * losses) == _first_best(losses * (1 + 1e-15)) == 1
+    assert _first_best([2.0, 1.0, 1.5]) == 1
+    assert _first_best(np.array([[np.inf, 0.5], [0.25, 0.5]])) == 2
+    assert _first_best([np.inf, np.inf]) == 0

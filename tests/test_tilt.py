@@ -243,6 +243,10 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
         assert (model.tilt_, model.warp_) == (tilt, warp)
         assert hasattr(model, "tilt_penalty_") is tilt
         assert hasattr(model, "warp_slopes_") is bool(warp)
+    # Too few distinct inputs for a leave-one-out choice of the tilt: 9 < 5 · (1 + 1).
+    X = np.repeat(np.linspace(-1, 1, 9), 4)[:, None]
+    few = AttentionRegressor(max_iter=20, random_state=0).fit(X, np.sin(3 * X[:, 0]))
+    assert (few.tilt_, few.warp_) == (False, 8)
     # A local line is balanced already: "auto" does not tilt it, and still warps one input.
     line, _, _ = fitted(1, degree=1)
     assert (line.tilt_, line.warp_) == (False, 8)

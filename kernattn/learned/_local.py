@@ -124,6 +124,21 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fa
     return out, fell_back
 
 
+#: Losses within this share of the smallest count as tied (they differ by rounding, as on
+#: degenerate data): the earlier candidate wins, whatever the units of the targets.
+TIE = 1e-9
+
+
+def _first_best(losses):
+    """The index of the first of ``losses`` (any shape, in C order) within ``TIE`` of the
+    smallest."""
+    losses = np.asarray(losses, dtype=np.float64).ravel()
+    best = losses.min()
+    if not np.isfinite(best):
+        return 0
+    return int(np.flatnonzero(losses <= best + TIE * abs(best))[0])
+
+
 def _width_loss(objective, theta, rng, tilt, max_queries=WIDTH_QUERIES):
     """The leave-one-out loss of the local-linear (or, with the penalty ``tilt``, tilted)
     mixture as a function of the log-factor of the logits: ``np.inf`` at widths where more
@@ -155,7 +170,7 @@ def _refine(loss, coarse_best):
     when no width has a finite loss)."""
     fine = coarse_best + FINE_GRID
     losses = [loss(x) for x in fine]
-    i = int(np.argmin(losses))
+    i = _first_best(losses)
     if not np.isfinite(losses[i]):
         return 0.0, np.inf  # lines nowhere: the kernel as learned
     return float(fine[i]), float(losses[i])
@@ -178,7 +193,7 @@ def tune_width(objective, theta, rng, tilt=None):
     loss = _width_loss(objective, theta, rng, tilt)
     with single_threaded_blas():
         coarse = [loss(x) for x in COARSE_GRID]
-        return _refine(loss, COARSE_GRID[int(np.argmin(coarse))])
+        return _refine(loss, COARSE_GRID[_first_best(coarse)])
 
 
 def tune_tilt(objective, theta, rng):
@@ -193,6 +208,6 @@ def tune_tilt(objective, theta, rng):
     }
     with single_threaded_blas():
         coarse = np.array([[losses[p](x) for x in COARSE_GRID] for p in PENALTIES])
-        i, j = np.unravel_index(int(np.argmin(coarse)), coarse.shape)
+        i, j = np.unravel_index(_first_best(coarse), coarse.shape)
         log_factor, _ = _refine(losses[PENALTIES[i]], COARSE_GRID[j])
     return log_factor, PENALTIES[i]

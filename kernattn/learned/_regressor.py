@@ -57,6 +57,10 @@ AUTO_STEPS = 32
 #: exactly): with few directions most queries can be balanced, and one Newton solve per
 #: query is cheap.
 AUTO_TILT_FEATURES = 3
+#: ... and at least this many distinct training inputs per parameter of a balance
+#: (``n_features + 1``): the width and penalty of the tilt are chosen by leave-one-out, a
+#: choice that a handful of distinct inputs cannot support.
+AUTO_TILT_INPUTS = 5
 #: ``warp="auto"`` warps one-dimensional inputs (fitted exactly) with this many pieces: in
 #: one dimension a learned metric is only a bandwidth, and the warp makes it vary.
 AUTO_WARP = 8
@@ -216,8 +220,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         1``, as for a line). Needs ``degree=0``. The balance is a condition in every
         direction of the key space: it helps most in one to three dimensions, and its
         cost grows with ``head_dim`` squared (a Newton solve per query). ``"auto"``: tilt
-        when ``degree=0``, ``n_features <= 3`` and the fit is exact (at most ``LARGE_N``
-        distinct training inputs); ``tilt_`` records the choice. Measured on 17 of R's
+        when ``degree=0``, ``n_features <= 3``, there are at least ``5 * (n_features + 1)``
+        distinct training inputs and the fit is exact (at most ``LARGE_N``); ``tilt_``
+        records the choice. Measured on 17 of R's
         data sets, the tilt beat the plain softmax on most with one to three features;
         with five or more it was mixed and slow (the documentation's comparison page).
     warp : int or "auto", default="auto"
@@ -697,13 +702,19 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     def _resolved_options(self, n_features, n_groups):
         """``tilt`` and ``warp`` as fitted: ``"auto"`` tilts data of at most
-        ``AUTO_TILT_FEATURES`` features (with ``degree=0``) and warps one-dimensional
+        ``AUTO_TILT_FEATURES`` features and at least ``AUTO_TILT_INPUTS * (n_features + 1)``
+        distinct inputs (with ``degree=0``) and warps one-dimensional
         inputs with ``AUTO_WARP`` pieces, both only up to ``LARGE_N`` distinct training
         inputs (fitted exactly)."""
         exact = n_groups <= LARGE_N
         tilt = self.tilt
         if isinstance(tilt, str):
-            tilt = exact and self.degree == 0 and n_features <= AUTO_TILT_FEATURES
+            tilt = (
+                exact
+                and self.degree == 0
+                and n_features <= AUTO_TILT_FEATURES
+                and n_groups >= AUTO_TILT_INPUTS * (n_features + 1)
+            )
         warp = self.warp
         if isinstance(warp, str):
             warp = AUTO_WARP if exact and n_features == 1 else 0
@@ -867,15 +878,20 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         return first, spread, None
 
     def _head_weights(self, X, h):
-        weights = super()._head_weights(X, h)
         if self.tilt_:
             kernel = self.kernel_
-            Q = kernel.project(X, h, side="key")
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                # A far query: the kernel's weights come from its far-field logits, and a
+                # projection beyond the float range is inf or NaN (such a query is not
+                # tilted).
+                weights = super()._head_weights(X, h)
+                Q = kernel.project(X, h, side="key")
             keys = kernel.keys(h)
             spread = key_spread(keys, self.sample_weight_[self._active])
             return tilted_weights(
                 weights.astype(np.float64), keys, Q, spread=spread, penalty=self.tilt_penalty_
             )
+        weights = super()._head_weights(X, h)
         if self.degree == 0 or self._line_parameters[h] > self._n_distinct:
             return weights
         kernel = self.kernel_
