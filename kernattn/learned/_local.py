@@ -103,7 +103,8 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fa
                 lines = tilted_weights(
                     weights, head.Pk, head.Pk[rows], spread=spreads[h], penalty=tilt
                 )
-                fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
+                if not checked:
+                    fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
             else:
                 lines, fallback = equivalent_weights(
                     weights, head.Pk, head.Pk[rows], n_params[h], ids
@@ -113,7 +114,9 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fa
         out[span] = estimate
         return None
 
-    if tilt is not None and max_fallback is not None:
+    # The mask found first is not found again with the estimates.
+    checked = tilt is not None and max_fallback is not None
+    if checked:
         map_query_blocks(sparse, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=2)
         sw = objective.sw[queries]
         if sw[fell_back].sum() > max_fallback * sw.sum():
