@@ -70,6 +70,16 @@ def fit_transaction(estimator):
         raise
 
 
+def canonical_order(X, Y, sample_weight):
+    """An order of the training rows that depends only on their contents: sorted by the
+    inputs, then the targets, then the weights (rows equal in all three are
+    interchangeable). A fit that works in this order takes every sum in the same order
+    whatever order the rows came in, and is the same to the last bit for any permutation
+    of them: a leave-one-out optimization on degenerate data amplifies a rounding
+    difference in its first sums into a different end point."""
+    return np.lexsort(np.column_stack([X, Y, sample_weight])[:, ::-1].T)
+
+
 class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     """Base class: a Nadaraya–Watson regressor defined by a fitted kernel object.
 
@@ -79,8 +89,10 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
       :class:`~kernattn._heads.SoftmaxHeads`, or an object with ``n_heads``,
       ``head_weights`` and ``head_bias`` whose hooks the subclass overrides). ``X`` (float64,
       (n, d)), ``Y`` (float64, (n, n_outputs)) and ``sample_weight`` hold the rows with
-      positive weight; ``self._values`` (centered targets) and ``self._log_sample_weight``
-      are set before it is called;
+      positive weight, in :func:`canonical_order` unless the subclass sets
+      ``_canonical_rows = False`` (then in the order given); ``self._values`` (centered
+      targets) and ``self._log_sample_weight`` are set before it is called, in the same
+      order;
     - optionally ``_check_params()`` for checks across parameters (before any work).
 
     The hooks are called from several threads at once: they must not write to ``self``.
@@ -91,6 +103,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {"n_jobs": [Integral, None]}
+    # Fit the rows in an order set by their contents: predictions then do not depend on
+    # the order of the training rows, to the last bit.
+    _canonical_rows = True
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -123,6 +138,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             X, y, sample_weight = self._validate_training_data(X, y, sample_weight)
             Y = y.reshape(len(y), -1)
             active = np.flatnonzero(sample_weight > 0)
+            if self._canonical_rows:
+                active = active[canonical_order(X[active], Y[active], sample_weight[active])]
             self._set_training_set(X, y, sample_weight, active)
             self.kernel_ = self._fit_kernel(X[active], Y[active], sample_weight[active])
         return self

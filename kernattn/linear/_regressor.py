@@ -403,6 +403,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     True
     """
 
+    # Rows in the order given: chunks (partial_fit, fit_chunks) and dask partitions arrive
+    # in that order, and the in-memory fit draws the same rows for its landmarks and
+    # subsamples as they do.
+    _canonical_rows = False
     _parameter_constraints: dict = {
         **NadarayaWatsonRegressor._parameter_constraints,
         "feature_map": [StrOptions(set(FEATURE_MAPS)), FeatureMap],
