@@ -61,7 +61,7 @@ from sklearn.utils.validation import check_is_fitted
 from kernattn._blocks import iter_query_blocks, single_threaded_blas
 from kernattn._engine import KEY_TILE, WELL_CONDITIONED, fit_transaction
 from kernattn._local_linear import value_key_columns
-from kernattn._numerics import EXP_FLOOR, power_of_two_scale
+from kernattn._numerics import EXP_FLOOR, has_spread, power_of_two_scale
 from kernattn.bandwidth import (
     CRITERIA,
     constant_gradient_terms,
@@ -954,7 +954,7 @@ class PartitionedCriterion:
         self.n = int(summary.count)
         self.center = summary.x_mean
         sigma_x = np.sqrt(summary.x_m2 / summary.total)
-        constant = ~(sigma_x > 1e-12 * np.maximum(summary.max_abs, 1e-300))
+        constant = ~has_spread(sigma_x, summary.max_abs)
         if np.all(constant):
             raise ValueError(
                 "bandwidth='loo' needs at least 2 distinct training inputs; every row of X "

@@ -76,6 +76,14 @@ def power_of_two_scale(a, axis=None):
     return np.where(ok, np.ldexp(1.0, np.where(ok, exponent - 1, 0)), 1.0)
 
 
+def has_spread(sigma, magnitude):
+    """Whether a feature's standard deviation ``sigma`` is a spread the kernels can use:
+    above rounding of its values (1e-12 of their largest ``magnitude``), and a normal float.
+    A subnormal spread carries a handful of bits, and dividing an ordinary query by it
+    leaves the float range; such a feature counts as constant."""
+    return sigma > np.maximum(1e-12 * magnitude, np.finfo(float).tiny)
+
+
 def normalized_weights(sample_weight):
     """Sample weights divided by a power of two near their largest, so their sum cannot
     overflow (``n`` weights of 1e308 each); every ratio of weighted sums is unchanged."""

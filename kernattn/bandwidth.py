@@ -32,6 +32,7 @@ from kernattn._local_linear import (
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import (
     EXP_FLOOR,
+    has_spread,
     normalized_weights,
     power_of_two_scale,
     shifted_exp,
@@ -112,7 +113,7 @@ def rule_of_thumb_bandwidth(X, sample_weight=None, rule="scott"):
         raise ValueError(f"rule must be 'scott' or 'silverman'; got {rule!r}")
     # Relative to the feature's magnitude: a "constant" feature that differs only by rounding.
     scale = np.max(np.abs(X), axis=0) if n else np.ones(d)
-    return np.where(sigma > 1e-12 * np.maximum(scale, 1e-300), h, 1.0)
+    return np.where(has_spread(sigma, scale), h, 1.0)
 
 
 def _weighted_iqr(x, weights):

@@ -29,7 +29,7 @@ from kernattn._local_linear import (
     n_line_parameters,
 )
 from kernattn._loo import DuplicateGroups
-from kernattn._numerics import normalized_weights, power_of_two_scale
+from kernattn._numerics import has_spread, normalized_weights, power_of_two_scale
 from kernattn._tilt import PENALTY, key_spread, tilted_weights
 from kernattn.bandwidth import BandwidthWarning
 from kernattn.learned._local import tune_tilt, tune_width
@@ -82,7 +82,7 @@ def _standardization(X, sample_weight, standardize):
     unit = power_of_two_scale(deviation, axis=0)
     std = np.sqrt(np.average((deviation / unit) ** 2, axis=0, weights=sample_weight)) * unit
     size = np.max(np.abs(X), axis=0)
-    return mean, np.where(std > 1e-12 * np.maximum(size, 1e-300), std, 1.0)
+    return mean, np.where(has_spread(std, size), std, 1.0)
 
 
 def _target_scale(values, sample_weight):

@@ -36,7 +36,7 @@ from sklearn.utils import check_random_state
 
 from kernattn._blocks import effective_n_jobs, single_threaded_blas
 from kernattn._engine import fit_transaction
-from kernattn._numerics import power_of_two_scale
+from kernattn._numerics import has_spread, power_of_two_scale
 from kernattn.bandwidth import resolve_bandwidth
 
 
@@ -258,7 +258,7 @@ def _kernel_from_sample(estimator, summary, X_s, Y_s, w_s):
         if isinstance(bandwidth, str) and bandwidth == "scott":
             h = sigma * summary.total ** (-1.0 / (d + 4))
             # A constant feature gets 1, as in rule_of_thumb_bandwidth.
-            bandwidth = np.where(sigma > 1e-12 * np.maximum(summary.max_abs, 1e-300), h, 1.0)
+            bandwidth = np.where(has_spread(sigma, summary.max_abs), h, 1.0)
         elif isinstance(bandwidth, str):
             bandwidth, loo_error = resolve_bandwidth(
                 bandwidth, X_s, Y_s, w_s, n_jobs=estimator.n_jobs
