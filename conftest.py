@@ -1,4 +1,16 @@
-"""pytest configuration: a module that needs an optional extra is not collected without it."""
+"""pytest configuration.
+
+- A module that needs an optional extra is not collected without it.
+- The property tests (Hypothesis) draw the same examples on every run, so that the suite
+  gives the same result wherever it runs; ``pytest --hypothesis-profile=explore`` draws new
+  examples on each run, to search for failing cases.
+"""
+
+from hypothesis import settings
+
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("repeatable")
 
 collect_ignore = []
 try:
