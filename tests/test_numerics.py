@@ -334,6 +334,21 @@ def test_float64_query_beyond_a_float32_fit_is_finite(problem, name):
     assert mean.dtype == np.float32 and np.all(np.isfinite(mean))
 
 
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_feature_with_a_subnormal_spread_is_constant(name):
+    # Inputs 0 and 2.2e-308: a spread below the smallest normal float. Dividing the query 1
+    # by it leaves the float range; the feature carries no usable difference.
+    X = np.array([[2.2e-308], [0.0], [2.2e-308], [0.0]])
+    y = np.array([0.0, 1.0, 0.5, 2.0])
+    queries = np.array([[1.0], [-3.0], [0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a learned kernel without spread
+        model = make(name, bandwidth="scott") if name != "attention" else make(name)
+        model.fit(X, y)
+    np.testing.assert_allclose(quiet_predict(model, queries), np.full(3, y.mean()), rtol=1e-12)
+    np.testing.assert_allclose(model.attention_weights(queries), 0.25, rtol=1e-12)
+
+
 # --------------------------------------------------------------- 8. parameters
 
 
