@@ -35,13 +35,13 @@ learned Gaussian metric per head), mixed both ways; one head for reference (held
   average of three partial-metric smoothers is not better than one full metric. The heads
   are not redundant: removing head 0 raises the MSE to 8.85 (6.63 re-fitted), head 1 to
   4.66 (3.21), head 2 — the lightest — to 3.53 (3.39).
-- Affine: weights 1.24, 1.69, 3.75 (sum 6.68) and a bias of −79: no longer an average of
+- Affine: weights 1.24, 1.69, 3.77 (sum 6.70) and a bias of −79: no longer an average of
   the targets, but here the heads specialise cleanly, one per additive part — head 0 on x1
   and x2 (93 %; correlation 0.97 with 10 sin(π x1 x2)), head 1 on x4 and x5 (80 %, plus
   15 % on the irrelevant x7; 0.97 with 10 x4 + 5 x5), head 2 on x3 (74 %, 10 % on x9; 0.82
-  with 20 (x3 − ½)²). Each is a wide kernel (49–211 effective neighbours) that averages the
+  with 20 (x3 − ½)²). Each is a wide kernel (49–212 effective neighbours) that averages the
   other parts away, and the weights above 1 with the bias stretch what is left, like
-  backfitting an additive model. Held-out MSE 1.75, the best of the three models, and every
+  backfitting an additive model. Held-out MSE 1.76, the best of the three models, and every
   head is needed: without any one of them the MSE is 4.4–10.3, re-fitted or not.
 
 So specialisation is real but depends on the mixture, and none of these heads is prunable:
