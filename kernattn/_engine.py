@@ -132,6 +132,12 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         -------
         self : object
             The fitted estimator.
+
+        Notes
+        -----
+        The rows are fitted in an order set by their contents (sorted by inputs, targets
+        and weights): any permutation of them gives the same fit and the same predictions,
+        to the last bit.
         """
         with fit_transaction(self):
             self._check_params()

@@ -276,6 +276,12 @@ class KernelSmoother(NadarayaWatsonRegressor):
         -------
         self : object
             The fitted estimator.
+
+        Notes
+        -----
+        The rows are fitted in an order set by their contents (sorted by inputs, targets
+        and weights): any permutation of them gives the same fit and the same predictions,
+        to the last bit.
         """
         if is_dask_collection(X) or is_dask_collection(y):
             from kernattn._dask import fit_smoother

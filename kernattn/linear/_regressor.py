@@ -551,6 +551,13 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         -------
         self : LinearAttentionRegressor
             The fitted estimator.
+
+        Notes
+        -----
+        The rows are fitted in the order given, as chunks and partitions arrive: the rows
+        drawn for landmarks and subsamples are those a chunked or distributed fit of the
+        same rows draws. A permutation of the rows can change which rows are drawn, and the
+        rounding of the feature sums.
         """
         if is_dask_collection(X) or is_dask_collection(y):
             from kernattn._dask import fit_linear
