@@ -222,9 +222,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         cost grows with ``head_dim`` squared (a Newton solve per query). ``"auto"``: tilt
         when ``degree=0``, ``n_features <= 3``, there are at least ``5 * (n_features + 1)``
         distinct training inputs and the fit is exact (at most ``LARGE_N``); ``tilt_``
-        records the choice. Measured on 17 of R's
-        data sets, the tilt beat the plain softmax on most with one to three features;
-        with five or more it was mixed and slow (the documentation's comparison page).
+        records the choice. Measured on 17 of R's data sets, the tilt beat the plain
+        softmax on most with one to three features; with five or more it was mixed and
+        slow (the documentation's comparison page).
     warp : int or "auto", default="auto"
         Number of pieces of a learned monotone warp of each standardized input (0: no
         warp). Each feature goes through an increasing, continuous, piecewise-linear
