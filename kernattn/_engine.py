@@ -34,18 +34,16 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from kernattn._blocks import map_query_blocks
+from kernattn._blocks import KEY_TILE, map_query_blocks
 from kernattn._local_linear import line_estimate, sparse_neighborhoods
 from kernattn._numerics import (
-    exp_shifted,
     normalized_weights,
     power_of_two_scale,
     shifted_exp,
     underflowed,
 )
+from kernattn._sums import kernel_sums
 
-# Keys per tile for never-positive logits: each tile's kernel block stays in cache.
-KEY_TILE = 512
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
 WELL_CONDITIONED = 1e-4
@@ -223,12 +221,15 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     # --------------------------------------------------------------- exact path
 
     def _exact_sums(self, kernel, X, h, moments=None):
-        """``Σ_i exp(ℓ_i − c) [v_i, v_i², 1]`` of head ``h`` for a block of queries.
+        """``Σ_i exp(ℓ_i − c) [v_i, v_i², 1]`` of head ``h`` for a block of queries, by the
+        one reduction (:func:`kernattn._sums.kernel_sums`).
 
         ``c`` is a per-query shift that keeps the largest term at most 1 (it cancels in
         every ratio of these sums). For never-positive logits there is no shift to wait
         for: the key tiles' sums simply add up, and only rows that underflowed are redone
-        with their maximum subtracted.
+        from :meth:`SoftmaxHeads.far_logits`, as are rows whose projection or logits
+        overflowed (a query near the largest float, or a float64 query beyond a float32
+        fit's range).
         """
         moments = self._moments if moments is None else moments
         if kernel.far_only(h):
@@ -237,39 +238,22 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                 moments.dtype
             )
         queries = kernel.queries(X, h)
-        sums = np.zeros((len(X), moments.shape[1]), dtype=moments.dtype)
-        buffer = np.empty((len(X), min(KEY_TILE, kernel.n_keys)), dtype=moments.dtype)
-        if not kernel.nonpositive:
-            # The shift is the running maximum over the tiles seen so far; when a tile
-            # raises it, the sums so far are rescaled (the online softmax).
-            top = np.full(len(X), -np.inf, dtype=moments.dtype)
-            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-                for start in range(0, kernel.n_keys, KEY_TILE):
-                    keys = slice(start, min(start + KEY_TILE, kernel.n_keys))
-                    out = buffer[:, : keys.stop - keys.start]
-                    logits = kernel.logits(queries, h, keys=keys, out=out)
-                    new_top = np.maximum(top, logits.max(axis=1))
-                    if start:
-                        sums *= np.exp(top - new_top)[:, None]
-                    top = new_top
-                    logits -= top[:, None]
-                    sums += exp_shifted(logits) @ moments[keys]
-            # A row whose projection or logits overflowed (a query near the largest float,
-            # or a float64 query beyond a float32 fit's range) is redone in float64 from
-            # logits scaled per row. One check per row, not per key.
+        if kernel.nonpositive:
+            floor = kernel.may_underflow(queries, h)
+        else:
+            floor = True
+
+        def logits(keys, out):
+            return kernel.logits(queries, h, keys=keys, out=out)
+
+        _, sums = kernel_sums(
+            logits, kernel.n_keys, moments, shift=not kernel.nonpositive, floor=floor
+        )
+        if kernel.nonpositive:
+            redo = underflowed(sums[:, -1])
+        else:
+            # One check per row, not per key.
             redo = ~np.all(np.isfinite(sums), axis=1)
-            if np.any(redo):
-                far = shifted_exp(kernel.far_logits(X[redo], h))
-                sums[redo] = far @ moments.astype(np.float64, copy=False)
-            return sums
-        floor = kernel.may_underflow(queries, h)
-        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            for start in range(0, kernel.n_keys, KEY_TILE):
-                keys = slice(start, min(start + KEY_TILE, kernel.n_keys))
-                out = buffer[:, : keys.stop - keys.start]
-                logits = kernel.logits(queries, h, keys=keys, floor=floor, out=out)
-                sums += np.exp(logits, out=logits) @ moments[keys]
-        redo = underflowed(sums[:, -1])
         if np.any(redo):
             far = shifted_exp(kernel.far_logits(X[redo], h))
             sums[redo] = far @ moments.astype(np.float64, copy=False)

@@ -13,7 +13,9 @@ the Nadaraya–Watson estimate with kernel :math:`\kappa(q, k) = \exp(s\, q^\top
 Linear attention replaces the kernel by an explicit feature map,
 :math:`\kappa(q, k) = \phi(q)^\top \phi(k)`, so the sums over the keys are taken once.
 
-Nothing here holds state; the estimators call these functions.
+Nothing here holds state. The sums go through the one reduction the estimators use
+(:mod:`kernattn._sums`): the Gaussian smoother's prediction *is* :func:`softmax_attention`
+with ``key_bias = -½‖k‖² + log s``.
 """
 
 import math
@@ -21,8 +23,9 @@ import numbers
 
 import numpy as np
 
-from kernattn._blocks import map_query_blocks
-from kernattn._numerics import exp_shifted, max_exponent, shifted_exp
+from kernattn._blocks import KEY_TILE, map_query_blocks
+from kernattn._numerics import max_exponent, shifted_exp
+from kernattn._sums import kernel_sums, softmax_weights
 
 __all__ = ["softmax", "log_softmax", "softmax_attention", "linear_attention"]
 
@@ -293,27 +296,34 @@ def softmax_attention(Q, K, V, *, scale=None, key_bias=None, return_weights=Fals
     n_queries, n_keys = Q.shape[0], K.shape[0]
     out = np.empty((n_queries, V2.shape[1]))
     weights = np.empty((n_queries, n_keys)) if return_weights else None
+    columns = np.hstack([V2, np.ones((n_keys, 1))])
+
+    def logits(rows, keys, out=None):
+        block = np.matmul(Q[rows], K_scaled[keys].T, out=out)
+        if bias is not None:
+            block += bias[keys]
+        return block
 
     def attend(rows):
-        logits = Q[rows] @ K_scaled.T
-        if bias is not None:
-            logits += bias
         # Every row has a finite maximum: Q, K are finite and some key is not removed.
-        np.subtract(logits, np.max(logits, axis=1, keepdims=True), out=logits)
-        if unit_exponent:
-            # Back to natural units; what overflows is below −700, a weight of 0 anyway.
-            with np.errstate(over="ignore"):
-                np.ldexp(logits, unit_exponent, out=logits)
-        w = exp_shifted(logits)
-        if removed is not None:
-            # The floor would give a removed key about 1e-304 of the weight (see softmax).
-            w[:, removed] = 0.0
-        w /= np.sum(w, axis=1, keepdims=True)
-        out[rows] = w @ V2
         if return_weights:
+            w = softmax_weights(logits(rows, slice(None)), exponent=unit_exponent, removed=True)
+            out[rows] = w @ V2
             weights[rows] = w
+            return
+        _, sums = kernel_sums(
+            lambda keys, buffer: logits(rows, keys, buffer),
+            n_keys,
+            columns,
+            exponent=unit_exponent,
+            removed=removed is not None,
+        )
+        out[rows] = sums[:, :-1] / sums[:, -1:]
 
-    map_query_blocks(attend, n_queries, n_keys)
+    if return_weights:
+        map_query_blocks(attend, n_queries, n_keys)
+    else:
+        map_query_blocks(attend, n_queries, n_keys, key_tile=KEY_TILE)
     # A weighted average lies within the range of the values; clipping removes the few-ulp
     # excursions of rounding (the weights sum to 1 only up to rounding).
     np.clip(out, V2.min(axis=0), V2.max(axis=0), out=out)

@@ -16,6 +16,7 @@ from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
 from kernattn._blocks import (
+    KEY_TILE,
     iter_query_blocks,
     map_query_blocks,
     n_workers,
@@ -37,6 +38,7 @@ from kernattn._numerics import (
     power_of_two_scale,
     shifted_exp,
 )
+from kernattn._sums import kernel_sums
 from kernattn.kernels import log_kernel, log_kernel_derivative
 
 __all__ = [
@@ -57,8 +59,6 @@ _LOO_GRID = np.geomspace(1e-2, 1e1, 16)
 _LOO_RANGE = 1e3
 # Entries per (queries × keys) array of a block of the leave-one-out objective.
 _BLOCK_ENTRIES = 2**18
-# Keys per tile of the tiled sums: each tile's kernel block stays in cache.
-_KEY_TILE = 512
 # Unshifted kernel sums of a row below this are redone with the row's maximum logit
 # subtracted: above it, the floor of the logits (EXP_FLOOR) is far below every digit.
 _UNSHIFTED_SUM = 1e-250
@@ -337,8 +337,8 @@ class _Criterion:
             return function(block if rows is None else rows[block])
 
         if tiled:
-            options = dict(key_tile=_KEY_TILE, n_arrays=2)
-            width = min(self.n, _KEY_TILE)
+            options = dict(key_tile=KEY_TILE, n_arrays=2)
+            width = min(self.n, KEY_TILE)
         else:
             options = dict(n_arrays=6, cache=_BLOCK_ENTRIES)
             width = self.n
@@ -377,37 +377,32 @@ class _Criterion:
             return float(top.max(initial=0.0))
         return float(np.where(np.isfinite(r2), r2, 0.0).max(initial=0.0))
 
-    def _logit_tiles(self, K, K_aug, rows, factor):
-        """The Gaussian logits −½‖q − k‖²/c² + log s of the block ``rows`` against tiles of
-        keys that stay in cache, from one product with d + 2 inner terms, left-out pairs at
-        −inf: the block's key indices and a generator of ``(start, stop, logits)`` (the
-        logits in one reused buffer)."""
+    def _logit_source(self, K, K_aug, rows, factor):
+        """The Gaussian logits −½‖q − k‖²/c² + log s of the block ``rows``, a tile of keys
+        at a time, from one product with d + 2 inner terms: the block's key indices, the
+        logits of a tile (a callable for :func:`~kernattn._sums.kernel_sums`) and the
+        left-out pairs (``None`` outside leave-one-out)."""
         Q = K[rows]
         b = len(Q)
         half = 0.5 / factor**2
         # [q, ‖q‖², 1]·(−half) · [−2k, 1, ‖k‖²] + log s.
         Q_aug = -half * np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((b, 1))])
         index = np.arange(self.n)[rows]
-        left_rows, left_keys = self._left_out_pairs(index) if self.loo else ([], [])
-        buffer = np.empty((b, min(self.n, _KEY_TILE)))
+        left_out = self._left_out_pairs(index) if self.loo else None
 
-        def tiles():
-            for start in range(0, self.n, _KEY_TILE):
-                stop = min(start + _KEY_TILE, self.n)
-                logits = np.matmul(Q_aug, K_aug[:, start:stop], out=buffer[:, : stop - start])
-                if self.log_sw is not None:
-                    logits += self.log_sw[start:stop]
-                if len(left_rows):
-                    inside = (left_keys >= start) & (left_keys < stop)
-                    logits[left_rows[inside], left_keys[inside] - start] = -np.inf
-                yield start, stop, logits
+        def logits(keys, out):
+            block = np.matmul(Q_aug, K_aug[:, keys], out=out)
+            if self.log_sw is not None:
+                block += self.log_sw[keys]
+            return block
 
-        return index, tiles()
+        return index, logits, left_out
 
     def _tiled_sums(self, K, K_aug, columns, rows, factor, shifted=False):
-        """Gaussian kernel sums of a block, over tiles of keys that stay in cache.
+        """Gaussian kernel sums of a block by the one reduction
+        (:func:`~kernattn._sums.kernel_sums`), tiles of keys that stay in cache.
 
-        The logits (:meth:`_logit_tiles`) are at most 0 (up to the rounding of the
+        The logits (:meth:`_logit_source`) are at most 0 (up to the rounding of the
         product), so they are first used as they are: two passes over each tile fewer than
         shifting them. The rows whose sums come out below ``_UNSHIFTED_SUM`` (the nearest
         kept key far away) are redone ``shifted`` by the running row maximum (the nearest
@@ -416,43 +411,21 @@ class _Criterion:
         sums and each row's own kernel value on the same shift (its logit is log s_i), for
         the trace.
         """
-        if not shifted and 0.5 * (self._key_radius(K) / factor) ** 2 < _ROUNDING_SAFE:
-            return self._unshifted_sums(K, K_aug, columns, rows, factor)
-        index, tiles = self._logit_tiles(K, K_aug, rows, factor)
-        b = len(index)
-        top = np.full(b, -np.inf)
-        sums = np.zeros((b, columns.shape[0]))
-        for start, stop, logits in tiles:
-            new_top = np.maximum(top, logits.max(axis=1))
-            # The shift is the running maximum; a tile that raises it rescales the sums
-            # so far (the online softmax). A row that has met only left-out keys has no
-            # shift yet (−inf): its sums are still 0.
-            shift = np.where(np.isfinite(new_top), new_top, 0.0)
-            if start:
-                sums *= np.exp(np.where(np.isfinite(top), top, shift) - shift)[:, None]
-            top = new_top
-            logits -= shift[:, None]
-            np.maximum(logits, EXP_FLOOR, out=logits)
-            np.exp(logits, out=logits)
-            sums += logits @ columns[:, start:stop].T
-        if self.loo:
-            return sums, None
-        log_self = 0.0 if self.log_sw is None else self.log_sw[index]
-        return sums, np.exp(np.maximum(log_self - top, EXP_FLOOR))
+        unshifted = not shifted and 0.5 * (self._key_radius(K) / factor) ** 2 < _ROUNDING_SAFE
+        index, logits, left_out = self._logit_source(K, K_aug, rows, factor)
 
-    def _unshifted_sums(self, K, K_aug, columns, rows, factor):
-        """:meth:`_tiled_sums` without the shift, the rows that need it redone."""
-        index, tiles = self._logit_tiles(K, K_aug, rows, factor)
-        b = len(index)
-        sums = np.zeros((b, columns.shape[0]))
-        for start, stop, logits in tiles:
-            np.maximum(logits, EXP_FLOOR, out=logits)
-            np.exp(logits, out=logits)
-            sums += logits @ columns[:, start:stop].T
+        def column_sums(weights, keys):
+            return weights @ columns[:, keys].T
+
+        top, sums = kernel_sums(
+            logits, self.n, column_sums, shift=not unshifted, left_out=left_out
+        )
         E_self = None
         if not self.loo:
-            log_self = np.zeros(b) if self.log_sw is None else self.log_sw[index]
-            E_self = np.exp(np.maximum(log_self, EXP_FLOOR))
+            log_self = np.zeros(len(index)) if self.log_sw is None else self.log_sw[index]
+            E_self = np.exp(np.maximum(log_self - top, EXP_FLOOR))
+        if not unshifted:
+            return sums, E_self
         redo = np.flatnonzero(~((sums[:, 0] >= _UNSHIFTED_SUM) & (sums[:, 0] < np.inf)))
         if len(redo):
             sums[redo], again = self._tiled_sums(

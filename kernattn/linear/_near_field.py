@@ -64,10 +64,9 @@ from scipy import sparse
 from sklearn.neighbors import KDTree
 from sklearn.utils import check_random_state
 
-from kernattn._blocks import iter_query_blocks, map_query_blocks
+from kernattn._blocks import KEY_TILE, map_query_blocks, query_block_size
+from kernattn._sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums
 
-# Near keys per tile: a (rows × tile) block of logits stays in cache.
-_KEY_TILE = 512
 # A query more than REACH kernel units from every near key (near mass below e^(−REACH²/2)
 # of a key of the largest weight at distance 0) may have its nearest keys in cells that are
 # not near its own: it is computed exactly.
@@ -244,16 +243,10 @@ class NearFieldKernel:
             "keys": keys,
             "log_weight": log_weight,
             "moments": moments,
-            # [k, −½‖k‖² + log s, 1]: with [q, 1, −½‖q‖²] one product gives the logit
-            # −½‖q − k‖² + log s; then the moments: one row of the table per key.
-            "table": np.hstack(
-                [
-                    keys,
-                    (log_weight - 0.5 * np.einsum("ij,ij->i", keys, keys))[:, None],
-                    np.ones((len(keys), 1)),
-                    moments,
-                ]
-            ),
+            # The augmented keys [k, 1, −½‖k‖² + log s] (one product with the augmented
+            # queries gives the logit −½‖q − k‖² + log s), then the moments: one row of the
+            # table per key.
+            "table": np.hstack([augment_keys(keys, gaussian_key_bias(keys, log_weight)), moments]),
             "summed": False,
         }
         return self
@@ -477,7 +470,7 @@ class NearFieldKernel:
         log-feature, :math:`\log a_j(q)` plus the sums' scale), so nothing overflows, and
         a query within ``REACH`` of a near key of the largest weight keeps a near mass far
         above the underflow. The logits are formed in double precision with one product,
-        :math:`[q, 1, -\|q\|^2/2]^\top [k, \log s - \|k\|^2/2, 1]`; their exponentials
+        :math:`[q, -\|q\|^2/2, 1]^\top [k, 1, \log s - \|k\|^2/2]`; their exponentials
         in single precision (relative error below 1e-7, a few times faster), summed in
         double precision. Logits below about −87 give subnormal or zero exponentials (keys
         weighing less than 1e-37 of a key at distance 0: nothing a served query can see);
@@ -492,7 +485,7 @@ class NearFieldKernel:
 
         ``buffers``: two float arrays, C-contiguous, with at least as many rows as the near
         keys, that receive the near keys' rows of the two contiguous parts of the table of
-        keys, ``_near["head"]`` (``[k, log s - ‖k‖²/2, 1]``) and ``_near["tail"]`` (the
+        keys, ``_near["head"]`` (``[k, 1, log s - ‖k‖²/2]``) and ``_near["tail"]`` (the
         moments), instead of new arrays: over many cells, no large allocation per cell (an
         allocator that maps every large array anew makes those slow)."""
         near = self._near
@@ -505,15 +498,15 @@ class NearFieldKernel:
             # mode="clip": the rows are valid, and "raise" would copy through a buffer.
             head = np.take(near["head"], rows, axis=0, out=buffers[0][: len(rows)], mode="clip")
             tail = np.take(near["tail"], rows, axis=0, out=buffers[1][: len(rows)], mode="clip")
-        half = 0.5 * np.einsum("ij,ij->i", Q, Q)
-        Qa = np.hstack([Q, np.ones((len(Q), 1)), -half[:, None]])
-        near_sums = np.zeros((len(Q), tail.shape[1]))
-        tile = max(_KEY_TILE, _TILE_ENTRIES // max(len(Q), 1))
-        with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-            for start in range(0, len(head), tile):
-                logits = (Qa @ head[start : start + tile].T).astype(np.float32)
-                kernel = np.exp(logits, out=logits)
-                near_sums += kernel.astype(np.float64) @ tail[start : start + tile]
+        Qa = augment_queries(Q)
+        tile = max(KEY_TILE, _TILE_ENTRIES // max(len(Q), 1))
+
+        def logits(keys, out):
+            return np.matmul(Qa, head[keys].T, out=out)
+
+        _, near_sums = kernel_sums(
+            logits, len(head), tail, shift=False, floor=False, tile=tile, precision=np.float32
+        )
         return near_sums
 
     def far_field_sums(self, Q, c):
@@ -695,8 +688,7 @@ class _ErrorProbe:
             rng = np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))
             self.sample = np.sort(rng.choice(n, n_keys_sample, replace=False))
         self.sample_cells = near["cells"][self.sample]
-        half = 0.5 * np.einsum("ij,ij->i", self.Q, self.Q)
-        self._augmented = np.hstack([self.Q, np.ones((len(self.Q), 1)), -half[:, None]])
+        self._augmented = augment_queries(self.Q)
         self.top, self.total = self._exact_totals()
         self.sample_kernel = self._kernel(np.arange(len(self.Q)), self.sample)
         self.low_rank = None
@@ -717,20 +709,17 @@ class _ErrorProbe:
         shifted by it (the online softmax over tiles of keys)."""
         table = self.kernel._near["table"]
         p = self.Q.shape[1] + 2
-        top = np.full(len(self.Q), -np.inf)
-        total = np.zeros(len(self.Q))
-        queries = np.arange(len(self.Q))
-        for keys in iter_query_blocks(len(table), len(self.Q)):
-            logits = self._augmented @ table[keys, :p].T
-            positions = np.arange(keys.start, keys.stop)
-            logits[positions[None, :] == self.own[:, None]] = -np.inf
-            new_top = np.maximum(top, logits.max(axis=1))
-            with np.errstate(under="ignore", invalid="ignore"):
-                total *= np.where(np.isfinite(top), np.exp(top - new_top), 0.0)
-                total += np.exp(logits - new_top[:, None]).sum(axis=1)
-            top = new_top
-        del queries
-        return top, total
+
+        def logits(keys, out):
+            return np.matmul(self._augmented, table[keys, :p].T, out=out)
+
+        def total(weights, keys):
+            return weights.sum(axis=1, keepdims=True)
+
+        own = (np.arange(len(self.Q)), self.own)
+        tile = query_block_size(len(table), len(self.Q))
+        top, sums = kernel_sums(logits, len(table), total, floor=False, left_out=own, tile=tile)
+        return top, sums[:, 0]
 
     def _near_mass(self):
         """Per query the exact kernel's mass on its near keys (at the kernel's current near

@@ -1,0 +1,308 @@
+r"""The one reduction: Nadaraya–Watson kernel sums over tiles of keys.
+
+Every exact computation in kernattn — a prediction, the weights, a bandwidth criterion and
+its gradient, the near field of linear attention, a partition of a Dask computation,
+:func:`kernattn.attention.softmax_attention` — is the same sum over the keys :math:`j` of a
+block of queries :math:`i`,
+
+.. math::
+
+    \Sigma_i = \sum_j e^{\ell_{ij} - c_i}\, C_j, \qquad
+    \hat y_i = \frac{\Sigma_i[v]}{\Sigma_i[1]},
+
+of the logits :math:`\ell_{ij}` (log-kernels) against columns :math:`C_j` of the keys (the
+values, their squares and a 1 for the denominator; the moments of a local line; the
+gradient's terms), on a per-query shift :math:`c_i` that cancels in every ratio. It is
+computed here, once:
+
+- **keys in tiles, a running maximum** (the online softmax of FlashAttention): each tile's
+  logits are formed, the shift is raised to the largest logit seen so far, and the sums so
+  far are rescaled by :math:`e^{c_\mathrm{old} - c_\mathrm{new}}`; no (queries × keys)
+  matrix exists, and no row underflows to 0/0. Logits known never to be positive (radial
+  kernels) can skip the shift (:math:`c = 0`): the caller redoes the rows that underflowed;
+- **removed pairs** — a masked key, a query's own row left out of a leave-one-out sum —
+  weigh exactly 0 (their logit is :math:`-\infty`);
+- **partial sums taken at different shifts merge** (:func:`merge`): over partitions of a
+  training set, over chunks of keys, over cells,
+  :math:`(c, \Sigma) = (\max(c_a, c_b),\; \Sigma_a e^{c_a - c} + \Sigma_b e^{c_b - c})`;
+- **the augmented logit** (:func:`augment_queries`, :func:`augment_keys`): the dot product
+  and the Gaussian kernel in one matrix product,
+  :math:`[q, -\tfrac12\|q\|^2, 1] \cdot [k, 1, -\tfrac12\|k\|^2 + \log s]
+  = -\tfrac12\|q - k\|^2 + \log s`.
+
+The functions take any array namespace (numpy first; ``xp`` of ``array-api-compat``): on
+numpy the tiles reuse one buffer and update in place; other libraries get the same steps
+out of place (differentiable on torch).
+"""
+
+import numpy as np
+from array_api_compat import array_namespace, is_numpy_namespace
+
+from kernattn._blocks import KEY_TILE
+from kernattn._numerics import exp_floor
+
+__all__ = ["augment_keys", "augment_queries", "kernel_sums", "merge", "softmax_weights"]
+
+
+def augment_queries(Q, *, radial=True, xp=None):
+    r"""``[q, -½‖q‖², 1]`` (``[q, 0, 1]`` for a plain dot product): queries for one product.
+
+    With :func:`augment_keys`, ``augment_queries(Q) @ augment_keys(K, b).T`` is
+    :math:`q^\top k - \tfrac12\|q\|^2 + b_k`; with the Gaussian key bias
+    :math:`b_k = -\tfrac12\|k\|^2 + \log s_k` it is :math:`-\tfrac12\|q - k\|^2 + \log s_k`.
+    """
+    xp = array_namespace(Q) if xp is None else xp
+    n = Q.shape[0]
+    if radial:
+        half = -0.5 * xp.sum(Q * Q, axis=-1)
+    else:
+        half = xp.zeros(n, dtype=Q.dtype)
+    ones = xp.ones(n, dtype=Q.dtype)
+    return xp.concat([Q, half[:, None], ones[:, None]], axis=-1)
+
+
+def augment_keys(K, bias, *, xp=None):
+    r"""``[k, 1, b]``: keys for one product with :func:`augment_queries` (``b`` the key's
+    bias, e.g. :math:`-\tfrac12\|k\|^2 + \log s` for the Gaussian kernel)."""
+    xp = array_namespace(K) if xp is None else xp
+    n = K.shape[0]
+    ones = xp.ones(n, dtype=K.dtype)
+    return xp.concat([K, ones[:, None], xp.astype(bias, K.dtype)[:, None]], axis=-1)
+
+
+def gaussian_key_bias(K, log_weight=None, *, xp=None):
+    r""":math:`-\tfrac12\|k\|^2 (+ \log s)`: the key bias of the Gaussian kernel."""
+    xp = array_namespace(K) if xp is None else xp
+    bias = -0.5 * xp.sum(K * K, axis=-1)
+    return bias if log_weight is None else bias + log_weight
+
+
+def _scale_of(top, new_top, exponent, xp):
+    """``exp((top − new_top) · 2**exponent)``, 0 where ``top`` is −inf (nothing summed yet)."""
+    gap = top - new_top
+    if exponent:
+        gap = gap * 2.0**exponent
+    finite = xp.isfinite(top)
+    return xp.where(finite, xp.exp(xp.where(finite, gap, 0.0)), 0.0)
+
+
+def kernel_sums(
+    logits,
+    n_keys,
+    columns,
+    *,
+    shift=True,
+    floor=True,
+    removed=False,
+    left_out=None,
+    exponent=0,
+    tile=None,
+    precision=None,
+    xp=None,
+):
+    r"""Shifted kernel sums :math:`\Sigma_i = \sum_j e^{\ell_{ij} - c_i} C_j` of a block of
+    queries, over tiles of keys.
+
+    Parameters
+    ----------
+    logits : callable
+        ``logits(keys, out)``: the block's logits against the keys of the slice ``keys``,
+        shape (…, b, len(keys)) (leading batch dimensions broadcast). ``out`` is ``None``
+        or a numpy buffer of that shape the callable may write into (and return).
+    n_keys : int
+    columns : array of shape (…, n_keys, m), or callable
+        What the weights are summed against; a callable ``columns(weights, keys)`` returns
+        a tile's contribution (…, b, m) itself (columns that depend on the query).
+    shift : bool
+        True: :math:`c_i` is the running maximum of the row's logits (returned). False: the
+        logits are known never to be positive and :math:`c_i = 0`; a row whose sums
+        underflow is the caller's to redo with ``shift=True``.
+    floor : bool
+        Raise shifted logits to the ``exp`` floor first (numpy's ``exp`` is several times
+        slower where it underflows; a weight below :math:`e^{-700}` of the largest is 0 in
+        any sum with it).
+    removed : bool
+        The logits may hold :math:`-\infty` (masked keys): those weigh exactly 0 (the floor
+        would give them :math:`e^{-700}`).
+    left_out : tuple of two int arrays, optional
+        ``(rows, keys)``: pairs of block rows and key indices that weigh 0 (a query's own
+        row and its exact duplicates in a leave-one-out sum). Two-dimensional blocks only.
+    exponent : int
+        The logits are in units of :math:`2^\mathrm{exponent}` (logits beyond the float
+        range are formed in a smaller unit: their differences to the row maximum stay
+        exact).
+    tile : int, optional
+        Keys per tile (default :data:`kernattn._blocks.KEY_TILE`).
+    precision : dtype, optional
+        Exponentiate in this (lower) precision, sum in the columns'.
+
+    Returns
+    -------
+    top : array of shape (…, b)
+        The shifts :math:`c_i` (in natural units; 0 without ``shift``; :math:`-\infty` for a
+        row whose every key was removed, whose sums are 0).
+    sums : array of shape (…, b, m)
+    """
+    tile = KEY_TILE if tile is None else tile
+    if callable(columns):
+        column_of = columns
+    else:
+        xp = array_namespace(columns) if xp is None else xp
+
+        def column_of(weights, keys):
+            return weights @ columns[..., keys, :]
+
+    if xp is None or is_numpy_namespace(xp):
+        return _numpy_sums(
+            logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision
+        )
+    return _array_sums(
+        logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision, xp
+    )
+
+
+def _left_out_in(left_out, start, stop):
+    rows, keys = left_out
+    here = (keys >= start) & (keys < stop)
+    return rows[here], keys[here] - start
+
+
+def _numpy_sums(
+    logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision
+):
+    top, sums, buffer = None, None, None
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for start in range(0, max(n_keys, 0), tile):
+            keys = slice(start, min(start + tile, n_keys))
+            block = logits(keys, None if buffer is None else buffer[:, : keys.stop - start])
+            if buffer is None and block.ndim == 2 and n_keys > tile:
+                # The next tiles' logits go to one buffer: no allocation per tile.
+                buffer = np.empty((block.shape[0], tile), dtype=block.dtype)
+            if left_out is not None:
+                block[_left_out_in(left_out, keys.start, keys.stop)] = -np.inf
+            gone = np.isneginf(block) if removed or left_out is not None else None
+            rescale = None
+            if shift:
+                new_top = block.max(axis=-1)
+                if top is None:
+                    top = new_top
+                else:
+                    new_top = np.maximum(top, new_top)
+                    rescale = _scale_of(top, new_top, exponent, np)
+                    top = new_top
+                # A row that met only removed keys has no shift yet (−inf): 0 instead.
+                current = np.where(np.isfinite(top), top, 0.0).astype(block.dtype, copy=False)
+                block -= current[..., None]
+            if exponent:
+                np.ldexp(block, exponent, out=block)
+            if floor:
+                np.maximum(block, exp_floor(block.dtype), out=block)
+            if precision is not None and np.dtype(precision) != block.dtype:
+                weights = np.exp(block.astype(precision)).astype(block.dtype)
+            else:
+                weights = np.exp(block, out=block)
+            if gone is not None:
+                weights[gone] = 0.0
+            part = column_of(weights, keys)
+            if sums is None:
+                sums = np.array(part, copy=True)
+                continue
+            if rescale is not None:
+                sums *= rescale[..., None].astype(sums.dtype, copy=False)
+            sums += part
+    if sums is None:
+        raise ValueError("kernel sums need at least one key; got 0")
+    if not shift:
+        top = np.zeros(sums.shape[:-1], dtype=sums.dtype)
+    return top, sums
+
+
+def _array_sums(
+    logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision, xp
+):
+    if left_out is not None:
+        raise TypeError("left_out pairs are for numpy blocks; mask the logits instead")
+    top, sums = None, None
+    for start in range(0, max(n_keys, 0), tile):
+        keys = slice(start, min(start + tile, n_keys))
+        block = logits(keys, None)
+        gone = xp.isinf(block) & (block < 0) if removed else None
+        if shift:
+            new_top = xp.max(block, axis=-1)
+            if top is None:
+                top, rescale = new_top, None
+            else:
+                new_top = xp.maximum(top, new_top)
+                rescale = _scale_of(top, new_top, exponent, xp)
+                top = new_top
+            current = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
+            block = block - current[..., None]
+        else:
+            rescale = None
+        if exponent:
+            block = block * 2.0**exponent
+        if floor:
+            block = xp.clip(block, min=exp_floor(_dtype_name(block.dtype)))
+        weights = xp.exp(block)
+        if gone is not None:
+            weights = xp.where(gone, xp.zeros_like(weights), weights)
+        part = column_of(weights, keys)
+        if sums is None:
+            sums = part
+        else:
+            if rescale is not None:
+                sums = sums * rescale[..., None]
+            sums = sums + part
+    if sums is None:
+        raise ValueError("kernel sums need at least one key; got 0")
+    if not shift:
+        top = xp.zeros(sums.shape[:-1], dtype=sums.dtype)
+    return top, sums
+
+
+def _dtype_name(dtype):
+    """numpy's dtype for another library's float dtype (for the exp floor)."""
+    return np.float32 if "32" in str(dtype) or "16" in str(dtype) else np.float64
+
+
+def merge(top_a, sums_a, top_b, sums_b, *, xp=None):
+    r"""Two partial sums of the same queries taken at different shifts, merged at the
+    larger: :math:`c = \max(c_a, c_b)`, :math:`\Sigma = \Sigma_a e^{c_a - c} + \Sigma_b
+    e^{c_b - c}`. A side with shift :math:`-\infty` (no keys) adds nothing.
+
+    ``top`` has the leading shape of ``sums`` (one shift per row, or one for a whole array
+    of sums); its trailing dimensions broadcast.
+
+    Examples
+    --------
+    >>> top, sums = merge(np.array([0.0]), np.array([[1.0]]), np.array([1.0]), np.array([[1.0]]))
+    >>> top, sums.round(4)
+    (array([1.]), array([[1.3679]]))
+    """
+    xp = array_namespace(sums_a, sums_b) if xp is None else xp
+    top_a = xp.asarray(top_a)
+    top_b = xp.asarray(top_b)
+    top = xp.maximum(top_a, top_b)
+    extra = (None,) * (sums_a.ndim - top.ndim)
+    index = (...,) + extra
+    a = _scale_of(top_a, top, 0, xp)
+    b = _scale_of(top_b, top, 0, xp)
+    return top, sums_a * a[index] + sums_b * b[index]
+
+
+def softmax_weights(logits, *, exponent=0, removed=False):
+    """In place (numpy): ``exp(ℓ − max ℓ)`` normalized along the last axis, floored first;
+    removed (−inf) entries weigh exactly 0. A row with no finite logit is left to the
+    caller (it comes out NaN)."""
+    top = np.max(logits, axis=-1, keepdims=True)
+    gone = np.isneginf(logits) if removed else None
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.subtract(logits, top, out=logits)
+        if exponent:
+            np.ldexp(logits, exponent, out=logits)
+    np.maximum(logits, exp_floor(logits.dtype), out=logits)
+    np.exp(logits, out=logits)
+    if gone is not None:
+        logits[gone] = 0.0
+    logits /= np.sum(logits, axis=-1, keepdims=True)
+    return logits
