@@ -20,9 +20,12 @@ object, ``kernel_``; everything else is done here, once, for all of them:
 - the mixture of the heads, ``predict(X, return_std=True)``, ``attention_weights(X, head=)``,
   ``attention_entropy`` and ``effective_neighbors``.
 
-An estimator with a kernel that is not exact (linear attention) overrides the per-head hooks
-:meth:`_head_moments` and :meth:`_head_weights`, and sends what it cannot approximate through
-the same exact path (:meth:`_exact_sums`).
+The exact sums, weights and centered moments of a head are the kernel's own
+(:meth:`SoftmaxHeads.sums`, :meth:`~SoftmaxHeads.weights`, :meth:`~SoftmaxHeads.centered`,
+all through the one reduction of :mod:`kernattn._sums`). An estimator with a kernel that is
+not exact (linear attention) overrides the per-head hooks :meth:`_head_moments` and
+:meth:`_head_weights`, and sends what it cannot approximate through the exact kernel it
+approximates.
 """
 
 from contextlib import contextmanager
@@ -34,21 +37,16 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from kernattn._blocks import KEY_TILE, map_query_blocks
+from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
 from kernattn._local_linear import line_estimate, sparse_neighborhoods
 from kernattn._numerics import (
     normalized_weights,
     power_of_two_scale,
-    shifted_exp,
-    underflowed,
 )
-from kernattn._sums import kernel_sums
 
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
 WELL_CONDITIONED = 1e-4
-# Entries of a (rows × keys) array of the rows redone on a slower path.
-_BLOCK_ENTRIES = 2**18
 
 
 def is_dask_collection(data):
@@ -218,70 +216,6 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         moments = np.hstack([scaled, scaled**2, np.ones((len(Y), 1))])
         self._moments = moments.astype(self._dtype, copy=False)
 
-    # --------------------------------------------------------------- exact path
-
-    def _exact_sums(self, kernel, X, h, moments=None):
-        """``Σ_i exp(ℓ_i − c) [v_i, v_i², 1]`` of head ``h`` for a block of queries, by the
-        one reduction (:func:`kernattn._sums.kernel_sums`).
-
-        ``c`` is a per-query shift that keeps the largest term at most 1 (it cancels in
-        every ratio of these sums). For never-positive logits there is no shift to wait
-        for: the key tiles' sums simply add up, and only rows that underflowed are redone
-        from :meth:`SoftmaxHeads.far_logits`, as are rows whose projection or logits
-        overflowed (a query near the largest float, or a float64 query beyond a float32
-        fit's range).
-        """
-        moments = self._moments if moments is None else moments
-        if kernel.far_only(h):
-            # Keys too large for the one product (a tiny input scale): every row is far.
-            return (shifted_exp(kernel.far_logits(X, h)) @ moments.astype(np.float64)).astype(
-                moments.dtype
-            )
-        queries = kernel.queries(X, h)
-        if kernel.nonpositive:
-            floor = kernel.may_underflow(queries, h)
-        else:
-            floor = True
-
-        def logits(keys, out):
-            return kernel.logits(queries, h, keys=keys, out=out)
-
-        _, sums = kernel_sums(
-            logits, kernel.n_keys, moments, shift=not kernel.nonpositive, floor=floor
-        )
-        if kernel.nonpositive:
-            redo = underflowed(sums[:, -1])
-        else:
-            # One check per row, not per key.
-            redo = ~np.all(np.isfinite(sums), axis=1)
-        if np.any(redo):
-            far = shifted_exp(kernel.far_logits(X[redo], h))
-            sums[redo] = far @ moments.astype(np.float64, copy=False)
-        return sums
-
-    def _exact_weights(self, kernel, X, h):
-        """Head ``h``'s normalized weights (rows sum to 1) against the positive-weight rows."""
-        if kernel.far_only(h):
-            weights = shifted_exp(kernel.far_logits(X, h))
-            weights /= weights.sum(axis=1, keepdims=True)
-            return weights
-        queries = kernel.queries(X, h)
-        if not kernel.nonpositive:
-            with np.errstate(over="ignore", invalid="ignore"):
-                weights = shifted_exp(kernel.logits(queries, h))
-            redo = underflowed(weights.sum(axis=1))
-            if np.any(redo):
-                weights[redo] = shifted_exp(kernel.far_logits(X[redo], h))
-        else:
-            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-                logits = kernel.logits(queries, h, floor=kernel.may_underflow(queries, h))
-                weights = np.exp(logits, out=logits)
-            redo = underflowed(weights.sum(axis=1))
-            if np.any(redo):
-                weights[redo] = shifted_exp(kernel.far_logits(X[redo], h))
-        weights /= weights.sum(axis=1, keepdims=True)
-        return weights
-
     # ------------------------------------------------------------------- hooks
 
     def _head_moments(self, X, h, return_std):
@@ -289,7 +223,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         around it, ``E_w[(v − E_w[v])²]`` (else ``None``), and a mask of the rows that an
         approximate kernel could not serve and sent through the exact path (``None``: every
         row is exact). In the engine's units: centered values divided by ``_value_scale``."""
-        sums = self._exact_sums(self.kernel_, X, h)
+        sums = self.kernel_.sums(X, h, self._moments)
         t = self._values.shape[1]
         denominator = sums[:, -1:]
         first = sums[:, :t] / denominator
@@ -313,16 +247,15 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         # One pass over the keys (in tiles, as for the kernel average) gives every sum the
         # local line needs.
         with np.errstate(over="ignore", invalid="ignore"):
-            sums = self._exact_sums(self.kernel_, X, h, moments=columns)
+            sums = self.kernel_.sums(X, h, columns)
         mean, ybar, second_values, resolved = line_estimate(
             sums, Q, self._values.shape[1], Q.shape[1]
         )
         fallback = np.zeros(len(X), dtype=bool)
         unresolved = np.flatnonzero(~resolved)
-        step = max(1, _BLOCK_ENTRIES // max(1, len(self._values)))
-        for start in range(0, len(unresolved), step):
-            rows = unresolved[start : start + step]
-            weights = self._exact_weights(self.kernel_, X[rows], h).astype(np.float64)
+        for block in iter_query_blocks(len(unresolved), len(self._values), cache=False):
+            rows = unresolved[block]
+            weights = self.kernel_.weights(X[rows], h).astype(np.float64)
             fallback[rows] = sparse_neighborhoods(weights, n_params, groups)
         # Moments that overflowed (keys beyond the float range): the kernel average too.
         fallback |= ~np.all(np.isfinite(mean), axis=1)
@@ -334,17 +267,20 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         spread = self._accurate_spread(X, h, mean, spread, second_values)
         return mean, np.maximum(spread, 0.0), fallback
 
-    def _accurate_spread(self, X, h, first, spread, second, kernel=None):
+    def _accurate_spread(self, X, h, first, spread, second, exact=None):
         """The spread ``E_w[v²] − E_w[v]²``, redone around each row's own estimate where
         the difference cancels.
 
         The values are centered on the global mean; where a query's weights sit on values far
         from it (compared with their spread), ``E_w[v²]`` and ``E_w[v]²`` agree in most of
         their digits. Those rows (rare: they need a spread below ``1e-4 E_w[v²]``) are redone
-        as ``Σ_i w_i (v_i − E_w[v])²`` from the head's weights under ``kernel`` (default
-        ``kernel_``; an approximate estimator passes the exact kernel it approximates).
+        from the exact kernel's moments about their own mean (``exact.centered``, the one
+        reduction with Chan's update: no cancellation),
+        ``Σ_i w_i (v_i − ŷ)² = M₂/W + (m − ŷ)²`` around the row's estimate ``ŷ``, with
+        ``exact`` the kernel (default ``kernel_``; an approximate estimator passes the exact
+        kernel it approximates, or the states of its rows computed elsewhere).
         """
-        kernel = self.kernel_ if kernel is None else kernel
+        exact = self.kernel_ if exact is None else exact
         with np.errstate(invalid="ignore"):
             cancelled = ~(spread > WELL_CONDITIONED * second)
         redo = np.flatnonzero(np.any(cancelled, axis=1))
@@ -352,22 +288,16 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             return spread
         spread = spread.astype(np.float64)
         values = self._moments[:, : first.shape[1]].astype(np.float64)
-        step = max(1, _BLOCK_ENTRIES // max(1, len(values)))
-        for start in range(0, len(redo), step):
-            rows = redo[start : start + step]
-            weights = self._exact_weights(kernel, X[rows], h).astype(np.float64)
-            for o in range(values.shape[1]):
-                # Only the outputs that cancelled: the others keep their moments' spread.
-                mine = cancelled[rows, o]
-                if not np.any(mine):
-                    continue
-                deviation = values[:, o][None, :] - first[rows[mine], o][:, None]
-                spread[rows[mine], o] = np.einsum("ij,ij->i", weights[mine] * deviation, deviation)
+        total, mean, m2 = exact.centered(X[redo], h, values)
+        redone = m2 / total[:, None] + (mean - first[redo]) ** 2
+        # Only the outputs that cancelled: the others keep their moments' spread.
+        rows, outputs = np.nonzero(cancelled[redo])
+        spread[redo[rows], outputs] = redone[rows, outputs]
         return spread
 
     def _head_weights(self, X, h):
         """Head ``h``'s weights of a block of queries against the positive-weight rows."""
-        return self._exact_weights(self.kernel_, X, h)
+        return self.kernel_.weights(X, h)
 
     def _block_width(self):
         """Keys a query meets (for the work estimate and block size) and the key tile."""

@@ -34,7 +34,8 @@ same object with learned :math:`W_q, W_k, s`.
 
 import numpy as np
 
-from kernattn._numerics import exp_floor, power_of_two_scale
+from kernattn._numerics import exp_floor, power_of_two_scale, shifted_exp, underflowed
+from kernattn._sums import centered_sums, kernel_sums
 from kernattn.kernels import OUTSIDE_SLOPE, log_kernel, squared_distances
 
 #: Similarities whose logits depend on the distance ‖q − k‖ only (never positive).
@@ -429,6 +430,95 @@ class SoftmaxHeads:
     def keys(self, h):
         """Head ``h``'s projected keys (float64)."""
         return self._keys[h]
+
+    # ------------------------------------------------------------ the exact sums
+
+    def sums(self, X, h, columns):
+        """``Σ_i exp(ℓ_i − c) C_i`` of head ``h`` over the keys for a block of queries
+        ``X``, by the one reduction (:func:`kernattn._sums.kernel_sums`); ``columns`` (one
+        row per key) in the precision of the sums.
+
+        ``c`` is a per-query shift that keeps the largest term at most 1 (it cancels in
+        every ratio of these sums). For never-positive logits there is no shift to wait
+        for: the key tiles' sums simply add up, and only rows that underflowed are redone
+        from :meth:`far_logits`, as are rows whose projection or logits overflowed (a query
+        near the largest float, or a float64 query beyond a float32 fit's range).
+        """
+        if self.far_only(h):
+            # Keys too large for the one product (a tiny input scale): every row is far.
+            far = shifted_exp(self.far_logits(X, h))
+            return (far @ columns.astype(np.float64)).astype(columns.dtype)
+        queries = self.queries(X, h)
+        floor = self.may_underflow(queries, h) if self.nonpositive else True
+
+        def logits(keys, out):
+            return self.logits(queries, h, keys=keys, out=out)
+
+        _, sums = kernel_sums(
+            logits, self.n_keys, columns, shift=not self.nonpositive, floor=floor
+        )
+        # One check per row, not per key.
+        redo = underflowed(sums[:, -1]) if self.nonpositive else ~np.all(np.isfinite(sums), 1)
+        if np.any(redo):
+            far = shifted_exp(self.far_logits(X[redo], h))
+            sums[redo] = far @ columns.astype(np.float64, copy=False)
+        return sums
+
+    def centered(self, X, h, values):
+        """Head ``h``'s kernel moments of ``values`` about their own weighted mean for a
+        block of queries (:func:`kernattn._sums.centered_sums`): the total weight ``W``
+        (on the reduction's shift), the weighted mean ``m`` and ``M₂ = Σ_i w_i (v_i −
+        m)²`` in float64; rows the one product cannot serve come from :meth:`far_logits`."""
+        values = np.asarray(values, dtype=np.float64)
+        if self.far_only(h):
+            return _moments_of(shifted_exp(self.far_logits(X, h)), values)
+        queries = self.queries(X, h)
+
+        def logits(keys, out):
+            return self.logits(queries, h, keys=keys, out=out).astype(np.float64, copy=False)
+
+        _, total, mean, m2 = centered_sums(logits, self.n_keys, values)
+        redo = underflowed(total) | ~np.all(np.isfinite(mean), axis=1)
+        if np.any(redo):
+            total[redo], mean[redo], m2[redo] = _moments_of(
+                shifted_exp(self.far_logits(X[redo], h)), values
+            )
+        return total, mean, m2
+
+    def weights(self, X, h):
+        """Head ``h``'s normalized weights (rows sum to 1) of a block of queries against
+        the keys."""
+        if self.far_only(h):
+            weights = shifted_exp(self.far_logits(X, h))
+            weights /= weights.sum(axis=1, keepdims=True)
+            return weights
+        queries = self.queries(X, h)
+        if not self.nonpositive:
+            with np.errstate(over="ignore", invalid="ignore"):
+                weights = shifted_exp(self.logits(queries, h))
+        else:
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                logits = self.logits(queries, h, floor=self.may_underflow(queries, h))
+                weights = np.exp(logits, out=logits)
+        redo = underflowed(weights.sum(axis=1))
+        if np.any(redo):
+            weights[redo] = shifted_exp(self.far_logits(X[redo], h))
+        weights /= weights.sum(axis=1, keepdims=True)
+        return weights
+
+
+def _moments_of(weights, values):
+    """``(W, m, M₂)`` of values under unnormalized weights (a block in memory)."""
+    total = weights.sum(axis=1)
+    mean = weights @ values / total[:, None]
+    m2 = np.stack(
+        [
+            np.einsum("ij,ij->i", weights, (values[:, o][None, :] - mean[:, o : o + 1]) ** 2)
+            for o in range(values.shape[1])
+        ],
+        axis=1,
+    )
+    return total, mean, m2
 
 
 def _scale_logits(logits, log_factor, factor=1.0):

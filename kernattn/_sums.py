@@ -41,7 +41,16 @@ from array_api_compat import array_namespace, is_numpy_namespace
 from kernattn._blocks import KEY_TILE
 from kernattn._numerics import exp_floor
 
-__all__ = ["augment_keys", "augment_queries", "kernel_sums", "merge", "softmax_weights"]
+__all__ = [
+    "augment_keys",
+    "augment_queries",
+    "centered_sums",
+    "gaussian_key_bias",
+    "kernel_sums",
+    "merge",
+    "merge_centered",
+    "softmax_weights",
+]
 
 
 def augment_queries(Q, *, radial=True, xp=None):
@@ -152,13 +161,119 @@ def kernel_sums(
         def column_of(weights, keys):
             return weights @ columns[..., keys, :]
 
-    if xp is None or is_numpy_namespace(xp):
-        return _numpy_sums(
-            logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision
-        )
-    return _array_sums(
-        logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision, xp
+    numpy = xp is None or is_numpy_namespace(xp)
+    top, sums = None, None
+    for running, weights, keys, rescale in _weight_tiles(
+        logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, xp, numpy
+    ):
+        top = running
+        part = column_of(weights, keys)
+        if sums is None:
+            sums = np.array(part, copy=True) if numpy else part
+        elif numpy:
+            if rescale is not None:
+                sums *= rescale[..., None].astype(sums.dtype, copy=False)
+            sums += part
+        else:
+            sums = (sums if rescale is None else sums * rescale[..., None]) + part
+    if sums is None:
+        raise ValueError("kernel sums need at least one key; got 0")
+    if not shift:
+        zeros = np.zeros if numpy else xp.zeros
+        top = zeros(sums.shape[:-1], dtype=sums.dtype)
+    return top, sums
+
+
+def centered_sums(logits, n_keys, values, *, shift=True, floor=True, removed=False, tile=None):
+    r"""The kernel's weighted moments of ``values`` about their own mean, in one pass:
+    :math:`W_i = \sum_j e^{\ell_{ij} - c_i}`, the weighted mean :math:`m_i` and
+    :math:`M_{2,i} = \sum_j e^{\ell_{ij} - c_i} (v_j - m_i)^2` (numpy).
+
+    The tiles' moments are combined with Chan, Golub and LeVeque's update (each tile's
+    spread taken about its own mean), so :math:`M_2 / W` keeps its digits where the values
+    sit far from 0 compared with their spread (where :math:`E[v^2] - E[v]^2` cancels).
+    States of other key sets merge with :func:`merge_centered`.
+
+    Returns
+    -------
+    top, total, mean, m2 : arrays of shape (b,), (b,), (b, t), (b, t)
+    """
+    tile = KEY_TILE if tile is None else tile
+    values = np.asarray(values)
+    state = None
+    top = None
+    for running, weights, keys, rescale in _weight_tiles(
+        logits, n_keys, shift, floor, removed, None, 0, tile, None, None, True
+    ):
+        top = running
+        part = _tile_moments(weights, values[keys])
+        if state is None:
+            state = part
+            continue
+        if rescale is not None:
+            state = (state[0] * rescale, state[1], state[2] * rescale[:, None])
+        state = _chan(state, part)
+    if state is None:
+        raise ValueError("kernel sums need at least one key; got 0")
+    total, mean, m2 = state
+    if not shift:
+        top = np.zeros(len(total))
+    return top, total, mean, m2
+
+
+def _tile_moments(weights, values):
+    total = weights.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (weights @ values) / total[:, None]
+    mean = np.where(total[:, None] > 0, mean, 0.0)
+    m2 = np.empty_like(mean)
+    for o in range(values.shape[1]):
+        # Σ e (v − m)² directly: E[v²] − m² would cancel where m is far from 0.
+        deviation = values[:, o][None, :] - mean[:, o : o + 1]
+        m2[:, o] = np.einsum("ij,ij->i", weights * deviation, deviation)
+    return total, mean, m2
+
+
+def _chan(a, b):
+    """Two (total, mean, m2) states on the same shift combined (Chan et al.'s update)."""
+    total_a, mean_a, m2_a = a
+    total_b, mean_b, m2_b = b
+    total = total_a + total_b
+    share = np.divide(total_b, total, out=np.zeros_like(total), where=total > 0)[:, None]
+    delta = mean_b - mean_a
+    return total, mean_a + delta * share, m2_a + m2_b + delta**2 * (total_a[:, None] * share)
+
+
+def merge_centered(a, b):
+    r"""Two :func:`centered_sums` states ``(top, total, mean, m2)`` of the same queries
+    merged at the larger shift (a state without keys, shift :math:`-\infty`, adds
+    nothing)."""
+    top_a, total_a, mean_a, m2_a = a
+    top_b, total_b, mean_b, m2_b = b
+    top = np.maximum(top_a, top_b)
+    scale_a = _scale_of(top_a, top, 0, np)
+    scale_b = _scale_of(top_b, top, 0, np)
+    state = _chan(
+        (total_a * scale_a, mean_a, m2_a * scale_a[:, None]),
+        (total_b * scale_b, mean_b, m2_b * scale_b[:, None]),
     )
+    return (top,) + state
+
+
+def _weight_tiles(
+    logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, xp, numpy
+):
+    """The loop of the reduction: per tile of keys, the running shift, the tile's weights
+    ``exp(ℓ − c)``, the keys' slice and the factor that rescales what was summed before
+    to the new shift (``None``: unchanged)."""
+    if numpy:
+        yield from _numpy_tiles(
+            logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision
+        )
+    else:
+        yield from _array_tiles(
+            logits, n_keys, shift, floor, removed, left_out, exponent, tile, xp
+        )
 
 
 def _left_out_in(left_out, start, stop):
@@ -167,10 +282,8 @@ def _left_out_in(left_out, start, stop):
     return rows[here], keys[here] - start
 
 
-def _numpy_sums(
-    logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision
-):
-    top, sums, buffer = None, None, None
+def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision):
+    top, buffer = None, None
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         for start in range(0, max(n_keys, 0), tile):
             keys = slice(start, min(start + tile, n_keys))
@@ -203,65 +316,40 @@ def _numpy_sums(
                 weights = np.exp(block, out=block)
             if gone is not None:
                 weights[gone] = 0.0
-            part = column_of(weights, keys)
-            if sums is None:
-                sums = np.array(part, copy=True)
-                continue
-            if rescale is not None:
-                sums *= rescale[..., None].astype(sums.dtype, copy=False)
-            sums += part
-    if sums is None:
-        raise ValueError("kernel sums need at least one key; got 0")
-    if not shift:
-        top = np.zeros(sums.shape[:-1], dtype=sums.dtype)
-    return top, sums
+            yield top, weights, keys, rescale
 
 
-def _array_sums(
-    logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision, xp
-):
+def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, xp):
     if left_out is not None:
         raise TypeError("left_out pairs are for numpy blocks; mask the logits instead")
-    top, sums = None, None
+    top = None
     for start in range(0, max(n_keys, 0), tile):
         keys = slice(start, min(start + tile, n_keys))
         block = logits(keys, None)
         gone = xp.isinf(block) & (block < 0) if removed else None
+        rescale = None
         if shift:
             new_top = xp.max(block, axis=-1)
             if top is None:
-                top, rescale = new_top, None
+                top = new_top
             else:
                 new_top = xp.maximum(top, new_top)
                 rescale = _scale_of(top, new_top, exponent, xp)
                 top = new_top
             current = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
             block = block - current[..., None]
-        else:
-            rescale = None
         if exponent:
             block = block * 2.0**exponent
         if floor:
-            block = xp.clip(block, min=exp_floor(_dtype_name(block.dtype)))
+            block = xp.clip(block, min=exp_floor(_numpy_dtype(block.dtype)))
         weights = xp.exp(block)
         if gone is not None:
             weights = xp.where(gone, xp.zeros_like(weights), weights)
-        part = column_of(weights, keys)
-        if sums is None:
-            sums = part
-        else:
-            if rescale is not None:
-                sums = sums * rescale[..., None]
-            sums = sums + part
-    if sums is None:
-        raise ValueError("kernel sums need at least one key; got 0")
-    if not shift:
-        top = xp.zeros(sums.shape[:-1], dtype=sums.dtype)
-    return top, sums
+        yield top, weights, keys, rescale
 
 
-def _dtype_name(dtype):
-    """numpy's dtype for another library's float dtype (for the exp floor)."""
+def _numpy_dtype(dtype):
+    """numpy's float dtype of the same precision as another library's (for the floor)."""
     return np.float32 if "32" in str(dtype) or "16" in str(dtype) else np.float64
 
 

@@ -424,7 +424,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         units: centered targets divided by ``_value_scale``)."""
         return LinearSmootherInference(
             weights=lambda X: self._head_weights(X, 0),
-            kernel_weights=lambda X: self._exact_weights(self.kernel_, X, 0),
+            kernel_weights=lambda X: self.kernel_.weights(X, 0),
             keys=self._training_inputs(),
             values=self._values / self._value_scale,
             sample_weight=self.sample_weight_[self._active],
@@ -618,7 +618,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         scales = self.kernel_.input_scale
 
         def gradient_weights(queries):
-            weights = self._exact_weights(self.kernel_, queries, 0).astype(np.float64)
+            weights = self.kernel_.weights(queries, 0).astype(np.float64)
             if not self._linear:
                 return nadaraya_watson_gradient_weights(
                     weights, queries, keys, scales, self.kernel

@@ -1105,56 +1105,78 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         """Whether the weights are computed exactly (``exact_weights_``, keys kept)."""
         return getattr(self, "exact_weights_", False) and self.kernel_.exact is not None
 
-    def _head_moments(self, X, h, return_std, moments=None):
+    def _head_moments(self, X, h, return_std, moments=None, exact=None):
+        """Head ``h``'s moments from the features (``moments``: already computed, by
+        cell), the rows they cannot serve from ``exact`` (default: the exact kernel bound
+        to the kept keys; ``None`` without keys: the training mean)."""
+        exact = self.kernel_.exact if exact is None else exact
         if self._exact():
-            first, second = self._exact_moments(X, h)
+            sums = self._exact_sums(X, h)
+            first, second = self._moments_of_sums(sums)
             if not return_std:
                 return first, None, None
-            spread = self._accurate_spread(
-                X, h, first, second - first**2, second, self.kernel_.exact
-            )
+            spread = self._accurate_spread(X, h, first, second - first**2, second, exact)
             return first, spread, None
         first, second, unreliable = self.kernel_.moments(X, h) if moments is None else moments
+        exact_spread = None
         if np.any(unreliable):
-            first[unreliable], second[unreliable] = self._exact_moments(X[unreliable], h)
+            rows = np.flatnonzero(unreliable)
+            if exact is None:
+                mean, second_moment = self.kernel_.training_moments()
+                first[rows], second[rows] = mean, second_moment
+            else:
+                # The exact kernel's moments about their own mean: its spread needs no
+                # redo (no cancellation).
+                values = self._value_columns()
+                total, mean, m2 = exact.centered(X[rows], h, values)
+                exact_spread = m2 / total[:, None]
+                first[rows], second[rows] = mean, mean**2 + exact_spread
         if not return_std:
             return first, None, unreliable
         spread = second - first**2
-        if self.kernel_.exact is not None:
+        if exact is not None:
             # Weights that sit on values far from the global mean (compared with their
             # spread) leave E[v²] − E[v]² with no correct digit: those rows are redone as
             # Σ_i w_i (v_i − ŷ)² with the weights of the kernel the features approximate.
-            spread = self._accurate_spread(X, h, first, spread, second, self.kernel_.exact)
+            if exact_spread is not None:
+                spread[rows] = exact_spread
+            spread = self._accurate_spread(X, h, first, spread, second, exact)
         else:
             # Without keys nothing can be redone: a spread lost to cancellation is clipped.
             spread = np.maximum(spread, 0.0)
         return first, spread, unreliable
 
-    def _exact_moments(self, X, h):
-        """First and second moments of the centered values under head ``h``'s exact kernel
-        (in blocks bounded by ``working_memory``); the training mean without keys."""
-        kernel = self.kernel_
-        if kernel.exact is None:
-            mean, second = kernel.training_moments()
-            return np.tile(mean, (len(X), 1)), np.tile(second, (len(X), 1))
-        exact = kernel.exact
+    def _value_columns(self):
+        """The centered values in the kernel's units (``value_scale``), float64: what the
+        exact kernel's moments are taken of."""
+        t = self.kernel_.n_outputs
+        if len(self._moments):
+            return self._moments[:, :t].astype(np.float64)
+        return np.zeros((0, t))
+
+    def _moments_of_sums(self, sums):
+        t = self.kernel_.n_outputs
+        return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
+
+    def _exact_sums(self, X, h):
+        """The exact kernel's sums of the value moments ``[v, v², 1]`` at ``X`` (in
+        blocks bounded by ``working_memory``)."""
+        exact = self.kernel_.exact
         width = min(exact.n_keys, KEY_TILE) if exact.nonpositive else 2 * exact.n_keys
-        sums = np.vstack(
+        return np.vstack(
             [
-                self._exact_sums(exact, X[rows], h)
+                exact.sums(X[rows], h, self._moments)
                 for rows in iter_query_blocks(len(X), width, cache=False)
             ]
         ).astype(np.float64, copy=False)
-        t = kernel.n_outputs
-        return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
 
     def _head_weights(self, X, h):
         self._check_keys_kept()
         if self._exact():
-            return self._exact_weights(self.kernel_.exact, X, h)
+            return self.kernel_.exact.weights(X, h)
         weights, unreliable = self.kernel_.weights(X, h)
         if np.any(unreliable):
-            weights[unreliable] = self._exact_weights(self.kernel_.exact, X[unreliable], h)
+            weights[unreliable] = self.kernel_.exact.weights(X[unreliable], h)
         return weights
 
     def _block_width(self):

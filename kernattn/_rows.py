@@ -1,0 +1,183 @@
+"""Training rows in parts: what a fit that works part by part reads its data through.
+
+A fit whose statistics are sums over rows (the kernel sums of a bandwidth criterion, the
+feature sums of linear attention, the first pass's means and sample) can take them part by
+part and merge the parts' results. :class:`Rows` is that view of a training set:
+``reduce(task, merge)`` runs ``task`` on every part and merges the results in the order of
+the parts (a fixed tree, never the order in which parts finish), so the same rows give the
+same fit however the parts are computed.
+
+- :class:`ArrayRows`: arrays in memory, one part (or several, for tests);
+- :class:`ChunkRows`: chunks read from an iterable (from disk, say), on threads, a few
+  held at once;
+- a partitioned collection (a dask array or dataframe): the rows live on the workers of a
+  cluster, and the parts are its partitions. The backend for it is registered by
+  :mod:`kernattn.distributed` (:func:`register_collection`); this module knows only the
+  registration, so that the estimators never import the backend.
+"""
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from kernattn._blocks import effective_n_jobs, single_threaded_blas
+
+#: Partial results merged per node of a reduction tree.
+SPLIT_EVERY = 8
+
+_COLLECTIONS = []
+
+
+def register_collection(handles, rows, predict):
+    """Register a backend for a kind of partitioned collection.
+
+    ``handles(data)`` says whether an argument is such a collection; ``rows(X, y,
+    sample_weight)`` makes its :class:`Rows`; ``predict(model, X, **kwargs)`` predicts on
+    it (or with a model whose training set is one).
+    """
+    _COLLECTIONS.append((handles, rows, predict))
+
+
+def _backend(*data):
+    for backend in _COLLECTIONS:
+        if any(d is not None and backend[0](d) for d in data):
+            return backend
+    return None
+
+
+def collection_rows(X, y, sample_weight=None):
+    """The :class:`Rows` of a partitioned collection, or ``None`` for data in memory."""
+    backend = _backend(X, y, sample_weight)
+    return None if backend is None else backend[1](X, y, sample_weight)
+
+
+def collection_predict(X, *fitted):
+    """The prediction backend of ``X`` (or of a fitted model's partitioned training set
+    among ``fitted``), or ``None`` for arrays in memory."""
+    backend = _backend(X, *fitted)
+    return None if backend is None else backend[2]
+
+
+def tree_merge(parts, merge):
+    """``merge`` applied up a tree of at most ``SPLIT_EVERY`` parts per node, in order."""
+    parts = list(parts)
+    if not parts:
+        return None
+    while len(parts) > 1:
+        parts = [merge(*parts[i : i + SPLIT_EVERY]) for i in range(0, len(parts), SPLIT_EVERY)]
+    return parts[0]
+
+
+def as_part(X, y, w):
+    """One part as float arrays: ``X`` (n, d), ``Y`` (n, t) and ``w`` (n,) (ones for
+    ``None``)."""
+    X = np.asarray(X, dtype=float)
+    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    w = np.ones(len(X)) if w is None else np.asarray(w, dtype=float).reshape(-1)
+    return X, Y, w
+
+
+class Rows:
+    """A training set in parts (see the module docstring).
+
+    ``task(X, y, w, part)`` of :meth:`reduce` gets one part's arrays (``w`` may be
+    ``None``: every weight 1) and its :class:`Part` (index and first row); the results are
+    merged with ``merge(*results)`` up a tree.
+    """
+
+    #: Whether the rows stay reachable after the fit (a cluster keeps its partitions): a
+    #: model can then keep them as its keys.
+    keeps_rows = False
+    #: Column names of a dataframe, or ``None``.
+    feature_names = None
+
+    def reduce(self, task, merge, *shared):
+        raise NotImplementedError
+
+    def collect(self):
+        """The whole training set in memory: ``(X, y, sample_weight)``."""
+        raise NotImplementedError
+
+
+class Part:
+    """Where a part sits in the training set: its ``index`` among the parts and the
+    number of its first row."""
+
+    __slots__ = ("index", "start")
+
+    def __init__(self, index, start):
+        self.index = index
+        self.start = start
+
+
+class ArrayRows(Rows):
+    """Arrays in memory, cut into ``n_parts`` parts of consecutive rows."""
+
+    def __init__(self, X, y, sample_weight=None, n_parts=1):
+        self.X, self.y, self.sample_weight = X, y, sample_weight
+        self.n_parts = n_parts
+
+    def reduce(self, task, merge, *shared):
+        bounds = np.linspace(0, len(self.X), self.n_parts + 1).astype(int)
+        w = self.sample_weight
+        results = [
+            task(
+                self.X[a:b],
+                self.y[a:b],
+                None if w is None else w[a:b],
+                Part(i, int(a)),
+                *shared,
+            )
+            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+        ]
+        return tree_merge(results, merge)
+
+    def collect(self):
+        return self.X, self.y, self.sample_weight
+
+
+class ChunkRows(Rows):
+    """Chunks ``(X, y)`` or ``(X, y, sample_weight)`` of an iterable, read anew for every
+    :meth:`reduce` (the same chunks each time), on ``n_jobs`` threads.
+
+    ``check(i, chunk)`` validates a chunk (in order, in this thread) and returns its
+    ``(X, y, w)``. At most ``threads + 1`` chunks are held at once, and the results are
+    merged in chunk order: the result does not depend on the number of threads.
+    """
+
+    def __init__(self, make_iterator, check, n_jobs=None):
+        self.make_iterator = make_iterator
+        self.check = check
+        self.n_jobs = n_jobs
+        self.n_rows = None
+
+    def reduce(self, task, merge, *shared):
+        result, start = None, 0
+        pending = deque()
+        threads = effective_n_jobs(self.n_jobs)
+
+        def add(part):
+            nonlocal result
+            result = part if result is None else merge(result, part)
+
+        with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
+            for i, chunk in enumerate(self.make_iterator()):
+                X, y, w = self.check(i, chunk)
+                pending.append(pool.submit(task, X, y, w, Part(i, start), *shared))
+                start += len(X)
+                del chunk, X, y, w
+                while len(pending) > threads:
+                    add(pending.popleft().result())
+            while pending:
+                add(pending.popleft().result())
+        if self.n_rows is not None and start != self.n_rows:
+            raise ValueError(
+                f"the chunks gave {self.n_rows} rows in the first pass and {start} in a later "
+                "one; they must be the same every time"
+            )
+        self.n_rows = start
+        return result
+
+    def collect(self):
+        raise TypeError("chunks are read one at a time; they are never collected in memory")
