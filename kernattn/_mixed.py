@@ -39,12 +39,8 @@ import numbers
 
 import numpy as np
 
-from kernattn.bandwidth import (
-    BANDWIDTH_RULES,
-    CRITERIA,
-    rule_of_thumb_bandwidth,
-    select_tied_bandwidth,
-)
+from kernattn.bandwidth import BANDWIDTH_RULES, CRITERIA, rule_of_thumb_bandwidth
+from kernattn.bandwidth._tied import select_tied_bandwidth
 
 __all__ = [
     "MixedEncoding",

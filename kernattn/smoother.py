@@ -48,10 +48,10 @@ from kernattn.bandwidth import (
     BANDWIDTH_RULES,
     CRITERIA,
     BandwidthWarning,
-    edge_message,
     resolve_bandwidth,
     select_bandwidth,
 )
+from kernattn.bandwidth._search import edge_message
 from kernattn.kernels import KERNELS
 
 

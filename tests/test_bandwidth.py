@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from kernattn._loo import DuplicateGroups
-from kernattn.bandwidth import CRITERIA, _Criterion, check_bandwidth, resolve_bandwidth
+from kernattn.bandwidth import CRITERIA, resolve_bandwidth
+from kernattn.bandwidth._criterion import Criterion
+from kernattn.bandwidth._rules import check_bandwidth
 from kernattn.kernels import KERNELS
 
 PROFILES = {
@@ -61,7 +63,7 @@ CASES = [
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_leave_one_out_loss_equals_the_direct_formula(kernel, case):
     X, Y, sample_weight = make_problem(1, **case)
-    objective = _Criterion(X, Y, sample_weight, kernel)
+    objective = Criterion(X, Y, sample_weight, kernel)
     for seed in range(3):
         h = bandwidths(kernel, seed)
         loss, _ = objective.loss_and_grad(np.log(h))
@@ -76,7 +78,7 @@ def test_a_row_far_from_every_other_keeps_its_nearest_neighbour(criterion):
     X, Y, sample_weight = make_problem(15, d=2, weighted=True)
     h = np.array([0.3, 0.4])
     X[0] = X[1] + [60 * 0.3, 0.0]
-    objective = _Criterion(X, Y, sample_weight, "gaussian", 0, criterion)
+    objective = Criterion(X, Y, sample_weight, "gaussian", 0, criterion)
     value, grad = objective.loss_and_grad(np.log(h))
     # Directly, with each row's logits shifted by their maximum (the nearest kept key).
     r2 = (((X[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=-1)
@@ -112,7 +114,7 @@ def gradient_and_central_differences(objective, log_h, step):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_leave_one_out_gradient_matches_central_differences(kernel, case):
     X, Y, sample_weight = make_problem(2, **case)
-    objective = _Criterion(X, Y, sample_weight, kernel)
+    objective = Criterion(X, Y, sample_weight, kernel)
     step = 1e-6
     for seed in range(3):
         log_h = np.log(bandwidths(kernel, seed))
@@ -164,7 +166,7 @@ def test_every_criterion_of_both_degrees_equals_the_direct_formula(
     kernel, case, degree, criterion
 ):
     X, Y, sample_weight = make_problem(11, **case)
-    objective = _Criterion(X, Y, sample_weight, kernel, degree, criterion)
+    objective = Criterion(X, Y, sample_weight, kernel, degree, criterion)
     for seed in range(2):
         h = bandwidths(kernel, seed) * (1.5 if degree else 1.0)
         value, _ = objective.loss_and_grad(np.log(h))
@@ -177,7 +179,7 @@ def test_every_criterion_of_both_degrees_equals_the_direct_formula(
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_criterion_gradient_matches_central_differences(kernel, degree, criterion):
     X, Y, sample_weight = make_problem(12, duplicates=True, weighted=True)
-    objective = _Criterion(X, Y, sample_weight, kernel, degree, criterion)
+    objective = Criterion(X, Y, sample_weight, kernel, degree, criterion)
     step = 1e-6
     log_h = np.log(bandwidths(kernel, 2) * (1.5 if degree else 1.0))
     grad, numeric = gradient_and_central_differences(objective, log_h, step)
@@ -190,7 +192,7 @@ def test_a_line_in_some_columns_gives_the_criterion_and_gradient_of_that_fit(cri
     # The local line in the first column only (as for a continuous feature next to the
     # encoded columns of a discrete one); the kernel still uses every column.
     X, Y, sample_weight = make_problem(14, d=3, duplicates=True, weighted=True)
-    objective = _Criterion(X, Y, sample_weight, "gaussian", 1, criterion, line=[0])
+    objective = Criterion(X, Y, sample_weight, "gaussian", 1, criterion, line=[0])
     h = bandwidths("gaussian", 1) * 1.5
     value, _ = objective.loss_and_grad(np.log(h))
     expected = direct_criterion(X, Y, sample_weight, h, "gaussian", 1, criterion, line=[0])
@@ -206,7 +208,7 @@ def test_local_linear_leave_one_out_residual_is_the_deleted_residual_identity():
     h = np.array([0.6, 0.8])
     S = direct_smoother_matrix(X, sample_weight, h, "gaussian", 1)
     deleted = (Y - S @ Y) / (1 - np.diag(S))[:, None]
-    objective = _Criterion(X, Y, sample_weight, "gaussian", 1, "loo")
+    objective = Criterion(X, Y, sample_weight, "gaussian", 1, "loo")
     np.testing.assert_allclose(
         objective.loss_and_grad(np.log(h))[0], np.mean((deleted**2).sum(axis=1)), rtol=1e-9
     )
@@ -216,7 +218,7 @@ def test_effective_dof_is_the_trace_of_the_smoother_matrix():
     X, Y, sample_weight = make_problem(14, weighted=True)
     h = bandwidths("gaussian", 0)
     for degree in (0, 1):
-        objective = _Criterion(X, Y, sample_weight, "gaussian", degree, "loo")
+        objective = Criterion(X, Y, sample_weight, "gaussian", degree, "loo")
         S = direct_smoother_matrix(X, sample_weight, h, "gaussian", degree)
         np.testing.assert_allclose(objective.effective_dof(np.log(h)), np.trace(S), rtol=1e-9)
 
@@ -224,7 +226,7 @@ def test_effective_dof_is_the_trace_of_the_smoother_matrix():
 @pytest.mark.parametrize("criterion", CRITERIA)
 def test_subset_estimates_of_the_sums_are_unbiased(criterion):
     X, Y, sample_weight = make_problem(15, n=60)
-    objective = _Criterion(X, Y, sample_weight, "gaussian", 1, criterion)
+    objective = Criterion(X, Y, sample_weight, "gaussian", 1, criterion)
     log_h = np.log(bandwidths("gaussian", 0) * 1.5)
     full = objective._statistics(log_h, None)
     # Averaged over a partition of the queries into equal subsets, the scaled sums are the
@@ -240,7 +242,7 @@ def test_subset_estimates_of_the_sums_are_unbiased(criterion):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_grid_losses_equal_the_loss_at_each_multiple(kernel):
     X, Y, sample_weight = make_problem(3, duplicates=True, weighted=True)
-    objective = _Criterion(X, Y, sample_weight, kernel)
+    objective = Criterion(X, Y, sample_weight, kernel)
     h = bandwidths(kernel, 0)
     factors = np.array([1.0, 1.3, 2.0, 5.0]) if kernel != "gaussian" else np.geomspace(0.1, 10, 5)
     losses = objective.grid_losses(h, factors)
@@ -253,8 +255,8 @@ def test_repeated_rows_act_like_integer_sample_weights_in_the_objective(kernel):
     X, Y, _ = make_problem(4, n=30)
     counts = np.random.default_rng(4).integers(1, 4, size=len(X))
     repeated = np.repeat(np.arange(len(X)), counts)
-    weighted = _Criterion(X, Y, counts.astype(float), kernel)
-    plain = _Criterion(X[repeated], Y[repeated], np.ones(len(repeated)), kernel)
+    weighted = Criterion(X, Y, counts.astype(float), kernel)
+    plain = Criterion(X[repeated], Y[repeated], np.ones(len(repeated)), kernel)
     log_h = np.log(bandwidths(kernel, 1))
     pairs = zip(weighted.loss_and_grad(log_h), plain.loss_and_grad(log_h), strict=True)
     for got, expected in pairs:

@@ -484,7 +484,7 @@ def test_aic_and_gcv_report_their_criterion_and_the_trace(bandwidth, degree):
 @pytest.fixture
 def small_stages(monkeypatch):
     """The staged search of large training sets, at the sizes of a unit test."""
-    import kernattn.bandwidth as bandwidth_module
+    import kernattn.bandwidth._search as bandwidth_module
 
     monkeypatch.setattr(bandwidth_module, "_EXACT_ROWS", 300)
     monkeypatch.setattr(bandwidth_module, "_FIRST_SUBSET", 150)

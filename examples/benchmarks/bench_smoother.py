@@ -39,7 +39,9 @@ from threadpoolctl import threadpool_limits
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
 from kernattn._blocks import map_query_blocks
 from kernattn._engine import KEY_TILE
-from kernattn.bandwidth import _LOO_GRID, _Criterion, rule_of_thumb_bandwidth
+from kernattn.bandwidth import rule_of_thumb_bandwidth
+from kernattn.bandwidth._criterion import Criterion
+from kernattn.bandwidth._search import LOO_GRID
 
 
 def task(n, rng):
@@ -184,8 +186,8 @@ def loo_table(sizes, rng):
         X, y = task(n, rng)
         seconds = best_time(lambda: KernelSmoother(bandwidth="loo").fit(X, y))  # noqa: B023
         model = KernelSmoother(bandwidth="loo").fit(X, y)
-        objective = _Criterion(X, y[:, None], np.ones(n), "gaussian")
-        fine_grid = np.geomspace(_LOO_GRID[0], _LOO_GRID[-1], 100)
+        objective = Criterion(X, y[:, None], np.ones(n), "gaussian")
+        fine_grid = np.geomspace(LOO_GRID[0], LOO_GRID[-1], 100)
         common = objective.grid_losses(rule_of_thumb_bandwidth(X), fine_grid).min()
         h0, h1 = model.bandwidth_
         print(
@@ -276,7 +278,7 @@ def statsmodels_table(sizes, rng):
                 3,
             )
             model = KernelSmoother(bandwidth="loo", degree=degree).fit(X, y)
-            objective = _Criterion(X, y[:, None], np.ones(n), "gaussian", degree)
+            objective = Criterion(X, y[:, None], np.ones(n), "gaussian", degree)
             theirs = objective.loss_and_grad(np.log(np.asarray(reference.bw)))[0]
             ours = model.loo_error_
             print(

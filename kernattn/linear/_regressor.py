@@ -29,10 +29,10 @@ from kernattn._numerics import normalized_weights, power_of_two_scale
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
     BandwidthWarning,
-    edge_message,
     resolve_bandwidth,
     select_bandwidth,
 )
+from kernattn.bandwidth._search import edge_message
 from kernattn.feature_maps import (
     FEATURE_MAPS,
     FeatureMap,

@@ -1,0 +1,612 @@
+r"""The bandwidth-selection criteria of the smoother (leave-one-out, AICc, GCV) as functions
+of the log-bandwidths, with their analytic gradients.
+
+The criterion's sums over the keys go through the one reduction
+(:func:`kernattn._sums.kernel_sums`): key tiles on a running shift, each row's own input
+left out.
+"""
+
+import numpy as np
+
+from kernattn._blocks import (
+    KEY_TILE,
+    iter_query_blocks,
+    map_query_blocks,
+    n_workers,
+)
+from kernattn._local_linear import (
+    key_columns,
+    n_line_parameters,
+    solve_covariance,
+    sparse_neighborhoods,
+    unpack_second,
+    value_key_columns,
+)
+from kernattn._loo import DuplicateGroups
+from kernattn._numerics import EXP_FLOOR, normalized_weights, power_of_two_scale, shifted_exp
+from kernattn._sums import kernel_sums
+from kernattn.bandwidth._rules import weighted_spread
+from kernattn.kernels import log_kernel, log_kernel_derivative
+
+# Entries per (queries × keys) array of a block of the leave-one-out objective.
+_BLOCK_ENTRIES = 2**18
+# Unshifted kernel sums of a row below this are redone with the row's maximum logit
+# subtracted: above it, the floor of the logits (EXP_FLOOR) is far below every digit.
+_UNSHIFTED_SUM = 1e-250
+# The sums go unshifted only while ½‖k‖²/c² stays below this: the rounding of the logits'
+# expansion (about 1e-16 of it) then moves no logit by more than 1e-6.
+_ROUNDING_SAFE = 1e10
+# A criterion where tr(S) leaves no degrees of freedom for the error: worse than any other.
+_INFEASIBLE = 1e10
+
+
+#: The selection criteria: name → what the search minimizes.
+CRITERIA = ("loo", "aic", "gcv")
+
+
+def constant_gradient_terms(Q, sums, residual, ybar):
+    r"""The per-query terms of the local-constant gradient from the column sums.
+
+    With u = q − k, kernel values E and Γ = −2f'(r²), ``sums`` holds per query
+    :math:`\sum_j E Γ [1, y_j, k_j, k_j^2, y_j k_j, y_j k_j^2]` (outputs major in the last
+    two). :math:`\sum_j E Γ u_f^2` and :math:`\sum_j E Γ y_{jo} u_f^2` expand in
+    :math:`q_f^2`, :math:`-2 q_f` and these sums. Returns ``inner`` (b, d),
+    :math:`\sum_j E Γ (r \cdot y_j - r \cdot \bar y) u_f^2` for the residuals ``r``, and
+    ``plain_u2`` (b, d), :math:`\sum_j E Γ u_f^2`.
+    """
+    b, d = Q.shape
+    t = residual.shape[1]
+    base = 1 + t
+    start = base + 2 * d
+    Q2 = Q**2
+    plain_u2 = Q2 * sums[:, :1] - 2.0 * Q * sums[:, base : base + d] + sums[:, base + d : start]
+    valued_u2 = (
+        Q2[:, None, :] * sums[:, 1 : 1 + t, None]
+        - 2.0 * Q[:, None, :] * sums[:, start : start + t * d].reshape(b, t, d)
+        + sums[:, start + t * d : start + 2 * t * d].reshape(b, t, d)
+    )
+    inner = np.einsum("bt,btf->bf", residual, valued_u2)
+    inner -= np.einsum("bt,bt->b", residual, ybar)[:, None] * plain_u2
+    return inner, plain_u2
+
+
+class Criterion:
+    r"""A bandwidth-selection criterion of the smoother as a function of the log-bandwidths.
+
+    ``"loo"``: the leave-one-out squared error :math:`\sum_i s_i \|y_i - \hat y_{-i}\|^2 /
+    \sum_i s_i`, where :math:`\hat y_{-i}` is the estimate (local constant or local linear)
+    at :math:`x_i` from the training set without row :math:`i` and every exact duplicate of
+    it. For a linear smoother this is :math:`(y_i - \hat y_i)/(1 - S_{ii})` with
+    :math:`S` the smoother matrix at the training points (exactly so for the local-linear
+    fit without its ridge); computing the fit without the row is the same and does not
+    cancel as :math:`S_{ii} \to 1`.
+
+    ``"gcv"``: :math:`\hat\sigma^2 / (1 - \mathrm{tr}(S)/n)^2` (that is
+    :math:`n\,\mathrm{RSS}/(n - \mathrm{tr}\,S)^2`), and ``"aic"``: the corrected AIC of
+    Hurvich, Simonoff and Tsai (1998),
+    :math:`\log\hat\sigma^2 + (1 + \mathrm{tr}(S)/n)/(1 - (\mathrm{tr}(S) + 2)/n)`, with
+    :math:`\hat\sigma^2 = \sum_i s_i \|y_i - \hat y_i\|^2 / n` the in-sample error and
+    :math:`n = \sum_i s_i` (integer weights count as repeated rows).
+
+    The gradients with respect to :math:`\theta_f = \log h_f` are analytic. With
+    :math:`\gamma_{ijf} = \partial \log\kappa_{ij}/\partial\theta_f = -2 f'(r_{ij}^2)
+    u_{ijf}^2` (:math:`u^2_{ijf}` for the Gaussian kernel), the local fit's
+    :math:`\partial\hat y_i/\partial\theta_f = \sum_j l_{ij}\,\gamma_{ijf}\, e_{ij}`, where
+    :math:`l_{ij}` are the equivalent weights and :math:`e_{ij} = y_j - \hat m_i(x_j)` the
+    residual of key :math:`j` from query :math:`i`'s local fit (for the local-constant fit,
+    :math:`y_j - \hat y_i`); and :math:`\partial S_{ii}/\partial\theta_f = -w_{ii}
+    \sum_j w_{ij} a_{ij}^2 \gamma_{ijf}` with :math:`l_{ij} = w_{ij} a_{ij}`.
+
+    The targets are centered and divided by their total standard deviation, so the search
+    sees the same function for ``Y`` and ``c·Y`` (up to rounding): the selected bandwidth
+    does not depend on the units of the targets; the inputs are centered and the search
+    runs in log-bandwidths, so it does not depend on the units of the inputs either. The
+    ``scaled_`` methods give the criterion in those units; :meth:`in_target_units` converts.
+
+    The local line can live in a subset of the columns (``line``): with discrete features
+    (encoded columns, :mod:`kernattn._mixed`) it is fitted in the continuous features only,
+    and the discrete ones enter through the kernel weights (Li and Racine, 2004). The
+    gradient formula holds as it is: the local fit depends on the bandwidths only through
+    its weights.
+
+    Every evaluation can be restricted to a subset of the queries (``rows``): each query
+    is still compared with every key, and the sums over the subset are scaled to the whole
+    training set, so the criterion's ingredients (the squared error, the trace) and their
+    gradients are unbiased estimates.
+    """
+
+    def __init__(
+        self,
+        X,
+        Y,
+        sample_weight,
+        kernel,
+        degree=0,
+        criterion="loo",
+        n_jobs=None,
+        leave_out_duplicates=True,
+        line=None,
+    ):
+        self.n_jobs = n_jobs
+        self.kernel = kernel
+        self.degree = degree
+        self.criterion = criterion
+        self.loo = criterion == "loo"
+        raw = np.asarray(sample_weight, dtype=float)
+        sample_weight = normalized_weights(raw)
+        with np.errstate(over="ignore"):
+            self.n_total = float(raw.sum())
+        unit = power_of_two_scale(X, axis=0)
+        self.X = X - np.average(X / unit, axis=0, weights=sample_weight) * unit
+        # Centered, and divided by a power of two near the total standard deviation of the
+        # targets (the root of the summed variances of the outputs): the loss of predicting
+        # the mean is between 1 and 4 whatever the units, so the optimizer's absolute
+        # tolerances mean the same for y and c·y. A power of two is exact: weighted and
+        # repeated rows, whose spreads differ in their last bits, see the same targets.
+        _, sigma = weighted_spread(Y, sample_weight)
+        top = float(sigma.max(initial=0.0))
+        total = top * float(np.sqrt(np.sum((sigma / top) ** 2))) if top > 0 else 1.0
+        self.y_scale = float(power_of_two_scale(total))
+        unit = power_of_two_scale(Y, axis=0)
+        Y = Y - np.average(Y / unit, axis=0, weights=sample_weight) * unit
+        self.Y = Y / self.y_scale
+        self.sw = sample_weight
+        log_sw = np.log(sample_weight / sample_weight.max())
+        self.log_sw = log_sw if np.any(log_sw != 0) else None
+        self.total = sample_weight.sum()
+        self.n = len(X)
+        # The (query, key) pairs to leave out: each row with every row of identical input.
+        # Without leave_out_duplicates only the row itself (rows that share a category are
+        # neighbours there, not copies).
+        self.groups = DuplicateGroups(X if leave_out_duplicates else np.arange(len(X))[:, None])
+        self.n_groups = self.groups.n_groups
+        self.group_ids = self.groups.ids if self.n_groups < self.n else None
+        if self.group_ids is not None:
+            sizes = np.bincount(self.group_ids)
+            self._has_copies = sizes[self.group_ids] > 1
+            order = np.argsort(self.group_ids, kind="stable")
+            bounds = np.searchsorted(self.group_ids[order], np.arange(self.n_groups + 1))
+            self._members = [order[bounds[g] : bounds[g + 1]] for g in range(self.n_groups)]
+        # The columns of the local line (all of them, or the continuous features' with
+        # discrete ones, whose levels enter through the kernel only).
+        self.line = np.arange(X.shape[1]) if line is None else np.asarray(line, dtype=int)
+        self.n_params = n_line_parameters(X[:, self.line])
+        # The local-constant Gaussian criterion needs only sums over the keys: it goes
+        # through the keys in tiles (see _tiled_sums); the others need whole rows.
+        self.tiled = degree == 0 and kernel == "gaussian"
+
+    # ------------------------------------------------------------------ units
+
+    def in_target_units(self, value):
+        """A criterion value of the search in the targets' units (``inf`` only where the
+        true value overflows)."""
+        if self.criterion == "aic":
+            return value + 2.0 * np.log(self.y_scale)
+        with np.errstate(over="ignore", under="ignore"):
+            return value * self.y_scale * self.y_scale
+
+    def loss_and_grad(self, log_bandwidth, rows=None):
+        """The criterion and its gradient at ``exp(log_bandwidth)``, in the targets'
+        units."""
+        value, grad = self.scaled_loss_and_grad(log_bandwidth, rows)
+        if self.criterion == "aic":
+            return self.in_target_units(value), grad
+        return self.in_target_units(value), self.in_target_units(grad)
+
+    def grid_losses(self, bandwidth, factors, rows=None):
+        """The criterion at ``bandwidth * c`` for every common factor ``c`` (targets'
+        units)."""
+        return self.in_target_units(self.scaled_grid_losses(bandwidth, factors, rows))
+
+    # ------------------------------------------------------------- the blocks
+
+    def _columns(self, K, gradient=True):
+        """What the kernel weights are summed against, transposed (columns × keys):
+        ``[1, y]``, then for the local line ``[k, k kᵀ, y kᵀ]``; for the local-constant
+        gradient ``[k, k², y k, y k²]`` (the gradient's sums, from the same product)."""
+        columns = [np.ones((len(K), 1)), self.Y]
+        if self.degree == 1:
+            line = K[:, self.line]
+            columns += [key_columns(line), value_key_columns(self.Y, line)]
+        elif gradient:
+            columns += [K, K**2, value_key_columns(self.Y, K), value_key_columns(self.Y, K**2)]
+        return np.ascontiguousarray(np.hstack(columns).T)
+
+    def _map_blocks(self, function, rows, tiled=None):
+        """``function(rows)`` over query blocks (global row indices: a slice when ``rows``
+        is ``None``), on threads; the results in block order. ``tiled``: blocks sized for
+        tiles of keys (default: as the criterion's sums go), else for whole rows."""
+        n_queries = self.n if rows is None else len(rows)
+        tiled = self.tiled if tiled is None else tiled
+
+        def run(block):
+            return function(block if rows is None else rows[block])
+
+        if tiled:
+            options = dict(key_tile=KEY_TILE, n_arrays=2)
+            width = min(self.n, KEY_TILE)
+        else:
+            options = dict(n_arrays=6, cache=_BLOCK_ENTRIES)
+            width = self.n
+        if n_workers(n_queries, self.n, self.n_jobs) == 1:
+            # One thread (the search already holds BLAS to one): the blocks in a loop,
+            # without entering the thread limits again for every evaluation.
+            blocks = iter_query_blocks(
+                n_queries, width, **{k: v for k, v in options.items() if k != "key_tile"}
+            )
+            return [run(block) for block in blocks]
+        return map_query_blocks(run, n_queries, self.n, n_jobs=self.n_jobs, **options)
+
+    def _distances(self, K, K_aug, rows):
+        """Scaled squared distances of a block (rows × all keys), with the row minimum
+        subtracted for the Gaussian kernel (its exact shift); +inf on the left-out pairs
+        for ``"loo"``.
+
+        One product: [q, ‖q‖², 1] · [−2k, 1, ‖k‖²]. Not clipped at 0: a rounding error of
+        −1e-16 only shifts a logit by as much.
+        """
+        Q = K[rows]
+        Q_aug = np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((len(Q), 1))])
+        r2 = Q_aug @ K_aug
+        if self.loo:
+            r2 = self._leave_out(r2, rows)
+        if self.kernel == "gaussian":
+            r2 -= r2.min(axis=1, keepdims=True)
+        else:
+            np.maximum(r2, 0.0, out=r2)
+        return r2
+
+    def _largest_r2(self, r2):
+        """The largest finite entry of a block of distances (+inf marks left-out pairs)."""
+        top = r2.max(axis=1)
+        if np.all(np.isfinite(top)):
+            return float(top.max(initial=0.0))
+        return float(np.where(np.isfinite(r2), r2, 0.0).max(initial=0.0))
+
+    def _logit_source(self, K, K_aug, rows, factor):
+        """The Gaussian logits −½‖q − k‖²/c² + log s of the block ``rows``, a tile of keys
+        at a time, from one product with d + 2 inner terms: the block's key indices, the
+        logits of a tile (a callable for :func:`~kernattn._sums.kernel_sums`) and the
+        left-out pairs (``None`` outside leave-one-out)."""
+        Q = K[rows]
+        b = len(Q)
+        half = 0.5 / factor**2
+        # [q, ‖q‖², 1]·(−half) · [−2k, 1, ‖k‖²] + log s.
+        Q_aug = -half * np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((b, 1))])
+        index = np.arange(self.n)[rows]
+        left_out = self._left_out_pairs(index) if self.loo else None
+
+        def logits(keys, out):
+            block = np.matmul(Q_aug, K_aug[:, keys], out=out)
+            if self.log_sw is not None:
+                block += self.log_sw[keys]
+            return block
+
+        return index, logits, left_out
+
+    def _tiled_sums(self, K, K_aug, columns, rows, factor, shifted=False):
+        """Gaussian kernel sums of a block by the one reduction
+        (:func:`~kernattn._sums.kernel_sums`), tiles of keys that stay in cache.
+
+        The logits (:meth:`_logit_source`) are at most 0 (up to the rounding of the
+        product), so they are first used as they are: two passes over each tile fewer than
+        shifting them. The rows whose sums come out below ``_UNSHIFTED_SUM`` (the nearest
+        kept key far away) are redone ``shifted`` by the running row maximum (the nearest
+        kept key so far), as in the engine's exact path, so that no row underflows; so is
+        every row when the rounding of the product could make a logit large. Returns the
+        sums and each row's own kernel value on the same shift (its logit is log s_i), for
+        the trace.
+        """
+        unshifted = not shifted and 0.5 * (self._key_radius(K) / factor) ** 2 < _ROUNDING_SAFE
+        index, logits, left_out = self._logit_source(K, K_aug, rows, factor)
+
+        def column_sums(weights, keys):
+            return weights @ columns[:, keys].T
+
+        top, sums = kernel_sums(
+            logits, self.n, column_sums, shift=not unshifted, left_out=left_out
+        )
+        E_self = None
+        if not self.loo:
+            log_self = np.zeros(len(index)) if self.log_sw is None else self.log_sw[index]
+            E_self = np.exp(np.maximum(log_self - top, EXP_FLOOR))
+        if not unshifted:
+            return sums, E_self
+        redo = np.flatnonzero(~((sums[:, 0] >= _UNSHIFTED_SUM) & (sums[:, 0] < np.inf)))
+        if len(redo):
+            sums[redo], again = self._tiled_sums(
+                K, K_aug, columns, index[redo], factor, shifted=True
+            )
+            if E_self is not None:
+                E_self[redo] = again
+        return sums, E_self
+
+    def _key_radius(self, K):
+        return float(np.sqrt(np.einsum("ij,ij->i", K, K).max(initial=0.0)))
+
+    def _left_out_pairs(self, index):
+        """(block row, key) pairs a leave-one-out block leaves out: each row with itself
+        and every copy of its input."""
+        block_rows = [np.arange(len(index))]
+        keys = [index]
+        if self.group_ids is not None:
+            for i in np.flatnonzero(self._has_copies[index]):
+                members = self._members[self.group_ids[index[i]]]
+                block_rows.append(np.full(len(members), i))
+                keys.append(members)
+        return np.concatenate(block_rows), np.concatenate(keys)
+
+    def _leave_out(self, r2, rows):
+        """+inf where query ``rows[i]`` and a key share an input (itself, its copies)."""
+        if isinstance(rows, slice):
+            return self.groups.leave_out(r2, rows, value=np.inf)
+        r2[np.arange(len(rows)), rows] = np.inf
+        if self.group_ids is not None:
+            # Only the rows with copies need a look at their group (most have none).
+            for i in np.flatnonzero(self._has_copies[rows]):
+                r2[i, self._members[self.group_ids[rows[i]]]] = np.inf
+        return r2
+
+    @staticmethod
+    def _augment(K):
+        return np.vstack([-2.0 * K.T, np.ones(len(K)), np.einsum("ij,ij->i", K, K)])
+
+    def _kernel(self, r2, factor=1.0):
+        """Kernel weights (times the sample weights) of a block, each row scaled by a
+        constant (it cancels), and the rows that no key reaches (compact kernels), which
+        get their nearest keys, as in prediction."""
+        if self.kernel == "gaussian":
+            logits = np.multiply(r2, -0.5 / factor**2)
+            if self.log_sw is None:
+                # The row minimum is subtracted: logits ≤ 0 with a 0 in every row. Floor
+                # them (numpy's exp is slow where it underflows) only if some can be low.
+                if 0.5 * self._largest_r2(r2) / factor**2 > -EXP_FLOOR:
+                    np.maximum(logits, EXP_FLOOR, out=logits)
+                return np.exp(logits, out=logits), np.zeros(len(r2), dtype=bool)
+        else:
+            logits = log_kernel(r2 / factor**2, self.kernel)
+        if self.log_sw is not None:
+            logits += self.log_sw
+        with np.errstate(invalid="ignore"):
+            E = shifted_exp(logits)
+        empty = ~(E.sum(axis=1) > 0)
+        if np.any(empty):
+            nearest = r2[empty] == r2[empty].min(axis=1, keepdims=True)
+            E[empty] = nearest * (self.sw / self.sw.max())
+        return E, empty
+
+    def _block(
+        self,
+        K,
+        K_aug,
+        columns,
+        rows,
+        factor=1.0,
+        gradient=True,
+        r2=None,
+        powers=None,
+        weights=None,
+    ):
+        """Per block: Σ s_i‖r_i‖², Σ_i S_ii (not for ``"loo"``), and their gradients
+        (``r2``: the block's distances, when they are shared by several factors;
+        ``powers``: ``[1, k, k²]`` of the keys; ``weights``: the Gaussian kernel of ``r2``
+        at ``factor``, when it is known)."""
+        d = K.shape[1]
+        t = self.Y.shape[1]
+        if self.tiled and r2 is None:
+            sums, E_self = self._tiled_sums(K, K_aug, columns, rows, factor)
+            E, empty = None, np.zeros(len(sums), dtype=bool)
+        else:
+            if r2 is None:
+                r2 = self._distances(K, K_aug, rows)
+            if weights is None:
+                E, empty = self._kernel(r2, factor)
+            else:
+                E, empty = weights, np.zeros(len(r2), dtype=bool)
+            # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
+            sums = np.dot(columns, E.T).T
+            E_self = None if self.loo else E[np.arange(len(E)), np.arange(self.n)[rows]]
+        b = len(sums)
+        S0 = sums[:, 0]
+        ybar = sums[:, 1 : 1 + t] / S0[:, None]
+        Q = K[rows]
+        if self.degree == 1:
+            # The line lives in the columns ``self.line`` (the continuous features).
+            KL = K[:, self.line]
+            QL = Q[:, self.line]
+            dl = len(self.line)
+            pairs = dl * (dl + 1) // 2
+            m = sums[:, 1 + t : 1 + t + dl] / S0[:, None]
+            second = unpack_second(sums[:, 1 + t + dl : 1 + t + dl + pairs] / S0[:, None], dl)
+            T1 = sums[:, 1 + t + dl + pairs :].reshape(b, t, dl) / S0[:, None, None]
+            Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
+            rhs = np.concatenate([(QL - m)[:, :, None], Cxy], axis=2)
+            solution, resolved = solve_covariance(m, second, rhs)
+            unresolved = np.flatnonzero(~resolved)
+            if len(unresolved):
+                sparse = sparse_neighborhoods(E[unresolved], self.n_params, self.group_ids)
+                solution[unresolved[sparse]] = 0.0
+            g = solution[:, :, 0]
+            B = solution[:, :, 1:]
+            fitted = ybar + np.einsum("bdt,bd->bt", Cxy, g)
+        else:
+            fitted = ybar
+        residual = self.Y[rows] - fitted
+        s = self.sw[rows]
+        rss = s @ np.einsum("ij,ij->i", residual, residual)
+        trace = 0.0
+        self_weight = None
+        if not self.loo:
+            self_weight = E_self / S0
+            if self.degree == 1:
+                self_weight = self_weight * (1.0 + np.einsum("bd,bd->b", QL - m, g))
+            trace = self_weight.sum()
+        if not gradient:
+            return rss, trace
+        if self.degree == 0:
+            # A row that no key reaches has its nearest keys, which no bandwidth moves.
+            S0 = np.where(empty, np.inf, S0)
+            d_rss, d_trace = self._constant_gradient(
+                K, columns, rows, r2, E, sums, residual, ybar, factor, S0, self_weight
+            )
+            return rss, trace, d_rss, d_trace
+        # Σ_o r_io e_ijo, the residual of key j from query i's local fit against query
+        # i's own residual: r_i·y_j − r_i·(local fit at k_j).
+        if t == 1:
+            P = np.multiply.outer(residual[:, 0], self.Y[:, 0])
+        else:
+            P = residual @ self.Y.T
+        if self.degree == 1:
+            A = (1.0 - np.einsum("bd,bd->b", g, m))[:, None] + g @ KL.T
+            beta = np.einsum("bdt,bt->bd", B, residual)
+            offset = np.einsum("bt,bt->b", residual, ybar) - np.einsum("bd,bd->b", beta, m)
+            P -= offset[:, None]
+            P -= beta @ KL.T
+            P *= A
+        else:
+            A = None
+            P -= np.einsum("bt,bt->b", residual, ybar)[:, None]
+        P *= E
+        P *= (s / S0)[:, None]
+        parts = [P]
+        if not self.loo:
+            # ∂S_ii/∂θ = −w_ii Σ_j w_ij a_ij² γ_ij.
+            T = E * (self_weight / S0)[:, None] if A is None else E * A * A
+            if A is not None:
+                T *= (E[np.arange(b), np.arange(self.n)[rows]] / S0**2)[:, None]
+            parts.append(T)
+        stacked = parts[0] if len(parts) == 1 else np.vstack(parts)
+        if self.kernel != "gaussian":
+            finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
+            stacked *= np.tile(-2.0 * log_kernel_derivative(finite, self.kernel), (len(parts), 1))
+        stacked[np.tile(empty, len(parts))] = 0.0
+        # Σ_j P_ij u_ijf² with u = (q − k)/factor: q² Σ P − 2q Σ P k + Σ P k².
+        if powers is None:
+            powers = np.hstack([np.ones((self.n, 1)), K, K**2])
+        moments = stacked @ powers
+        Qs = np.tile(Q, (len(parts), 1))
+        du = Qs**2 * moments[:, :1] - 2.0 * Qs * moments[:, 1 : 1 + d] + moments[:, 1 + d :]
+        du /= factor**2
+        d_rss = -2.0 * du[:b].sum(axis=0)
+        d_trace = -du[b:].sum(axis=0) if not self.loo else np.zeros(d)
+        return rss, trace, d_rss, d_trace
+
+    def _constant_gradient(
+        self, K, columns, rows, r2, E, sums, residual, ybar, factor, S0, w_self
+    ):
+        """The local-constant gradients from the sums of one product.
+
+        With Γ = −2f'(r²) (1 for the Gaussian kernel) and u = q − k,
+        Σ_j E_ij Γ_ij (r_i·y_j − r_i·ȳ_i) u_ijf² expands in q_f² Σ_j E Γ [1, y],
+        −2q_f Σ_j E Γ [k_f, y k_f] and Σ_j E Γ [k_f², y k_f²]: sums of the columns, so
+        the gradient costs no pass over the block beyond the product that gives the
+        estimate (for the Gaussian kernel, the same product).
+        """
+        d = K.shape[1]
+        if self.kernel != "gaussian":
+            finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
+            sums = np.dot(columns, (E * (-2.0 * log_kernel_derivative(finite, self.kernel))).T).T
+        inner, plain_u2 = constant_gradient_terms(K[rows], sums, residual, ybar)
+        d_rss = -2.0 * ((self.sw[rows] / S0) @ inner) / factor**2
+        if self.loo:
+            return d_rss, np.zeros(d)
+        # ∂S_ii/∂θ = −w_ii Σ_j w_ij Γ_ij u_ij².
+        return d_rss, -((w_self / S0) @ plain_u2) / factor**2
+
+    # -------------------------------------------------------------- criteria
+
+    def _statistics(self, log_bandwidth, rows, gradient=True, factors=None):
+        K = self.X / np.exp(log_bandwidth)
+        K_aug = self._augment(K)
+        columns = self._columns(K, gradient and factors is None)
+        scale = 1.0 if rows is None else self.n / len(rows)
+        if factors is None:
+            powers = np.hstack([np.ones((self.n, 1)), K, K**2]) if self.degree else None
+
+            def block_statistics(block):
+                return self._block(K, K_aug, columns, block, gradient=gradient, powers=powers)
+
+            parts = self._map_blocks(block_statistics, rows)
+            return [scale * np.sum([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
+
+        squaring = self.kernel == "gaussian" and self.log_sw is None
+
+        def block_grid(block):
+            if self.tiled and not squaring:
+                return [self._block(K, K_aug, columns, block, c, gradient=False) for c in factors]
+            r2 = self._distances(K, K_aug, block)
+            if not squaring:
+                return [
+                    self._block(K, K_aug, columns, block, c, gradient=False, r2=r2)
+                    for c in factors
+                ]
+            # exp(−r²/(2c²)) for the largest factor, then each factor half the one before
+            # by squaring twice, (e^{−a})⁴ = e^{−4a}: two products instead of an exp.
+            # (The row minimum is subtracted from r², so every row keeps a weight of 1.)
+            results = [None] * len(factors)
+            E, previous = None, None
+            for k in np.argsort(factors)[::-1]:
+                c = factors[k]
+                if previous == 2.0 * c:
+                    np.square(E, out=E)
+                    np.square(E, out=E)
+                else:
+                    E = self._kernel(r2, c)[0]
+                previous = c
+                results[k] = self._block(
+                    K, K_aug, columns, block, c, gradient=False, r2=r2, weights=E
+                )
+            return results
+
+        parts = self._map_blocks(block_grid, rows, tiled=self.tiled and not squaring)
+        return [
+            [scale * sum(p[c][k] for p in parts) for k in range(2)] for c in range(len(factors))
+        ]
+
+    def _value(self, rss, trace, d_rss=None, d_trace=None):
+        """The criterion (search units) from the squared error and the trace."""
+        sigma2 = rss / self.total
+        d_sigma2 = None if d_rss is None else d_rss / self.total
+        if self.loo:
+            return sigma2, d_sigma2
+        n = self.n_total
+        tau = trace / n
+        if self.criterion == "gcv":
+            room = 1.0 - tau
+            if not room > 0:
+                return _INFEASIBLE, None if d_rss is None else np.zeros_like(d_rss)
+            value = sigma2 / room**2
+            if d_rss is None:
+                return value, None
+            return value, d_sigma2 / room**2 + 2.0 * sigma2 * (d_trace / n) / room**3
+        room = 1.0 - tau - 2.0 / n
+        if not room > 0:
+            return _INFEASIBLE, None if d_rss is None else np.zeros_like(d_rss)
+        sigma2 = max(sigma2, 1e-300)
+        value = np.log(sigma2) + (1.0 + tau) / room
+        if d_rss is None:
+            return value, None
+        return value, d_sigma2 / sigma2 + (2.0 - 2.0 / n) / room**2 * (d_trace / n)
+
+    def scaled_loss_and_grad(self, log_bandwidth, rows=None):
+        """The criterion and its gradient at ``exp(log_bandwidth)`` (search units)."""
+        rss, trace, d_rss, d_trace = self._statistics(log_bandwidth, rows)
+        return self._value(rss, trace, d_rss, d_trace)
+
+    def scaled_loss(self, log_bandwidth, rows=None):
+        rss, trace = self._statistics(log_bandwidth, rows, gradient=False)
+        return self._value(rss, trace)[0]
+
+    def scaled_grid_losses(self, bandwidth, factors, rows=None):
+        """The criterion at ``bandwidth * c`` for every common factor ``c``, sharing the
+        distances (search units)."""
+        stats = self._statistics(np.log(bandwidth), rows, gradient=False, factors=factors)
+        return np.array([self._value(rss, trace)[0] for rss, trace in stats])
+
+    def effective_dof(self, log_bandwidth, rows=None):
+        """tr(S), the trace of the smoother matrix at the training points."""
+        loo, self.loo = self.loo, False
+        try:
+            return float(self._statistics(log_bandwidth, rows, gradient=False)[1])
+        finally:
+            self.loo = loo
