@@ -42,16 +42,13 @@ from kernattn._local_linear import line_estimate, sparse_neighborhoods
 from kernattn._numerics import (
     normalized_weights,
     power_of_two_scale,
+    weighted_mean,
 )
+from kernattn._rows import Rows, collection_predict, collection_rows
 
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
 WELL_CONDITIONED = 1e-4
-
-
-def is_dask_collection(data):
-    """Whether ``data`` is a Dask collection (array, dataframe), checked without dask."""
-    return callable(getattr(data, "__dask_graph__", None))
 
 
 @contextmanager
@@ -135,16 +132,30 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         and weights): any permutation of them gives the same fit and the same predictions,
         to the last bit.
         """
+        rows = X if isinstance(X, Rows) else collection_rows(X, y, sample_weight)
         with fit_transaction(self):
             self._check_params()
-            X, y, sample_weight = self._validate_training_data(X, y, sample_weight)
-            Y = y.reshape(len(y), -1)
-            active = np.flatnonzero(sample_weight > 0)
-            if self._canonical_rows:
-                active = active[canonical_order(X[active], Y[active], sample_weight[active])]
-            self._set_training_set(X, y, sample_weight, active)
-            self.kernel_ = self._fit_kernel(X[active], Y[active], sample_weight[active])
+            if rows is None:
+                self._fit_arrays(X, y, sample_weight)
+            else:
+                self._fit_rows(rows)
         return self
+
+    def _fit_arrays(self, X, y, sample_weight, **options):
+        """The fit on arrays in memory (``options`` go to ``_fit_kernel``)."""
+        X, y, sample_weight = self._validate_training_data(X, y, sample_weight)
+        Y = y.reshape(len(y), -1)
+        active = np.flatnonzero(sample_weight > 0)
+        if self._canonical_rows:
+            active = active[canonical_order(X[active], Y[active], sample_weight[active])]
+        self._set_training_set(X, y, sample_weight, active)
+        self.kernel_ = self._fit_kernel(X[active], Y[active], sample_weight[active], **options)
+
+    def _fit_rows(self, rows):
+        """The fit on training rows in parts (:class:`~kernattn._rows.Rows`, e.g. the
+        partitions of a dask collection): here brought into memory and fitted there; an
+        estimator that can fit part by part overrides it."""
+        self._fit_arrays(*rows.collect())
 
     def _check_params(self):
         """Checks beyond each parameter's constraints (subclasses add checks across
@@ -203,8 +214,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         # Targets are stored centered: the weighted second moment used by return_std then
         # does not cancel catastrophically for targets far from zero. The mean is taken of
         # the targets divided by a power of two, which cannot overflow.
-        magnitude = power_of_two_scale(Y, axis=0)
-        self._y_offset = np.average(Y / magnitude, axis=0, weights=sw) * magnitude
+        self._y_offset = weighted_mean(Y, sw)
         self._values = Y - self._y_offset
         self._target_shape = y.shape[1:]
         # The engine's moments are of the values divided by one power of two per output
@@ -424,11 +434,11 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         y_std : ndarray of the same shape
             Only when ``return_std=True``.
         """
-        if is_dask_collection(X) or is_dask_collection(getattr(self, "X_fit_", None)):
-            # A dask array of queries, or a model whose training set is one: on the cluster.
-            from kernattn._dask import predict
-
-            return predict(self, X, return_std=return_std)
+        backend = collection_predict(X, getattr(self, "X_fit_", None))
+        if backend is not None:
+            # A partitioned collection of queries, or a model whose training set is one:
+            # computed where the data are.
+            return backend(self, X, return_std=return_std)
         X = self._validate_queries(X)
         return self._finish_prediction(*self._predict_centered(X, return_std))
 

@@ -89,3 +89,12 @@ def normalized_weights(sample_weight):
     overflow (``n`` weights of 1e308 each); every ratio of weighted sums is unchanged."""
     sample_weight = np.asarray(sample_weight, dtype=float)
     return sample_weight / power_of_two_scale(sample_weight)
+
+
+def weighted_mean(X, sample_weight, axis=0):
+    """The weighted mean along ``axis``, in units that cannot overflow: the values divided
+    by a power of two near their largest, the weights by one near theirs (exact: ordinary
+    data give the plain weighted average to the last bit)."""
+    unit = power_of_two_scale(X, axis=axis)
+    weights = normalized_weights(sample_weight)
+    return np.average(X / unit, axis=axis, weights=weights) * unit

@@ -91,13 +91,45 @@ class Rows:
     keeps_rows = False
     #: Column names of a dataframe, or ``None``.
     feature_names = None
+    #: The number of rows and of parts, the features, the targets' shape per row and the
+    #: inputs' dtype (``None`` where not known before a pass).
+    n_rows = None
+    n_parts = None
+    n_features = None
+    target_shape = None
+    dtype = None
 
     def reduce(self, task, merge, *shared):
+        raise NotImplementedError
+
+    def prepare(self, task, *shared):
+        """``task(X, y, w, part, *shared)`` on every part, its results kept where the part
+        is (:class:`Prepared`), for the many evaluations of a search."""
         raise NotImplementedError
 
     def collect(self):
         """The whole training set in memory: ``(X, y, sample_weight)``."""
         raise NotImplementedError
+
+    def persisted(self):
+        """The same rows, computed once and kept for several passes (itself in memory)."""
+        return self
+
+
+class Prepared:
+    """Per part, a state prepared by :meth:`Rows.prepare` (in memory here; a cluster keeps
+    them on its workers): ``reduce(task, merge, *shared)`` runs ``task(state, *shared)``
+    on every part and merges up the tree, in the order of the parts."""
+
+    def __init__(self, states):
+        self.states = list(states)
+
+    def reduce(self, task, merge, *shared):
+        return tree_merge([task(state, *shared) for state in self.states], merge)
+
+    def release(self):
+        """Let the parts' states go."""
+        self.states = []
 
 
 class Part:
@@ -117,21 +149,22 @@ class ArrayRows(Rows):
     def __init__(self, X, y, sample_weight=None, n_parts=1):
         self.X, self.y, self.sample_weight = X, y, sample_weight
         self.n_parts = n_parts
+        self.n_rows = len(X)
+        self.n_features = np.shape(X)[1]
+        self.target_shape = np.shape(y)[1:]
+        self.dtype = np.asarray(X).dtype
 
     def reduce(self, task, merge, *shared):
+        return tree_merge([task(*part, *shared) for part in self._parts()], merge)
+
+    def _parts(self):
         bounds = np.linspace(0, len(self.X), self.n_parts + 1).astype(int)
         w = self.sample_weight
-        results = [
-            task(
-                self.X[a:b],
-                self.y[a:b],
-                None if w is None else w[a:b],
-                Part(i, int(a)),
-                *shared,
-            )
-            for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
-        ]
-        return tree_merge(results, merge)
+        for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+            yield self.X[a:b], self.y[a:b], None if w is None else w[a:b], Part(i, int(a))
+
+    def prepare(self, task, *shared):
+        return Prepared(task(*part, *shared) for part in self._parts())
 
     def collect(self):
         return self.X, self.y, self.sample_weight
@@ -141,19 +174,32 @@ class ChunkRows(Rows):
     """Chunks ``(X, y)`` or ``(X, y, sample_weight)`` of an iterable, read anew for every
     :meth:`reduce` (the same chunks each time), on ``n_jobs`` threads.
 
-    ``check(i, chunk)`` validates a chunk (in order, in this thread) and returns its
-    ``(X, y, w)``. At most ``threads + 1`` chunks are held at once, and the results are
-    merged in chunk order: the result does not depend on the number of threads.
+    ``check(chunk, i, n_features)`` validates a chunk (in order, in this thread; chunk 0
+    sets the number of features, the targets' shape per row and the inputs' dtype, which
+    every later chunk must share) and returns its ``(X, y, w)``. At most ``threads + 1``
+    chunks are held at once, and the results are merged in chunk order: the result does
+    not depend on the number of threads.
     """
 
     def __init__(self, make_iterator, check, n_jobs=None):
         self.make_iterator = make_iterator
         self.check = check
         self.n_jobs = n_jobs
-        self.n_rows = None
+        self.n_features = self.target_shape = self.dtype = None
+
+    def _checked(self, i, chunk):
+        X, y, w = self.check(chunk, i, self.n_features)
+        if self.n_features is None:
+            self.n_features, self.target_shape, self.dtype = X.shape[1], y.shape[1:], X.dtype
+        elif y.shape[1:] != self.target_shape:
+            raise ValueError(
+                f"y of chunk {i} has shape {y.shape[1:]} per sample; chunk 0 had "
+                f"{self.target_shape}"
+            )
+        return X, y, w
 
     def reduce(self, task, merge, *shared):
-        result, start = None, 0
+        result, start, n_chunks = None, 0, 0
         pending = deque()
         threads = effective_n_jobs(self.n_jobs)
 
@@ -163,20 +209,22 @@ class ChunkRows(Rows):
 
         with single_threaded_blas(), ThreadPoolExecutor(threads) as pool:
             for i, chunk in enumerate(self.make_iterator()):
-                X, y, w = self.check(i, chunk)
+                X, y, w = self._checked(i, chunk)
                 pending.append(pool.submit(task, X, y, w, Part(i, start), *shared))
-                start += len(X)
+                start, n_chunks = start + len(X), n_chunks + 1
                 del chunk, X, y, w
                 while len(pending) > threads:
                     add(pending.popleft().result())
             while pending:
                 add(pending.popleft().result())
+        if not n_chunks:
+            raise ValueError("chunks gave no chunk: there is nothing to fit")
         if self.n_rows is not None and start != self.n_rows:
             raise ValueError(
-                f"the chunks gave {self.n_rows} rows in the first pass and {start} in a later "
-                "one; they must be the same every time"
+                f"the chunks gave {self.n_rows} rows in the first pass and {start} in the "
+                "second; they must be the same both times"
             )
-        self.n_rows = start
+        self.n_rows, self.n_parts = start, n_chunks
         return result
 
     def collect(self):

@@ -11,6 +11,7 @@ and the last term depends on the query only, so it cancels in the softmax: the w
 rules and the leave-one-out search live in :mod:`kernattn.bandwidth`.
 """
 
+import time
 import warnings
 from numbers import Integral, Real
 
@@ -18,7 +19,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._engine import NadarayaWatsonRegressor, is_dask_collection
+from kernattn._engine import NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
 from kernattn._inference import (
     INTERVAL_METHODS,
@@ -43,7 +44,8 @@ from kernattn._mixed import (
     resolve_feature_kinds,
     select_mixed_bandwidth,
 )
-from kernattn._numerics import normalized_weights, power_of_two_scale
+from kernattn._numerics import weighted_mean
+from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
     CRITERIA,
@@ -51,7 +53,8 @@ from kernattn.bandwidth import (
     resolve_bandwidth,
     select_bandwidth,
 )
-from kernattn.bandwidth._search import edge_message
+from kernattn.bandwidth._criterion import Criterion
+from kernattn.bandwidth._search import edge_message, search_criterion, subset_sizes
 from kernattn.kernels import KERNELS
 
 
@@ -283,13 +286,90 @@ class KernelSmoother(NadarayaWatsonRegressor):
         and weights): any permutation of them gives the same fit and the same predictions,
         to the last bit.
         """
-        if is_dask_collection(X) or is_dask_collection(y):
-            from kernattn._dask import fit_smoother
-
-            return fit_smoother(self, X, y, sample_weight)
         return super().fit(X, y, sample_weight)
 
-    def _fit_kernel(self, X, Y, sample_weight):
+    def _fit_rows(self, rows):
+        """The fit on training rows in parts (the partitions of a dask collection).
+
+        The leave-one-out search of the Gaussian local-constant smoother on continuous
+        features, for more than 4 000 rows (a search on subsets of the queries), evaluates
+        its criterion where the parts are (:meth:`Criterion.on_parts
+        <kernattn.bandwidth._criterion.Criterion.on_parts>`); any other bandwidth is found
+        as in memory. Then the training set is brought into memory and the smoother fitted
+        there at that bandwidth: every method of the fitted smoother (``predict``,
+        ``attention_weights``, ``predict_interval``, ``gradient``) reads its rows.
+        """
+        selection = None
+        unsupported = self._unsupported_on_parts()
+        if not unsupported and subset_sizes(rows.n_rows):
+            # Read three times (the first pass, the search's parts, the rows brought in):
+            # computed once, kept until the fit ends.
+            rows = rows.persisted()
+            selection = self._search_on_parts(rows)
+        X, y, sample_weight = rows.collect()
+        searched = isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA
+        if searched and unsupported and subset_sizes(len(X)):
+            warnings.warn(
+                f"KernelSmoother: {unsupported}; only the leave-one-out search of the "
+                "Gaussian local-constant smoother (bandwidth='loo', kernel='gaussian', "
+                "degree=0, continuous features) evaluates its criterion where the rows "
+                "are. This search runs in memory, on the training set brought from the "
+                "partitions.",
+                UserWarning,
+                stacklevel=4,
+            )
+        self._fit_arrays(X, y, sample_weight, selection=selection)
+
+    def _unsupported_on_parts(self):
+        """Why the bandwidth is not searched where the rows are (``""``: it is)."""
+        if not (isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA):
+            return "no search"
+        reasons = []
+        if self.bandwidth != "loo":
+            reasons.append(f"bandwidth={self.bandwidth!r}")
+        if self.kernel != "gaussian":
+            reasons.append(f"kernel={self.kernel!r}")
+        if self.degree != 0:
+            reasons.append(f"degree={self.degree!r}")
+        for name in ("categorical_features", "ordinal_features"):
+            if getattr(self, name) is not None:
+                reasons.append(f"{name} given")
+        return ", ".join(reasons)
+
+    def _search_on_parts(self, rows):
+        """The leave-one-out bandwidth search with the criterion's sums taken where the
+        parts are: a first pass takes the statistics of the rows of positive weight and a
+        uniform sample of queries (:mod:`kernattn._summary`), whose first 600 and then all
+        2 400 rows are the nested subsets of the in-memory search; the search's steps are
+        the in-memory search's (:func:`~kernattn.bandwidth.search_criterion`). ``None``
+        when the rows of positive weight are too few for a search on subsets: then the
+        exact search runs in memory, as for arrays."""
+        started = time.perf_counter()
+        n_sample = subset_sizes(rows.n_rows)[-1]
+        summary = rows.reduce(
+            summarize, RowSummary.merge, sample_seed(self.random_state), n_sample
+        )
+        check_summary(summary)
+        sizes = subset_sizes(summary.count)
+        if not sizes:
+            return None
+        if self.verbose >= 1:
+            print(
+                f"[bandwidth='loo' on {rows.n_parts} partitions "
+                f"{time.perf_counter() - started:7.2f} s] first pass: {summary.count} rows, "
+                f"{sizes[-1]} queries sampled on the workers; the partitions stay there, "
+                "centered, during the search"
+            )
+        criterion = Criterion.on_parts(rows, summary, n_jobs=self.n_jobs)
+        try:
+            stages = [np.arange(size) for size in sizes]
+            return search_criterion(
+                criterion, criterion.scott, stages, "loo", "gaussian", self.verbose
+            )
+        finally:
+            criterion.release()
+
+    def _fit_kernel(self, X, Y, sample_weight, selection=None):
         self._encoding = self._mixed_encoding(X)
         # The columns of the kernel's inputs the local line lives in: all of them, or with
         # discrete features the continuous ones (the levels enter through the weights).
@@ -302,7 +382,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
         if self._encoding is not None:
             kernel = self._fit_mixed_kernel(X, Y, sample_weight)
         else:
-            h = self._select_bandwidth(X, Y, sample_weight)
+            if selection is None:
+                h = self._select_bandwidth(X, Y, sample_weight)
+            else:
+                h = self._use_selection(selection)
             self.bandwidth_ = h
             # Center before scaling: distances are translation invariant, their expansion
             # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
@@ -717,7 +800,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         """The smoother's kernel: one head comparing (x − c)/h with the keys' (x_i − c)/h."""
         return SoftmaxHeads(
             similarity=similarity,
-            center=_weighted_mean(keys, sample_weight),
+            center=weighted_mean(keys, sample_weight),
             input_scale=bandwidth,
             query_weights=None,
             key_weights=None,
@@ -767,10 +850,3 @@ def _check_inference_params(*, alpha=0.05, method="analytic", noise="local", n_b
         raise ValueError(
             f"noise must be one of {', '.join(map(repr, NOISE_ESTIMATES))}; got {noise!r}"
         )
-
-
-def _weighted_mean(X, sample_weight):
-    """The weighted mean of the columns, in units that cannot overflow (powers of two near
-    the largest input and weight: exact, so ordinary data give the plain average)."""
-    unit = power_of_two_scale(X, axis=0)
-    return np.average(X / unit, axis=0, weights=normalized_weights(sample_weight)) * unit

@@ -177,7 +177,8 @@ def test_default_near_field_is_not_built_from_chunks_and_says_so():
 
 
 def test_per_cell_sums_of_chunks_add_up_to_those_of_all_rows():
-    from kernattn.linear._chunks import chunk_cell_sums, merge_cell_sums
+    from kernattn._rows import Part
+    from kernattn.linear._passes import cell_sums, merge_cell_sums
     from kernattn.linear._near_field import NearFieldKernel
 
     X, y = _data(n=1200)
@@ -202,7 +203,9 @@ def test_per_cell_sums_of_chunks_add_up_to_those_of_all_rows():
 
     template = empty()
     parts = [
-        chunk_cell_sums(template, X[s : s + 500], y[s : s + 500], weight[s : s + 500], 0.25)
+        cell_sums(
+            X[s : s + 500], y[s : s + 500], weight[s : s + 500], Part(s // 500, s), template, 0.25
+        )
         for s in range(0, len(X), 500)
     ]
     (sums, scale, radius, targets), cell_sums, counts = merge_cell_sums(*parts)

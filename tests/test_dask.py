@@ -9,6 +9,7 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor  # noqa: E402
+from kernattn.linear import _cost as cost_module  # noqa: E402
 from kernattn.linear import _regressor as linear_module  # noqa: E402
 from kernattn.linear._near_field import NearFieldKernel  # noqa: E402
 
@@ -205,7 +206,7 @@ def test_linear_default_on_partitions_has_a_near_field_as_accurate_as_in_memory(
 ):
     # In memory, 20 000 rows get the exact weights by default; the split is the reference.
     monkeypatch.setattr(linear_module, "EXACT_ROWS", 0)
-    monkeypatch.setattr(linear_module, "SPLIT_MARGIN", np.inf)
+    monkeypatch.setattr(cost_module, "SPLIT_MARGIN", np.inf)
     X, y = _data(n=20_000)
     Xt, yt = _data(n=2000, seed=5)
     Xd, yd = da.from_array(X, chunks=5000), da.from_array(y, chunks=5000)

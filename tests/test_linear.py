@@ -17,6 +17,7 @@ from kernattn import (
 )
 from kernattn._heads import SoftmaxHeads
 from kernattn.bandwidth import loo_bandwidth
+from kernattn.linear._near_search import weight_errors
 from kernattn.feature_maps import NystroemFeatures, PositiveRandomFeatures
 from kernattn.linear._projection import FeatureLeaveOneOut
 
@@ -849,10 +850,11 @@ def test_nystroem_nan_input_raises():
 def split_always(monkeypatch):
     """The near field at sizes where ``n_neighbors="auto"`` computes every weight exactly
     (the split would cost more there): these tests are about the split itself."""
+    import kernattn.linear._cost as cost_module
     import kernattn.linear._regressor as linear_module
 
     monkeypatch.setattr(linear_module, "EXACT_ROWS", 0)
-    monkeypatch.setattr(linear_module, "SPLIT_MARGIN", np.inf)
+    monkeypatch.setattr(cost_module, "SPLIT_MARGIN", np.inf)
 
 
 def _cloud(n=3000, seed=0):
@@ -886,7 +888,7 @@ def test_near_field_weights_are_exact_kernel_values_and_positive():
     exact = np.exp(-0.5 * np.sum(((Xq[:, None] - X[None]) / 0.1) ** 2, axis=2))
     cells = kernel.cells_of(kernel.far.project(Xq, 0, "query"))
     for i, c in enumerate(cells):
-        near = kernel._near["order"][kernel._near_rows(c)]
+        near = kernel.near_keys["order"][kernel.near_rows(c)]
         assert np.all(weights[i, near] > 0)
         # On the near keys the weights are the exact kernel's, up to one factor per query.
         ratio = weights[i, near] / exact[i, near]
@@ -912,7 +914,7 @@ def test_auto_near_field_meets_its_tolerance_on_another_sample(tol, split_always
     model = LinearAttentionRegressor(bandwidth=0.08, tol=tol, random_state=0).fit(X, y)
     assert model.weight_error_ <= tol
     rows = np.random.default_rng(7).choice(len(X), 200, replace=False)
-    assert model.kernel_.weight_errors(rows).mean() <= 1.5 * tol
+    assert weight_errors(model.kernel_, rows).mean() <= 1.5 * tol
     loose = LinearAttentionRegressor(bandwidth=0.08, tol=0.4, random_state=0).fit(X, y)
     assert loose.n_neighbors_ <= model.n_neighbors_
 
@@ -976,7 +978,7 @@ def test_auto_rank_and_near_field_meet_tol_on_held_out_rows(bandwidth, split_alw
     assert model.weight_error_ <= model.tol
     # Rows the fit did not measure: the error is within the tolerance there too.
     rows = np.random.default_rng(11).choice(len(X), 300, replace=False)
-    assert model.kernel_.weight_errors(rows).mean() <= 1.5 * model.tol
+    assert weight_errors(model.kernel_, rows).mean() <= 1.5 * model.tol
 
 
 def test_wide_bandwidth_takes_a_small_near_field(split_always):
@@ -989,12 +991,12 @@ def test_wide_bandwidth_takes_a_small_near_field(split_always):
 
 
 def test_rank_follows_the_cost_of_features(split_always, monkeypatch):
-    import kernattn.linear._regressor as linear_module
+    import kernattn.linear._cost as cost_module
 
     X, y = _cloud()
     default = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(X, y)
     # Were features nearly free, more of them would buy a smaller near field.
-    monkeypatch.setattr(linear_module, "FEATURE_COST", 1e-3)
+    monkeypatch.setattr(cost_module, "FEATURE_COST", 1e-3)
     cheap = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(X, y)
     assert cheap.n_components_ > default.n_components_
     assert cheap.n_neighbors_ < default.n_neighbors_

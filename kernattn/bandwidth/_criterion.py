@@ -13,6 +13,7 @@ from kernattn._blocks import (
     iter_query_blocks,
     map_query_blocks,
     n_workers,
+    single_threaded_blas,
 )
 from kernattn._local_linear import (
     key_columns,
@@ -23,8 +24,16 @@ from kernattn._local_linear import (
     value_key_columns,
 )
 from kernattn._loo import DuplicateGroups
-from kernattn._numerics import EXP_FLOOR, normalized_weights, power_of_two_scale, shifted_exp
-from kernattn._sums import kernel_sums
+from kernattn._numerics import (
+    EXP_FLOOR,
+    has_spread,
+    normalized_weights,
+    power_of_two_scale,
+    shifted_exp,
+    weighted_mean,
+)
+from kernattn._rows import as_part
+from kernattn._sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums, merge
 from kernattn.bandwidth._rules import weighted_spread
 from kernattn.kernels import log_kernel, log_kernel_derivative
 
@@ -68,6 +77,69 @@ def constant_gradient_terms(Q, sums, residual, ybar):
     inner = np.einsum("bt,btf->bf", residual, valued_u2)
     inner -= np.einsum("bt,bt->b", residual, ybar)[:, None] * plain_u2
     return inner, plain_u2
+
+
+def criterion_columns(K, Y, gradient=True, line=None):
+    """What the kernel weights are summed against, transposed (columns × keys): ``[1, y]``,
+    then for a local line in the keys' columns ``line`` ``[k, k kᵀ, y kᵀ]``; for the
+    local-constant gradient ``[k, k², y k, y k²]`` (the gradient's sums, from the same
+    product)."""
+    columns = [np.ones((len(K), 1)), Y]
+    if line is not None:
+        columns += [key_columns(line), value_key_columns(Y, line)]
+    elif gradient:
+        columns += [K, K**2, value_key_columns(Y, K), value_key_columns(Y, K**2)]
+    return np.ascontiguousarray(np.hstack(columns).T)
+
+
+def gaussian_sums(Q, K_aug, log_sw, columns, factor, left_out=None, key_radius=None):
+    r"""``(c, Σ)``: the Gaussian kernel sums :math:`\sum_j e^{\ell_j - c}\, C_j` of queries
+    ``Q`` against keys, :math:`\ell_j = -\tfrac12\|q - k_j\|^2/f^2 + \log s_j`, by the one
+    reduction (:func:`kernattn._sums.kernel_sums`), tiles of keys that stay in cache.
+
+    ``K_aug`` holds the augmented keys (:func:`~kernattn._sums.augment_keys` with the
+    Gaussian key bias, no weights), ``log_sw`` the keys' log-weights (``None``: all equal),
+    ``columns`` what is summed (columns × keys), ``factor`` :math:`f`, ``left_out`` the
+    (row, key) pairs that weigh nothing. The logits are at most 0 (up to the rounding of
+    the product), so they are first used as they are (:math:`c = 0`): two passes over each
+    tile fewer than shifting them. The rows whose sums come out below ``_UNSHIFTED_SUM``
+    (the nearest kept key far away) are redone on the running row maximum, so that no row
+    underflows; so is every row when the rounding of the product could make a logit large
+    (``key_radius``, the keys' largest norm, tells). Sums of several sets of keys merge at
+    their shifts (:func:`kernattn._sums.merge`).
+    """
+    Q_aug = augment_queries(Q)
+    Q_aug *= 1.0 / factor**2
+
+    def logits(keys, out):
+        block = np.matmul(Q_aug, K_aug[keys].T, out=out)
+        if log_sw is not None:
+            block += log_sw[keys]
+        return block
+
+    def column_sums(weights, keys):
+        return weights @ columns[:, keys].T
+
+    radius = key_radius if key_radius is not None else _largest_norm(K_aug)
+    shift = not 0.5 * (radius / factor) ** 2 < _ROUNDING_SAFE
+    top, sums = kernel_sums(logits, len(K_aug), column_sums, shift=shift, left_out=left_out)
+    if shift:
+        return top, sums
+    redo = np.flatnonzero(~((sums[:, 0] >= _UNSHIFTED_SUM) & (sums[:, 0] < np.inf)))
+    if len(redo):
+        if left_out is not None:
+            rows, keys = left_out
+            inside = np.isin(rows, redo)
+            left_out = (np.searchsorted(redo, rows[inside]), keys[inside])
+        top[redo], sums[redo] = gaussian_sums(
+            Q[redo], K_aug, log_sw, columns, factor, left_out, key_radius=np.inf
+        )
+    return top, sums
+
+
+def _largest_norm(K_aug):
+    """The largest norm of the keys from their augmented form (−½‖k‖² is a column)."""
+    return float(np.sqrt(-2.0 * K_aug[:, -1].min(initial=0.0)))
 
 
 class Criterion:
@@ -136,8 +208,7 @@ class Criterion:
         sample_weight = normalized_weights(raw)
         with np.errstate(over="ignore"):
             self.n_total = float(raw.sum())
-        unit = power_of_two_scale(X, axis=0)
-        self.X = X - np.average(X / unit, axis=0, weights=sample_weight) * unit
+        self.X = X - weighted_mean(X, sample_weight)
         # Centered, and divided by a power of two near the total standard deviation of the
         # targets (the root of the summed variances of the outputs): the loss of predicting
         # the mean is between 1 and 4 whatever the units, so the optimizer's absolute
@@ -147,8 +218,7 @@ class Criterion:
         top = float(sigma.max(initial=0.0))
         total = top * float(np.sqrt(np.sum((sigma / top) ** 2))) if top > 0 else 1.0
         self.y_scale = float(power_of_two_scale(total))
-        unit = power_of_two_scale(Y, axis=0)
-        Y = Y - np.average(Y / unit, axis=0, weights=sample_weight) * unit
+        Y = Y - weighted_mean(Y, sample_weight)
         self.Y = Y / self.y_scale
         self.sw = sample_weight
         log_sw = np.log(sample_weight / sample_weight.max())
@@ -174,6 +244,65 @@ class Criterion:
         # The local-constant Gaussian criterion needs only sums over the keys: it goes
         # through the keys in tiles (see _tiled_sums); the others need whole rows.
         self.tiled = degree == 0 and kernel == "gaussian"
+        self._parts = None
+
+    @classmethod
+    def on_parts(cls, rows, summary, n_jobs=None):
+        """The leave-one-out criterion of the Gaussian local-constant smoother whose keys
+        are training rows in parts (:class:`~kernattn._rows.Rows`) and whose queries are the
+        uniform sample of their first pass (:class:`~kernattn._summary.RowSummary`).
+
+        The parts are prepared once, where they are (centered, the values in the search's
+        units, the (query, key) pairs with identical inputs to leave out); every evaluation
+        takes each part's kernel sums of the first queries (:func:`part_sums`), merges them
+        at their shifts and finishes as in memory: the criterion is the in-memory one on the
+        same queries up to the order of the additions. :meth:`release` lets the prepared
+        parts go.
+        """
+        d = len(summary.x_mean)
+        sigma_x = np.sqrt(summary.x_m2 / summary.total)
+        constant = ~has_spread(sigma_x, summary.max_abs)
+        if np.all(constant):
+            raise ValueError(
+                "bandwidth='loo' needs at least 2 distinct training inputs; every row of X "
+                "is the same. Give a bandwidth or use 'scott'."
+            )
+        self = cls.__new__(cls)
+        self.n_jobs = n_jobs
+        self.kernel, self.degree, self.criterion, self.loo = "gaussian", 0, "loo", True
+        self.tiled = True
+        self.n = int(summary.count)
+        self.n_total = float(summary.total)
+        # Scott's rule (a constant feature gets 1), as rule_of_thumb_bandwidth.
+        self.scott = np.where(constant, 1.0, sigma_x * summary.total ** (-1.0 / (d + 4)))
+        # The targets in the search's units, as in memory: centered, divided by a power of
+        # two near their total standard deviation.
+        sigma_y = np.sqrt(summary.y_m2 / summary.total)
+        top = float(sigma_y.max(initial=0.0))
+        spread = top * float(np.sqrt(np.sum((sigma_y / top) ** 2))) if top > 0 else 1.0
+        self.y_scale = float(power_of_two_scale(spread))
+        weight_unit = float(power_of_two_scale(summary.max_weight))
+        self.total = summary.total / weight_unit
+        _, _, X_q, Y_q, w_q = summary.sample
+        self.X = X_q - summary.x_mean
+        self.Y = (Y_q - summary.y_mean) / self.y_scale
+        self.sw = w_q / weight_unit
+        self.log_sw = np.log(w_q / summary.max_weight)
+        self.line = np.arange(d)
+        self._parts = rows.prepare(
+            prepare_part,
+            summary.x_mean,
+            summary.y_mean,
+            self.y_scale,
+            summary.max_weight,
+            X_q,
+        )
+        return self
+
+    def release(self):
+        """Let the prepared parts go (a cluster drops what it kept for the search)."""
+        if self._parts is not None:
+            self._parts.release()
 
     # ------------------------------------------------------------------ units
 
@@ -201,16 +330,9 @@ class Criterion:
     # ------------------------------------------------------------- the blocks
 
     def _columns(self, K, gradient=True):
-        """What the kernel weights are summed against, transposed (columns × keys):
-        ``[1, y]``, then for the local line ``[k, k kᵀ, y kᵀ]``; for the local-constant
-        gradient ``[k, k², y k, y k²]`` (the gradient's sums, from the same product)."""
-        columns = [np.ones((len(K), 1)), self.Y]
-        if self.degree == 1:
-            line = K[:, self.line]
-            columns += [key_columns(line), value_key_columns(self.Y, line)]
-        elif gradient:
-            columns += [K, K**2, value_key_columns(self.Y, K), value_key_columns(self.Y, K**2)]
-        return np.ascontiguousarray(np.hstack(columns).T)
+        """What the kernel weights are summed against (:func:`criterion_columns`)."""
+        line = K[:, self.line] if self.degree == 1 else None
+        return criterion_columns(K, self.Y, gradient, line)
 
     def _map_blocks(self, function, rows, tiled=None):
         """``function(rows)`` over query blocks (global row indices: a slice when ``rows``
@@ -242,12 +364,12 @@ class Criterion:
         subtracted for the Gaussian kernel (its exact shift); +inf on the left-out pairs
         for ``"loo"``.
 
-        One product: [q, ‖q‖², 1] · [−2k, 1, ‖k‖²]. Not clipped at 0: a rounding error of
-        −1e-16 only shifts a logit by as much.
+        One product of the augmented queries and keys (:mod:`kernattn._sums`):
+        ``‖q − k‖² = −2 [q, −½‖q‖², 1]·[k, 1, −½‖k‖²]``. Not clipped at 0: a rounding error
+        of −1e-16 only shifts a logit by as much.
         """
-        Q = K[rows]
-        Q_aug = np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((len(Q), 1))])
-        r2 = Q_aug @ K_aug
+        r2 = augment_queries(K[rows]) @ K_aug.T
+        r2 *= -2.0
         if self.loo:
             r2 = self._leave_out(r2, rows)
         if self.kernel == "gaussian":
@@ -263,63 +385,20 @@ class Criterion:
             return float(top.max(initial=0.0))
         return float(np.where(np.isfinite(r2), r2, 0.0).max(initial=0.0))
 
-    def _logit_source(self, K, K_aug, rows, factor):
-        """The Gaussian logits −½‖q − k‖²/c² + log s of the block ``rows``, a tile of keys
-        at a time, from one product with d + 2 inner terms: the block's key indices, the
-        logits of a tile (a callable for :func:`~kernattn._sums.kernel_sums`) and the
-        left-out pairs (``None`` outside leave-one-out)."""
-        Q = K[rows]
-        b = len(Q)
-        half = 0.5 / factor**2
-        # [q, ‖q‖², 1]·(−half) · [−2k, 1, ‖k‖²] + log s.
-        Q_aug = -half * np.hstack([Q, np.einsum("ij,ij->i", Q, Q)[:, None], np.ones((b, 1))])
+    def _tiled_sums(self, K, K_aug, columns, rows, factor):
+        """Gaussian kernel sums of a block (:func:`gaussian_sums`) and each row's own
+        kernel value on the same shift (its logit is log s_i), for the trace."""
         index = np.arange(self.n)[rows]
         left_out = self._left_out_pairs(index) if self.loo else None
-
-        def logits(keys, out):
-            block = np.matmul(Q_aug, K_aug[:, keys], out=out)
-            if self.log_sw is not None:
-                block += self.log_sw[keys]
-            return block
-
-        return index, logits, left_out
-
-    def _tiled_sums(self, K, K_aug, columns, rows, factor, shifted=False):
-        """Gaussian kernel sums of a block by the one reduction
-        (:func:`~kernattn._sums.kernel_sums`), tiles of keys that stay in cache.
-
-        The logits (:meth:`_logit_source`) are at most 0 (up to the rounding of the
-        product), so they are first used as they are: two passes over each tile fewer than
-        shifting them. The rows whose sums come out below ``_UNSHIFTED_SUM`` (the nearest
-        kept key far away) are redone ``shifted`` by the running row maximum (the nearest
-        kept key so far), as in the engine's exact path, so that no row underflows; so is
-        every row when the rounding of the product could make a logit large. Returns the
-        sums and each row's own kernel value on the same shift (its logit is log s_i), for
-        the trace.
-        """
-        unshifted = not shifted and 0.5 * (self._key_radius(K) / factor) ** 2 < _ROUNDING_SAFE
-        index, logits, left_out = self._logit_source(K, K_aug, rows, factor)
-
-        def column_sums(weights, keys):
-            return weights @ columns[:, keys].T
-
-        top, sums = kernel_sums(
-            logits, self.n, column_sums, shift=not unshifted, left_out=left_out
+        top, sums = gaussian_sums(
+            K[rows], K_aug, self.log_sw, columns, factor, left_out, self._key_radius(K)
         )
-        E_self = None
-        if not self.loo:
-            log_self = np.zeros(len(index)) if self.log_sw is None else self.log_sw[index]
-            E_self = np.exp(np.maximum(log_self - top, EXP_FLOOR))
-        if not unshifted:
-            return sums, E_self
-        redo = np.flatnonzero(~((sums[:, 0] >= _UNSHIFTED_SUM) & (sums[:, 0] < np.inf)))
-        if len(redo):
-            sums[redo], again = self._tiled_sums(
-                K, K_aug, columns, index[redo], factor, shifted=True
-            )
-            if E_self is not None:
-                E_self[redo] = again
-        return sums, E_self
+        return sums, None if self.loo else self._own_kernel(index, top)
+
+    def _own_kernel(self, rows, top):
+        """Each query's own kernel value (its logit is log s_i) on the shift ``top``."""
+        log_self = np.zeros(len(top)) if self.log_sw is None else self.log_sw[rows]
+        return np.exp(np.maximum(log_self - top, EXP_FLOOR))
 
     def _key_radius(self, K):
         return float(np.sqrt(np.einsum("ij,ij->i", K, K).max(initial=0.0)))
@@ -346,10 +425,6 @@ class Criterion:
             for i in np.flatnonzero(self._has_copies[rows]):
                 r2[i, self._members[self.group_ids[rows[i]]]] = np.inf
         return r2
-
-    @staticmethod
-    def _augment(K):
-        return np.vstack([-2.0 * K.T, np.ones(len(K)), np.einsum("ij,ij->i", K, K)])
 
     def _kernel(self, r2, factor=1.0):
         """Kernel weights (times the sample weights) of a block, each row scaled by a
@@ -386,14 +461,20 @@ class Criterion:
         r2=None,
         powers=None,
         weights=None,
+        shifted_sums=None,
     ):
         """Per block: Σ s_i‖r_i‖², Σ_i S_ii (not for ``"loo"``), and their gradients
         (``r2``: the block's distances, when they are shared by several factors;
         ``powers``: ``[1, k, k²]`` of the keys; ``weights``: the Gaussian kernel of ``r2``
-        at ``factor``, when it is known)."""
+        at ``factor``, when it is known; ``shifted_sums``: the block's ``(c, Σ)`` over the
+        keys, taken elsewhere)."""
         d = K.shape[1]
         t = self.Y.shape[1]
-        if self.tiled and r2 is None:
+        if shifted_sums is not None:
+            top, sums = shifted_sums
+            E_self = None if self.loo else self._own_kernel(rows, top)
+            E, empty = None, np.zeros(len(sums), dtype=bool)
+        elif self.tiled and r2 is None:
             sums, E_self = self._tiled_sums(K, K_aug, columns, rows, factor)
             E, empty = None, np.zeros(len(sums), dtype=bool)
         else:
@@ -516,8 +597,10 @@ class Criterion:
     # -------------------------------------------------------------- criteria
 
     def _statistics(self, log_bandwidth, rows, gradient=True, factors=None):
+        if self._parts is not None:
+            return self._part_statistics(log_bandwidth, rows, gradient, factors)
         K = self.X / np.exp(log_bandwidth)
-        K_aug = self._augment(K)
+        K_aug = augment_keys(K, gaussian_key_bias(K))
         columns = self._columns(K, gradient and factors is None)
         scale = 1.0 if rows is None else self.n / len(rows)
         if factors is None:
@@ -562,6 +645,36 @@ class Criterion:
         return [
             [scale * sum(p[c][k] for p in parts) for k in range(2)] for c in range(len(factors))
         ]
+
+    def _part_statistics(self, log_bandwidth, rows, gradient, factors):
+        """:meth:`_statistics` with the keys in parts: every part's kernel sums of the
+        queries ``rows`` (a prefix of the sample) merged at their shifts, then the same
+        block statistics."""
+        rows = np.arange(len(self.X)) if rows is None else np.asarray(rows)
+        if not np.array_equal(rows, np.arange(len(rows))):
+            raise ValueError(
+                "a criterion with its keys in parts evaluates a prefix of its queries"
+            )
+        grid = factors is not None
+        factor_list = tuple(float(c) for c in factors) if grid else (1.0,)
+        merged = self._parts.reduce(
+            part_sums,
+            merge_part_sums,
+            np.asarray(log_bandwidth, dtype=float),
+            len(rows),
+            factor_list,
+            gradient and not grid,
+            self.loo,
+        )
+        K = self.X[: len(rows)] / np.exp(log_bandwidth)
+        scale = self.n / len(rows)
+        results = [
+            self._block(K, None, None, rows, c, gradient=gradient and not grid, shifted_sums=part)
+            for c, part in zip(factor_list, merged, strict=True)
+        ]
+        if grid:
+            return [[scale * r[k] for k in range(2)] for r in results]
+        return [scale * np.asarray(value) for value in results[0]]
 
     def _value(self, rss, trace, d_rss=None, d_trace=None):
         """The criterion (search units) from the squared error and the trace."""
@@ -610,3 +723,75 @@ class Criterion:
             return float(self._statistics(log_bandwidth, rows, gradient=False)[1])
         finally:
             self.loo = loo
+
+
+def prepare_part(X, y, w, part, center, y_offset, y_scale, max_weight, queries):
+    """One part of the keys as :meth:`Criterion.on_parts` reads it: its rows of positive
+    weight centered, the values in the search's units, the log-weights, the queries
+    centered, and the (query, key) pairs to leave out (a query and every key with its exact
+    input)."""
+    X, Y, w = as_part(X, y, w)
+    active = w > 0
+    X, Y, w = X[active], Y[active], w[active]
+    # The left-out pairs: candidates by the first input, then whole rows compared.
+    left_queries, left_keys = [], []
+    candidates = np.flatnonzero(np.isin(X[:, 0], queries[:, 0]))
+    if len(candidates):
+        index = {}
+        for i, row in enumerate(map(tuple, queries)):
+            index.setdefault(row, []).append(i)
+        for j in candidates:
+            for i in index.get(tuple(X[j]), ()):
+                left_queries.append(i)
+                left_keys.append(j)
+    order = np.argsort(np.asarray(left_queries, dtype=int), kind="stable")
+    return {
+        "inputs": X - center,
+        "values": (Y - y_offset) / y_scale,
+        "log_weights": np.log(w / max_weight),
+        "queries": queries - center,
+        "left_out": (
+            np.asarray(left_queries, dtype=int)[order],
+            np.asarray(left_keys, dtype=int)[order],
+        ),
+    }
+
+
+def part_sums(state, log_bandwidth, n_queries, factors, gradient, leave_out):
+    """Per factor ``f`` of the bandwidth, ``(c, Σ)`` of the first ``n_queries`` queries
+    against one prepared part's keys (:func:`gaussian_sums`; ``c = −∞`` for a query with no
+    key here)."""
+    h = np.exp(log_bandwidth)
+    inputs, values = state["inputs"], state["values"]
+    n_keys = len(inputs)
+    if n_keys == 0:
+        width = criterion_columns(inputs, values, gradient).shape[0]
+        empty = (np.full(n_queries, -np.inf), np.zeros((n_queries, width)))
+        return [empty for _ in factors]
+    left_out = None
+    if leave_out:
+        rows, keys = state["left_out"]
+        inside = rows < n_queries
+        left_out = (rows[inside], keys[inside])
+    K = inputs / h
+    Q = state["queries"][:n_queries] / h
+    K_aug = augment_keys(K, gaussian_key_bias(K))
+    columns = criterion_columns(K, values, gradient)
+    log_weights = state["log_weights"]
+    # One BLAS thread: the products are small, and the other parts' tasks share the cores.
+    with single_threaded_blas():
+        return [
+            gaussian_sums(Q, K_aug, log_weights, columns, f, left_out, _largest_norm(K_aug))
+            for f in factors
+        ]
+
+
+def merge_part_sums(*parts):
+    """The parts' ``(c, Σ)`` (per factor) merged at their shifts."""
+    merged = []
+    for pieces in zip(*parts, strict=True):
+        top, sums = pieces[0]
+        for other_top, other_sums in pieces[1:]:
+            top, sums = merge(top, sums, other_top, other_sums)
+        merged.append((top, sums))
+    return merged

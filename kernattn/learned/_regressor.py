@@ -21,7 +21,7 @@ from sklearn.utils._param_validation import Interval, InvalidParameterError, Str
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import map_query_blocks
-from kernattn._engine import NadarayaWatsonRegressor, is_dask_collection
+from kernattn._engine import NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
 from kernattn._local_linear import (
     equivalent_weights,
@@ -29,7 +29,13 @@ from kernattn._local_linear import (
     n_line_parameters,
 )
 from kernattn._loo import DuplicateGroups
-from kernattn._numerics import has_spread, normalized_weights, power_of_two_scale
+from kernattn._numerics import (
+    has_spread,
+    normalized_weights,
+    power_of_two_scale,
+    weighted_mean,
+)
+from kernattn._rows import collection_predict
 from kernattn._tilt import PENALTY, key_spread, tilted_weights
 from kernattn.bandwidth import BandwidthWarning
 from kernattn.learned._local import tune_tilt, tune_width
@@ -76,8 +82,7 @@ def _standardization(X, sample_weight, standardize):
     # In units of powers of two near max|x| and max|x − mean| (exact): the sums and squares
     # of inputs near 1e300 overflow (input_scale_ = inf), those near 1e-300 underflow.
     sample_weight = normalized_weights(sample_weight)
-    unit = power_of_two_scale(X, axis=0)
-    mean = np.average(X / unit, axis=0, weights=sample_weight) * unit
+    mean = weighted_mean(X, sample_weight)
     deviation = X - mean
     unit = power_of_two_scale(deviation, axis=0)
     std = np.sqrt(np.average((deviation / unit) ** 2, axis=0, weights=sample_weight)) * unit
@@ -939,10 +944,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         y_std : ndarray of the same shape
             Only when ``return_std=True``.
         """
-        if is_dask_collection(X):
-            from kernattn._dask import predict
-
-            return predict(self, X, return_std=return_std, heads=heads)
+        backend = collection_predict(X)
+        if backend is not None:
+            return backend(self, X, return_std=return_std, heads=heads)
         X = self._validate_queries(X)
         heads = self._check_heads(heads)
         return self._finish_prediction(*self._predict_centered(X, return_std, heads=heads))

@@ -14,16 +14,18 @@ chunks. :class:`LinearAttentionRegressor` (in ``_regressor``) sets up the softma
 approximated and fits the feature maps; the fitted kernel, the feature sums and the rows they
 cannot serve are in ``_feature_kernel``; the split kernel that computes each query's near keys
 exactly and the rest from per-cell feature sums is in ``_near_field``; the leave-one-out
-objective of a learned input projection is in ``_projection``; :func:`fit_chunks` (in
-``_chunks``) fits in two passes over chunks of rows, from disk or on the workers of a Dask
-cluster.
+objective of a learned input projection is in ``_projection``; the measurement of the near
+field's error and the searches of its size and of the far field's rank in ``_near_search``,
+the cost model that weighs the split against the exact weights in ``_cost``; the two passes
+of a fit over training rows in parts (chunks from disk, :func:`fit_chunks`, or the partitions
+of a Dask collection) in ``_passes``.
 """
 
-from kernattn.linear._chunks import fit_chunks
 from kernattn.linear._regressor import (
     ExactFallbackWarning,
     LinearAttentionRegressor,
     NotLinearTimeWarning,
+    fit_chunks,
 )
 
 __all__ = [

@@ -35,19 +35,15 @@ get :math:`a(q)^\top G\, a(k)`, which can be negative. When the far field's deno
 not positive (the low-rank estimate of a positive mass is wrong), the query uses its near
 field alone: its weights are then those of the exact kernel truncated to :math:`N(q)`,
 positive. The weights of a query sum to 1 either way. The error of the split is measured,
-not assumed: :meth:`NearFieldKernel.weight_errors` compares the split weights of sampled
-training rows (each left out of its own sums) with the exact weights.
+not assumed (:mod:`kernattn.linear._near_search`): the split weights of sampled training rows
+(each left out of its own sums) are compared with the exact weights.
 
 **Cost.** Prediction sorts the queries by cell once; each cell's queries meet their near
 keys in one dense product (the logits in double precision, their exponentials in single
 precision, relative error below 1e-7), on threads over runs of cells. At fit, the keys'
 features go through in runs of whole cells, each run summed per cell in one sparse product;
 the far sums of every cell are one sparse product of the near-cell indicator with the
-per-cell sums. The error probe (:class:`_ErrorProbe`) keeps only what does not depend on
-the near field or the far field's map — each sampled row's exact total, its largest logit,
-its exact kernel on a sample of keys — so that the near field can be grown
-(:func:`grow_near_cells`) and several maps compared (``n_components="auto"``) at the cost
-of the near keys of 100 rows per step.
+per-cell sums.
 
 References
 ----------
@@ -62,16 +58,15 @@ import copy
 import numpy as np
 from scipy import sparse
 from sklearn.neighbors import KDTree
-from sklearn.utils import check_random_state
 
-from kernattn._blocks import KEY_TILE, map_query_blocks, query_block_size
+from kernattn._blocks import KEY_TILE, map_query_blocks
 from kernattn._sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums
 
 # A query more than REACH kernel units from every near key (near mass below e^(−REACH²/2)
 # of a key of the largest weight at distance 0) may have its nearest keys in cells that are
 # not near its own: it is computed exactly.
 REACH = 6.0
-_NEAR_MASS = np.exp(-0.5 * REACH**2)
+NEAR_MASS = np.exp(-0.5 * REACH**2)
 # Entries of a (queries × near keys) tile of logits: it stays in cache.
 _TILE_ENTRIES = 2**17
 # Entries of a (rows × features × moments) block when the keys are summed per cell.
@@ -130,7 +125,7 @@ class NearFieldKernel:
         self.cell_counts = np.zeros(len(self.centers), dtype=np.int64)
         self._tree = KDTree(self.centers)
         self.set_near_cells(n_near_cells)
-        self._near = None
+        self.near_keys = None
         self._inner_cells = None
 
     # ------------------------------------------------------------ what it is
@@ -174,7 +169,7 @@ class NearFieldKernel:
     @property
     def _counts(self):
         """Keys per cell: those sorted for the near field, else those summed."""
-        return np.diff(self._near["start"]) if self._near is not None else self.cell_counts
+        return np.diff(self.near_keys["start"]) if self.near_keys is not None else self.cell_counts
 
     @property
     def n_keys(self):
@@ -233,10 +228,10 @@ class NearFieldKernel:
     def sort_keys(self, X, values, sample_weight):
         """Keep the bound keys ``X`` sorted by cell, with their values, for the near field
         (once; :meth:`accumulate` does it if it was not done)."""
-        if self._near is not None:
+        if self.near_keys is not None:
             raise RuntimeError("the near field keeps the keys of one fit; call without_keys")
         order, keys, log_weight, moments, cells, start = self._by_cell(X, values, sample_weight)
-        self._near = {
+        self.near_keys = {
             "order": order,
             "cells": cells,
             "start": start,
@@ -280,11 +275,11 @@ class NearFieldKernel:
         far = self.far
         keep = far.exact is not None
         if keep:
-            if self._near is None:
+            if self.near_keys is None:
                 self.sort_keys(X, values, sample_weight)
-            elif self._near["summed"]:
+            elif self.near_keys["summed"]:
                 raise RuntimeError("the near field keeps the keys of one fit; call without_keys")
-            near = self._near
+            near = self.near_keys
             keys, log_weight, moments = near["keys"], near["log_weight"], near["moments"]
             cells, start = near["cells"], near["start"]
         else:
@@ -352,21 +347,21 @@ class NearFieldKernel:
         self._inner_total = inner_cells.sum(axis=0)
         self._far_all = None
         if keep:
-            self._near["summed"] = True
+            self.near_keys["summed"] = True
         return self
 
     # ------------------------------------------------------------- the split
 
-    def _near_rows(self, c):
+    def near_rows(self, c):
         """Positions (in cell order) of the keys of cell ``c``'s near cells."""
-        start = self._near["start"]
+        start = self.near_keys["start"]
         cells = self.near_cells[c]
         first, length = start[cells], start[cells + 1] - start[cells]
         # Runs first[j], first[j] + 1, …, first[j] + length[j] - 1, in one allocation.
         offsets = np.repeat(first - np.cumsum(length) + length, length)
         return offsets + np.arange(length.sum())
 
-    def _far_sums(self, c):
+    def far_sums(self, c):
         r"""The far field's sums for cell ``c``'s queries, :math:`G(S - \sum_{C(c)} S_c)`."""
         if self._far_all is not None:
             return self._far_all[c]
@@ -425,8 +420,8 @@ class NearFieldKernel:
         ``exclude`` (positions in cell order, one per query, or -1) leaves a key out of the
         near field (the query's own row, for a leave-one-out measurement).
         """
-        near = self._near
-        rows = self._near_rows(c)
+        near = self.near_keys
+        rows = self.near_rows(c)
         centre = self.centers[c]
         dq = Q - centre
         dk = near["keys"][rows] - centre
@@ -448,9 +443,9 @@ class NearFieldKernel:
 
     def _combine(self, kernel, far, rows, c):
         """Near and far sums of the moments; the far field only where its mass is positive."""
-        near_sums = kernel @ self._near["moments"][rows]
+        near_sums = kernel @ self.near_keys["moments"][rows]
         with np.errstate(over="ignore", invalid="ignore"):
-            far_sums = far @ self._far_sums(c)
+            far_sums = far @ self.far_sums(c)
         keep = (far_sums[:, -1] > 0) & np.all(np.isfinite(far_sums), axis=1)
         return near_sums + np.where(keep[:, None], far_sums, 0.0), keep
 
@@ -488,8 +483,8 @@ class NearFieldKernel:
         keys, ``_near["head"]`` (``[k, 1, log s - ‖k‖²/2]``) and ``_near["tail"]`` (the
         moments), instead of new arrays: over many cells, no large allocation per cell (an
         allocator that maps every large array anew makes those slow)."""
-        near = self._near
-        rows = self._near_rows(c)
+        near = self.near_keys
+        rows = self.near_rows(c)
         p = Q.shape[1] + 2
         if buffers is None:
             table = np.take(near["table"], rows, axis=0)
@@ -515,14 +510,14 @@ class NearFieldKernel:
         with np.errstate(under="ignore", over="ignore", invalid="ignore"):
             logs = self.feature_map.log_transform(Q)
             logs += self.far.key_log_scale[0]
-            return np.exp(logs, out=logs) @ self._far_sums(c)
+            return np.exp(logs, out=logs) @ self.far_sums(c)
 
     @staticmethod
     def join_sums(near_sums, far_sums):
         """:meth:`split_sums` from its near and far parts: the far part only where its mass
-        is positive; the rows whose near mass is below ``_NEAR_MASS`` are named."""
+        is positive; the rows whose near mass is below ``NEAR_MASS`` are named."""
         keep = (far_sums[:, -1] > 0) & np.all(np.isfinite(far_sums), axis=1)
-        far_query = ~((near_sums[:, -1] > _NEAR_MASS) & np.all(np.isfinite(near_sums), axis=1))
+        far_query = ~((near_sums[:, -1] > NEAR_MASS) & np.all(np.isfinite(near_sums), axis=1))
         return near_sums + np.where(keep[:, None], far_sums, 0.0), far_query
 
     def set_cell_sums(self, cell_sums, cell_counts):
@@ -561,7 +556,7 @@ class NearFieldKernel:
     def moments(self, X, h):
         """First and second moments of the scaled centered values at ``X`` (as
         :meth:`FeatureKernel.moments`); the far field alone without kept keys."""
-        if self._near is None:
+        if self.near_keys is None:
             return self.far.moments(X, h)
         Q, cells = self.query_cells(X)
         order = np.argsort(cells, kind="stable")
@@ -570,10 +565,10 @@ class NearFieldKernel:
         inverse[order] = np.arange(len(order))
         return first[inverse], second[inverse], unreliable[inverse]
 
-    def _key_features(self, positions):
+    def key_features(self, positions):
         """Nyström base features times the weights of the keys at ``positions`` (cell
         order), on the scale of the sums."""
-        near = self._near
+        near = self.near_keys
         features, top = self.far.key_features(
             0, near["keys"][positions], near["log_weight"][positions]
         )
@@ -582,12 +577,12 @@ class NearFieldKernel:
     def _split_weights(self, X, keys=None, exclude=None):
         """Split weights of queries ``X`` on the keys at ``keys`` (cell order; all by
         default), normalized by the full denominator, and the denominators' parts."""
-        near = self._near
+        near = self.near_keys
         n = len(near["order"])
         keys = np.arange(n) if keys is None else keys
         column = np.full(n, -1, dtype=np.int64)
         column[keys] = np.arange(len(keys))
-        key_features = self._key_features(keys)
+        key_features = self.key_features(keys)
         inner = self.feature_map.inner
         Q, logs, groups = self._groups(X)
         weights = np.zeros((len(X), len(keys)))
@@ -604,7 +599,7 @@ class NearFieldKernel:
             low_rank[:, column[rows[mine]]] = kernel[:, mine]
             denominator = sums[:, -1]
             bad = ~((denominator > 0) & np.all(np.isfinite(low_rank), axis=1))
-            bad |= ~(top > np.log(_NEAR_MASS))
+            bad |= ~(top > np.log(NEAR_MASS))
             weights[group] = low_rank / np.where(bad, 1.0, denominator)[:, None]
             weights[group[bad]] = 0.0
             unreliable[group] = bad
@@ -614,276 +609,11 @@ class NearFieldKernel:
         """Head ``h``'s split weights against the bound keys (in the order they were given):
         exact on each query's near cells, Nyström elsewhere; rows sum to 1 (0 on the
         unreliable rows)."""
-        if self._near is None:
+        if self.near_keys is None:
             return self.far.weights(X, h)
         sorted_weights, unreliable = self._split_weights(X)
         weights = np.empty_like(sorted_weights)
-        weights[:, self._near["order"]] = sorted_weights
+        weights[:, self.near_keys["order"]] = sorted_weights
         return weights, unreliable
 
     # ------------------------------------------------------------- its error
-
-    def weight_errors(self, rows, n_keys_sample=None, random_state=None):
-        r"""The L1 distance between the split weights and the exact weights of training rows.
-
-        Row ``i`` (an index into the keys given to :meth:`bind`) is a query left out of the
-        sums, as a new query would be: its own key is removed from its near field and from
-        the exact weights. With ``n_keys_sample`` below the number of keys, the far keys'
-        part of the distance is estimated from a uniform sample of that many keys (scaled
-        by the number of far keys over the number sampled); the near keys' part is exact.
-
-        Parameters
-        ----------
-        rows : array_like of int
-            Training rows (indices into the keys given to :meth:`bind`).
-        n_keys_sample : int, optional
-            Keys the far part is measured on; all by default.
-        random_state : int, RandomState instance or None
-            Draws the sample of keys.
-
-        Returns
-        -------
-        errors : ndarray of shape (len(rows),)
-            :math:`\sum_j |\hat w_j - w_j|` per row, between 0 and 2.
-        """
-        return _ErrorProbe(self, rows, n_keys_sample, random_state).use_kernel().errors()
-
-
-class _ErrorProbe:
-    r"""The exact kernel of sampled training rows (each left out of its own sums), against
-    which any number of near cells, and any Nyström map of the far field, is measured.
-
-    For a query :math:`q` with exact kernel values :math:`\kappa_j` (shifted by the
-    largest), total :math:`T = \sum_j \kappa_j`, near mass :math:`M = \sum_{N(q)}
-    \kappa_j`, low-rank values :math:`\ell_j = a(q)^\top G\, a(k_j) s_j` and far mass
-    :math:`F` (the low-rank sum over the far keys, 0 when it is not positive), the split
-    weights are :math:`\kappa_j / D` on the near keys and :math:`\ell_j / D` on the far
-    keys, :math:`D = M + F`, so the L1 error is
-
-    .. math::
-
-        M \left|\tfrac1D - \tfrac1T\right| + \sum_{j \notin N(q)}
-        \left|\tfrac{\ell_j}{D} - \tfrac{\kappa_j}{T}\right| :
-
-    the near keys' part is exact, the far keys' part is measured on a uniform sample of
-    keys (scaled by the far keys over the far keys sampled). :math:`F` is the kernel's own
-    far sum (:meth:`use_kernel`), or, for a map whose sums over every key are not taken
-    (:meth:`use_map`, to choose the rank), the same scaled sum over the sampled far keys.
-    A query with a near mass below :math:`e^{-18}` of a key at distance 0 is computed
-    exactly by the estimator: its error is 0.
-    """
-
-    def __init__(self, kernel, rows, n_keys_sample=None, random_state=None):
-        self.kernel = kernel
-        near = kernel._near
-        n = len(near["order"])
-        position = np.empty(n, dtype=np.int64)
-        position[near["order"]] = np.arange(n)
-        self.own = position[np.asarray(rows)]
-        self.Q = near["keys"][self.own]
-        self.cells = near["cells"][self.own]
-        if n_keys_sample is None or n_keys_sample >= n:
-            self.sample = np.arange(n)
-        else:
-            rng = np.random.default_rng(check_random_state(random_state).randint(2**31 - 1))
-            self.sample = np.sort(rng.choice(n, n_keys_sample, replace=False))
-        self.sample_cells = near["cells"][self.sample]
-        self._augmented = augment_queries(self.Q)
-        self.top, self.total = self._exact_totals()
-        self.sample_kernel = self._kernel(np.arange(len(self.Q)), self.sample)
-        self.low_rank = None
-        self._masses = {}
-
-    def _kernel(self, queries, positions):
-        """Exact kernel values of queries (indices into the probe's) on keys at
-        ``positions`` (cell order), shifted by each query's largest, own key at 0."""
-        p = self.Q.shape[1] + 2
-        logits = self._augmented[queries] @ self.kernel._near["table"][positions, :p].T
-        logits[positions[None, :] == self.own[queries][:, None]] = -np.inf
-        logits -= self.top[queries][:, None]
-        with np.errstate(under="ignore"):
-            return np.exp(logits, out=logits)
-
-    def _exact_totals(self):
-        """Per query the largest logit over the other keys and the sum of the kernel
-        shifted by it (the online softmax over tiles of keys)."""
-        table = self.kernel._near["table"]
-        p = self.Q.shape[1] + 2
-
-        def logits(keys, out):
-            return np.matmul(self._augmented, table[keys, :p].T, out=out)
-
-        def total(weights, keys):
-            return weights.sum(axis=1, keepdims=True)
-
-        own = (np.arange(len(self.Q)), self.own)
-        tile = query_block_size(len(table), len(self.Q))
-        top, sums = kernel_sums(logits, len(table), total, floor=False, left_out=own, tile=tile)
-        return top, sums[:, 0]
-
-    def _near_mass(self):
-        """Per query the exact kernel's mass on its near keys (at the kernel's current near
-        cells; kept for each number of cells, since every far field meets the same)."""
-        kernel = self.kernel
-        P = kernel.n_near_cells
-        if P not in self._masses:
-            mass = np.zeros(len(self.Q))
-            for c in np.unique(self.cells):
-                group = np.flatnonzero(self.cells == c)
-                mass[group] = self._kernel(group, kernel._near_rows(c)).sum(axis=1)
-            self._masses[P] = mass
-        return self._masses[P]
-
-    def use_kernel(self):
-        """Measure the kernel's own far field (its sums over every key)."""
-        kernel = self.kernel
-        self._map = kernel.feature_map
-        logs = self._map.log_transform(self.Q)
-        self._query_scale = logs.max(axis=1)
-        features = np.exp(logs - self._query_scale[:, None])
-        self._far_logs = logs + kernel.far.key_log_scale[0] - self.top[:, None]
-        with np.errstate(over="ignore", under="ignore"):
-            scale = np.exp(self._query_scale + kernel.far.key_log_scale[0] - self.top)
-            self.low_rank = self._map.inner(features.T).T @ kernel._key_features(self.sample).T
-            self.low_rank *= scale[:, None]
-        self.sampled_far = False
-        self.columns = slice(None)
-        return self
-
-    def use_map(self, feature_map):
-        """Measure a far field of another fitted Nyström map, its far sums estimated on the
-        sampled keys."""
-        near = self.kernel._near
-        logs = feature_map.log_transform(self.Q)
-        query_scale = logs.max(axis=1)
-        # Every few sampled keys: a map being compared with others needs less precision.
-        self.columns = slice(None, None, max(1, len(self.sample) // SEARCH_KEYS))
-        sample = self.sample[self.columns]
-        key_logs = feature_map.log_transform(near["keys"][sample])
-        key_logs += near["log_weight"][sample][:, None]
-        key_scale = key_logs.max()
-        with np.errstate(over="ignore", under="ignore"):
-            queries = feature_map.inner(np.exp(logs - query_scale[:, None]).T).T
-            self.low_rank = queries @ np.exp(key_logs - key_scale).T
-            self.low_rank *= np.exp(query_scale + key_scale - self.top)[:, None]
-        self.sampled_far = True
-        return self
-
-    def errors(self):
-        """Per query, the L1 distance of the split weights (at the kernel's current near
-        cells) from the exact ones: near keys exactly, far keys on the sample."""
-        kernel = self.kernel
-        counts = np.diff(kernel._near["start"])
-        queries = np.arange(len(self.Q))
-        near_cells = kernel.near_cells[self.cells]
-        # Which sampled keys are far from each query: their cell is not one of its near.
-        is_near = np.zeros((len(self.Q), kernel.n_cells), dtype=bool)
-        is_near[queries[:, None], near_cells] = True
-        far_sample = ~is_near[:, self.sample_cells[self.columns]]
-        n_far_sample = far_sample.sum(axis=1)
-        factor = (counts.sum() - counts[near_cells].sum(axis=1)) / np.maximum(n_far_sample, 1)
-        mass = self._near_mass()
-        far = np.zeros(len(self.Q))
-        if not self.sampled_far:
-            for c in np.unique(self.cells):
-                group = np.flatnonzero(self.cells == c)
-                with np.errstate(over="ignore", invalid="ignore"):
-                    far[group] = np.exp(self._far_logs[group]) @ kernel._far_sums(c)[:, -1]
-        low_rank = np.where(far_sample, self.low_rank, 0.0)
-        if self.sampled_far:
-            far = factor * low_rank.sum(axis=1)
-        keep = (far > 0) & np.isfinite(far)
-        denominator = mass + np.where(keep, far, 0.0)
-        low_rank[~keep] = 0.0
-        exact = np.where(far_sample, self.sample_kernel[:, self.columns], 0.0)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            gap = np.abs(low_rank / denominator[:, None] - exact / self.total[:, None])
-            errors = mass * np.abs(1 / denominator - 1 / self.total) + factor * gap.sum(axis=1)
-            served = np.log(mass) + self.top > np.log(_NEAR_MASS)
-        return np.where(served & np.isfinite(errors), errors, 0.0)
-
-
-#: Sampled keys on which a candidate map's far field is measured (every few of the probe's).
-SEARCH_KEYS = 5000
-#: Near cells tried, in this order: steps of about 2^(1/4), so the chosen near field is at most
-#: about 1.2 times the smallest that meets the tolerance.
-NEAR_CELL_STEPS = np.unique(np.round(2.0 ** (np.arange(80) / 4)).astype(np.int64))
-
-
-def grow_near_cells(kernel, probe, tol, max_near_keys, first=1):
-    """The fewest near cells (on ``NEAR_CELL_STEPS``) whose measured mean weight error is
-    within ``tol``, or the most within ``max_near_keys`` keys per query; the kernel is left
-    set to them. The search starts at ``first`` cells (a guess) and moves down while the
-    tolerance is met, else up (doubling, then back step by step). Returns the errors at the
-    chosen number and whether they meet ``tol``."""
-    steps = NEAR_CELL_STEPS[NEAR_CELL_STEPS < kernel.n_cells].tolist() + [kernel.n_cells]
-    measured = {}
-
-    def measure(i):
-        if i not in measured:
-            kernel.set_near_cells(steps[i])
-            too_many = i > 0 and kernel.mean_near_keys > max_near_keys
-            measured[i] = None if too_many else probe.errors()
-        return measured[i]
-
-    def met(i):
-        errors = measure(i)
-        return errors is not None and errors.mean() <= tol
-
-    i = int(np.searchsorted(steps, max(first, 1)))
-    i = min(i, len(steps) - 1)
-    while i > 0 and measure(i) is None:
-        i -= 1
-    if met(i):
-        # Down while the tolerance is met.
-        while i > 0 and met(i - 1):
-            i -= 1
-    else:
-        # Up by doubling (four steps) until met or out of bounds, then back while met.
-        low = i
-        while not met(i):
-            if measure(i) is None or i == len(steps) - 1:
-                break
-            low, i = i, min(i + 4, len(steps) - 1)
-        while met(i) and i - 1 > low and met(i - 1):
-            i -= 1
-        if not met(i):
-            # The most cells within the bound: the last step that was measured.
-            i = max(j for j, errors in measured.items() if errors is not None)
-    kernel.set_near_cells(steps[i])
-    errors = measure(i)
-    return errors, bool(errors.mean() <= tol)
-
-
-def choose_near_cells(kernel, tol, max_near_keys, rows, n_keys_sample, random_state=None):
-    """The fewest near cells whose measured weight error is within ``tol``.
-
-    Grows the near cells (1, 2, 3, 4, 6, 8, 11, …, steps of about √2) until the mean L1
-    weight error of the sampled training ``rows`` (:meth:`NearFieldKernel.weight_errors`)
-    is at most ``tol``, or until more cells would compute more than ``max_near_keys`` keys
-    exactly per query (then the most cells within that bound). The exact kernel of the
-    rows is computed once.
-
-    Parameters
-    ----------
-    kernel : NearFieldKernel
-        With its keys accumulated; left set to the chosen number of cells.
-    tol : float
-        Tolerance on the mean L1 distance between split and exact weights.
-    max_near_keys : float
-        Most keys computed exactly per query (on average).
-    rows : ndarray of int
-        Training rows (indices into the bound keys) used as left-out queries.
-    n_keys_sample : int
-        Keys on which the far field's part of the error is measured.
-    random_state : int, RandomState instance or None
-
-    Returns
-    -------
-    errors : ndarray of shape (len(rows),)
-        The per-row L1 errors at the chosen number of cells.
-    met : bool
-        Whether the mean error is within ``tol``.
-    """
-    probe = _ErrorProbe(kernel, rows, n_keys_sample, random_state).use_kernel()
-    return grow_near_cells(kernel, probe, tol, max_near_keys)

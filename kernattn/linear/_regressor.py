@@ -12,26 +12,24 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn import config_context
-from sklearn.base import clone
+from sklearn.base import _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._blocks import iter_query_blocks, map_query_blocks, single_threaded_blas
-from kernattn._engine import (
-    KEY_TILE,
-    NadarayaWatsonRegressor,
-    fit_transaction,
-    is_dask_collection,
-)
+from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks, single_threaded_blas
+from kernattn._engine import NadarayaWatsonRegressor, fit_transaction
 from kernattn._heads import SoftmaxHeads
-from kernattn._numerics import normalized_weights, power_of_two_scale
+from kernattn._numerics import has_spread, power_of_two_scale, weighted_mean
+from kernattn._rows import ChunkRows
+from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
     BandwidthWarning,
     resolve_bandwidth,
     select_bandwidth,
 )
+from kernattn.bandwidth._rules import check_bandwidth
 from kernattn.bandwidth._search import edge_message
 from kernattn.feature_maps import (
     FEATURE_MAPS,
@@ -41,10 +39,29 @@ from kernattn.feature_maps import (
     check_feature_map,
 )
 from kernattn.learned import AttentionRegressor
+from kernattn.linear._cost import (
+    CANDIDATE_COMPONENTS,
+    ERROR_KEYS,
+    ERROR_QUERIES,
+    EXACT_ROWS,
+    KEYS_PER_CELL,
+    LINEAR_SHARE,
+    near_key_cap,
+    split_cost,
+    split_pays,
+)
 from kernattn.linear._feature_kernel import FeatureKernel
-from kernattn.linear._near_field import NearFieldKernel, _ErrorProbe, grow_near_cells
+from kernattn.linear._near_field import NearFieldKernel
+from kernattn.linear._near_search import ErrorProbe, grow_near_cells, search_rank
+from kernattn.linear._passes import (
+    cell_sums,
+    chunk_arrays,
+    feature_sums,
+    merge_cell_sums,
+    merge_feature_sums,
+    sample_prefix,
+)
 from kernattn.linear._projection import learn_projection
-from kernattn.smoother import _weighted_mean
 
 #: Similarities whose kernel is a softmax kernel exp(qᵀk + b_k) that features can estimate.
 SIMILARITIES = ("dot", "cosine", "gaussian")
@@ -52,45 +69,13 @@ SIMILARITIES = ("dot", "cosine", "gaussian")
 TOL = 0.1
 #: Features of a named map when ``n_components="auto"`` does not choose from the data.
 DEFAULT_COMPONENTS = 256
-#: Keys per cell of the near field (its cells are the nearest-center cells of random keys).
-KEYS_PER_CELL = 50
-#: Training rows used as queries to measure the weight error at fit.
-ERROR_QUERIES = 100
-#: Keys on which the far field's part of the weight error is measured.
-ERROR_KEYS = 20_000
-#: Ranks tried by ``n_components="auto"`` with the near field (at most a quarter of the keys,
-#: at most half of ``n_subsample``).
-CANDIDATE_COMPONENTS = (32, 64, 128, 256, 512, 1024)
-MAX_COMPONENTS = 1024
-#: Costs of the split in exact kernel values (see ``_split_cost``).
-NEAR_KEY_COST = 1.5
-FEATURE_COST = 2.4
-SUM_COST = 0.16
-CELL_COST = 460
-#: The split is used when its predicted cost is below this share of the exact weights'.
-SPLIT_MARGIN = 0.5
-#: The split's fit costs at least this much in exact kernel values, whatever n (landmarks,
-#: the error probe and the search of the rank and near field). Measured with
-#: ``bench_linear.py`` (d = 8, two cores): the fit takes about 0.9 s + 7 µs per row, and an
-#: exact kernel value about 1.7 ns.
-FIT_OVERHEAD = 5e8
-#: The cheapest split per query (one cell of 50 keys, 32 features, the cell searches and the
-#: probe), in exact kernel values.
-CHEAPEST_SPLIT = 800
-#: With ``n_neighbors="auto"``, up to this many rows get the exact weights without trying the
-#: split: for n queries its cheapest form, FIT_OVERHEAD + n CHEAPEST_SPLIT, costs more than
-#: SPLIT_MARGIN times the exact n² (about 32 400).
-EXACT_ROWS = int(
-    (CHEAPEST_SPLIT + np.sqrt(CHEAPEST_SPLIT**2 + 4 * SPLIT_MARGIN * FIT_OVERHEAD))
-    / (2 * SPLIT_MARGIN)
-)
 #: Query-key pairs per block of cells in a near-field prediction (a few cells per thread task).
 _CELL_WORK = 2**20
-#: Above this share of queries computed against every key, prediction is no longer linear.
-LINEAR_SHARE = 0.1
-#: With ``n_neighbors="auto"`` a query computes at most this many keys exactly (beyond
-#: 200 000 keys, where 10 % of them would be more): the cost per query stops growing with n.
-MAX_NEAR_KEYS = 20_000
+#: Most cells of a near field fitted in parts, and most cells × features: its per-cell sums
+#: (cells × features × moments) stay a few tens of MB (8 192 cells at 256 features). The
+#: centers are drawn with the first pass's sample.
+MAX_CELLS = 8192
+CELL_FEATURES = MAX_CELLS * 256
 
 
 class ExactFallbackWarning(UserWarning):
@@ -559,10 +544,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         same rows draws. A permutation of the rows can change which rows are drawn, and the
         rounding of the feature sums.
         """
-        if is_dask_collection(X) or is_dask_collection(y):
-            from kernattn._dask import fit_linear
-
-            return fit_linear(self, X, y, sample_weight)
         return super().fit(X, y, sample_weight)
 
     def _fit_kernel(self, X, Y, sample_weight):
@@ -601,14 +582,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             rows = self._subsample(len(X), rng, ERROR_QUERIES)
             if near_field:
                 kernel.sort_keys(X, self._values, sample_weight)
-                probe = _ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
+                probe = ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
                 first = 1
                 if self.n_components == "auto" and self.n_neighbors == "auto":
                     first = self._choose_rank(kernel, probe, X, sample_weight, rng)
             kernel.accumulate(X, self._values, sample_weight)
             if near_field:
                 self._choose_near_field(kernel, probe, first)
-                if self.n_neighbors == "auto" and not self._split_pays(kernel):
+                if self.n_neighbors == "auto" and not split_pays(kernel):
                     self.exact_weights_ = True
                 else:
                     kernel.precompute()
@@ -627,49 +608,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         rows = rng.choice(len(keys), min(n_cells, len(keys)), replace=False)
         return np.unique(kernel.project(keys[np.sort(rows)], 0, "key"), axis=0)
 
-    @staticmethod
-    def _split_cost(n_keys, n_components, near_keys, near_cells, n_outputs=1):
-        """Predicted cost of fitting the split kernel on ``n_keys`` keys and predicting as
-        many queries, per query, in exact kernel values (the exact smoother's cost per
-        query is ``n_keys``).
-
-        Measured once for the package (d = 8, two cores): a near key costs about 1.5 exact
-        kernel values, a Nyström feature about 2.4 per key and per query, the far sums of
-        a cell about ``near_cells × n_components × (2 n_outputs + 1)`` additions for its
-        ``KEYS_PER_CELL`` keys, the two cell searches about 460, the error probe about 100,
-        and the fit ``FIT_OVERHEAD`` in all, whatever n.
-        """
-        m = 2 * n_outputs + 1
-        return (
-            FIT_OVERHEAD / max(n_keys, 1)
-            + NEAR_KEY_COST * near_keys
-            + 2 * FEATURE_COST * n_components
-            + SUM_COST * near_cells * n_components * m / KEYS_PER_CELL
-            + CELL_COST
-            + ERROR_QUERIES
-        )
-
-    def _split_pays(self, kernel):
-        """Whether the split is predicted to cost less than ``SPLIT_MARGIN`` times the exact
-        weights (fit and as many queries as keys)."""
-        cost = self._split_cost(
-            kernel.n_keys,
-            kernel.n_components,
-            kernel.mean_near_keys,
-            kernel.n_near_cells,
-            kernel.n_outputs,
-        )
-        return cost < SPLIT_MARGIN * kernel.n_keys
-
     def _choose_rank(self, kernel, probe, X, sample_weight, rng):
-        """Choose the far field's rank and a first near field from the accuracy target.
-
-        For every candidate rank (32, 64, …, at most a quarter of the keys and half of
-        ``n_subsample``), a Nyström map is fitted on a subsample of keys and the fewest near
-        cells meeting ``tol`` are found with the probe, the far field's sums estimated on its
-        sample of keys; the pair of the lowest :meth:`_split_cost` is kept (the highest rank
-        if none meets ``tol``). Sets the kernel's map; returns the near cells to start from.
-        """
+        """Choose the far field's rank and a first near field from the accuracy target
+        (:func:`~kernattn.linear._near_search.search_rank` on all keys, each candidate map
+        fitted on a subsample of keys). Sets the kernel's map; returns the near cells to
+        start from."""
         n = kernel.n_keys
         keys = self._subsample(len(X), rng)
         projected = kernel.far.project(X[keys], 0, "key")
@@ -682,7 +625,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             )
 
         def cost_of(feature_map):
-            return self._split_cost(
+            return split_cost(
                 n,
                 feature_map.n_components_,
                 kernel.mean_near_keys,
@@ -690,40 +633,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 kernel.n_outputs,
             )
 
-        feature_map, cells = self._search_rank(
-            kernel, probe, n, self._near_key_cap(n), fit_map, cost_of
+        cap = near_key_cap(n, self.n_subsample)
+        feature_map, cells = search_rank(
+            kernel, probe, n, cap, fit_map, cost_of, self.tol, self.n_subsample
         )
         kernel.set_feature_map(feature_map)
         self.feature_maps_ = [feature_map]
         self.n_components_ = feature_map.n_components_
         return cells
-
-    def _search_rank(self, kernel, probe, n, cap, fit_map, cost_of):
-        """The candidate ranks' search on ``kernel`` (in memory or a sample of keys): for
-        each rank (32, 64, …, at most a quarter of the kernel's keys and half of
-        ``n_subsample``) the map ``fit_map(r)`` and the fewest near cells meeting ``tol``
-        (at most ``cap`` near keys, starting from the lower rank's); the map of the lowest
-        ``cost_of(map)`` meeting ``tol`` is kept (the highest rank if none does). A rank
-        whose features alone, at ``n`` keys, cost more than the best so far ends the
-        search. Returns the map and its near cells on ``kernel``."""
-        top = min(kernel.n_keys // 4, self.n_subsample // 2, MAX_COMPONENTS)
-        ranks = [r for r in CANDIDATE_COMPONENTS if r <= max(top, CANDIDATE_COMPONENTS[0])]
-        best, fallback, first = None, None, 1
-        for r in ranks:
-            if best is not None and self._split_cost(n, r, 0, 0, kernel.n_outputs) >= best[0]:
-                break  # with no near field at all, r features cost more than the best
-            feature_map = fit_map(r)
-            probe.use_map(feature_map)
-            # A higher rank needs at most the near field of a lower one: start there.
-            _, met = grow_near_cells(kernel, probe, self.tol, cap, first)
-            first = kernel.n_near_cells
-            choice = (cost_of(feature_map), feature_map, kernel.n_near_cells)
-            if met and (best is None or choice[0] < best[0]):
-                best = choice
-            if not met:
-                fallback = choice
-        _, feature_map, cells = best if best is not None else fallback
-        return feature_map, cells
 
     def _choose_near_field(self, kernel, probe, first=1):
         """Set the near cells from ``n_neighbors`` (or, for "auto", from ``tol``, starting
@@ -731,7 +648,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         n = kernel.n_keys
         probe.use_kernel()
         if self.n_neighbors == "auto":
-            cap = self._near_key_cap(n)
+            cap = near_key_cap(n, self.n_subsample)
             errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
             if not met:
                 warnings.warn(
@@ -748,12 +665,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             errors = probe.errors()
         self.weight_error_ = float(errors.mean())
         self.n_neighbors_ = kernel.mean_near_keys
-
-    def _near_key_cap(self, n):
-        """The most keys of ``n`` a query computes exactly with ``n_neighbors="auto"``:
-        10 % of them unless that is few keys (``2 n_subsample``), at most ``MAX_NEAR_KEYS``
-        (a cost per query bounded whatever n)."""
-        return min(max(LINEAR_SHARE * n, 2 * self.n_subsample), MAX_NEAR_KEYS)
 
     def _check_fallback_share(self, kernel, X_sample):
         """Warn at fit when the features cannot serve more than 10 % of the training rows:
@@ -774,6 +685,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 stacklevel=4,
             )
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, sample_weight=None):
         """Add a chunk of training data to the key sums S, S₂, z.
 
@@ -803,7 +715,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         first = not hasattr(self, "kernel_")
         with fit_transaction(self):
             if first:
-                self._validate_params()
                 self._check_params()
             X, y, sample_weight = self._validate_training_data(X, y, sample_weight, reset=first)
             Y = y.reshape(len(y), -1)
@@ -812,9 +723,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             if first:
                 self._target_shape = y.shape[1:]
                 # As the engine does for fit: in units that cannot overflow (exact).
-                weight = normalized_weights(sample_weight)
-                magnitude = power_of_two_scale(Y, axis=0)
-                self._y_offset = np.average(Y / magnitude, axis=0, weights=weight) * magnitude
+                self._y_offset = weighted_mean(Y, sample_weight)
                 self._value_scale = power_of_two_scale(Y - self._y_offset, axis=0)
                 kernel = self._make_kernel(X, Y, sample_weight)
             elif y.shape[1:] != self._target_shape:
@@ -828,14 +737,222 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 kernel = self._far_of_training_set()
             else:
                 kernel = self.kernel_.without_keys()
-            self.exact_weights_ = False
-            # The keys are not kept: no training set, and no values to attend to.
-            for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_moments"):
-                self.__dict__.pop(name, None)
-            self._log_sample_weight = np.zeros(0)
-            self._values = np.zeros((0, Y.shape[1]))
-            self.kernel_ = kernel.accumulate(X, Y - self._y_offset, sample_weight)
+            self._keep_no_keys(kernel.accumulate(X, Y - self._y_offset, sample_weight))
         return self
+
+    def _keep_no_keys(self, kernel):
+        """Fitted with ``kernel`` (its sums taken) and no training keys kept: no training
+        set, no values to attend to, no near field."""
+        for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_moments"):
+            self.__dict__.pop(name, None)
+        if not isinstance(kernel, NearFieldKernel):
+            # Attributes of a near field, which a fit without keys does not have.
+            for name in ("weight_error_", "n_neighbors_"):
+                self.__dict__.pop(name, None)
+        self.exact_weights_ = False
+        self._log_sample_weight = np.zeros(0)
+        self._values = np.zeros((0, kernel.n_outputs))
+        self.kernel_ = kernel
+
+    # ----------------------------------------------------------- fit in parts
+
+    def _fit_rows(self, rows):
+        """The fit on training rows in parts: chunks (:func:`fit_chunks`) or the partitions
+        of a dask collection, in two passes (:mod:`kernattn.linear._passes`).
+
+        The first pass takes the statistics and a uniform sample of the rows of positive
+        weight (:mod:`kernattn._summary`), from which the kernel is made as in memory on a
+        subsample; the second sums every part's features, merged up a tree in the order of
+        the parts. Rows that stay where they are (a cluster's partitions) also get the near
+        field: its cells are centered on sampled rows, its per-cell sums are taken with the
+        totals, and the share of keys it computes exactly is chosen on the sample
+        (:meth:`_near_share_on_sample`); at prediction every partition computes its near
+        keys where it is. Chunks keep no keys: the Nyström features serve alone.
+        """
+        seed = sample_seed(self.random_state)
+        near_field = self._near_field() and rows.keeps_rows
+        # The near field's centers are drawn with the sample: more rows of it, whose first
+        # n_subsample (the smallest sampling keys) are the sample of the kernel all the same.
+        n_sample = max(self.n_subsample, MAX_CELLS) if near_field else self.n_subsample
+        summary = rows.reduce(summarize, RowSummary.merge, seed, n_sample)
+        check_summary(summary)
+        self.__dict__.pop("feature_names_in_", None)
+        if rows.feature_names is not None:
+            self.feature_names_in_ = rows.feature_names
+        self.n_features_in_ = rows.n_features
+        dtype = np.float32 if rows.dtype == np.float32 else np.float64
+        kernel = self._kernel_from_summary(
+            sample_prefix(summary, self.n_subsample), rows.target_shape, dtype, near_field
+        )
+        near = self._cell_kernel(kernel, summary) if near_field else None
+        if near is None:
+            sums = rows.reduce(feature_sums, merge_feature_sums, kernel, summary.y_mean)
+            kernel.key_sums, kernel.key_log_scale, kernel.key_radius, kernel.target_sums = sums
+            self._keep_no_keys(kernel)
+        else:
+            self._fit_near_field_in_parts(rows, near, summary, seed)
+        if rows.keeps_rows:
+            # The training set stays where it is: the exact rows of predict are computed
+            # there.
+            self.X_fit_, self.y_fit_, self.sample_weight_ = rows.arrays()
+
+    def _fit_near_field_in_parts(self, rows, near, summary, seed):
+        """The near field's sums taken part by part, its share of keys chosen on the
+        sample."""
+        n = int(summary.count)
+        if self.n_neighbors == "auto":
+            # Before the sums: it may choose another map for the far field.
+            share, weight_error = self._near_share_on_sample(near, summary, seed)
+            if near.n_cells * near.n_components > CELL_FEATURES:
+                # More features than the cells were drawn for: fewer, larger cells.
+                near = self._cell_kernel(near.far, summary)
+        else:
+            share, weight_error = self.n_neighbors / n, None
+        sums, cells, counts = rows.reduce(cell_sums, merge_cell_sums, near, summary.y_mean)
+        far = near.far
+        far.key_sums, far.key_log_scale, far.key_radius, far.target_sums = sums
+        near.set_cell_sums(cells, counts)
+        # The near cells hold about that share of the keys.
+        near.set_near_cells(int(np.ceil(share * near.n_cells)))
+        # Every cell's far sums once: each query block only reads them.
+        near.precompute()
+        self._keep_no_keys(near)
+        self.n_neighbors_ = near.mean_near_keys
+        if weight_error is not None:
+            self.weight_error_ = weight_error
+
+    def _kernel_from_summary(self, summary, target_shape, dtype, near_field):
+        """The kernel (empty sums) from the first pass: the target offset and units, the
+        center and bandwidth from the full-data statistics (a rule or a search on the
+        sample, rescaled to n by Scott's rate), the rest as in memory on the sample; sets
+        the fitted attributes that describe it."""
+        self._dtype = np.dtype(dtype)
+        self._target_shape = tuple(target_shape)
+        self._y_offset = summary.y_mean
+        # max|y − offset| from the extremes: the power of two the values are summed in.
+        spread = np.maximum(summary.y_max - summary.y_mean, summary.y_mean - summary.y_min)
+        self._value_scale = power_of_two_scale(spread[None, :], axis=0)
+        _, order, X_s, Y_s, w_s = summary.sample
+        rows = np.argsort(order, kind="stable")
+        X_s, Y_s, w_s = X_s[rows], Y_s[rows], w_s[rows]
+        center, bandwidth, loo_error = None, None, None
+        if isinstance(self.kernel, str) and self.kernel == "gaussian":
+            d = len(summary.x_mean)
+            center = summary.x_mean if self.center is None else self.center
+            sigma = np.sqrt(summary.x_m2 / summary.total)
+            if isinstance(self.bandwidth, str) and self.bandwidth == "scott":
+                h = sigma * summary.total ** (-1.0 / (d + 4))
+                # A constant feature gets 1, as in rule_of_thumb_bandwidth.
+                bandwidth = np.where(has_spread(sigma, summary.max_abs), h, 1.0)
+            elif isinstance(self.bandwidth, str):
+                bandwidth, loo_error = resolve_bandwidth(
+                    self.bandwidth, X_s, Y_s, w_s, n_jobs=self.n_jobs
+                )
+                # Scott's rate: the bandwidth of the sample shrinks like n^(-1/(d+4)).
+                bandwidth = bandwidth * (len(w_s) / summary.count) ** (1.0 / (d + 4))
+        kernel = self._make_kernel(X_s, Y_s, w_s, center=center, bandwidth=bandwidth)
+        kernel.weight_scale = float(summary.max_weight)
+        if loo_error is not None:
+            self.loo_error_ = loo_error
+        if self._near_field() and not near_field:
+            # The near field computes each query's nearest keys exactly from keys held in
+            # memory; over chunks, as after partial_fit, the Nyström far field serves alone.
+            warnings.warn(
+                "fitted in chunks, LinearAttentionRegressor has no near field: the Nyström "
+                "features alone (n_neighbors=0) approximate the kernel, which is coarser at "
+                "small bandwidths; fit in memory or on a dask collection for the near field, "
+                "or pass n_neighbors=0 to silence this",
+                UserWarning,
+                stacklevel=5,
+            )
+        return kernel
+
+    def _cell_kernel(self, kernel, summary):
+        """A near field on ``kernel`` (its sums empty) whose cell centers are the projected
+        rows of the first pass's sample, about one per ``KEYS_PER_CELL`` rows (at most
+        ``MAX_CELLS``, and at most ``CELL_FEATURES`` cells × features); ``None`` when the
+        keys lie beyond a finite distance (a bandwidth near 1e-300), where the far field
+        serves alone, as in memory."""
+        X_s = summary.sample[2]
+        most = min(MAX_CELLS, CELL_FEATURES // max(kernel.n_components, 1))
+        n_cells = max(1, min(summary.count // KEYS_PER_CELL, most, len(X_s)))
+        with np.errstate(over="ignore", invalid="ignore"):
+            centers = kernel.project(X_s[:n_cells], 0, "key")
+        if not np.all(np.abs(centers) < 1e100):
+            return None
+        return NearFieldKernel(kernel, np.unique(centers, axis=0), 1)
+
+    def _near_share_on_sample(self, near, summary, seed):
+        """``n_neighbors="auto"`` in parts: the share of the keys the near field computes
+        exactly, chosen on the first pass's sample, and its measured weight error; with
+        ``n_components="auto"``, the far field's map too (set on ``near``, whose sums must
+        still be empty).
+
+        The sample (up to ``MAX_CELLS`` uniform rows) gets a near field of its own, in
+        memory, with cells of ``KEYS_PER_CELL`` sampled rows, and the in-memory searches
+        run on it (:func:`~kernattn.linear._near_search.search_rank` with every candidate
+        map fitted on the sample and its cost at the full key count, then
+        :func:`~kernattn.linear._near_search.grow_near_cells`, the far sums estimated on the
+        sampled keys, at most the share of keys that keeps prediction linear). The split's
+        weights over a region of the input space depend on the share of the keys it holds,
+        not on their number, so the full near field takes the same share of its cells; its
+        error is that measured on the sample.
+        """
+        _, _, X_s, Y_s, w_s = summary.sample
+        n, n_s = int(summary.count), len(X_s)
+        sample_far = near.far.empty()
+        with np.errstate(over="ignore", invalid="ignore"):
+            centers = sample_far.project(X_s[: max(1, n_s // KEYS_PER_CELL)], 0, "key")
+        kernel = NearFieldKernel(sample_far, np.unique(centers, axis=0), 1).bind(X_s, w_s)
+        values = Y_s - summary.y_mean
+        # The sample is in a random order: its first rows are a uniform sample of it.
+        rows = np.arange(min(ERROR_QUERIES, n_s))
+        cap = near_key_cap(n, self.n_subsample) * n_s / n
+        rng = check_random_state(seed)
+        first = 1
+        with single_threaded_blas():
+            kernel.sort_keys(X_s, values, w_s)
+            probe = ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
+            if self.n_components == "auto" and isinstance(self.feature_map, str):
+                feature_map, first = self._rank_on_sample(kernel, probe, near, n, cap, rng)
+                kernel.set_feature_map(feature_map)
+                near.set_feature_map(feature_map)
+                self.feature_maps_ = [feature_map]
+                self.n_components_ = feature_map.n_components_
+            kernel.accumulate(X_s, values, w_s)
+            probe.use_kernel()
+            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
+        if not met:
+            warnings.warn(
+                f"the weight error measured at fit on {n_s} sampled rows, "
+                f"{errors.mean():.3g}, is above tol={self.tol:g} with the most near keys "
+                "that keep prediction linear; raise n_components or tol, or give n_neighbors",
+                UserWarning,
+                stacklevel=5,
+            )
+        return kernel.mean_near_keys / kernel.n_keys, float(errors.mean())
+
+    def _rank_on_sample(self, kernel, probe, near, n, cap, rng):
+        """The Nyström map of the lowest predicted cost meeting ``tol`` on the sample's
+        near field ``kernel`` (maps fitted on the first ``n_subsample`` rows of the sample,
+        costs at ``n`` keys), and its number of near cells there."""
+        n_s = kernel.n_keys
+        keys_kept = kernel.near_keys
+        first_rows = keys_kept["order"] < self.n_subsample
+        keys = keys_kept["keys"][first_rows]
+        weights = np.exp(keys_kept["log_weight"][first_rows])
+        t = kernel.n_outputs
+
+        def fit_map(r):
+            return NystroemFeatures(min(r, len(keys))).fit(
+                keys, sample_weight=weights, random_state=rng
+            )
+
+        def cost_of(feature_map):
+            share = kernel.mean_near_keys / n_s
+            return split_cost(n, feature_map.n_components_, share * n, share * near.n_cells, t)
+
+        return search_rank(kernel, probe, n, cap, fit_map, cost_of, self.tol, self.n_subsample)
 
     def _far_of_training_set(self):
         """The far field's kernel (features fitted, sums taken) of a fit that computed every
@@ -857,15 +974,18 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self.n_components_ = kernel.n_components
         return kernel.accumulate(X, self._values, w)
 
-    def _make_kernel(self, X, Y, sample_weight, rank=None, fit_maps=True):
+    def _make_kernel(
+        self, X, Y, sample_weight, rank=None, fit_maps=True, center=None, bandwidth=None
+    ):
         """The kernel from (the first chunk of) the data, with empty sums; sets the fitted
         attributes that describe it (``rank`` features instead of ``n_components``'s;
-        without ``fit_maps``, no feature map: every weight is computed exactly)."""
+        without ``fit_maps``, no feature map: every weight is computed exactly; ``center``
+        and ``bandwidth``: those of the Gaussian kernel, found elsewhere)."""
         for name in ("bandwidth_", "loo_error_", "attention_model_"):
             self.__dict__.pop(name, None)
         rng = check_random_state(self.random_state)
         if isinstance(self.kernel, str) and self.kernel == "gaussian":
-            heads = self._gaussian_heads(X, Y, sample_weight, rng)
+            heads = self._gaussian_heads(X, Y, sample_weight, rng, center, bandwidth)
             head_bias = np.zeros(Y.shape[1])
             key_shift = np.zeros((1, X.shape[1]))
         else:
@@ -906,7 +1026,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _center(self, X, sample_weight):
         d = X.shape[1]
         if self.center is None:
-            return _weighted_mean(X, sample_weight)
+            return weighted_mean(X, sample_weight)
         center = np.asarray(self.center, dtype=float)
         if center.shape != (d,) or not np.all(np.isfinite(center)):
             raise ValueError(
@@ -966,10 +1086,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             log_sample_weight=np.zeros(0),
         )
 
-    def _gaussian_heads(self, X, Y, sample_weight, rng):
-        """One head: −½‖(x − x')/h‖², as ``KernelSmoother`` with bandwidth h."""
-        center = self._center(X, sample_weight)
-        h, loo_error = self._bandwidth(X, Y, sample_weight, rng)
+    def _gaussian_heads(self, X, Y, sample_weight, rng, center=None, bandwidth=None):
+        """One head: −½‖(x − x')/h‖², as ``KernelSmoother`` with bandwidth h (``center``,
+        ``bandwidth``: given instead of found from the data)."""
+        center = self._center(X, sample_weight) if center is None else np.asarray(center, float)
+        if bandwidth is None:
+            h, loo_error = self._bandwidth(X, Y, sample_weight, rng)
+        else:
+            h, loo_error = check_bandwidth(bandwidth, X.shape[1]), None
         self.bandwidth_ = h
         if loo_error is not None:
             self.loo_error_ = loo_error
@@ -1052,7 +1176,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         if heads.similarity == "gaussian":
             for h in range(heads.n_heads):
                 keys = heads.project(X, h, "key")
-                key_shift[h] = _weighted_mean(keys, sample_weight)
+                key_shift[h] = weighted_mean(keys, sample_weight)
         return key_shift
 
     def _fit_feature_maps(self, heads, key_shift, X, sample_weight, rng, rank=None):
@@ -1187,7 +1311,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _predict_centered(self, X, return_std, heads=None):
         if (
             not isinstance(self.kernel_, NearFieldKernel)
-            or self.kernel_._near is None
+            or self.kernel_.near_keys is None
             or self._exact()
         ):
             return super()._predict_centered(X, return_std, heads)
@@ -1305,3 +1429,73 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         check_is_fitted(self)
         self._check_keys_kept()
         return super().attention_weights(X, head=head)
+
+
+def fit_chunks(estimator, chunks):
+    """Fit a :class:`~kernattn.LinearAttentionRegressor` on chunks of rows, in two passes.
+
+    Streams a training set that need not fit in memory (``numpy.memmap`` slices, files read
+    one at a time) through ``estimator`` in two passes: the first takes the statistics and
+    a uniform sample the kernel needs (the center, the bandwidth, Nyström landmarks; see
+    :ref:`distributed`), the second adds every chunk's features to the key sums. The chunks
+    are processed on the estimator's ``n_jobs`` threads and merged in order (the result
+    does not depend on the number of threads); memory is that of ``n_jobs + 1`` chunks and
+    of the sample (``n_subsample`` rows), whatever the number of rows. It is the
+    estimator's own ``fit``, on the chunks.
+
+    The result is the fit on the concatenated chunks up to the order of the sums (exactly
+    so for ``n ≤ n_subsample`` or, with Scott's rule or a given bandwidth, for random
+    feature maps), except that, as after ``partial_fit``, the keys are not kept: there is
+    no near field (the Nyström features serve alone, as with ``n_neighbors=0``; a warning
+    says so unless ``n_neighbors=0`` is given), the queries the features cannot serve get
+    the weighted training mean (with a warning) and ``attention_weights`` is unavailable.
+    Unlike a loop of ``partial_fit`` calls, nothing is fixed from the first chunk alone;
+    ``partial_fit`` can add chunks afterwards.
+
+    Parameters
+    ----------
+    estimator : LinearAttentionRegressor
+        Fitted in place (an earlier fit is replaced; a failed fit leaves it as it was).
+    chunks : iterable or callable
+        Tuples ``(X, y)`` or ``(X, y, sample_weight)``, the same in both passes: an iterable
+        that can be iterated twice (a list, a ``range``-like object), or a function of no
+        arguments returning a fresh iterator each time it is called (a generator function).
+
+    Returns
+    -------
+    estimator : LinearAttentionRegressor
+        The fitted estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kernattn import LinearAttentionRegressor, fit_chunks
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(1500, 2))
+    >>> y = np.sin(X[:, 0]) + X[:, 1]
+    >>> def chunks():
+    ...     for start in range(0, len(X), 500):
+    ...         yield X[start : start + 500], y[start : start + 500]
+    >>> model = LinearAttentionRegressor(n_neighbors=0, random_state=0)  # no near field
+    >>> streamed = fit_chunks(model, chunks)
+    >>> whole = LinearAttentionRegressor(n_neighbors=0, random_state=0).fit(X, y)
+    >>> bool(np.allclose(streamed.predict(X[:5]), whole.predict(X[:5])))
+    True
+    """
+    if not isinstance(estimator, LinearAttentionRegressor):
+        raise TypeError(
+            f"fit_chunks fits a LinearAttentionRegressor; got {type(estimator).__name__}"
+        )
+    if callable(chunks):
+        make_iterator = chunks
+    elif iter(chunks) is chunks:
+        raise TypeError(
+            "chunks is an iterator, which can be read only once; fit_chunks reads the "
+            "chunks twice: pass a list, or a function returning a fresh iterator"
+        )
+    else:
+
+        def make_iterator():
+            return iter(chunks)
+
+    return estimator.fit(ChunkRows(make_iterator, chunk_arrays, n_jobs=estimator.n_jobs), None)
