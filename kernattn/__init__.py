@@ -18,6 +18,9 @@ from kernattn.learned import AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor, fit_chunks
 from kernattn.smoother import KernelSmoother
 
+# The Dask backend registers itself here (dask is imported only when a collection arrives).
+from kernattn import distributed  # noqa: E402, F401  isort: skip
+
 __version__ = "0.6.0"
 
 __all__ = [

@@ -228,11 +228,15 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------- hooks
 
-    def _head_moments(self, X, h, return_std):
+    def _head_moments(self, X, h, return_std, exact=None):
         """Head ``h``'s estimate ``E_w[v]``, with ``return_std`` the spread of the values
         around it, ``E_w[(v − E_w[v])²]`` (else ``None``), and a mask of the rows that an
         approximate kernel could not serve and sent through the exact path (``None``: every
-        row is exact). In the engine's units: centered values divided by ``_value_scale``."""
+        row is exact). In the engine's units: centered values divided by ``_value_scale``.
+
+        ``exact``: what gives the exact kernel's moments of a row, an object with
+        ``centered(X, h, values)`` (:meth:`SoftmaxHeads.centered`); default the fitted
+        kernel (a prediction in stages passes the states of rows computed elsewhere)."""
         sums = self.kernel_.sums(X, h, self._moments)
         t = self._values.shape[1]
         denominator = sums[:, -1:]
@@ -240,10 +244,10 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         if not return_std:
             return first, None, None
         second = sums[:, t : 2 * t] / denominator
-        spread = self._accurate_spread(X, h, first, second - first**2, second)
+        spread = self._accurate_spread(X, h, first, second - first**2, second, exact)
         return first, spread, None
 
-    def _line_moments(self, X, h, return_std, columns, Q, n_params, groups):
+    def _line_moments(self, X, h, return_std, columns, Q, n_params, groups, exact=None):
         """:meth:`_head_moments` for a local-linear head: the weighted least-squares line
         in the key space at each query (see :mod:`kernattn._local_linear`).
 
@@ -274,7 +278,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             return mean, None, fallback
         # Var_w(v) + (v̄ − ŷ)², redone from the deviations where the difference cancels.
         spread = second_values - ybar**2 + (ybar - mean) ** 2
-        spread = self._accurate_spread(X, h, mean, spread, second_values)
+        spread = self._accurate_spread(X, h, mean, spread, second_values, exact)
         return mean, np.maximum(spread, 0.0), fallback
 
     def _accurate_spread(self, X, h, first, spread, second, exact=None):
@@ -297,13 +301,22 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         if not len(redo):
             return spread
         spread = spread.astype(np.float64)
-        values = self._moments[:, : first.shape[1]].astype(np.float64)
-        total, mean, m2 = exact.centered(X[redo], h, values)
+        total, mean, m2 = exact.centered(X[redo], h, self._value_columns())
         redone = m2 / total[:, None] + (mean - first[redo]) ** 2
         # Only the outputs that cancelled: the others keep their moments' spread.
         rows, outputs = np.nonzero(cancelled[redo])
         spread[redo[rows], outputs] = redone[rows, outputs]
         return spread
+
+    def _value_columns(self):
+        """The centered values in the engine's units (divided by ``_value_scale``), one row
+        per kept key, float64: what the exact kernel's moments are taken of (none when no
+        keys are kept)."""
+        t = len(self._y_offset)
+        moments = getattr(self, "_moments", None)
+        if moments is None:
+            return np.zeros((0, t))
+        return moments[:, :t].astype(np.float64)
 
     def _head_weights(self, X, h):
         """Head ``h``'s weights of a block of queries against the positive-weight rows."""
@@ -339,7 +352,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             )
         return keep
 
-    def _mixture(self, X, return_std, heads):
+    def _mixture(self, X, return_std, heads, exact=None):
         r"""Mixed estimate (centered units) and its spread for a block.
 
         The estimate is :math:`\sum_h a_h m^h_1 + b`. The spread is that of the mixture of
@@ -349,7 +362,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """
         kernel = self.kernel_
         a = kernel.head_weights
-        per_head = [self._head_moments(X, h, return_std) for h in heads]
+        per_head = [self._head_moments(X, h, return_std, exact) for h in heads]
         fallback = np.zeros(len(X), dtype=bool)
         for _, _, rows in per_head:
             if rows is not None:
@@ -370,17 +383,17 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             variance += p * (spread + (first - mean) ** 2)
         return mean, np.maximum(variance, 0.0), fallback
 
-    def _predict_centered(self, X, return_std, heads=None):
+    def _predict_centered(self, X, return_std, heads=None, exact=None):
         """Estimates and variances of validated queries in the engine's units (centered
         targets divided by ``_value_scale``), over query blocks (on threads for large
-        problems)."""
+        problems); ``exact`` as for :meth:`_head_moments`."""
         heads = np.arange(self.kernel_.n_heads) if heads is None else heads
         t = len(self._y_offset)
         mean = np.empty((len(X), t), dtype=self._dtype)
         variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
 
         def predict_rows(rows):
-            block_mean, block_var, fallback = self._mixture(X[rows], return_std, heads)
+            block_mean, block_var, fallback = self._mixture(X[rows], return_std, heads, exact)
             mean[rows] = block_mean
             if return_std:
                 variance[rows] = block_var

@@ -472,18 +472,24 @@ class SoftmaxHeads:
         values = np.asarray(values, dtype=np.float64)
         if self.far_only(h):
             return _moments_of(shifted_exp(self.far_logits(X, h)), values)
-        queries = self.queries(X, h)
-
-        def logits(keys, out):
-            return self.logits(queries, h, keys=keys, out=out).astype(np.float64, copy=False)
-
-        _, total, mean, m2 = centered_sums(logits, self.n_keys, values)
+        _, total, mean, m2 = self.centered_state(X, h, values)
         redo = underflowed(total) | ~np.all(np.isfinite(mean), axis=1)
         if np.any(redo):
             total[redo], mean[redo], m2[redo] = _moments_of(
                 shifted_exp(self.far_logits(X[redo], h)), values
             )
         return total, mean, m2
+
+    def centered_state(self, X, h, values):
+        """:meth:`centered` with the shift of the logits it was taken on, ``(c, W, m,
+        M₂)``, and no far path: the states of several sets of keys (the partitions of a
+        training set) merge with :func:`kernattn._sums.merge_centered`."""
+        queries = self.queries(X, h)
+
+        def logits(keys, out):
+            return self.logits(queries, h, keys=keys, out=out).astype(np.float64, copy=False)
+
+        return centered_sums(logits, self.n_keys, np.asarray(values, dtype=np.float64))
 
     def weights(self, X, h):
         """Head ``h``'s normalized weights (rows sum to 1) of a block of queries against

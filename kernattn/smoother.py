@@ -482,12 +482,12 @@ class KernelSmoother(NadarayaWatsonRegressor):
             return self._local_linear_weights(X, weights)[0]
         return weights
 
-    def _head_moments(self, X, h, return_std):
+    def _head_moments(self, X, h, return_std, exact=None):
         if not self._linear:
-            return super()._head_moments(X, h, return_std)
+            return super()._head_moments(X, h, return_std, exact)
         Q = self.kernel_.project(X, 0)[:, self._line]
         return self._line_moments(
-            X, h, return_std, self._local_moments, Q, self._line_parameters, self._groups
+            X, h, return_std, self._local_moments, Q, self._line_parameters, self._groups, exact
         )
 
     def _report_fallback(self, n_fallback, n_queries):

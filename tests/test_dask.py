@@ -273,14 +273,12 @@ def _search_data(n=6000, d=3, seed=0):
 def _worker_sample(X, y, weight, chunks, random_state, size=2400):
     """The queries the workers sample (their global rows, in sampling order), drawn here
     from the same seeds."""
-    from kernattn.linear._chunks import ChunkSummary, sample_seed, summarize
+    from kernattn._rows import ArrayRows
+    from kernattn._summary import RowSummary, sample_seed, summarize
 
+    rows = ArrayRows(X, y, weight, n_parts=len(range(0, len(X), chunks)))
     seed = sample_seed(random_state)
-    parts = [
-        summarize(X[s : s + chunks], y[s : s + chunks], weight[s : s + chunks], s, [seed, i], size)
-        for i, s in enumerate(range(0, len(X), chunks))
-    ]
-    return ChunkSummary.merge(*parts).sample[1]
+    return rows.reduce(summarize, RowSummary.merge, seed, size).sample[1]
 
 
 def _as_dask(chunks, *arrays):
@@ -288,20 +286,16 @@ def _as_dask(chunks, *arrays):
 
 
 def test_partitioned_criterion_is_the_in_memory_criterion_on_the_same_queries(client):
-    from kernattn._dask import PartitionedCriterion, _blocks, _task, _tree
-    from kernattn.bandwidth import _Criterion
-    from kernattn.linear._chunks import ChunkSummary, summarize
+    from kernattn._summary import RowSummary, summarize
+    from kernattn.bandwidth._criterion import Criterion
+    from kernattn.distributed._rows import DaskRows
 
     X, y, weight = _search_data()
-    Xd, yd, wd = _as_dask(1500, X, y, weight)
-    parts = [
-        _task(summarize)(Xb, yb, wb, 1500 * i, [7, i], 2400)
-        for i, (Xb, yb, wb) in enumerate(_blocks(Xd, yd, wd))
-    ]
-    summary = _tree(parts, ChunkSummary.merge).compute()
-    on_workers = PartitionedCriterion(Xd, yd, wd, summary)
+    rows = DaskRows.from_collections(*_as_dask(1500, X, y, weight))
+    summary = rows.reduce(summarize, RowSummary.merge, 7, 2400)
+    on_workers = Criterion.on_parts(rows, summary)
     active = np.flatnonzero(weight > 0)
-    in_memory = _Criterion(X[active], y[active, None], weight[active], "gaussian")
+    in_memory = Criterion(X[active], y[active, None], weight[active], "gaussian")
     queries = np.searchsorted(active, summary.sample[1])
     log_h = np.log(on_workers.scott) + np.array([-0.5, 0.2, 0.8])
     for size in (600, 2400):
@@ -324,7 +318,9 @@ def test_partitioned_criterion_is_the_in_memory_criterion_on_the_same_queries(cl
 
 
 def test_smoother_search_on_workers_is_the_in_memory_search_on_the_same_queries(client, capsys):
-    from kernattn.bandwidth import _Criterion, rule_of_thumb_bandwidth, search_criterion
+    from kernattn.bandwidth import rule_of_thumb_bandwidth
+    from kernattn.bandwidth._criterion import Criterion
+    from kernattn.bandwidth._search import search_criterion
 
     X, y, weight = _search_data()
     model = KernelSmoother(bandwidth="loo", random_state=5, verbose=1)
@@ -335,7 +331,7 @@ def test_smoother_search_on_workers_is_the_in_memory_search_on_the_same_queries(
     # The in-memory search's steps on the queries the workers drew.
     active = np.flatnonzero(weight > 0)
     queries = np.searchsorted(active, _worker_sample(X, y, weight, 1500, 5))
-    objective = _Criterion(X[active], y[active, None], weight[active], "gaussian")
+    objective = Criterion(X[active], y[active, None], weight[active], "gaussian")
     start = rule_of_thumb_bandwidth(X[active], weight[active])
     expected = search_criterion(objective, start, [queries[:600], queries])
     # The criterion reported is the in-memory criterion at the bandwidth found, on the

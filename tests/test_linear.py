@@ -17,8 +17,8 @@ from kernattn import (
 )
 from kernattn._heads import SoftmaxHeads
 from kernattn.bandwidth import loo_bandwidth
-from kernattn.linear._near_search import weight_errors
 from kernattn.feature_maps import NystroemFeatures, PositiveRandomFeatures
+from kernattn.linear._near_search import weight_errors
 from kernattn.linear._projection import FeatureLeaveOneOut
 
 # Many tests here use random features at small bandwidths on purpose; the warning that

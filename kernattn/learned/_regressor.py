@@ -844,19 +844,26 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             warped = apply_warp(warp_basis(Z, knots), knots, np.log(self.warp_slopes_))
             return kernel.center + kernel.input_scale * warped
 
-    def _head_moments(self, X, h, return_std):
+    def _head_moments(self, X, h, return_std, exact=None):
         if self.tilt_:
             return self._tilted_moments(X, h, return_std)
         if self.degree == 0:
-            return super()._head_moments(X, h, return_std)
+            return super()._head_moments(X, h, return_std, exact)
         if self._line_parameters[h] > self._n_distinct:
             # Fewer distinct training inputs than the line has parameters: no query has a
             # line (and a ridge-sized solve would be rounding noise).
-            first, spread, _ = super()._head_moments(X, h, return_std)
+            first, spread, _ = super()._head_moments(X, h, return_std, exact)
             return first, spread, np.ones(len(X), dtype=bool)
         Q = self.kernel_.project(X, h, side="key")
         return self._line_moments(
-            X, h, return_std, self._local_moments[h], Q, self._line_parameters[h], self._groups
+            X,
+            h,
+            return_std,
+            self._local_moments[h],
+            Q,
+            self._line_parameters[h],
+            self._groups,
+            exact,
         )
 
     def _block_width(self):

@@ -230,8 +230,16 @@ class NearFieldKernel:
         (once; :meth:`accumulate` does it if it was not done)."""
         if self.near_keys is not None:
             raise RuntimeError("the near field keeps the keys of one fit; call without_keys")
+        self.near_keys = self.sorted_keys(X, values, sample_weight)
+        return self
+
+    def sorted_keys(self, X, values, sample_weight):
+        """The keys ``X`` sorted by cell with their values, log-weights and the table the
+        near sums read (:meth:`near_sums`), as a dict; nothing is kept here (a part of the
+        training set kept elsewhere is sorted with this, and read with ``near_sums(...,
+        keys=...)``)."""
         order, keys, log_weight, moments, cells, start = self._by_cell(X, values, sample_weight)
-        self.near_keys = {
+        return {
             "order": order,
             "cells": cells,
             "start": start,
@@ -244,7 +252,6 @@ class NearFieldKernel:
             "table": np.hstack([augment_keys(keys, gaussian_key_bias(keys, log_weight)), moments]),
             "summed": False,
         }
-        return self
 
     def _by_cell(self, X, values, sample_weight):
         """The keys of ``X``, their log sample weights, moments ``[v, v², 1]`` and cells,
@@ -352,9 +359,10 @@ class NearFieldKernel:
 
     # ------------------------------------------------------------- the split
 
-    def near_rows(self, c):
-        """Positions (in cell order) of the keys of cell ``c``'s near cells."""
-        start = self.near_keys["start"]
+    def near_rows(self, c, start=None):
+        """Positions (in cell order) of the keys of cell ``c``'s near cells (among the kept
+        keys, or keys whose cells begin at ``start``)."""
+        start = self.near_keys["start"] if start is None else start
         cells = self.near_cells[c]
         first, length = start[cells], start[cells + 1] - start[cells]
         # Runs first[j], first[j] + 1, …, first[j] + length[j] - 1, in one allocation.
@@ -473,18 +481,19 @@ class NearFieldKernel:
         """
         return self.join_sums(self.near_sums(Q, c), self.far_field_sums(Q, c))
 
-    def near_sums(self, Q, c, buffers=None):
+    def near_sums(self, Q, c, buffers=None, keys=None):
         """The near part of :meth:`split_sums`: the exact sums of the moments over the kept
-        keys of cell ``c``'s near cells (without a shift). The sums of several sets of keys
-        (the partitions of a training set, each sorted with :meth:`sort_keys`) add up.
+        keys of cell ``c``'s near cells (without a shift), or over ``keys`` (a set of keys
+        sorted with :meth:`sorted_keys`, with its ``"head"`` and ``"tail"``). The sums of
+        several sets of keys (the partitions of a training set) add up.
 
         ``buffers``: two float arrays, C-contiguous, with at least as many rows as the near
         keys, that receive the near keys' rows of the two contiguous parts of the table of
-        keys, ``_near["head"]`` (``[k, 1, log s - ‖k‖²/2]``) and ``_near["tail"]`` (the
+        keys, ``keys["head"]`` (``[k, 1, log s - ‖k‖²/2]``) and ``keys["tail"]`` (the
         moments), instead of new arrays: over many cells, no large allocation per cell (an
         allocator that maps every large array anew makes those slow)."""
-        near = self.near_keys
-        rows = self.near_rows(c)
+        near = self.near_keys if keys is None else keys
+        rows = self.near_rows(c, near["start"])
         p = Q.shape[1] + 2
         if buffers is None:
             table = np.take(near["table"], rows, axis=0)
@@ -531,15 +540,20 @@ class NearFieldKernel:
         self._far_all = None
         return self
 
-    def sorted_moments(self, Q, cells):
+    def sorted_moments(self, Q, cells, near=None):
         """:meth:`moments` of projected queries ``Q`` whose ``cells`` are sorted (the queries
-        of a cell together), as the estimator's prediction gives them."""
+        of a cell together), as the estimator's prediction gives them; ``near``: their
+        near sums (:meth:`near_sums`), taken elsewhere (over keys not kept here)."""
         sums = np.zeros((len(Q), self.far.key_sums.shape[2]))
         far_query = np.zeros(len(Q), dtype=bool)
         bounds = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
             group = slice(start, stop)
-            sums[group], far_query[group] = self.split_sums(Q[group], cells[start])
+            if near is None:
+                sums[group], far_query[group] = self.split_sums(Q[group], cells[start])
+            else:
+                far = self.far_field_sums(Q[group], cells[start])
+                sums[group], far_query[group] = self.join_sums(near[group], far)
         return self.moments_of(sums, far_query)
 
     def moments_of(self, sums, far_query):

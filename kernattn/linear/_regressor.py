@@ -1229,7 +1229,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         """Whether the weights are computed exactly (``exact_weights_``, keys kept)."""
         return getattr(self, "exact_weights_", False) and self.kernel_.exact is not None
 
-    def _head_moments(self, X, h, return_std, moments=None, exact=None):
+    def _head_moments(self, X, h, return_std, exact=None, moments=None):
         """Head ``h``'s moments from the features (``moments``: already computed, by
         cell), the rows they cannot serve from ``exact`` (default: the exact kernel bound
         to the kept keys; ``None`` without keys: the training mean)."""
@@ -1270,14 +1270,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             spread = np.maximum(spread, 0.0)
         return first, spread, unreliable
 
-    def _value_columns(self):
-        """The centered values in the kernel's units (``value_scale``), float64: what the
-        exact kernel's moments are taken of."""
-        t = self.kernel_.n_outputs
-        if len(self._moments):
-            return self._moments[:, :t].astype(np.float64)
-        return np.zeros((0, t))
-
     def _moments_of_sums(self, sums):
         t = self.kernel_.n_outputs
         return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
@@ -1308,13 +1300,15 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             return self.kernel_.exact.n_keys, KEY_TILE
         return self.kernel_.n_components, None
 
-    def _predict_centered(self, X, return_std, heads=None):
-        if (
-            not isinstance(self.kernel_, NearFieldKernel)
-            or self.kernel_.near_keys is None
-            or self._exact()
-        ):
-            return super()._predict_centered(X, return_std, heads)
+    def _predict_centered(self, X, return_std, heads=None, exact=None, near=None):
+        """:meth:`NadarayaWatsonRegressor._predict_centered`, by cell for the near field;
+        ``near``: the queries' near sums, taken where the keys are (a prediction in
+        stages, :mod:`kernattn.linear._staged`)."""
+        near_field = isinstance(self.kernel_, NearFieldKernel) and (
+            self.kernel_.near_keys is not None or near is not None
+        )
+        if not near_field or self._exact():
+            return super()._predict_centered(X, return_std, heads, exact)
         # The near field computes the queries of one cell together (one dense product per
         # cell): the queries are sorted by cell once, and the threads take runs of whole
         # cells. One Gaussian head of weight 1 and no bias: the estimate is its mean.
@@ -1330,8 +1324,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         def predict_cells(groups):
             part = slice(starts[groups.start], starts[groups.stop])
             rows = order[part]
-            moments = kernel.sorted_moments(Q[part], cells[part])
-            first, spread, unreliable = self._head_moments(X[rows], 0, return_std, moments)
+            given = None if near is None else near[rows]
+            moments = kernel.sorted_moments(Q[part], cells[part], given)
+            first, spread, unreliable = self._head_moments(X[rows], 0, return_std, exact, moments)
             mean[rows] = first
             if return_std:
                 variance[rows] = np.maximum(spread, 0.0)
