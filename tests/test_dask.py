@@ -1,5 +1,8 @@
 """The estimators on Dask collections: the same numbers as in memory, computed on workers."""
 
+import functools
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -411,3 +414,90 @@ def test_smoother_fit_on_a_dask_dataframe_keeps_its_feature_names(client):
         KernelSmoother(bandwidth=model.bandwidth_).fit(frame, y).predict(frame.iloc[:5]),
         rtol=1e-12,
     )
+
+
+# ------------------------------------------------------------ faults and reruns
+
+
+def _with_a_worker_restarted(client, call):
+    """``call()`` in a thread, one worker restarted while a task of it runs; its result."""
+    result = {}
+
+    def run():
+        result["value"] = call()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    restarted = False
+    while thread.is_alive() and not restarted:
+        busy = [worker for worker, tasks in client.processing().items() if tasks]
+        if busy:
+            client.restart_workers([busy[0]])
+            restarted = True
+        time.sleep(0.002)
+    thread.join()
+    assert restarted, "the call ended before a worker could be restarted"
+    return result["value"]
+
+
+def test_smoother_search_is_the_same_after_a_worker_restart_and_on_a_rerun(client):
+    X, y, weight = _search_data(n=20_000)
+    data = (*_as_dask(2500, X, y), da.from_array(weight, chunks=2500))
+    params = dict(bandwidth="loo", random_state=3)
+    undisturbed = KernelSmoother(**params).fit(data[0], data[1], sample_weight=data[2])
+    rerun = KernelSmoother(**params).fit(data[0], data[1], sample_weight=data[2])
+    disturbed = _with_a_worker_restarted(
+        client, lambda: KernelSmoother(**params).fit(data[0], data[1], sample_weight=data[2])
+    )
+    Q = np.random.default_rng(9).normal(size=(40, 3))
+    for other in (rerun, disturbed):
+        np.testing.assert_array_equal(other.bandwidth_, undisturbed.bandwidth_)
+        assert other.loo_error_ == undisturbed.loo_error_
+        assert other.effective_dof_ == undisturbed.effective_dof_
+        np.testing.assert_array_equal(other.predict(Q), undisturbed.predict(Q))
+
+
+def test_linear_fit_is_the_same_after_a_worker_restart_and_on_a_rerun(client):
+    X, y = _data(n=20_000)
+    data = _as_dask(2500, X, y)
+    params = dict(bandwidth=0.3, random_state=0)  # the default near field, on partitions
+    undisturbed = _quiet(LinearAttentionRegressor(**params).fit, *data)
+    rerun = _quiet(LinearAttentionRegressor(**params).fit, *data)
+    disturbed = _with_a_worker_restarted(
+        client, lambda: _quiet(LinearAttentionRegressor(**params).fit, *data)
+    )
+    Q = da.from_array(1.2 * np.random.default_rng(2).normal(size=(600, 3)), chunks=200)
+    expected = undisturbed.predict(Q, return_std=True)
+    expected = [a.compute() for a in expected]
+    for other in (rerun, disturbed):
+        assert isinstance(other.kernel_, NearFieldKernel)
+        np.testing.assert_array_equal(other.kernel_.cell_sums, undisturbed.kernel_.cell_sums)
+        np.testing.assert_array_equal(other.kernel_.far.key_sums, undisturbed.kernel_.far.key_sums)
+        assert other.n_neighbors_ == undisturbed.n_neighbors_
+        assert other.weight_error_ == undisturbed.weight_error_
+        for got, want in zip(other.predict(Q, return_std=True), expected, strict=True):
+            np.testing.assert_array_equal(got.compute(), want)
+    # A worker restarted between fit and predict (and during the prediction) changes nothing.
+    client.restart_workers([next(iter(client.scheduler_info()["workers"]))])
+    again = _with_a_worker_restarted(
+        client, lambda: [a.compute() for a in undisturbed.predict(Q, return_std=True)]
+    )
+    for got, want in zip(again, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_threads_predicting_at_once_agree_with_a_serial_prediction():
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = _data(n=3000)
+    model = LinearAttentionRegressor(bandwidth=0.3, random_state=0).fit(X, y)
+    smoother = KernelSmoother(bandwidth=0.3).fit(X, y)
+    blocks = [1.3 * np.random.default_rng(s).normal(size=(200, 3)) for s in range(16)]
+    for fitted in (model, smoother):
+        predict = functools.partial(_quiet, fitted.predict, return_std=True)
+        serial = [predict(Q) for Q in blocks]
+        with ThreadPoolExecutor(16) as pool:
+            parallel = list(pool.map(predict, blocks))
+        for (m1, s1), (m2, s2) in zip(serial, parallel, strict=True):
+            np.testing.assert_array_equal(m1, m2)
+            np.testing.assert_array_equal(s1, s2)
