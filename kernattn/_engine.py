@@ -28,6 +28,7 @@ not exact (linear attention) overrides the per-head hooks :meth:`_head_moments` 
 approximates.
 """
 
+import warnings
 from contextlib import contextmanager
 from numbers import Integral
 
@@ -38,6 +39,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
+from kernattn._local_fits import LocalLines, TiltedWeights
 from kernattn._local_linear import line_estimate, sparse_neighborhoods
 from kernattn._numerics import (
     normalized_weights,
@@ -45,6 +47,7 @@ from kernattn._numerics import (
     weighted_mean,
 )
 from kernattn._rows import Rows, collection_predict, collection_rows
+from kernattn._warnings import BandwidthWarning
 
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
@@ -236,7 +239,29 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
         ``exact``: what gives the exact kernel's moments of a row, an object with
         ``centered(X, h, values)`` (:meth:`SoftmaxHeads.centered`); default the fitted
-        kernel (a prediction in stages passes the states of rows computed elsewhere)."""
+        kernel (a prediction in stages passes the states of rows computed elsewhere).
+
+        A head with a local fit (``kernel_.local[h]``) gives that fit's estimate instead:
+        local lines (:meth:`_line_moments`) or tilted weights (:meth:`_tilted_moments`)."""
+        local = self._local_fit(h)
+        if isinstance(local, LocalLines):
+            if not local.possible:
+                # Fewer distinct keys than the line has parameters: no query has a line (and
+                # a ridge-sized solve would be rounding noise).
+                first, spread, _ = self._kernel_moments(X, h, return_std, exact)
+                return first, spread, np.ones(len(X), dtype=bool)
+            return self._line_moments(X, h, return_std, local, exact)
+        if isinstance(local, TiltedWeights):
+            return self._tilted_moments(X, h, return_std)
+        return self._kernel_moments(X, h, return_std, exact)
+
+    def _local_fit(self, h):
+        """Head ``h``'s local fit (``None``: the kernel average)."""
+        local = getattr(self.kernel_, "local", None)
+        return None if local is None else local[h]
+
+    def _kernel_moments(self, X, h, return_std, exact=None):
+        """The kernel average's :meth:`_head_moments`."""
         sums = self.kernel_.sums(X, h, self._moments)
         t = self._values.shape[1]
         denominator = sums[:, -1:]
@@ -247,21 +272,22 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         spread = self._accurate_spread(X, h, first, second - first**2, second, exact)
         return first, spread, None
 
-    def _line_moments(self, X, h, return_std, columns, Q, n_params, groups, exact=None):
-        """:meth:`_head_moments` for a local-linear head: the weighted least-squares line
-        in the key space at each query (see :mod:`kernattn._local_linear`).
+    def _line_moments(self, X, h, return_std, lines, exact=None):
+        """:meth:`_head_moments` for a head with local lines
+        (:class:`~kernattn._local_fits.LocalLines`): the weighted least-squares line at each
+        query (see :mod:`kernattn._local_linear`).
 
-        ``columns`` are the head's :func:`~kernattn._local_linear.line_columns`, ``Q`` the
-        queries in the same space as the keys, ``n_params`` the line's parameters and
-        ``groups`` the duplicate groups of the keys (``None``: all distinct). Only a query
-        whose weights rest on fewer distinct keys than the line has parameters, or whose
-        moments overflowed, gets the kernel average (marked in the returned mask); the
-        spread is that of the values under the non-negative kernel weights around the line.
+        Only a query whose weights rest on fewer distinct keys than the line has
+        parameters, or whose moments overflowed, gets the kernel average (marked in the
+        returned mask); the spread is that of the values under the non-negative kernel
+        weights around the line.
         """
+        Q = lines.queries(self.kernel_, X, h)
+        n_params, groups = lines.n_params, lines.groups
         # One pass over the keys (in tiles, as for the kernel average) gives every sum the
         # local line needs.
         with np.errstate(over="ignore", invalid="ignore"):
-            sums = self.kernel_.sums(X, h, columns)
+            sums = self.kernel_.sums(X, h, lines.columns)
         mean, ybar, second_values, resolved = line_estimate(
             sums, Q, self._values.shape[1], Q.shape[1]
         )
@@ -318,12 +344,41 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             return np.zeros((0, t))
         return moments[:, :t].astype(np.float64)
 
+    def _tilted_moments(self, X, h, return_std):
+        """The estimate of head ``h``'s tilted weights and the spread of the values under
+        them (a pass per Newton step over the block's weights)."""
+        weights = self._head_weights(X, h)
+        values = self._value_columns()
+        first = weights @ values
+        if not return_std:
+            return first, None, None
+        spread = np.stack(
+            [
+                np.einsum("ij,ij->i", weights, (values[:, o][None, :] - first[:, o][:, None]) ** 2)
+                for o in range(values.shape[1])
+            ],
+            axis=1,
+        )
+        return first, spread, None
+
     def _head_weights(self, X, h):
-        """Head ``h``'s weights of a block of queries against the positive-weight rows."""
-        return self.kernel_.weights(X, h)
+        """Head ``h``'s weights of a block of queries against the positive-weight rows (a
+        local fit's equivalent weights, if the head has one)."""
+        local = self._local_fit(h)
+        if local is None:
+            return self.kernel_.weights(X, h)
+        if isinstance(local, LocalLines) and not local.possible:
+            return self.kernel_.weights(X, h)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            # A far query's kernel weights come from its far-field logits.
+            weights = self.kernel_.weights(X, h)
+        return local.weights(weights, self.kernel_, X, h)[0]
 
     def _block_width(self):
         """Keys a query meets (for the work estimate and block size) and the key tile."""
+        if any(isinstance(local, TiltedWeights) for local in getattr(self.kernel_, "local", ())):
+            # A tilted block holds its weights against every key, several times over.
+            return 8 * self.kernel_.n_keys, None
         return self.kernel_.n_keys, KEY_TILE
 
     # ------------------------------------------------------------- predicting
@@ -412,8 +467,17 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         return mean, variance
 
     def _report_fallback(self, n_fallback, n_queries):
-        """Say that ``n_fallback`` of ``n_queries`` were computed exactly (approximate
-        kernels warn; exact ones have nothing to say)."""
+        """Say that ``n_fallback`` of ``n_queries`` kept the kernel average where a local
+        line was asked for (an approximate kernel says instead which rows it computed
+        exactly)."""
+        if n_fallback:
+            warnings.warn(
+                f"{n_fallback} of {n_queries} queries have fewer distinct training inputs "
+                "with weight than a local line has parameters: they got the local-constant "
+                "estimate (the kernel average). The kernel is narrow for them.",
+                BandwidthWarning,
+                stacklevel=4,
+            )
 
     def _finish_prediction(self, mean, variance):
         """Back to target units and shape; the standard deviation from the variance."""

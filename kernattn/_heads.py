@@ -120,6 +120,8 @@ class SoftmaxHeads:
         keys,
         log_sample_weight,
         dtype=np.float64,
+        warp=None,
+        local=None,
     ):
         self.similarity = similarity
         self.center = np.asarray(center, dtype=float)
@@ -133,7 +135,34 @@ class SoftmaxHeads:
         self.log_sample_weight = np.asarray(log_sample_weight, dtype=float)
         self._lowest_log_sample_weight = float(self.log_sample_weight.min(initial=0.0))
         self._floor = exp_floor(self.dtype)
-        self._bind(np.asarray(keys, dtype=float))
+        self.warp = warp
+        self.local = [None] * len(self.scale) if local is None else list(local)
+        self._bind(self.warped(np.asarray(keys, dtype=float)))
+
+    def warped(self, X):
+        """The inputs as the heads compare them: through the warp, if any."""
+        X = np.asarray(X, dtype=float)
+        return X if self.warp is None else self.warp.transform(X)
+
+    def project(self, X, h, side="query"):
+        """The scaled projections ``q`` (or ``k``) of head ``h`` for inputs ``X`` (warped
+        first, if the kernel has a warp), float64: see :meth:`_project`."""
+        return self._project(self.warped(X), h, side)
+
+    def queries(self, X, h):
+        """What :meth:`logits` takes: head ``h``'s queries of inputs ``X``, prepared."""
+        return self._queries(self.warped(X), h)
+
+    def far_logits(self, X, h):
+        """:meth:`_far_logits` of inputs ``X`` (warped first)."""
+        return self._far_logits(self.warped(X), h)
+
+    def with_local(self, local):
+        """A copy with these local fits, one per head (``None``: the kernel average)."""
+        out = object.__new__(SoftmaxHeads)
+        out.__dict__.update(self.__dict__)
+        out.local = list(local)
+        return out
 
     @property
     def n_heads(self):
@@ -148,7 +177,7 @@ class SoftmaxHeads:
         """Whether the logits are never positive (radial similarities)."""
         return self.similarity in RADIAL
 
-    def project(self, X, h, side="query"):
+    def _project(self, X, h, side="query"):
         """The scaled projections ``q`` (or ``k``) of head ``h`` for inputs ``X``, float64.
 
         Rows whose projection overflows (a query near the largest float, or a tiny
@@ -165,12 +194,12 @@ class SoftmaxHeads:
         # One pass over (rows × head_dim), not over the keys.
         large = ~np.all(np.abs(P) < LARGE, axis=1)
         if np.any(large):
-            unit, log_size = self.project_scaled(X[large], h, side)
+            unit, log_size = self._project_scaled(X[large], h, side)
             with np.errstate(over="ignore"):
                 P[large] = unit * np.exp(log_size)[:, None]
         return P
 
-    def project_scaled(self, X, h, side="query"):
+    def _project_scaled(self, X, h, side="query"):
         """Head ``h``'s projections of ``X`` as ``exp(log_size) · unit``, overflow-free.
 
         ``unit`` has rows of largest entry in [1, 2) (or 0), computed from the inputs in
@@ -211,7 +240,7 @@ class SoftmaxHeads:
         self._unit_keys = []
         self._far_only = []
         for h in range(self.n_heads):
-            K = self.project(X, h, "key")
+            K = self._project(X, h, "key")
             self._bind_unit_keys(X, K, h)
             with np.errstate(over="ignore"):
                 sq = np.einsum("ij,ij->i", K, K)
@@ -240,7 +269,7 @@ class SoftmaxHeads:
             self._unit_keys.append((K / unit, float(np.log(unit))))
             self._far_only.append(False)
             return
-        unit, log_size = self.project_scaled(X, h, "key")
+        unit, log_size = self._project_scaled(X, h, "key")
         log_unit = float(log_size.max(initial=0.0))
         self._unit_keys.append((unit * np.exp(log_size - log_unit)[:, None], log_unit))
         self._far_only.append(True)
@@ -259,6 +288,7 @@ class SoftmaxHeads:
             setattr(out, name, None if value is None else value[heads])
         out.scale = self.scale[heads]
         out.head_weights = self.head_weights[heads]
+        out.local = [self.local[h] for h in heads]
         for name in ("_keys", "_keys_aug", "_keys_sq", "_key_radius", "_unit_keys", "_far_only"):
             setattr(out, name, [getattr(self, name)[h] for h in heads])
         return out
@@ -273,9 +303,9 @@ class SoftmaxHeads:
 
     # ------------------------------------------------------------------ logits
 
-    def queries(self, X, h):
+    def _queries(self, X, h):
         """What :meth:`logits` takes: head ``h``'s queries, prepared, in ``dtype``."""
-        Q = self.project(X, h, "query")
+        Q = self._project(X, h, "query")
         # A projection beyond float32's range (or whose square overflows) becomes inf here:
         # its logits are not finite, and the caller redoes the row with far_logits.
         with np.errstate(over="ignore", invalid="ignore"):
@@ -322,7 +352,7 @@ class SoftmaxHeads:
             np.maximum(logits, self._floor, out=logits)
         return logits
 
-    def far_logits(self, X, h):
+    def _far_logits(self, X, h):
         """Logits up to a per-query constant, in float64, for the rows the one-product path
         cannot serve (their kernel underflowed, or something overflowed).
 
@@ -340,7 +370,7 @@ class SoftmaxHeads:
         """
         unit_keys, log_unit = self._unit_keys[h]
         X = np.asarray(X, dtype=float)
-        unit, log_size = self.project_scaled(X, h, "query")
+        unit, log_size = self._project_scaled(X, h, "query")
         if self.similarity in ("dot", "cosine"):
             # q·k = exp(log_size + log_unit) · unit·k̃; the row maximum taken out first.
             logits = np.einsum("ij,kj->ik", unit, unit_keys)
@@ -444,11 +474,12 @@ class SoftmaxHeads:
         from :meth:`far_logits`, as are rows whose projection or logits overflowed (a query
         near the largest float, or a float64 query beyond a float32 fit's range).
         """
+        X = self.warped(X)
         if self.far_only(h):
             # Keys too large for the one product (a tiny input scale): every row is far.
-            far = shifted_exp(self.far_logits(X, h))
+            far = shifted_exp(self._far_logits(X, h))
             return (far @ columns.astype(np.float64)).astype(columns.dtype)
-        queries = self.queries(X, h)
+        queries = self._queries(X, h)
         floor = self.may_underflow(queries, h) if self.nonpositive else True
 
         def logits(keys, out):
@@ -460,7 +491,7 @@ class SoftmaxHeads:
         # One check per row, not per key.
         redo = underflowed(sums[:, -1]) if self.nonpositive else ~np.all(np.isfinite(sums), 1)
         if np.any(redo):
-            far = shifted_exp(self.far_logits(X[redo], h))
+            far = shifted_exp(self._far_logits(X[redo], h))
             sums[redo] = far @ columns.astype(np.float64, copy=False)
         return sums
 
@@ -470,13 +501,14 @@ class SoftmaxHeads:
         (on the reduction's shift), the weighted mean ``m`` and ``M₂ = Σ_i w_i (v_i −
         m)²`` in float64; rows the one product cannot serve come from :meth:`far_logits`."""
         values = np.asarray(values, dtype=np.float64)
+        X = self.warped(X)
         if self.far_only(h):
-            return _moments_of(shifted_exp(self.far_logits(X, h)), values)
-        _, total, mean, m2 = self.centered_state(X, h, values)
+            return _moments_of(shifted_exp(self._far_logits(X, h)), values)
+        _, total, mean, m2 = self._centered_state(X, h, values)
         redo = underflowed(total) | ~np.all(np.isfinite(mean), axis=1)
         if np.any(redo):
             total[redo], mean[redo], m2[redo] = _moments_of(
-                shifted_exp(self.far_logits(X[redo], h)), values
+                shifted_exp(self._far_logits(X[redo], h)), values
             )
         return total, mean, m2
 
@@ -484,7 +516,10 @@ class SoftmaxHeads:
         """:meth:`centered` with the shift of the logits it was taken on, ``(c, W, m,
         M₂)``, and no far path: the states of several sets of keys (the partitions of a
         training set) merge with :func:`kernattn._sums.merge_centered`."""
-        queries = self.queries(X, h)
+        return self._centered_state(self.warped(X), h, values)
+
+    def _centered_state(self, X, h, values):
+        queries = self._queries(X, h)
 
         def logits(keys, out):
             return self.logits(queries, h, keys=keys, out=out).astype(np.float64, copy=False)
@@ -494,11 +529,12 @@ class SoftmaxHeads:
     def weights(self, X, h):
         """Head ``h``'s normalized weights (rows sum to 1) of a block of queries against
         the keys."""
+        X = self.warped(X)
         if self.far_only(h):
-            weights = shifted_exp(self.far_logits(X, h))
+            weights = shifted_exp(self._far_logits(X, h))
             weights /= weights.sum(axis=1, keepdims=True)
             return weights
-        queries = self.queries(X, h)
+        queries = self._queries(X, h)
         if not self.nonpositive:
             with np.errstate(over="ignore", invalid="ignore"):
                 weights = shifted_exp(self.logits(queries, h))
@@ -508,7 +544,7 @@ class SoftmaxHeads:
                 weights = np.exp(logits, out=logits)
         redo = underflowed(weights.sum(axis=1))
         if np.any(redo):
-            weights[redo] = shifted_exp(self.far_logits(X[redo], h))
+            weights[redo] = shifted_exp(self._far_logits(X[redo], h))
         weights /= weights.sum(axis=1, keepdims=True)
         return weights
 

@@ -29,9 +29,8 @@ from kernattn._inference import (
     nadaraya_watson_gradient_weights,
     normal_quantile,
 )
+from kernattn._local_fits import LocalLines
 from kernattn._local_linear import (
-    equivalent_weights,
-    line_columns,
     n_line_parameters,
     sparse_neighborhoods,
 )
@@ -391,18 +390,18 @@ class KernelSmoother(NadarayaWatsonRegressor):
             # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
             kernel = self._bandwidth_heads(self.kernel, X, sample_weight, h, Y.shape[1])
         if self._linear:
-            # What the kernel weights are summed against for the local-linear fit: the
-            # engine's value moments, then the keys' first and second moments and the
-            # values times the keys (see kernattn._local_linear). In float64: the local
-            # covariance is a difference of these sums.
-            self._local_moments = line_columns(
-                self._moments, self._values / self._value_scale, kernel.keys(0)[:, self._line]
-            )
             # A line needs that many distinct positions in its own features.
             inputs = X if self._encoding is None else X[:, ~self._encoding.discrete]
-            self._line_parameters = n_line_parameters(inputs)
             groups = duplicate_groups(inputs)
-            self._groups = groups if groups.max(initial=0) + 1 < len(X) else None
+            lines = LocalLines(
+                kernel.keys(0),
+                self._moments,
+                self._values / self._value_scale,
+                n_line_parameters(inputs),
+                groups if groups.max(initial=0) + 1 < len(X) else None,
+                dims=self._line,
+            )
+            kernel = kernel.with_local([lines])
         return kernel
 
     def _select_bandwidth(self, X, Y, sample_weight):
@@ -446,59 +445,6 @@ class KernelSmoother(NadarayaWatsonRegressor):
         if names is None:
             return indices.tolist()
         return [f"{i} ({names[i]})" for i in indices]
-
-    # ------------------------------------------------------------ local linear
-
-    def _local_linear_weights(self, X, kernel_weights):
-        """Equivalent weights l_i(x) of the local-linear fit, given normalized kernel weights.
-
-        With the weighted mean m and covariance C of the keys (inputs centered and divided
-        by the bandwidth) under the kernel weights w, the weighted least-squares line at
-        query q has l_i = w_i (1 + (k_i − m)ᵀ C⁻¹ (q − m)), solved scale-invariantly with
-        a tiny ridge (see :mod:`kernattn._local_linear`). Only a query whose weights rest on
-        fewer distinct training inputs than the line has parameters gets the local-constant
-        weights w_i. Returns the weights and the mask of the rows that fell back.
-        """
-        kernel_weights = np.asarray(kernel_weights, dtype=np.float64)
-        Q = self.kernel_.project(X, 0)[:, self._line]
-        with np.errstate(over="ignore", invalid="ignore"):
-            return self._solve_local_linear(Q, kernel_weights)
-
-    def _solve_local_linear(self, Q, kernel_weights):
-        d = Q.shape[1]
-        first = 2 * self._values.shape[1] + 1
-        return equivalent_weights(
-            kernel_weights,
-            self.kernel_.keys(0)[:, self._line],
-            Q,
-            self._line_parameters,
-            self._groups,
-            columns=self._local_moments[:, first : first + d + d * (d + 1) // 2],
-        )
-
-    def _head_weights(self, X, h):
-        weights = super()._head_weights(X, h)
-        if self._linear:
-            return self._local_linear_weights(X, weights)[0]
-        return weights
-
-    def _head_moments(self, X, h, return_std, exact=None):
-        if not self._linear:
-            return super()._head_moments(X, h, return_std, exact)
-        Q = self.kernel_.project(X, 0)[:, self._line]
-        return self._line_moments(
-            X, h, return_std, self._local_moments, Q, self._line_parameters, self._groups, exact
-        )
-
-    def _report_fallback(self, n_fallback, n_queries):
-        if n_fallback:
-            warnings.warn(
-                f"{n_fallback} of {n_queries} queries have fewer distinct training inputs "
-                f"with weight than a local line has parameters ({self._line_parameters}): "
-                "they got the local-constant estimate. The bandwidth is small for them.",
-                BandwidthWarning,
-                stacklevel=4,
-            )
 
     # --------------------------------------------------------------- inference
 
@@ -706,7 +652,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 return nadaraya_watson_gradient_weights(
                     weights, queries, keys, scales, self.kernel
                 )
-            line = self._line
+            lines = self.kernel_.local[0]
+            line = lines.dims
             # The slopes of the line's columns; the other (discrete) columns have no
             # derivative, and feature_gradient reports NaN for their features.
             slope = np.zeros(weights.shape + (keys.shape[1],))
@@ -719,7 +666,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             unresolved = np.flatnonzero(~resolved)
             if len(unresolved):
                 sparse = unresolved[
-                    sparse_neighborhoods(weights[unresolved], self._line_parameters, self._groups)
+                    sparse_neighborhoods(weights[unresolved], lines.n_params, lines.groups)
                 ]
                 slope[sparse] = nadaraya_watson_gradient_weights(
                     weights[sparse], queries[sparse], keys, scales, self.kernel

@@ -14,7 +14,7 @@ from kernattn import AttentionRegressor
 from kernattn._loo import DuplicateGroups
 from kernattn.learned._local import leave_one_out_lines
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
-from kernattn.learned._warp import apply_warp, quantile_knots, warp_basis
+from kernattn._warp import apply_warp, quantile_knots, warp_basis
 
 
 def direct_warp(z, knots, slopes):

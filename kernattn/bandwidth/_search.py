@@ -12,6 +12,7 @@ from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
 from kernattn._blocks import single_threaded_blas
+from kernattn._warnings import BandwidthWarning
 from kernattn.bandwidth._criterion import CRITERIA, Criterion
 from kernattn.bandwidth._rules import (
     BANDWIDTH_RULES,
@@ -24,17 +25,6 @@ from kernattn.bandwidth._rules import (
 LOO_GRID = np.geomspace(1e-2, 1e1, 16)
 #: The per-feature refinement keeps log-bandwidths within this factor of the rule of thumb.
 LOO_RANGE = 1e3
-
-
-class BandwidthWarning(UserWarning):
-    """A selected bandwidth ended on the lower edge of its search range, or a local-linear
-    neighborhood was too small for a line.
-
-    Issued once per fit (and once per prediction for the neighborhoods); it names the edge
-    and the features, and can be filtered on its own::
-
-        warnings.filterwarnings("ignore", category=kernattn.BandwidthWarning)
-    """
 
 
 # Training sets up to this many rows are searched exactly; larger ones on growing random

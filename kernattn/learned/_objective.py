@@ -71,7 +71,7 @@ from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._heads import key_bias, project
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import power_of_two_scale, shifted_exp
-from kernattn.learned._warp import apply_warp, warp_basis, warp_gradient
+from kernattn._warp import apply_warp, warp_basis, warp_gradient
 
 # A logit spread below this fraction of the size of the logits' terms is rounding noise.
 _ROUNDING_SPREAD = 1e-12
@@ -101,7 +101,7 @@ class Layout:
     mixture : {"convex", "affine"}, default="convex"
         How the heads' estimates are mixed.
     warp_pieces : int, default=0
-        Pieces of the monotone warp of each input (:mod:`kernattn.learned._warp`), whose
+        Pieces of the monotone warp of each input (:mod:`kernattn._warp`), whose
         log-slopes (n_features, warp_pieces) come last; 0 for no warp.
     """
 

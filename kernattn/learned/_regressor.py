@@ -11,7 +11,6 @@ as a :class:`~kernattn._heads.SoftmaxHeads` kernel; the engine predicts.
 """
 
 import copy
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -23,9 +22,8 @@ from sklearn.utils.validation import check_is_fitted
 from kernattn._blocks import map_query_blocks
 from kernattn._engine import NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
+from kernattn._local_fits import LocalLines, TiltedWeights
 from kernattn._local_linear import (
-    equivalent_weights,
-    line_columns,
     n_line_parameters,
 )
 from kernattn._loo import DuplicateGroups
@@ -36,8 +34,8 @@ from kernattn._numerics import (
     weighted_mean,
 )
 from kernattn._rows import collection_predict
-from kernattn._tilt import PENALTY, key_spread, tilted_weights
-from kernattn.bandwidth import BandwidthWarning
+from kernattn._tilt import PENALTY
+from kernattn._warp import InputWarp, quantile_knots
 from kernattn.learned._local import tune_tilt, tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
@@ -49,7 +47,6 @@ from kernattn.learned._optimize import (
     validation_split,
     warn_if_saturated,
 )
-from kernattn.learned._warp import apply_warp, quantile_knots, warp_basis
 
 _INITS = ("identity", "pca", "random")
 #: Above this many distinct training inputs, ``optimizer="auto"`` trains with Adam over
@@ -656,12 +653,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         self.__dict__.pop("warp_slopes_", None)
         self.__dict__.pop("width_factor_", None)
         self.__dict__.pop("tilt_penalty_", None)
+        warp = None
         if self.warp_:
             self.warp_knots_ = knots
             self.warp_slopes_ = np.exp(layout.log_slopes(theta))
-            # The kernel standardizes its inputs itself: it gets the warped inputs back in
-            # the units of X, c + σ φ((x − c)/σ).
-            X = center + input_scale * objective.inputs(theta)
+            # The kernel warps every input it compares, keys and queries alike.
+            warp = InputWarp(center, input_scale, knots, layout.log_slopes(theta))
         if self.degree == 1 or self.tilt_:
             # A line needs more distinct neighbors than its head_dim + 1 parameters; a tilt
             # two to balance.
@@ -686,24 +683,40 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             keys=X,
             log_sample_weight=self._log_sample_weight,
             dtype=self._dtype,
+            warp=warp,
         )
         if self.degree == 1:
-            self._bind_lines(kernel, groups)
+            kernel = kernel.with_local(self._local_lines(kernel, groups))
+        elif self.tilt_:
+            weights = self.sample_weight_[self._active]
+            kernel = kernel.with_local(
+                [
+                    TiltedWeights(kernel.keys(h), weights, self.tilt_penalty_)
+                    for h in range(kernel.n_heads)
+                ]
+            )
         return kernel
 
-    def _bind_lines(self, kernel, groups):
-        """What the kernel weights are summed against for the local lines of every head:
-        the engine's value moments, then the keys' first and second moments and the values
-        times the keys (in the head's key space; float64, the local covariance is a
-        difference of these sums)."""
+    def _local_lines(self, kernel, groups):
+        """The local line of every head, in its key space (a head whose keys have fewer
+        distinct positions than its line has parameters keeps the kernel average)."""
         values = self._values / self._value_scale
-        self._local_moments = [
-            line_columns(self._moments, values, kernel.keys(h)) for h in range(kernel.n_heads)
-        ]
-        self._line_parameters = [n_line_parameters(kernel.keys(h)) for h in range(kernel.n_heads)]
         # Exact duplicates count once in a neighborhood (None: every input differs).
-        self._groups = groups.ids if groups.n_groups < len(groups.ids) else None
-        self._n_distinct = groups.n_groups
+        ids = groups.ids if groups.n_groups < len(groups.ids) else None
+        lines = []
+        for h in range(kernel.n_heads):
+            n_params = n_line_parameters(kernel.keys(h))
+            lines.append(
+                LocalLines(
+                    kernel.keys(h),
+                    self._moments,
+                    values,
+                    n_params,
+                    ids,
+                    possible=n_params <= groups.n_groups,
+                )
+            )
+        return lines
 
     def _resolved_options(self, n_features, n_groups):
         """``tilt`` and ``warp`` as fitted: ``"auto"`` tilts data of at most
@@ -828,106 +841,6 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     # ------------------------------------------------------------- predicting
 
-    def _validate_queries(self, X):
-        # With a warp, the kernel compares warped inputs: every query path warps here.
-        return self._warped(super()._validate_queries(X))
-
-    def _warped(self, X):
-        """``c + σ φ((x − c)/σ)``: the inputs as the kernel sees them (``X`` without a
-        warp)."""
-        knots = self.__dict__.get("warp_knots_")
-        if knots is None:
-            return X
-        kernel = self.kernel_
-        with np.errstate(over="ignore", invalid="ignore"):
-            Z = (X - kernel.center) / kernel.input_scale
-            warped = apply_warp(warp_basis(Z, knots), knots, np.log(self.warp_slopes_))
-            return kernel.center + kernel.input_scale * warped
-
-    def _head_moments(self, X, h, return_std, exact=None):
-        if self.tilt_:
-            return self._tilted_moments(X, h, return_std)
-        if self.degree == 0:
-            return super()._head_moments(X, h, return_std, exact)
-        if self._line_parameters[h] > self._n_distinct:
-            # Fewer distinct training inputs than the line has parameters: no query has a
-            # line (and a ridge-sized solve would be rounding noise).
-            first, spread, _ = super()._head_moments(X, h, return_std, exact)
-            return first, spread, np.ones(len(X), dtype=bool)
-        Q = self.kernel_.project(X, h, side="key")
-        return self._line_moments(
-            X,
-            h,
-            return_std,
-            self._local_moments[h],
-            Q,
-            self._line_parameters[h],
-            self._groups,
-            exact,
-        )
-
-    def _block_width(self):
-        if self.tilt_:
-            # A tilted block holds its weights against every key, several times over.
-            return 8 * self.kernel_.n_keys, None
-        return super()._block_width()
-
-    def _tilted_moments(self, X, h, return_std):
-        """The estimate of head ``h``'s tilted weights and the spread of the values under
-        them (a pass per Newton step over the block's weights)."""
-        weights = self._head_weights(X, h)
-        values = self._moments[:, : self._values.shape[1]].astype(np.float64)
-        first = weights @ values
-        if not return_std:
-            return first, None, None
-        spread = np.stack(
-            [
-                np.einsum("ij,ij->i", weights, (values[:, o][None, :] - first[:, o][:, None]) ** 2)
-                for o in range(values.shape[1])
-            ],
-            axis=1,
-        )
-        return first, spread, None
-
-    def _head_weights(self, X, h):
-        if self.tilt_:
-            kernel = self.kernel_
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                # A far query: the kernel's weights come from its far-field logits, and a
-                # projection beyond the float range is inf or NaN (such a query is not
-                # tilted).
-                weights = super()._head_weights(X, h)
-                Q = kernel.project(X, h, side="key")
-            keys = kernel.keys(h)
-            spread = key_spread(keys, self.sample_weight_[self._active])
-            return tilted_weights(
-                weights.astype(np.float64), keys, Q, spread=spread, penalty=self.tilt_penalty_
-            )
-        weights = super()._head_weights(X, h)
-        if self.degree == 0 or self._line_parameters[h] > self._n_distinct:
-            return weights
-        kernel = self.kernel_
-        Q = kernel.project(X, h, side="key")
-        with np.errstate(over="ignore", invalid="ignore"):
-            lines, _ = equivalent_weights(
-                weights.astype(np.float64),
-                kernel.keys(h),
-                Q,
-                self._line_parameters[h],
-                self._groups,
-            )
-        return lines
-
-    def _report_fallback(self, n_fallback, n_queries):
-        if n_fallback:
-            warnings.warn(
-                f"{n_fallback} of {n_queries} queries have fewer distinct training inputs "
-                "with weight than a local line has parameters: they got the kernel "
-                "average (degree 0). The kernel is narrow for them.",
-                BandwidthWarning,
-                stacklevel=4,
-            )
-
     def predict(self, X, return_std=False, heads=None):
         r"""Mixed Nadaraya–Watson estimate of the heads (local-linear with ``degree=1``).
 
@@ -1033,9 +946,6 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             kernel = kernel.with_mixture(*self._refit_mixture(kernel))
         pruned = copy.deepcopy(self)
         pruned.kernel_ = kernel
-        if self.degree == 1:
-            pruned._local_moments = [self._local_moments[h] for h in keep]
-            pruned._line_parameters = [self._line_parameters[h] for h in keep]
         pruned.n_heads = len(keep)
         if not isinstance(self.init, str) and np.ndim(self.init) == 3:
             pruned.init = np.asarray(self.init)[keep]
@@ -1051,7 +961,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         power of two), so the least squares are the plain ones divided by that largest
         unit: the head weights are those of the unscaled problem, and the bias is
         multiplied back at the end."""
-        X = self._warped(self.X_fit_[self._active])
+        X = kernel.warped(self.X_fit_[self._active])
         sw = self.sample_weight_[self._active]
         H = kernel.n_heads
         _, d, head_dim = kernel.query_weights.shape

@@ -54,3 +54,23 @@ def warp_gradient(basis, log_slopes, grad_inputs):
     """The gradient with respect to the log-slopes from the one with respect to the warped
     inputs ``(n, n_features)``."""
     return np.exp(log_slopes) * np.einsum("idp,id->dp", basis, grad_inputs)
+
+
+class InputWarp:
+    """A fitted warp of the inputs, as a kernel applies it before comparing them: every
+    feature standardized with the kernel's ``center`` and ``input_scale``, warped with
+    ``knots`` and ``log_slopes`` (:func:`apply_warp`), and returned in the units of the
+    inputs, ``c + σ φ((x − c)/σ)``."""
+
+    def __init__(self, center, input_scale, knots, log_slopes):
+        self.center = np.asarray(center, dtype=float)
+        self.input_scale = np.asarray(input_scale, dtype=float)
+        self.knots = np.asarray(knots, dtype=float)
+        self.log_slopes = np.asarray(log_slopes, dtype=float)
+
+    def transform(self, X):
+        """The warped inputs of ``X`` (n, n_features), in the units of ``X``."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            Z = (np.asarray(X, dtype=float) - self.center) / self.input_scale
+            warped = apply_warp(warp_basis(Z, self.knots), self.knots, self.log_slopes)
+            return self.center + self.input_scale * warped
