@@ -34,6 +34,7 @@ same object with learned :math:`W_q, W_k, s`.
 
 import numpy as np
 
+from kernattn._blocks import query_block_size
 from kernattn._numerics import exp_floor, power_of_two_scale, shifted_exp, underflowed
 from kernattn._sums import centered_sums, kernel_sums
 from kernattn.kernels import OUTSIDE_SLOPE, log_kernel, squared_distances
@@ -411,7 +412,7 @@ class SoftmaxHeads:
         )
         logits = np.empty((len(X), self.n_keys))
         log_factor = np.empty(len(X))
-        step = max(1, _FAR_ENTRIES // max(1, unit_keys.size))
+        step = query_block_size(len(X), unit_keys.size, n_arrays=2, cache=_FAR_ENTRIES)
         smallest = power_of_two_scale(self.input_scale.min())
         W = None if self.query_weights is None else self.query_weights[h]
         for start in range(0, len(X), step):

@@ -59,7 +59,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.neighbors import KDTree
 
-from kernattn._blocks import KEY_TILE, map_query_blocks
+from kernattn._blocks import KEY_TILE, map_query_blocks, query_block_size
 from kernattn._sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums
 
 # A query more than REACH kernel units from every near key (near mass below e^(−REACH²/2)
@@ -503,7 +503,9 @@ class NearFieldKernel:
             head = np.take(near["head"], rows, axis=0, out=buffers[0][: len(rows)], mode="clip")
             tail = np.take(near["tail"], rows, axis=0, out=buffers[1][: len(rows)], mode="clip")
         Qa = augment_queries(Q)
+        # Tiles of keys whose block of logits stays in cache, within working_memory.
         tile = max(KEY_TILE, _TILE_ENTRIES // max(len(Q), 1))
+        tile = min(tile, query_block_size(len(head), len(Q), n_arrays=2, cache=False))
 
         def logits(keys, out):
             return np.matmul(Qa, head[keys].T, out=out)
