@@ -220,14 +220,15 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         self._y_offset = weighted_mean(Y, sw)
         self._values = Y - self._y_offset
         self._target_shape = y.shape[1:]
-        # The engine's moments are of the values divided by one power of two per output
-        # (exact): v² of targets near 1e200 would overflow, of targets near 1e-200
-        # underflow. Estimates and spreads are computed in these units, and multiplied
-        # back only at the end (a variance of 1e400 has no float, its square root has).
+        # The kernel sums are of the value columns [v, v², 1], the values divided by one
+        # power of two per output (exact): v² of targets near 1e200 would overflow, of
+        # targets near 1e-200 underflow. Estimates and spreads are computed in these units,
+        # and multiplied back only at the end (a variance of 1e400 has no float, its square
+        # root has).
         self._value_scale = power_of_two_scale(self._values, axis=0)
         scaled = self._values / self._value_scale
-        moments = np.hstack([scaled, scaled**2, np.ones((len(Y), 1))])
-        self._moments = moments.astype(self._dtype, copy=False)
+        columns = np.hstack([scaled, scaled**2, np.ones((len(Y), 1))])
+        self._value_columns = columns.astype(self._dtype, copy=False)
 
     # ------------------------------------------------------------------- hooks
 
@@ -262,7 +263,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     def _kernel_moments(self, X, h, return_std, exact=None):
         """The kernel average's :meth:`_head_moments`."""
-        sums = self.kernel_.sums(X, h, self._moments)
+        sums = self.kernel_.sums(X, h, self._value_columns)
         t = self._values.shape[1]
         denominator = sums[:, -1:]
         first = sums[:, :t] / denominator
@@ -327,28 +328,28 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         if not len(redo):
             return spread
         spread = spread.astype(np.float64)
-        total, mean, m2 = exact.centered(X[redo], h, self._value_columns())
+        total, mean, m2 = exact.centered(X[redo], h, self._centered_values())
         redone = m2 / total[:, None] + (mean - first[redo]) ** 2
         # Only the outputs that cancelled: the others keep their moments' spread.
         rows, outputs = np.nonzero(cancelled[redo])
         spread[redo[rows], outputs] = redone[rows, outputs]
         return spread
 
-    def _value_columns(self):
+    def _centered_values(self):
         """The centered values in the engine's units (divided by ``_value_scale``), one row
         per kept key, float64: what the exact kernel's moments are taken of (none when no
         keys are kept)."""
         t = len(self._y_offset)
-        moments = getattr(self, "_moments", None)
-        if moments is None:
+        columns = getattr(self, "_value_columns", None)
+        if columns is None:
             return np.zeros((0, t))
-        return moments[:, :t].astype(np.float64)
+        return columns[:, :t].astype(np.float64)
 
     def _tilted_moments(self, X, h, return_std):
         """The estimate of head ``h``'s tilted weights and the spread of the values under
         them (a pass per Newton step over the block's weights)."""
         weights = self._head_weights(X, h)
-        values = self._value_columns()
+        values = self._centered_values()
         first = weights @ values
         if not return_std:
             return first, None, None

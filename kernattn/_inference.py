@@ -52,7 +52,7 @@ import numpy as np
 from scipy.special import ndtri
 from sklearn.utils import check_random_state
 
-from kernattn._blocks import map_query_blocks, query_block_size
+from kernattn._blocks import map_query_blocks
 from kernattn._local_linear import solve_covariance
 from kernattn._numerics import normalized_weights
 from kernattn.kernels import log_kernel_derivative
@@ -345,9 +345,9 @@ class LinearSmootherInference:
         standardized = residual * root_s * np.sqrt(n / dof)
         if noise == "global":
             standardized -= standardized.mean(axis=0)
-        # A cache-sized chunk of draws (its size sets the seeds: kept), within working_memory.
+        # Chunks of draws of a fixed size (8 MB): the chunks carry the seeds, so their size is
+        # part of the random stream, which must not depend on working_memory.
         chunk = max(1, min(n_bootstrap, _DRAW_ENTRIES // max(1, n * t)))
-        chunk = min(chunk, query_block_size(n_bootstrap, n * t, n_arrays=2, cache=False))
         starts = range(0, n_bootstrap, chunk)
         rng = check_random_state(random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=len(starts))

@@ -77,7 +77,7 @@ RANK_TOLERANCE = 1e-10
 #: A query farther from the keys' center than this many times their range (in some
 #: coordinate) is moved back along its direction to that distance: out there the tilted
 #: weights already sit on the outermost keys, and the tilt would overflow on the way.
-REACH = 1e6
+FAR_QUERY_RANGE = 1e6
 
 
 def key_spread(keys, sample_weight=None):
@@ -171,7 +171,7 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
     low, high = keys.min(axis=0), keys.max(axis=0)
     center, span = (low + high) / 2, np.where(high > low, high - low, 1.0)
     with np.errstate(over="ignore"):
-        reach = np.max(np.abs(Q - center) / span, axis=1, keepdims=True) / REACH
+        reach = np.max(np.abs(Q - center) / span, axis=1, keepdims=True) / FAR_QUERY_RANGE
     Q = np.where(reach > 1.0, center + (Q - center) / np.maximum(reach, 1.0), Q)
     with np.errstate(divide="ignore"):
         log_w = np.log(weights)

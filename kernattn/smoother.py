@@ -395,7 +395,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             groups = duplicate_groups(inputs)
             lines = LocalLines(
                 kernel.keys(0),
-                self._moments,
+                self._value_columns,
                 self._values / self._value_scale,
                 n_line_parameters(inputs),
                 groups if groups.max(initial=0) + 1 < len(X) else None,

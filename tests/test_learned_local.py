@@ -12,9 +12,9 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from kernattn import AttentionRegressor
 from kernattn._loo import DuplicateGroups
+from kernattn._warp import apply_warp, quantile_knots, warp_basis
 from kernattn.learned._local import leave_one_out_lines
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
-from kernattn._warp import apply_warp, quantile_knots, warp_basis
 
 
 def direct_warp(z, knots, slopes):

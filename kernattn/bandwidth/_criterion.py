@@ -200,7 +200,7 @@ class Criterion:
         line=None,
     ):
         self.n_jobs = n_jobs
-        self.kernel = kernel
+        self.profile = kernel
         self.degree = degree
         self.criterion = criterion
         self.loo = criterion == "loo"
@@ -269,7 +269,7 @@ class Criterion:
             )
         self = cls.__new__(cls)
         self.n_jobs = n_jobs
-        self.kernel, self.degree, self.criterion, self.loo = "gaussian", 0, "loo", True
+        self.profile, self.degree, self.criterion, self.loo = "gaussian", 0, "loo", True
         self.tiled = True
         self.n = int(summary.count)
         self.n_total = float(summary.total)
@@ -372,7 +372,7 @@ class Criterion:
         r2 *= -2.0
         if self.loo:
             r2 = self._leave_out(r2, rows)
-        if self.kernel == "gaussian":
+        if self.profile == "gaussian":
             r2 -= r2.min(axis=1, keepdims=True)
         else:
             np.maximum(r2, 0.0, out=r2)
@@ -430,7 +430,7 @@ class Criterion:
         """Kernel weights (times the sample weights) of a block, each row scaled by a
         constant (it cancels), and the rows that no key reaches (compact kernels), which
         get their nearest keys, as in prediction."""
-        if self.kernel == "gaussian":
+        if self.profile == "gaussian":
             logits = np.multiply(r2, -0.5 / factor**2)
             if self.log_sw is None:
                 # The row minimum is subtracted: logits ≤ 0 with a 0 in every row. Floor
@@ -439,7 +439,7 @@ class Criterion:
                     np.maximum(logits, EXP_FLOOR, out=logits)
                 return np.exp(logits, out=logits), np.zeros(len(r2), dtype=bool)
         else:
-            logits = log_kernel(r2 / factor**2, self.kernel)
+            logits = log_kernel(r2 / factor**2, self.profile)
         if self.log_sw is not None:
             logits += self.log_sw
         with np.errstate(invalid="ignore"):
@@ -557,9 +557,9 @@ class Criterion:
                 T *= (E[np.arange(b), np.arange(self.n)[rows]] / S0**2)[:, None]
             parts.append(T)
         stacked = parts[0] if len(parts) == 1 else np.vstack(parts)
-        if self.kernel != "gaussian":
+        if self.profile != "gaussian":
             finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
-            stacked *= np.tile(-2.0 * log_kernel_derivative(finite, self.kernel), (len(parts), 1))
+            stacked *= np.tile(-2.0 * log_kernel_derivative(finite, self.profile), (len(parts), 1))
         stacked[np.tile(empty, len(parts))] = 0.0
         # Σ_j P_ij u_ijf² with u = (q − k)/factor: q² Σ P − 2q Σ P k + Σ P k².
         if powers is None:
@@ -584,9 +584,9 @@ class Criterion:
         estimate (for the Gaussian kernel, the same product).
         """
         d = K.shape[1]
-        if self.kernel != "gaussian":
+        if self.profile != "gaussian":
             finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
-            sums = np.dot(columns, (E * (-2.0 * log_kernel_derivative(finite, self.kernel))).T).T
+            sums = np.dot(columns, (E * (-2.0 * log_kernel_derivative(finite, self.profile))).T).T
         inner, plain_u2 = constant_gradient_terms(K[rows], sums, residual, ybar)
         d_rss = -2.0 * ((self.sw[rows] / S0) @ inner) / factor**2
         if self.loo:
@@ -612,7 +612,7 @@ class Criterion:
             parts = self._map_blocks(block_statistics, rows)
             return [scale * np.sum([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
 
-        squaring = self.kernel == "gaussian" and self.log_sw is None
+        squaring = self.profile == "gaussian" and self.log_sw is None
 
         def block_grid(block):
             if self.tiled and not squaring:

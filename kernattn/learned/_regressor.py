@@ -709,7 +709,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             lines.append(
                 LocalLines(
                     kernel.keys(h),
-                    self._moments,
+                    self._value_columns,
                     values,
                     n_params,
                     ids,

@@ -45,7 +45,7 @@ estimates its error), or, for a Gaussian head whose map estimates a kernel, when
 more than ``REACH`` kernel units beyond every key (there every key's kernel value is below
 :math:`e^{-18}`, and the estimate is an extrapolation of the features, not an average of
 nearby targets). Such rows are reported to the estimator, which computes them exactly with
-``exact``, the softmax heads bound to the training keys, or, without keys, gives them the
+``exact_heads``, the softmax heads bound to the training keys, or, without keys, gives them the
 weighted training mean.
 """
 
@@ -93,7 +93,7 @@ class FeatureKernel:
 
     Attributes
     ----------
-    exact : SoftmaxHeads or None
+    exact_heads : SoftmaxHeads or None
         The same heads bound to the training keys (:meth:`bind`), for the rows the features
         cannot serve; ``None`` when the keys are not kept.
     key_sums : ndarray of shape (n_heads, n_components, 2 * n_outputs + 1)
@@ -134,7 +134,7 @@ class FeatureKernel:
         self.key_shift = np.asarray(key_shift, dtype=float)
         self.head_bias = np.asarray(head_bias, dtype=float)
         self.weight_scale = float(weight_scale)
-        self.exact = None
+        self.exact_heads = None
         t = len(self.head_bias)
         self.value_scale = np.ones(t) if value_scale is None else np.asarray(value_scale, float)
         r = self.n_components
@@ -170,9 +170,9 @@ class FeatureKernel:
         return np.log(np.asarray(sample_weight, dtype=float) / self.weight_scale)
 
     def bind(self, keys, sample_weight, dtype=np.float64):
-        """Keep the training keys: set :attr:`exact`, the heads bound to them."""
+        """Keep the training keys: set :attr:`exact_heads`, the heads bound to them."""
         heads = self.heads
-        self.exact = SoftmaxHeads(
+        self.exact_heads = SoftmaxHeads(
             similarity=heads.similarity,
             center=heads.center,
             input_scale=heads.input_scale,
@@ -201,7 +201,7 @@ class FeatureKernel:
     def without_keys(self):
         """A copy whose sums can grow independently and that keeps no keys."""
         out = copy.copy(self)
-        out.exact = None
+        out.exact_heads = None
         return out
 
     # ------------------------------------------------------------- features
@@ -348,7 +348,7 @@ class FeatureKernel:
             Rows sum to 1; 0 on the unreliable rows.
         unreliable : ndarray of bool, shape (n_queries,)
         """
-        exact = self.exact
+        exact = self.exact_heads
         features, Q, covered = self._query_features(X, h)
         key_sums = self._inner_sums(h)
         sums = features @ key_sums

@@ -61,11 +61,11 @@ from sklearn.neighbors import KDTree
 
 from kernattn._blocks import KEY_TILE, map_query_blocks, query_block_size
 from kernattn._sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums
+from kernattn.linear._feature_kernel import REACH
 
 # A query more than REACH kernel units from every near key (near mass below e^(−REACH²/2)
 # of a key of the largest weight at distance 0) may have its nearest keys in cells that are
 # not near its own: it is computed exactly.
-REACH = 6.0
 NEAR_MASS = np.exp(-0.5 * REACH**2)
 # Entries of a (queries × near keys) tile of logits: it stays in cache.
 _TILE_ENTRIES = 2**17
@@ -163,8 +163,8 @@ class NearFieldKernel:
         return self.far.n_components
 
     @property
-    def exact(self):
-        return self.far.exact
+    def exact_heads(self):
+        return self.far.exact_heads
 
     @property
     def _counts(self):
@@ -280,7 +280,7 @@ class NearFieldKernel:
         if not len(X):
             return self
         far = self.far
-        keep = far.exact is not None
+        keep = far.exact_heads is not None
         if keep:
             if self.near_keys is None:
                 self.sort_keys(X, values, sample_weight)

@@ -64,7 +64,7 @@ from kernattn.linear._passes import (
 from kernattn.linear._projection import learn_projection
 
 #: Similarities whose kernel is a softmax kernel exp(qᵀk + b_k) that features can estimate.
-SIMILARITIES = ("dot", "cosine", "gaussian")
+FEATURE_SIMILARITIES = ("dot", "cosine", "gaussian")
 #: Default tolerance on the mean L1 distance between approximate and exact weights.
 TOL = 0.1
 #: Features of a named map when ``n_components="auto"`` does not choose from the data.
@@ -743,7 +743,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _keep_no_keys(self, kernel):
         """Fitted with ``kernel`` (its sums taken) and no training keys kept: no training
         set, no values to attend to, no near field."""
-        for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_moments"):
+        for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_value_columns"):
             self.__dict__.pop(name, None)
         if not isinstance(kernel, NearFieldKernel):
             # Attributes of a near field, which a fit without keys does not have.
@@ -1140,9 +1140,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 model.fit(X[rows], y_sub, sample_weight=sample_weight[rows])
         self.attention_model_ = model
         fitted = model.kernel_
-        if fitted.similarity not in SIMILARITIES:
+        if fitted.similarity not in FEATURE_SIMILARITIES:
             raise ValueError(
-                f"the attention model's similarity must be one of {SIMILARITIES} (a softmax "
+                "the attention model's similarity must be one of "
+                f"{FEATURE_SIMILARITIES} (a softmax "
                 f"kernel the features can estimate); got {fitted.similarity!r}"
             )
         d = X.shape[1]
@@ -1225,16 +1226,16 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     # ------------------------------------------------------------ engine hooks
 
-    def _exact(self):
+    def _all_weights_exact(self):
         """Whether the weights are computed exactly (``exact_weights_``, keys kept)."""
-        return getattr(self, "exact_weights_", False) and self.kernel_.exact is not None
+        return getattr(self, "exact_weights_", False) and self.kernel_.exact_heads is not None
 
     def _head_moments(self, X, h, return_std, exact=None, moments=None):
         """Head ``h``'s moments from the features (``moments``: already computed, by
         cell), the rows they cannot serve from ``exact`` (default: the exact kernel bound
         to the kept keys; ``None`` without keys: the training mean)."""
-        exact = self.kernel_.exact if exact is None else exact
-        if self._exact():
+        exact = self.kernel_.exact_heads if exact is None else exact
+        if self._all_weights_exact():
             sums = self._exact_sums(X, h)
             first, second = self._moments_of_sums(sums)
             if not return_std:
@@ -1251,7 +1252,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             else:
                 # The exact kernel's moments about their own mean: its spread needs no
                 # redo (no cancellation).
-                values = self._value_columns()
+                values = self._centered_values()
                 total, mean, m2 = exact.centered(X[rows], h, values)
                 exact_spread = m2 / total[:, None]
                 first[rows], second[rows] = mean, mean**2 + exact_spread
@@ -1277,27 +1278,27 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _exact_sums(self, X, h):
         """The exact kernel's sums of the value moments ``[v, v², 1]`` at ``X`` (in
         blocks bounded by ``working_memory``)."""
-        exact = self.kernel_.exact
+        exact = self.kernel_.exact_heads
         width = min(exact.n_keys, KEY_TILE) if exact.nonpositive else 2 * exact.n_keys
         return np.vstack(
             [
-                exact.sums(X[rows], h, self._moments)
+                exact.sums(X[rows], h, self._value_columns)
                 for rows in iter_query_blocks(len(X), width, cache=False)
             ]
         ).astype(np.float64, copy=False)
 
     def _head_weights(self, X, h):
         self._check_keys_kept()
-        if self._exact():
-            return self.kernel_.exact.weights(X, h)
+        if self._all_weights_exact():
+            return self.kernel_.exact_heads.weights(X, h)
         weights, unreliable = self.kernel_.weights(X, h)
         if np.any(unreliable):
-            weights[unreliable] = self.kernel_.exact.weights(X[unreliable], h)
+            weights[unreliable] = self.kernel_.exact_heads.weights(X[unreliable], h)
         return weights
 
     def _block_width(self):
-        if self._exact():
-            return self.kernel_.exact.n_keys, KEY_TILE
+        if self._all_weights_exact():
+            return self.kernel_.exact_heads.n_keys, KEY_TILE
         return self.kernel_.n_components, None
 
     def _predict_centered(self, X, return_std, heads=None, exact=None, near=None):
@@ -1307,7 +1308,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         near_field = isinstance(self.kernel_, NearFieldKernel) and (
             self.kernel_.near_keys is not None or near is not None
         )
-        if not near_field or self._exact():
+        if not near_field or self._all_weights_exact():
             return super()._predict_centered(X, return_std, heads, exact)
         # The near field computes the queries of one cell together (one dense product per
         # cell): the queries are sorted by cell once, and the threads take runs of whole
@@ -1345,7 +1346,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             return
         how = (
             "computed exactly"
-            if self.kernel_.exact is not None
+            if self.kernel_.exact_heads is not None
             else "given the training mean (partial_fit keeps no keys to compute them exactly)"
         )
         message = (
@@ -1356,7 +1357,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             f"they were {how}"
         )
         category = ExactFallbackWarning
-        if n_fallback > LINEAR_SHARE * n_queries and self.kernel_.exact is not None:
+        if n_fallback > LINEAR_SHARE * n_queries and self.kernel_.exact_heads is not None:
             category = NotLinearTimeWarning
             message += (
                 f". That is more than {LINEAR_SHARE:.0%} of the queries: this prediction is "
@@ -1394,7 +1395,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     # ------------------------------------------------------------------ weights
 
     def _check_keys_kept(self):
-        if self.kernel_.exact is None:
+        if self.kernel_.exact_heads is None:
             raise RuntimeError(
                 "attention weights need the training keys, and partial_fit keeps only the "
                 "sums S and z; fit on the whole training set to get the weights"

@@ -172,7 +172,7 @@ def exact_part(model, queries, X, y, w):
         empty = (np.full(len(queries), -np.inf), np.zeros(len(queries)))
         return [empty + (np.zeros((len(queries), t)),) * 2 for _ in range(kernel.n_heads)]
     values = (Y - model._y_offset) / model._value_scale
-    exact = copy.copy(kernel).without_keys().bind(X, w).exact
+    exact = copy.copy(kernel).without_keys().bind(X, w).exact_heads
     with single_threaded_blas():
         return [exact.centered_state(queries, h, values) for h in range(kernel.n_heads)]
 
