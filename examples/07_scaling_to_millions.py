@@ -10,7 +10,7 @@ behave as n grows from ten thousand to millions of rows — and what does each b
 standard deviation 0.5 (the task of ``benchmarks/bench_linear.py``), the Gaussian kernel at
 bandwidths chosen once by leave-one-out on 2 000 rows (narrow on the relevant features, wide
 on the others). ``KernelSmoother`` is the exact smoother; ``LinearAttentionRegressor``
-approximates it with Nyström features alone (r landmarks from the data, ``n_neighbors=0``:
+approximates it with Nyström features alone (r landmarks from the data, ``n_near_keys=0``:
 no exact near field, which needs the keys in memory) or positive random features (FAVOR+),
 r = 64 each. Each fits n rows and predicts 20 000 held-out queries; the
 exact smoother predicts 200 of them and its time is scaled to 20 000 (it is linear in the
@@ -66,7 +66,7 @@ BANDWIDTH = np.array([0.32, 0.36, 0.44, 500.0, 500.0, 2.3, 500.0, 500.0])
 MODELS = {
     "exact (KernelSmoother)": KernelSmoother(bandwidth=BANDWIDTH),
     "Nyström, r = 64": LinearAttentionRegressor(
-        feature_map="nystroem", n_components=64, n_neighbors=0, bandwidth=BANDWIDTH, random_state=0
+        feature_map="nystroem", n_components=64, n_near_keys=0, bandwidth=BANDWIDTH, random_state=0
     ),
     "positive random features, r = 64": LinearAttentionRegressor(
         feature_map="positive", n_components=64, bandwidth=BANDWIDTH, random_state=0

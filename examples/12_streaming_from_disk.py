@@ -60,7 +60,7 @@ N_TEST = 20_000
 BANDWIDTH = np.array([0.32, 0.36, 0.44, 500.0, 500.0, 2.3, 500.0, 500.0])
 # Nyström features alone: a streamed fit keeps no keys, hence no exact near field.
 PARAMS = dict(
-    feature_map="nystroem", n_components=64, n_neighbors=0, bandwidth=BANDWIDTH, random_state=0
+    feature_map="nystroem", n_components=64, n_near_keys=0, bandwidth=BANDWIDTH, random_state=0
 )
 
 

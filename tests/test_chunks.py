@@ -30,7 +30,7 @@ def test_chunks_give_the_in_memory_fit(feature_map, bandwidth):
     params = dict(
         feature_map=feature_map,
         n_components=64,
-        n_neighbors=0,
+        n_near_keys=0,
         bandwidth=bandwidth,
         random_state=0,
     )
@@ -69,7 +69,7 @@ def test_chunks_from_a_memmap_with_weights_and_two_outputs(tmp_path):
             block = np.asarray(rows[start : start + 400])
             yield block[:, :3], block[:, 3:5], block[:, 5]
 
-    params = dict(n_components=64, n_neighbors=0, random_state=0, bandwidth=0.7)
+    params = dict(n_components=64, n_near_keys=0, random_state=0, bandwidth=0.7)
     streamed = fit_chunks(LinearAttentionRegressor(**params), chunks)
     whole = LinearAttentionRegressor(**params).fit(X, Y, sample_weight=weight)
     assert streamed.predict(X[:5]).shape == (5, 2)
@@ -83,7 +83,7 @@ def test_sample_is_drawn_from_every_chunk():
     X, y = _data(n=6000, d=1)
     order = np.argsort(X[:, 0])
     X, y = X[order], y[order]
-    params = dict(n_components=32, n_neighbors=0, n_subsample=600, random_state=0)
+    params = dict(n_components=32, n_near_keys=0, n_subsample=600, random_state=0)
     streamed = fit_chunks(LinearAttentionRegressor(**params), _split(X, y, 1000))
     landmarks = (
         streamed.feature_maps_[0].landmarks_[:, 0] * streamed.bandwidth_[0] + streamed.center_[0]
@@ -100,7 +100,7 @@ def test_sample_is_drawn_from_every_chunk():
 
 def test_loo_bandwidth_on_the_sample_is_rescaled_like_the_subsample():
     X, y = _data(n=3000, d=2)
-    params = dict(bandwidth="loo", n_subsample=500, n_components=32, n_neighbors=0, random_state=0)
+    params = dict(bandwidth="loo", n_subsample=500, n_components=32, n_near_keys=0, random_state=0)
     streamed = fit_chunks(LinearAttentionRegressor(**params), _split(X, y, 1000))
     whole = LinearAttentionRegressor(**params).fit(X, y)
     # Different subsamples of the same data: the same bandwidth within sampling noise.
@@ -110,7 +110,7 @@ def test_loo_bandwidth_on_the_sample_is_rescaled_like_the_subsample():
 
 def test_bad_chunks_raise_and_keep_the_last_fit():
     X, y = _data(n=600)
-    model = LinearAttentionRegressor(n_components=16, n_neighbors=0, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(n_components=16, n_near_keys=0, random_state=0).fit(X, y)
     before = model.predict(X[:5])
     with pytest.raises(TypeError, match="iterator"):
         fit_chunks(model, iter(_split(X, y, 200)))
@@ -155,7 +155,7 @@ def test_threads_do_not_change_the_fit():
     fits = [
         fit_chunks(
             LinearAttentionRegressor(
-                n_components=32, n_neighbors=0, random_state=0, n_jobs=n_jobs
+                n_components=32, n_near_keys=0, random_state=0, n_jobs=n_jobs
             ),
             _split(X, y, 250),
         )
@@ -170,7 +170,7 @@ def test_default_near_field_is_not_built_from_chunks_and_says_so():
     with pytest.warns(UserWarning, match="no near field"):
         streamed = fit_chunks(LinearAttentionRegressor(random_state=0), _split(X, y, 500))
     assert not hasattr(streamed, "weight_error_")
-    far_only = LinearAttentionRegressor(n_neighbors=0, random_state=0).fit(X, y)
+    far_only = LinearAttentionRegressor(n_near_keys=0, random_state=0).fit(X, y)
     np.testing.assert_allclose(
         streamed.kernel_.moments(X[:50], 0)[0], far_only.kernel_.moments(X[:50], 0)[0], rtol=1e-10
     )
@@ -184,7 +184,7 @@ def test_per_cell_sums_of_chunks_add_up_to_those_of_all_rows():
     X, y = _data(n=1200)
     weight = np.random.default_rng(3).uniform(0.1, 3.0, len(X))
     weight[::5] = 0.0
-    fitted = LinearAttentionRegressor(n_neighbors=0, n_components=32, random_state=0).fit(X, y)
+    fitted = LinearAttentionRegressor(n_near_keys=0, n_components=32, random_state=0).fit(X, y)
 
     def empty():
         far = fitted.kernel_.without_keys()

@@ -50,7 +50,7 @@ def test_linear_fit_on_partitions_is_the_in_memory_fit(client, feature_map):
     # computed exactly, in memory from the kept keys, on the cluster from the partitions.
     Q = 1.6 * np.random.default_rng(1).normal(size=(400, 3))
     params = dict(
-        feature_map=feature_map, n_components=64, n_neighbors=0, random_state=0, n_subsample=5000
+        feature_map=feature_map, n_components=64, n_near_keys=0, random_state=0, n_subsample=5000
     )
     memory = LinearAttentionRegressor(**params).fit(X, y)
     cluster = LinearAttentionRegressor(**params).fit(
@@ -76,7 +76,7 @@ def test_linear_fit_with_sample_weight_and_several_outputs(client):
     X, y = _data(n=1500)
     Y = np.column_stack([y, -3 * y + 1])
     weight = np.random.default_rng(2).integers(0, 3, len(X)).astype(float)
-    params = dict(n_components=64, n_neighbors=0, random_state=0, bandwidth=0.8)
+    params = dict(n_components=64, n_near_keys=0, random_state=0, bandwidth=0.8)
     memory = LinearAttentionRegressor(**params).fit(X, Y, sample_weight=weight)
     cluster = LinearAttentionRegressor(**params).fit(
         da.from_array(X, chunks=400),
@@ -93,7 +93,7 @@ def test_linear_fit_with_sample_weight_and_several_outputs(client):
 
 def test_linear_sample_on_the_workers_is_uniform_and_reproducible(client):
     X, y = _data(n=6000)
-    params = dict(n_components=32, n_neighbors=0, n_subsample=500, random_state=3)
+    params = dict(n_components=32, n_near_keys=0, n_subsample=500, random_state=3)
     Xd, yd = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
     first = LinearAttentionRegressor(**params).fit(Xd, yd)
     second = LinearAttentionRegressor(**params).fit(Xd, yd)
@@ -116,7 +116,7 @@ def test_linear_fit_accepts_dask_dataframes(client):
     pd = pytest.importorskip("pandas")
     X, y = _data(n=1200)
     frame = pd.DataFrame(X, columns=["a", "b", "c"])
-    params = dict(n_components=32, n_neighbors=0, random_state=0)
+    params = dict(n_components=32, n_near_keys=0, random_state=0)
     memory = LinearAttentionRegressor(**params).fit(frame, y)
     cluster = LinearAttentionRegressor(**params).fit(
         dd.from_pandas(frame, npartitions=3), dd.from_pandas(pd.Series(y), npartitions=3)
@@ -132,7 +132,7 @@ def test_linear_fit_accepts_dask_dataframes(client):
 
 def test_linear_fit_rejects_bad_data_and_keeps_the_last_fit(client):
     X, y = _data(n=600)
-    model = LinearAttentionRegressor(n_components=16, n_neighbors=0, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(n_components=16, n_near_keys=0, random_state=0).fit(X, y)
     before = model.predict(X[:5])
     bad = X.copy()
     bad[7, 1] = np.nan
@@ -174,7 +174,7 @@ def test_linear_near_field_on_partitions_is_the_in_memory_split(client):
     weight[::9] = 0.0
     # Some queries far from the data: beyond every near key, computed exactly.
     Q = np.vstack([X[:250] + 0.05, 3.5 * np.random.default_rng(8).normal(size=(50, 3))])
-    model = LinearAttentionRegressor(n_neighbors=300, bandwidth=0.3, random_state=0)
+    model = LinearAttentionRegressor(n_near_keys=300, bandwidth=0.3, random_state=0)
     cluster = _quiet(
         model.fit,
         da.from_array(X, chunks=1700),
@@ -185,7 +185,7 @@ def test_linear_near_field_on_partitions_is_the_in_memory_split(client):
     assert isinstance(kernel, NearFieldKernel)
     # Cells of about 50 keys, their centers from the rows sampled on the workers.
     assert kernel.n_cells == (weight > 0).sum() // 50
-    assert 300 <= cluster.n_neighbors_ < 600
+    assert 300 <= cluster.n_near_keys_ < 600
     memory = _near_field_in_memory(cluster, X, y, weight)
     np.testing.assert_array_equal(kernel.cell_counts, memory.cell_counts)
     np.testing.assert_allclose(kernel.cell_sums, memory.cell_sums, rtol=1e-9, atol=1e-12)
@@ -217,12 +217,12 @@ def test_linear_default_on_partitions_has_a_near_field_as_accurate_as_in_memory(
         warnings.simplefilter("error", UserWarning)  # no "no near field" warning
         cluster = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(Xd, yd)
     assert isinstance(cluster.kernel_, NearFieldKernel)
-    assert cluster.n_neighbors_ > 50 and 0 < cluster.weight_error_ <= cluster.tol
+    assert cluster.n_near_keys_ > 50 and 0 < cluster.weight_error_ <= cluster.tol
     # The rank chosen with the near field, on the sample (at most half of n_subsample).
     assert cluster.n_components_ in (32, 64, 128, 256, 512)
     assert cluster.kernel_.n_components == cluster.n_components_
     memory = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(X, y)
-    far_only = LinearAttentionRegressor(n_neighbors=0, bandwidth=0.2, random_state=0)
+    far_only = LinearAttentionRegressor(n_near_keys=0, bandwidth=0.2, random_state=0)
     far_only = _quiet(far_only.fit, Xd, yd)
     errors = {
         name: np.mean((_quiet(model.predict, da.from_array(Xt, chunks=1000)) - yt) ** 2)
@@ -473,7 +473,7 @@ def test_linear_fit_is_the_same_after_a_worker_restart_and_on_a_rerun(client):
         assert isinstance(other.kernel_, NearFieldKernel)
         np.testing.assert_array_equal(other.kernel_.cell_sums, undisturbed.kernel_.cell_sums)
         np.testing.assert_array_equal(other.kernel_.far.key_sums, undisturbed.kernel_.far.key_sums)
-        assert other.n_neighbors_ == undisturbed.n_neighbors_
+        assert other.n_near_keys_ == undisturbed.n_near_keys_
         assert other.weight_error_ == undisturbed.weight_error_
         for got, want in zip(other.predict(Q, return_std=True), expected, strict=True):
             np.testing.assert_array_equal(got.compute(), want)

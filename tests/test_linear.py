@@ -728,7 +728,7 @@ def test_nystroem_at_large_bandwidth_drops_rank_and_matches_kernel_smoother():
     Xq = _data(50, seed=9)[0]
     # The Nyström features alone (on 300 rows the default computes every weight exactly).
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_components=64, n_neighbors=0, bandwidth=10.0, random_state=0
+        feature_map="nystroem", n_components=64, n_near_keys=0, bandwidth=10.0, random_state=0
     ).fit(X, y)
     assert model.feature_maps_[0].rank_ < 64
     with warnings.catch_warnings():
@@ -756,7 +756,7 @@ def test_nystroem_attention_weights_sum_to_one_and_give_predict():
 def test_nystroem_std_is_clipped_weighted_spread():
     X, y = _data(300)
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_components=64, n_neighbors=0, bandwidth=0.3, random_state=0
+        feature_map="nystroem", n_components=64, n_near_keys=0, bandwidth=0.3, random_state=0
     ).fit(X, y)
     Xq = np.vstack([_data(50, seed=9)[0], [[3.0, 3.0], [-2.0, 5.0]]])
     # The last two queries are over 6 bandwidths from every landmark: computed exactly.
@@ -774,7 +774,7 @@ def test_nystroem_landmarks_come_from_subsample_of_projected_positive_weight_key
     w = np.where(np.arange(300) % 3 == 0, 0.0, 1.0)
     model = LinearAttentionRegressor(
         feature_map=NystroemFeatures(100, landmarks="random"),
-        n_neighbors=0,
+        n_near_keys=0,
         bandwidth=0.4,
         n_subsample=50,
         random_state=0,
@@ -794,7 +794,7 @@ def test_nystroem_partial_fit_with_given_landmarks_equals_fit():
     landmarks = np.random.default_rng(2).uniform(-2.5, 2.5, (40, 3))
     params = dict(
         feature_map=NystroemFeatures(landmarks=landmarks),
-        n_neighbors=0,
+        n_near_keys=0,
         bandwidth=0.5,
         center=[0.1, -0.2, 0.0],
         random_state=3,
@@ -821,7 +821,7 @@ def test_nystroem_far_queries_are_computed_exactly_and_finite():
     # computed exactly, so they get what the exact smoother gives (the nearest target).
     X, y = _data(300)
     model = LinearAttentionRegressor(
-        feature_map="nystroem", n_components=64, n_neighbors=0, bandwidth=0.3, random_state=0
+        feature_map="nystroem", n_components=64, n_near_keys=0, bandwidth=0.3, random_state=0
     ).fit(X, y)
     far = np.array([[1e6, 0.0], [-1e8, 1e8], [0.0, -1e12], [1e300, -1e300], [1e300, 1e300]])
     with pytest.warns(UserWarning, match=f"{len(far)} of {len(far)} queries"):
@@ -848,7 +848,7 @@ def test_nystroem_nan_input_raises():
 
 @pytest.fixture
 def split_always(monkeypatch):
-    """The near field at sizes where ``n_neighbors="auto"`` computes every weight exactly
+    """The near field at sizes where ``n_near_keys="auto"`` computes every weight exactly
     (the split would cost more there): these tests are about the split itself."""
     import kernattn.linear._cost as cost_module
     import kernattn.linear._regressor as linear_module
@@ -882,7 +882,7 @@ def test_split_weights_against_dense_exact_weights_within_reported_error(bandwid
 def test_near_field_weights_are_exact_kernel_values_and_positive():
     X, y = _cloud(1000)
     Xq = _cloud(50, seed=2)[0]
-    model = LinearAttentionRegressor(bandwidth=0.1, n_neighbors=200, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(bandwidth=0.1, n_near_keys=200, random_state=0).fit(X, y)
     kernel = model.kernel_
     weights = model.attention_weights(Xq)
     exact = np.exp(-0.5 * np.sum(((Xq[:, None] - X[None]) / 0.1) ** 2, axis=2))
@@ -898,14 +898,14 @@ def test_near_field_weights_are_exact_kernel_values_and_positive():
 def test_near_field_covering_every_key_is_the_exact_smoother():
     X, y = _cloud(500)
     Xq = _cloud(40, seed=3)[0]
-    model = LinearAttentionRegressor(bandwidth=0.2, n_neighbors=500, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(bandwidth=0.2, n_near_keys=500, random_state=0).fit(X, y)
     exact = KernelSmoother(bandwidth=0.2).fit(X, y)
     mean, std = model.predict(Xq, return_std=True)
     exact_mean, exact_std = exact.predict(Xq, return_std=True)
     # The near field's kernel values are single-precision exponentials (relative 6e-8).
     np.testing.assert_allclose(mean, exact_mean, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(std, exact_std, rtol=1e-6, atol=1e-8)
-    assert model.weight_error_ < 1e-10 and model.n_neighbors_ == 500
+    assert model.weight_error_ < 1e-10 and model.n_near_keys_ == 500
 
 
 @pytest.mark.parametrize("tol", [0.05, 0.2])
@@ -916,7 +916,7 @@ def test_auto_near_field_meets_its_tolerance_on_another_sample(tol, split_always
     rows = np.random.default_rng(7).choice(len(X), 200, replace=False)
     assert weight_errors(model.kernel_, rows).mean() <= 1.5 * tol
     loose = LinearAttentionRegressor(bandwidth=0.08, tol=0.4, random_state=0).fit(X, y)
-    assert loose.n_neighbors_ <= model.n_neighbors_
+    assert loose.n_near_keys_ <= model.n_near_keys_
 
 
 def test_near_field_far_queries_are_computed_exactly():
@@ -924,7 +924,7 @@ def test_near_field_far_queries_are_computed_exactly():
 
     X, y = _cloud(500)
     # A given near field (on 500 rows "auto" would compute every weight exactly).
-    model = LinearAttentionRegressor(bandwidth=0.1, n_neighbors=100, random_state=0).fit(X, y)
+    model = LinearAttentionRegressor(bandwidth=0.1, n_near_keys=100, random_state=0).fit(X, y)
     # Beyond REACH of every near key the nearest keys may lie in cells that are not near.
     far = np.array([[30.0, 0.0, 0.0], [-1e6, 1e6, 0.0], [0.0, 0.0, -1e12]])
     with pytest.warns(ExactFallbackWarning, match="3 of 3 queries"):
@@ -942,10 +942,10 @@ def test_near_field_same_seed_same_fit_and_pickles(split_always):
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).predict(X[:50]), a.predict(X[:50]))
 
 
-def test_n_neighbors_needs_nystroem_features():
+def test_n_near_keys_needs_nystroem_features():
     X, y = _cloud(100)
-    with pytest.raises(ValueError, match="n_neighbors > 0 needs Nyström"):
-        LinearAttentionRegressor(feature_map="positive", n_neighbors=10).fit(X, y)
+    with pytest.raises(ValueError, match="n_near_keys > 0 needs Nyström"):
+        LinearAttentionRegressor(feature_map="positive", n_near_keys=10).fit(X, y)
 
 
 def test_share_of_exact_rows_above_ten_percent_warns_not_linear_time():
@@ -986,8 +986,8 @@ def test_wide_bandwidth_takes_a_small_near_field(split_always):
     wide = LinearAttentionRegressor(bandwidth=1.0, random_state=0).fit(X, y)
     narrow = LinearAttentionRegressor(bandwidth=0.08, random_state=0).fit(X, y)
     # Where the far field carries the weight, one cell of about 50 keys is enough.
-    assert wide.kernel_.n_near_cells == 1 and wide.n_neighbors_ < 100
-    assert narrow.n_neighbors_ > 3 * wide.n_neighbors_
+    assert wide.kernel_.n_near_cells == 1 and wide.n_near_keys_ < 100
+    assert narrow.n_near_keys_ > 3 * wide.n_near_keys_
 
 
 def test_rank_follows_the_cost_of_features(split_always, monkeypatch):
@@ -999,7 +999,7 @@ def test_rank_follows_the_cost_of_features(split_always, monkeypatch):
     monkeypatch.setattr(cost_module, "FEATURE_COST", 1e-3)
     cheap = LinearAttentionRegressor(bandwidth=0.2, random_state=0).fit(X, y)
     assert cheap.n_components_ > default.n_components_
-    assert cheap.n_neighbors_ < default.n_neighbors_
+    assert cheap.n_near_keys_ < default.n_near_keys_
     assert cheap.weight_error_ <= cheap.tol
 
 
@@ -1011,7 +1011,7 @@ def test_small_data_gets_the_exact_weights_without_warnings():
         model = LinearAttentionRegressor(bandwidth=0.1, random_state=0).fit(X, y)
         mean, std = model.predict(Xq, return_std=True)
     assert model.exact_weights_ and model.n_components_ == 0
-    assert model.weight_error_ == 0.0 and model.n_neighbors_ == len(X)
+    assert model.weight_error_ == 0.0 and model.n_near_keys_ == len(X)
     exact = KernelSmoother(bandwidth=0.1).fit(X, y)
     exact_mean, exact_std = exact.predict(Xq, return_std=True)
     np.testing.assert_allclose(mean, exact_mean, rtol=1e-12, atol=1e-12)
@@ -1020,8 +1020,8 @@ def test_small_data_gets_the_exact_weights_without_warnings():
         model.attention_weights(Xq), exact.attention_weights(Xq), rtol=1e-12, atol=1e-300
     )
     # A given near field (or another map) is used as asked, whatever the size.
-    given = LinearAttentionRegressor(bandwidth=0.1, n_neighbors=100, random_state=0).fit(X, y)
-    assert not given.exact_weights_ and given.n_neighbors_ < len(X)
+    given = LinearAttentionRegressor(bandwidth=0.1, n_near_keys=100, random_state=0).fit(X, y)
+    assert not given.exact_weights_ and given.n_near_keys_ < len(X)
 
 
 def test_partial_fit_after_exact_fit_takes_the_far_sums_of_the_training_set():
@@ -1057,3 +1057,13 @@ def test_split_predicted_dearer_than_exact_computes_the_exact_weights(monkeypatc
         # The far field alone now: rows it cannot serve get the training mean (warned).
         warnings.simplefilter("ignore", UserWarning)
         assert not model.exact_weights_ and np.all(np.isfinite(model.predict(X[:10])))
+
+
+def test_the_former_name_of_n_near_keys_still_works_and_warns():
+    X, y = _cloud()
+    with pytest.warns(FutureWarning, match="renamed n_near_keys"):
+        old = LinearAttentionRegressor(n_neighbors=300, bandwidth=0.3, random_state=0).fit(X, y)
+    new = LinearAttentionRegressor(n_near_keys=300, bandwidth=0.3, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(old.predict(X[:20]), new.predict(X[:20]))
+    with pytest.warns(FutureWarning, match="renamed n_near_keys_"):
+        assert old.n_neighbors_ == new.n_near_keys_

@@ -107,7 +107,7 @@ def test_rescaled_targets_give_rescaled_predictions_and_spreads(problem, name, c
 def test_linear_sums_of_huge_targets_keep_the_features(problem):
     X, y, queries = problem
     # The features themselves (on 40 rows the default computes every weight exactly).
-    model = make("linear", bandwidth=1.0, n_neighbors=0).fit(X, y * 1e200)
+    model = make("linear", bandwidth=1.0, n_near_keys=0).fit(X, y * 1e200)
     # Every row from the features: no overflowing sum marks a row unreliable.
     _, _, unreliable = model.kernel_.moments(queries, 0)
     assert not np.any(unreliable)

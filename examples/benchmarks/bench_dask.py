@@ -3,7 +3,7 @@
 ``LinearAttentionRegressor.fit`` on a dask array computes every partition's key sums on the
 worker that holds it and adds them up a tree; ``predict`` on a dask array is computed block
 by block on the workers. Here the rows are generated per partition on the workers (the
-client never holds them), d = 8, Nyström features alone (``n_neighbors=0``) at a bandwidth
+client never holds them), d = 8, Nyström features alone (``n_near_keys=0``) at a bandwidth
 chosen once by leave-one-out on 2 000 points. Look for:
 
 - the time of fit and of predict with 1 worker and with 2 (a LocalCluster of processes with
@@ -13,12 +13,12 @@ chosen once by leave-one-out on 2 000 points. Look for:
 - the held-out MSE of the distributed fit against an in-memory fit on 1 million rows (the
   in-memory reference of the same estimator; more rows may only help).
 
-Then the default near field (``n_neighbors="auto"``) on 2 workers, at fewer rows
+Then the default near field (``n_near_keys="auto"``) on 2 workers, at fewer rows
 (``--near-rows``, 200 000, and ``--near-test-rows``, 20 000: at this bandwidth its near
 field holds several percent of the keys, so its prediction costs far more per query than
 the features alone): its held-out MSE against the in-memory default fitted on the same rows
 (the ratio the near field on the workers should keep near 1) and against Nyström features
-alone on the same cluster, with ``n_neighbors_``, the weight error measured on the sample,
+alone on the same cluster, with ``n_near_keys_``, the weight error measured on the sample,
 and the times as ratios to the features alone.
 
 Then the smoother: ``KernelSmoother(bandwidth="loo").fit`` on a dask array of 1 million rows
@@ -195,12 +195,12 @@ def linear_attention(args):
     # %%
     bandwidth = leave_one_out_bandwidth()
     print("bandwidth (leave-one-out on 2000 rows):", np.array2string(bandwidth, precision=2))
-    # Nyström features alone (n_neighbors=0; the near field is measured in near_field), for
+    # Nyström features alone (n_near_keys=0; the near field is measured in near_field), for
     # the distributed and the in-memory fit alike.
     params = dict(
         feature_map="nystroem",
         n_components=args.components,
-        n_neighbors=0,
+        n_near_keys=0,
         bandwidth=bandwidth,
         random_state=0,
     )
@@ -295,7 +295,7 @@ def near_field(args):
     del X, y
     models = {
         "near field (default)": dict(),
-        "Nyström alone": dict(n_components=256, n_neighbors=0),
+        "Nyström alone": dict(n_components=256, n_near_keys=0),
     }
     results = {}
     with new_cluster(2, args) as cluster, Client(cluster) as client:
@@ -316,18 +316,18 @@ def near_field(args):
     print(
         f"\nLinearAttentionRegressor on {n:,} rows, 2 workers, held-out MSE on {n_test:,} rows; "
         f"in memory the default (near field, rank and near cells searched; fit + predict "
-        f"{memory_time:.1f} s) reaches MSE {memory_mse:.4f} with n_neighbors_ = "
-        f"{memory.n_neighbors_:.0f}, r = {memory.n_components_}"
+        f"{memory_time:.1f} s) reaches MSE {memory_mse:.4f} with n_near_keys_ = "
+        f"{memory.n_near_keys_:.0f}, r = {memory.n_components_}"
     )
     header = (
-        f"{'on the workers':>22} {'r':>4} {'n_neighbors_':>12} {'weight error':>13} {'fit':>7} "
+        f"{'on the workers':>22} {'r':>4} {'n_near_keys_':>12} {'weight error':>13} {'fit':>7} "
         f"{'predict':>8} {'MSE':>8} {'MSE/in-memory':>14}"
     )
     print(header)
     print("-" * len(header))
     _, base_fit, base_predict, _ = results["Nyström alone"]
     for name, (model, fit_time, predict_time, mse) in results.items():
-        neighbors = getattr(model, "n_neighbors_", 0.0)
+        neighbors = getattr(model, "n_near_keys_", 0.0)
         error = getattr(model, "weight_error_", None)
         print(
             f"{name:>22} {model.n_components_:>4} {neighbors:>12.0f} "

@@ -11,7 +11,7 @@ with ``KernelSmoother(bandwidth="loo")`` on 4 000 rows and rescaled to n by Scot
 Four linear estimators are run: the default (each query's near keys exactly, the rest
 through Nyström features, the rank and the near field chosen at fit as the cheapest pair
 whose weight error is below ``tol``), and pure low-rank maps of 256 features
-(``n_neighbors=0``): Nyström, positive random features and their variance-optimal
+(``n_near_keys=0``): Nyström, positive random features and their variance-optimal
 generalisation. Look for: the default's test MSE within 5 % of the exact smoother's at
 n = 50 000 and 200 000, and its speed-up. The exact smoother's prediction is timed on 4 000
 test queries and scaled to n (it costs the same per query); the test MSEs of all estimators
@@ -71,7 +71,7 @@ KernelSmoother(bandwidth=loo_bandwidth).fit(X_loo, y_loo).predict(X_loo[:100])
 
 LINEAR = {
     "default": {},
-    "nystroem": {"n_neighbors": 0, "n_components": 256},
+    "nystroem": {"n_near_keys": 0, "n_components": 256},
     "positive": {"feature_map": "positive", "n_components": 256},
     "optimal": {"feature_map": "optimal", "n_components": 256},
 }
@@ -101,7 +101,7 @@ for n in SIZES:
                 t_predict=t_predict,
                 mse_all=np.mean((pred - y_test) ** 2),
                 weight_error=model.weight_error_,
-                near=model.n_neighbors_,
+                near=model.n_near_keys_,
                 rank=model.n_components_,
             )
     rows.append(row)
@@ -167,7 +167,7 @@ for n in SMALL_SIZES:
             "t_exact": t_exact,
             "t_default": t_default,
             "exact_weights": model.exact_weights_,
-            "near": model.n_neighbors_,
+            "near": model.n_near_keys_,
             "gap": 100 * (np.mean((pred - y_test) ** 2) / np.mean((pred_exact - y_test) ** 2) - 1),
             "warnings": len(record),
         }

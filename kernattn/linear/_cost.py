@@ -38,7 +38,7 @@ FIT_OVERHEAD = 5e8
 #: The cheapest split per query (one cell of 50 keys, 32 features, the cell searches and the
 #: probe), in exact kernel values.
 CHEAPEST_SPLIT = 800
-#: With ``n_neighbors="auto"``, up to this many rows get the exact weights without trying the
+#: With ``n_near_keys="auto"``, up to this many rows get the exact weights without trying the
 #: split: for n queries its cheapest form, FIT_OVERHEAD + n CHEAPEST_SPLIT, costs more than
 #: SPLIT_MARGIN times the exact n² (about 32 400).
 EXACT_ROWS = int(
@@ -47,7 +47,7 @@ EXACT_ROWS = int(
 )
 #: Above this share of queries computed against every key, prediction is no longer linear.
 LINEAR_SHARE = 0.1
-#: With ``n_neighbors="auto"`` a query computes at most this many keys exactly (beyond
+#: With ``n_near_keys="auto"`` a query computes at most this many keys exactly (beyond
 #: 200 000 keys, where 10 % of them would be more): the cost per query stops growing with n.
 MAX_NEAR_KEYS = 20_000
 
@@ -80,7 +80,7 @@ def split_pays(kernel):
 
 
 def near_key_cap(n_keys, n_subsample):
-    """The most keys of ``n_keys`` a query computes exactly with ``n_neighbors="auto"``:
+    """The most keys of ``n_keys`` a query computes exactly with ``n_near_keys="auto"``:
     ``LINEAR_SHARE`` of them unless that is few keys (``2 n_subsample``), at most
     ``MAX_NEAR_KEYS`` (a cost per query bounded whatever n)."""
     return min(max(LINEAR_SHARE * n_keys, 2 * n_subsample), MAX_NEAR_KEYS)

@@ -14,7 +14,7 @@ import numpy as np
 from sklearn import config_context
 from sklearn.base import _fit_context, clone
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks, single_threaded_blas
@@ -125,7 +125,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     through the Nyström features, whose estimate over the near cells is subtracted, so no
     key counts twice (:mod:`kernattn.linear._near_field`). The cells are the
     nearest-center cells of about ``n / 50`` random training keys; their feature sums are
-    sums over rows, like :math:`S, z`. With ``n_neighbors="auto"`` the near field is grown
+    sums over rows, like :math:`S, z`. With ``n_near_keys="auto"`` the near field is grown
     (1, 2, 3, 4, 5, 6, 7, 8, 10, … cells, steps of about :math:`2^{1/4}`) until the weight
     error measured at fit is at most ``tol``: the mean, over 100 training rows each left
     out of its own sums, of the L1 distance :math:`\sum_i |\hat w_i - w_i|` between the
@@ -149,12 +149,12 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     the weight (a wide bandwidth) that is one cell and few features; at small bandwidths in
     several dimensions, where a few hundred features barely change the near field needed,
     few features and more near keys. The chosen pair is then measured with the far field's
-    own sums and the near field grown if needed: ``n_components_``, ``n_neighbors_`` and
+    own sums and the near field grown if needed: ``n_components_``, ``n_near_keys_`` and
     ``weight_error_`` report it.
 
     **Exact weights where the split would not pay.** The split has costs of its own — the
     landmarks, the cells, the error probe, about ``FIT_OVERHEAD`` = 5e8 exact kernel values
-    (0.9 s) in all, and per query its near keys and features. With ``n_neighbors="auto"``
+    (0.9 s) in all, and per query its near keys and features. With ``n_near_keys="auto"``
     every weight is computed exactly, as :class:`~kernattn.KernelSmoother` does, when the
     split is predicted to cost more than half of the exact weights for as many queries as
     training rows: always up to about 32 000 rows (``EXACT_ROWS``, where even one cell of
@@ -176,7 +176,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     coarser smoother. Nyström features do not have this limit: their r features are the
     kernel's values at r landmarks chosen from the training keys (k-means centers), so they
     resolve the kernel wherever the data are — at the resolution r landmarks allow. Used
-    alone (``n_neighbors=0``), they too are a coarser smoother at small bandwidths. On the
+    alone (``n_near_keys=0``), they too are a coarser smoother at small bandwidths. On the
     8-feature task of ``examples/benchmarks/bench_linear.py`` at its leave-one-out
     bandwidths (r = 256, n = 50 000) the test MSE is about 15 times the exact smoother's
     with positive features, 12 times with ``feature_map="optimal"``, 3.3 times with
@@ -219,11 +219,12 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         r, the number of random features or landmarks (named maps only; even for
         ``"trig"`` and ``"hyperbolic"``, whose features come in pairs; elu and relu have
         r = p). ``"auto"``: 256 (at most n landmarks); with the near field and
-        ``n_neighbors="auto"``, chosen with the near field from ``tol`` (see "Rank and near
+        ``n_near_keys="auto"``, chosen with the near field from ``tol`` (see "Rank and near
         field from the accuracy target").
-    n_neighbors : int or "auto", default="auto"
-        About how many keys each query computes exactly (its near field, rounded to whole
-        cells of about 50 keys); 0 for the far field alone (pure low rank). ``"auto"``:
+    n_near_keys : int or "auto", default="auto"
+        (Named ``n_neighbors`` before 0.7.) About how many keys each query computes
+        exactly (its near field, rounded to whole cells of about 50 keys); 0 for the far
+        field alone (pure low rank). ``"auto"``:
         the fewest near cells whose weight error measured at fit is within ``tol``, for
         Nyström features and the Gaussian kernel — or every weight exactly where that is
         predicted to be cheaper (``exact_weights_``); 0 for other maps, kernels, or a
@@ -232,7 +233,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     tol : float, default=0.1
         Tolerance on the mean L1 distance between the approximate and the exact weights
         (between 0 and 2), measured at fit on left-out training rows; used by
-        ``n_neighbors="auto"``.
+        ``n_near_keys="auto"``.
     orthogonal : bool, default=True
         Orthogonal blocks of random frequencies (lower variance; named maps only).
     bandwidth : float, array_like, or {"scott", "silverman", "loo"}, default="scott"
@@ -266,6 +267,8 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         ``n_jobs`` of an enclosing ``joblib.parallel_config``), −1 all cores, a positive
         number that many. A thread limit set around the call with
         ``threadpoolctl.threadpool_limits`` is honored. Results do not depend on it.
+    n_neighbors : int or "auto"
+        Deprecated since 0.7: the former name of ``n_near_keys``, removed in 0.8.
 
     Attributes
     ----------
@@ -315,9 +318,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     n_components_ : int
         The number of features used (the most of any head); 0 when the weights are computed
         exactly without features (``exact_weights_`` on small data).
-    n_neighbors_ : float
-        Keys computed exactly per query by the near field, averaged over the training
-        keys' cells (near field only; the number of training rows with ``exact_weights_``).
+    n_near_keys_ : float
+        (Named ``n_neighbors_`` before 0.7.) Keys computed exactly per query by the near
+        field, averaged over the training keys' cells (near field only; the number of
+        training rows with ``exact_weights_``).
     weight_error_ : float
         The mean L1 distance between the split weights and the exact weights of 100
         training rows, each left out of its own sums, measured at fit (near field only;
@@ -325,7 +329,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         prediction error of such a row. 0 with ``exact_weights_``.
     exact_weights_ : bool
         Whether every weight is computed exactly, as the exact smoother does, because the
-        split into near and far field was predicted to cost more (``n_neighbors="auto"``
+        split into near and far field was predicted to cost more (``n_near_keys="auto"``
         with the Nyström map; see "Exact weights where the split would not pay"). False
         after ``partial_fit``, which keeps no keys.
     kernel_ : FeatureKernel or NearFieldKernel
@@ -396,7 +400,12 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         **NadarayaWatsonRegressor._parameter_constraints,
         "feature_map": [StrOptions(set(FEATURE_MAPS)), FeatureMap],
         "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        "n_neighbors": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "n_near_keys": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "n_neighbors": [
+            Interval(Integral, 0, None, closed="left"),
+            StrOptions({"auto"}),
+            Hidden(StrOptions({"deprecated"})),
+        ],
         "tol": [Interval(Real, 0, 2, closed="neither")],
         "orthogonal": ["boolean"],
         "bandwidth": [
@@ -415,7 +424,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self,
         feature_map="nystroem",
         n_components="auto",
-        n_neighbors="auto",
+        n_near_keys="auto",
         tol=TOL,
         orthogonal=True,
         bandwidth="scott",
@@ -425,10 +434,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         n_subsample=2000,
         random_state=None,
         n_jobs=None,
+        n_neighbors="deprecated",
     ):
         self.feature_map = feature_map
         self.n_components = n_components
-        self.n_neighbors = n_neighbors
+        self.n_near_keys = n_near_keys
         self.tol = tol
         self.orthogonal = orthogonal
         self.bandwidth = bandwidth
@@ -438,6 +448,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self.n_subsample = n_subsample
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.n_neighbors = n_neighbors
+
+    @property
+    def n_neighbors_(self):
+        """Deprecated since 0.7: the former name of ``n_near_keys_``, removed in 0.8."""
+        warnings.warn(
+            "n_neighbors_ was renamed n_near_keys_ in 0.7 and will be removed in 0.8",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return self.n_near_keys_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -452,16 +473,27 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     def _check_params(self):
         super()._check_params()
-        if self.n_neighbors not in (0, "auto"):
+        # The near field's size, under its name since 0.7 or the one it had before.
+        self._n_near = self.n_near_keys
+        if not (isinstance(self.n_neighbors, str) and self.n_neighbors == "deprecated"):
+            warnings.warn(
+                "n_neighbors was renamed n_near_keys in 0.7 (it counts the keys each query "
+                "computes exactly, not neighbors of a k-nearest-neighbor average) and will be "
+                "removed in 0.8; use n_near_keys",
+                FutureWarning,
+                stacklevel=4,
+            )
+            self._n_near = self.n_neighbors
+        if self._n_near not in (0, "auto"):
             if not isinstance(self._feature_map_template(), NystroemFeatures):
                 raise ValueError(
-                    "n_neighbors > 0 needs Nyström features (feature_map='nystroem', whose "
+                    "n_near_keys > 0 needs Nyström features (feature_map='nystroem', whose "
                     f"landmarks are the cells of the near field); got feature_map="
-                    f"{self.feature_map!r}. Use n_neighbors=0 or 'auto' with other maps"
+                    f"{self.feature_map!r}. Use n_near_keys=0 or 'auto' with other maps"
                 )
             if not (isinstance(self.kernel, str) and self.kernel == "gaussian"):
                 raise ValueError(
-                    f"n_neighbors > 0 needs kernel='gaussian'; got kernel={self.kernel!r}"
+                    f"n_near_keys > 0 needs kernel='gaussian'; got kernel={self.kernel!r}"
                 )
         if self.learn_projection:
             if not (isinstance(self.kernel, str) and self.kernel == "gaussian"):
@@ -488,7 +520,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         Nyström far field."""
         template = self._feature_map_template()
         return (
-            self.n_neighbors != 0
+            self._n_near != 0
             and isinstance(template, NystroemFeatures)
             and isinstance(self.kernel, str)
             and self.kernel == "gaussian"
@@ -547,12 +579,12 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         return super().fit(X, y, sample_weight)
 
     def _fit_kernel(self, X, Y, sample_weight):
-        for name in ("weight_error_", "n_neighbors_"):
+        for name in ("weight_error_", "n_near_keys_"):
             self.__dict__.pop(name, None)
         self.exact_weights_ = False
         # Many small products: BLAS threads would spin more than they compute.
         rank, exact = None, False
-        if self._near_field() and self.n_neighbors == "auto":
+        if self._near_field() and self._n_near == "auto":
             # Even the cheapest split costs more than the exact weights: no feature map (the
             # far field's sums are taken if partial_fit asks for them).
             # (A map given as an object is fitted all the same, and its parameters checked.)
@@ -564,7 +596,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             kernel = self._make_kernel(X, Y, sample_weight, rank, fit_maps=not exact)
         if exact:
             self.exact_weights_ = True
-            self.weight_error_, self.n_neighbors_ = 0.0, float(len(X))
+            self.weight_error_, self.n_near_keys_ = 0.0, float(len(X))
             return kernel.bind(X, sample_weight, self._dtype)
         # Drawn after everything _make_kernel draws, so that its draws do not change.
         rng = check_random_state(self.random_state).randint(2**31 - 1)
@@ -584,19 +616,19 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 kernel.sort_keys(X, self._values, sample_weight)
                 probe = ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
                 first = 1
-                if self.n_components == "auto" and self.n_neighbors == "auto":
+                if self.n_components == "auto" and self._n_near == "auto":
                     first = self._choose_rank(kernel, probe, X, sample_weight, rng)
             kernel.accumulate(X, self._values, sample_weight)
             if near_field:
                 self._choose_near_field(kernel, probe, first)
-                if self.n_neighbors == "auto" and not split_pays(kernel):
+                if self._n_near == "auto" and not split_pays(kernel):
                     self.exact_weights_ = True
                 else:
                     kernel.precompute()
             if not self.exact_weights_:
                 self._check_fallback_share(kernel, X[rows])
         if self.exact_weights_:
-            self.weight_error_, self.n_neighbors_ = 0.0, float(len(X))
+            self.weight_error_, self.n_near_keys_ = 0.0, float(len(X))
         return kernel
 
     @staticmethod
@@ -643,11 +675,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         return cells
 
     def _choose_near_field(self, kernel, probe, first=1):
-        """Set the near cells from ``n_neighbors`` (or, for "auto", from ``tol``, starting
+        """Set the near cells from ``n_near_keys`` (or, for "auto", from ``tol``, starting
         at ``first`` cells) and record the measured weight error."""
         n = kernel.n_keys
         probe.use_kernel()
-        if self.n_neighbors == "auto":
+        if self._n_near == "auto":
             cap = near_key_cap(n, self.n_subsample)
             errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
             if not met:
@@ -655,16 +687,16 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                     f"the weight error measured at fit, {errors.mean():.3g}, is above tol="
                     f"{self.tol:g} with the most near keys that keep prediction linear "
                     f"({kernel.mean_near_keys:.0f} of {n}); raise n_components or tol, or "
-                    "give n_neighbors",
+                    "give n_near_keys",
                     UserWarning,
                     stacklevel=4,
                 )
         else:
-            cells = np.ceil(self.n_neighbors * kernel.n_cells / n)
+            cells = np.ceil(self._n_near * kernel.n_cells / n)
             kernel.set_near_cells(int(cells))
             errors = probe.errors()
         self.weight_error_ = float(errors.mean())
-        self.n_neighbors_ = kernel.mean_near_keys
+        self.n_near_keys_ = kernel.mean_near_keys
 
     def _check_fallback_share(self, kernel, X_sample):
         """Warn at fit when the features cannot serve more than 10 % of the training rows:
@@ -747,7 +779,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             self.__dict__.pop(name, None)
         if not isinstance(kernel, NearFieldKernel):
             # Attributes of a near field, which a fit without keys does not have.
-            for name in ("weight_error_", "n_neighbors_"):
+            for name in ("weight_error_", "n_near_keys_"):
                 self.__dict__.pop(name, None)
         self.exact_weights_ = False
         self._log_sample_weight = np.zeros(0)
@@ -800,14 +832,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         """The near field's sums taken part by part, its share of keys chosen on the
         sample."""
         n = int(summary.count)
-        if self.n_neighbors == "auto":
+        if self._n_near == "auto":
             # Before the sums: it may choose another map for the far field.
             share, weight_error = self._near_share_on_sample(near, summary, seed)
             if near.n_cells * near.n_components > CELL_FEATURES:
                 # More features than the cells were drawn for: fewer, larger cells.
                 near = self._cell_kernel(near.far, summary)
         else:
-            share, weight_error = self.n_neighbors / n, None
+            share, weight_error = self._n_near / n, None
         sums, cells, counts = rows.reduce(cell_sums, merge_cell_sums, near, summary.y_mean)
         far = near.far
         far.key_sums, far.key_log_scale, far.key_radius, far.target_sums = sums
@@ -817,7 +849,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         # Every cell's far sums once: each query block only reads them.
         near.precompute()
         self._keep_no_keys(near)
-        self.n_neighbors_ = near.mean_near_keys
+        self.n_near_keys_ = near.mean_near_keys
         if weight_error is not None:
             self.weight_error_ = weight_error
 
@@ -859,9 +891,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             # memory; over chunks, as after partial_fit, the Nyström far field serves alone.
             warnings.warn(
                 "fitted in chunks, LinearAttentionRegressor has no near field: the Nyström "
-                "features alone (n_neighbors=0) approximate the kernel, which is coarser at "
+                "features alone (n_near_keys=0) approximate the kernel, which is coarser at "
                 "small bandwidths; fit in memory or on a dask collection for the near field, "
-                "or pass n_neighbors=0 to silence this",
+                "or pass n_near_keys=0 to silence this",
                 UserWarning,
                 stacklevel=5,
             )
@@ -883,7 +915,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         return NearFieldKernel(kernel, np.unique(centers, axis=0), 1)
 
     def _near_share_on_sample(self, near, summary, seed):
-        """``n_neighbors="auto"`` in parts: the share of the keys the near field computes
+        """``n_near_keys="auto"`` in parts: the share of the keys the near field computes
         exactly, chosen on the first pass's sample, and its measured weight error; with
         ``n_components="auto"``, the far field's map too (set on ``near``, whose sums must
         still be empty).
@@ -926,7 +958,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             warnings.warn(
                 f"the weight error measured at fit on {n_s} sampled rows, "
                 f"{errors.mean():.3g}, is above tol={self.tol:g} with the most near keys "
-                "that keep prediction linear; raise n_components or tol, or give n_neighbors",
+                "that keep prediction linear; raise n_components or tol, or give n_near_keys",
                 UserWarning,
                 stacklevel=5,
             )
@@ -1442,8 +1474,8 @@ def fit_chunks(estimator, chunks):
     The result is the fit on the concatenated chunks up to the order of the sums (exactly
     so for ``n ≤ n_subsample`` or, with Scott's rule or a given bandwidth, for random
     feature maps), except that, as after ``partial_fit``, the keys are not kept: there is
-    no near field (the Nyström features serve alone, as with ``n_neighbors=0``; a warning
-    says so unless ``n_neighbors=0`` is given), the queries the features cannot serve get
+    no near field (the Nyström features serve alone, as with ``n_near_keys=0``; a warning
+    says so unless ``n_near_keys=0`` is given), the queries the features cannot serve get
     the weighted training mean (with a warning) and ``attention_weights`` is unavailable.
     Unlike a loop of ``partial_fit`` calls, nothing is fixed from the first chunk alone;
     ``partial_fit`` can add chunks afterwards.
@@ -1472,9 +1504,9 @@ def fit_chunks(estimator, chunks):
     >>> def chunks():
     ...     for start in range(0, len(X), 500):
     ...         yield X[start : start + 500], y[start : start + 500]
-    >>> model = LinearAttentionRegressor(n_neighbors=0, random_state=0)  # no near field
+    >>> model = LinearAttentionRegressor(n_near_keys=0, random_state=0)  # no near field
     >>> streamed = fit_chunks(model, chunks)
-    >>> whole = LinearAttentionRegressor(n_neighbors=0, random_state=0).fit(X, y)
+    >>> whole = LinearAttentionRegressor(n_near_keys=0, random_state=0).fit(X, y)
     >>> bool(np.allclose(streamed.predict(X[:5]), whole.predict(X[:5])))
     True
     """
