@@ -259,7 +259,7 @@ def choose_near_cells(kernel, tol, max_near_keys, rows, n_keys_sample, random_st
     """The fewest near cells whose measured weight error is within ``tol``.
 
     Grows the near cells (1, 2, 3, 4, 6, 8, 11, …, steps of about √2) until the mean L1
-    weight error of the sampled training ``rows`` (:meth:`NearFieldKernel.weight_errors`)
+    weight error of the sampled training ``rows`` (:func:`weight_errors`)
     is at most ``tol``, or until more cells would compute more than ``max_near_keys`` keys
     exactly per query (then the most cells within that bound). The exact kernel of the
     rows is computed once.
