@@ -123,8 +123,9 @@ def kernel_sums(
     ----------
     logits : callable
         ``logits(keys, out)``: the block's logits against the keys of the slice ``keys``,
-        shape (…, b, len(keys)) (leading batch dimensions broadcast). ``out`` is ``None``
-        or a numpy buffer of that shape the callable may write into (and return).
+        shape (…, b, len(keys)) (leading batch dimensions broadcast), a new array (the
+        reduction works in it, and writes the next tiles' logits into the first tile's)
+        or ``out``: ``None``, or a numpy buffer of that shape to write into and return.
     n_keys : int
     columns : array of shape (…, n_keys, m), or callable
         What the weights are summed against; a callable ``columns(weights, keys)`` returns
@@ -295,9 +296,10 @@ def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
         for start in range(0, max(n_keys, 0), tile):
             keys = slice(start, min(start + tile, n_keys))
             block = logits(keys, None if buffer is None else buffer[:, : keys.stop - start])
-            if buffer is None and block.ndim == 2 and n_keys > tile:
-                # The next tiles' logits go to one buffer: no allocation per tile.
-                buffer = np.empty((block.shape[0], tile), dtype=block.dtype)
+            if buffer is None and block.ndim == 2 and n_keys > tile and block.shape[1] == tile:
+                # The next tiles' logits go where the first tile's were (no allocation, no
+                # fresh pages to fault in, per tile).
+                buffer = block
             if left_out is not None:
                 block[_left_out_in(left_out, keys.start, keys.stop)] = -np.inf
             gone = np.isneginf(block) if removed or left_out is not None else None

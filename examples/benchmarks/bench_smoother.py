@@ -129,19 +129,21 @@ def exact_paths_table(n, n_queries, limits, rng):
     for dtype in (np.float64, np.float32):
         Xd, q = X.astype(dtype), queries.astype(dtype)
         smoother = KernelSmoother(bandwidth=0.1).fit(Xd, y)
-        # max_iter=0: the kernel at its initial projections (the cost does not depend on them).
-        attention = AttentionRegressor(max_iter=0, random_state=0).fit(Xd, y)
+        # max_iter=0: the kernel at its initial projections (the cost does not depend on
+        # them); the plain softmax heads (no tilt, no warp): the exact path itself.
+        attention = AttentionRegressor(max_iter=0, tilt=False, warp=0, random_state=0)
+        attention.fit(Xd, y)
         linear = LinearAttentionRegressor(bandwidth=0.1, random_state=0).fit(Xd, y)
 
         def linear_exact_rows(q=q, linear=linear):
-            # The rows the linear estimator cannot approximate go through the engine's exact
-            # path (_exact_sums on the heads it approximates); here every query does, in the
-            # engine's blocks and threads.
-            exact = linear.kernel_.exact
+            # The rows the linear estimator cannot approximate go through the exact kernel
+            # sums of the heads it approximates (the one reduction); here every query does,
+            # in the engine's blocks and threads.
+            exact = linear.kernel_.exact_heads
             sums = np.empty((len(q), 3), dtype=q.dtype)
 
             def rows(block):
-                sums[block] = linear._exact_sums(exact, q[block], 0)
+                sums[block] = exact.sums(q[block], 0, linear._value_columns)
 
             map_query_blocks(rows, len(q), exact.n_keys, n_jobs=linear.n_jobs, key_tile=KEY_TILE)
             return sums
