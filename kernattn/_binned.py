@@ -56,8 +56,8 @@ of a given grid.
 
 **Truncation.** The kernel is sampled out to :data:`CUTOFF` bandwidths, where it falls
 below the float64 epsilon, so truncation adds nothing to the binning error, and the sums
-are kept on the grid extended by that reach on every side (the full convolution): a query
-just outside the data is interpolated like any other.
+are kept on the grid extended by :data:`MARGIN` bandwidths on every side: a query just
+outside the data is interpolated like any other.
 
 **No data near.** Where the interpolated :math:`S_0` is below :data:`RESOLUTION` times the
 total weight (beyond the extended grid, or where FFT rounding could dominate), the moments
@@ -86,15 +86,22 @@ Wand, M. P. and Jones, M. C. (1995). *Kernel Smoothing*. Chapman and Hall.
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import product
 from typing import NamedTuple
 
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
+from scipy import fft as sp_fft
 from scipy import ndimage, signal
 from scipy.spatial import cKDTree
 
-from kernattn._blocks import iter_query_blocks, map_query_blocks, query_block_size
+from kernattn._blocks import (
+    effective_n_jobs,
+    iter_query_blocks,
+    map_query_blocks,
+    query_block_size,
+)
 
 __all__ = [
     "CRITERIA",
@@ -141,6 +148,9 @@ TOLERANCE = 1e-3
 #: The kernel is sampled out to this many bandwidths: exp(−u²/2) is below the float64
 #: epsilon beyond it, so truncating there changes no sum.
 CUTOFF = math.sqrt(-2.0 * math.log(np.finfo(float).eps))
+#: The sums are kept on the data grid extended by this many bandwidths per side; queries
+#: farther out are computed directly from the bins.
+MARGIN = 2.0
 #: Ridge of the local-polynomial solve, relative to the diagonal a locally uniform design
 #: would give (S_0 times the kernel's moment). Far above the rounding of FFT sums (about
 #: 1e-13 of them), far below anything that carries information.
@@ -264,44 +274,71 @@ def _gaussian_moment(exponent):
 # ---------------------------------------------------------------------------- error and grid
 
 
-def error_constant(degree, n_dims):
-    r"""The constant :math:`C_{p,d}` of the binning error bound (module docstring).
-
-    :math:`C_{p,d} = \tfrac14\sqrt{E[(\Delta L_p/K)^2]}` under the Gaussian kernel, with
-    :math:`L_p = K P_p` the interior equivalent kernel of the local polynomial of degree
-    :math:`p` (:math:`P_p(u) = e_0^\top M^{-1} U(u)`, :math:`M = E[U U^\top]`) and
-    :math:`\Delta` the Laplacian; computed by Gauss–Hermite quadrature (exact here).
-
-    Examples
-    --------
-    >>> round(error_constant(0, 1), 4), round(error_constant(1, 2), 4)
-    (0.3536, 0.5)
-    """
-    degree = _check_degree(degree)
+def _equivalent_kernel_constant(degree, n_dims, half):
+    """¼ √E[(ΔL/K)²] for the design on the whole line (or the half-line u ≥ 0 along the
+    axes in ``half``): Gauss–Legendre quadrature on [−12, 12] (or [0, 12]), where the
+    Gaussian weight leaves nothing above rounding."""
     basis = basis_exponents(degree, n_dims)
-    nodes, weights = hermegauss(4 * degree + 8)
-    weights = weights / weights.sum()
-    grids = np.meshgrid(*([nodes] * n_dims), indexing="ij")
-    u = np.stack([g.ravel() for g in grids], axis=1)  # (N, d)
-    w = np.prod(np.meshgrid(*([weights] * n_dims), indexing="ij"), axis=0).ravel()
+    x, w = np.polynomial.legendre.leggauss(160)
+    axes_nodes, axes_weights = [], []
+    for a in range(n_dims):
+        lo = 0.0 if half[a] else -12.0
+        nodes = lo + (x + 1.0) * (12.0 - lo) / 2.0
+        weights = w * np.exp(-0.5 * nodes**2)
+        axes_nodes.append(nodes)
+        axes_weights.append(weights / weights.sum())
+    u = np.stack([m.ravel() for m in np.meshgrid(*axes_nodes, indexing="ij")], axis=1)
+    weight = np.prod(np.meshgrid(*axes_weights, indexing="ij"), axis=0).ravel()
 
     def monomial(e):
         e = np.asarray(e)
-        if np.any(e < 0):
-            return np.zeros(len(u))
-        return np.prod(u**e, axis=1)
+        return np.zeros(len(u)) if np.any(e < 0) else np.prod(u**e, axis=1)
 
     U = np.stack([monomial(e) for e in basis], axis=1)
-    M = (U * w[:, None]).T @ U
-    coef = np.linalg.solve(M, np.eye(len(basis))[:, 0])  # P(u) = Σ coef_e u^e
-    Q = np.zeros(len(u))
+    coef = np.linalg.solve((U * weight[:, None]).T @ U, np.eye(len(basis))[:, 0])
+    laplacian = np.zeros(len(u))  # ΔL/K for L = K·Σ coef_e u^e
     for c, e in zip(coef, basis):
         for a in range(n_dims):
             unit = np.eye(n_dims, dtype=int)[a]
             d1 = e[a] * monomial(e - unit)
             d2 = e[a] * (e[a] - 1) * monomial(e - 2 * unit)
-            Q += c * (d2 - 2.0 * u[:, a] * d1 + (u[:, a] ** 2 - 1.0) * monomial(e))
-    return 0.25 * float(np.sqrt(np.sum(w * Q**2)))
+            laplacian += c * (d2 - 2.0 * u[:, a] * d1 + (u[:, a] ** 2 - 1.0) * monomial(e))
+    return 0.25 * float(np.sqrt(np.sum(weight * laplacian**2)))
+
+
+@lru_cache
+def _error_constant(degree, n_dims):
+    return max(
+        _equivalent_kernel_constant(degree, n_dims, half)
+        for half in product((False, True), repeat=n_dims)
+    )
+
+
+def error_constant(degree, n_dims):
+    r"""The constant :math:`C_{p,d}` of the binning error bound (module docstring).
+
+    :math:`C = \tfrac14\sqrt{E[(\Delta L_p/K)^2]}` under the Gaussian kernel, where
+    :math:`L_p = K P_p` is the equivalent kernel of the local polynomial of degree
+    :math:`p` (:math:`P_p(u) = e_0^\top M^{-1} U(u)`, :math:`M = E[U U^\top]`) and
+    :math:`\Delta` the Laplacian, for a query in the interior of a locally uniform design
+    and at its edge or corner (the design on a half-line along some axes); the largest of
+    these, so that the bound holds anywhere within the data's range.
+
+    ======  ==============  ==============  ==============  ==============
+    d       p = 0           p = 1           p = 2           p = 3
+    ======  ==============  ==============  ==============  ==============
+    1       0.354           0.973 (edge)    2.42 (edge)     6.02 (edge)
+    2       0.500           1.76 (corner)   5.08 (corner)   13.4 (corner)
+    ======  ==============  ==============  ==============  ==============
+
+    In the interior :math:`C = \sqrt{2d}/4` for :math:`p \le 1`.
+
+    Examples
+    --------
+    >>> round(error_constant(0, 1), 4), round(error_constant(1, 1), 3)
+    (0.3536, 0.973)
+    """
+    return _error_constant(_check_degree(degree), int(n_dims))
 
 
 def points_per_bandwidth(degree, n_dims, tol=TOLERANCE):
@@ -311,7 +348,7 @@ def points_per_bandwidth(degree, n_dims, tol=TOLERANCE):
     Examples
     --------
     >>> round(points_per_bandwidth(1, 1), 1)
-    18.8
+    31.2
     """
     if not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a positive float; got {tol!r}")
@@ -325,7 +362,7 @@ def binning_error(spacing, bandwidth, degree=0):
     Examples
     --------
     >>> float(binning_error([0.01], [0.2], degree=1))
-    0.000884
+    0.00243
     """
     spacing = np.atleast_1d(np.asarray(spacing, dtype=float))
     h = _check_bandwidth(bandwidth, len(spacing))
@@ -370,7 +407,7 @@ def make_grid(X, bandwidth, *, degree=0, tol=TOLERANCE, levels=0):
     --------
     >>> grid = make_grid(np.array([[0.0], [1.0]]), 0.1, degree=1)
     >>> grid.shape, float(grid.spacing[0])
-    ((190,), 0.00529)
+    ((313,), 0.00321)
     """
     X = _check_points(X)
     d = X.shape[1]
@@ -438,6 +475,16 @@ def _corners(index, fraction, shape):
         yield base + int(np.dot(corner, strides)), weight
 
 
+def _accumulate(counts, X, values, grid):
+    """Add the linear binning of one block of rows to ``counts`` (grid.size, m)."""
+    index, fraction, inside = locate(X, grid)
+    if not np.all(inside):
+        raise ValueError("X has points outside the grid; make the grid from X")
+    for flat, weight in _corners(index, fraction, grid.shape):
+        for j in range(values.shape[1]):
+            counts[:, j] += np.bincount(flat, weights=weight * values[:, j], minlength=grid.size)
+
+
 def linear_binning(X, columns, grid, sample_weight=None):
     r"""Linear binning of weighted columns onto ``grid`` (KernSmooth's ``linbin``/
     ``linbin2D``): :math:`c_k = \sum_j s_j\, \omega_k(x_j)\, z_j`, where
@@ -472,15 +519,9 @@ def linear_binning(X, columns, grid, sample_weight=None):
     s = _check_weights(sample_weight, len(X))
     m = columns.shape[1]
     counts = np.zeros((grid.size, m))
-    width = m * 2**grid.n_dims
-    for rows in iter_query_blocks(len(X), width, n_arrays=2, cache=False):
-        index, fraction, inside = locate(X[rows], grid)
-        if not np.all(inside):
-            raise ValueError("X has points outside the grid; make the grid from X")
+    for rows in iter_query_blocks(len(X), m * 2**grid.n_dims, n_arrays=2, cache=2**20):
         values = columns[rows] if s is None else columns[rows] * s[rows, None]
-        for flat, weight in _corners(index, fraction, grid.shape):
-            for j in range(m):
-                counts[:, j] += np.bincount(flat, weights=weight * values[:, j], minlength=grid.size)
+        _accumulate(counts, X[rows], values, grid)
     return counts.reshape(grid.shape + (m,))
 
 
@@ -532,8 +573,14 @@ def bin_targets(X, Y, grid, sample_weight=None):
     Y = _check_targets(Y, len(X))
     s = _check_weights(sample_weight, len(X))
     shift = np.average(Y, axis=0, weights=s)
-    columns = np.hstack([np.ones((len(X), 1)), Y - shift])
-    return Bins(grid, linear_binning(X, columns, grid, s), shift)
+    t = Y.shape[1]
+    counts = np.zeros((grid.size, 1 + t))
+    for rows in iter_query_blocks(len(X), (1 + t) * 2**grid.n_dims, n_arrays=2, cache=2**20):
+        values = np.empty((rows.stop - rows.start, 1 + t))
+        values[:, 0] = 1.0 if s is None else s[rows]
+        values[:, 1:] = (Y[rows] - shift) * values[:, :1]
+        _accumulate(counts, X[rows], values, grid)
+    return Bins(grid, counts.reshape(grid.shape + (1 + t,)), shift)
 
 
 # ---------------------------------------------------------------------------- sums
@@ -555,10 +602,15 @@ def kernel_taps(spacing, bandwidth, power=0, cutoff=CUTOFF):
     return taps * u**power if power else taps
 
 
+def _prefer_direct(n, width):
+    """Whether direct convolution of ``n`` points with ``width`` taps beats the FFT."""
+    return width < FFT_CROSSOVER * math.log2(n + width)
+
+
 def _convolve_full(a, taps, axis):
     """Full convolution of ``a`` with ``taps`` along ``axis``, direct or by FFT."""
     n, width = a.shape[axis], len(taps)
-    if width < FFT_CROSSOVER * math.log2(n + width):
+    if _prefer_direct(n, width):
         pad = [(0, 0)] * a.ndim
         pad[axis] = (width // 2, width // 2)
         return ndimage.convolve1d(np.pad(a, pad), taps, axis=axis, mode="constant")
@@ -567,46 +619,18 @@ def _convolve_full(a, taps, axis):
     return signal.fftconvolve(a, taps.reshape(shape), mode="full", axes=axis)
 
 
-def _cell_coefficients(values):
-    """Per grid cell, the coefficients of the (bi)linear interpolant in the fractions.
-
-    ``values`` has shape grid.shape + (k,); the result (2^d, k, n_cells) holds, for the
-    monomials 1, t_1, … (term ``j``'s bit ``a``, first axis most significant, says whether
-    :math:`t_a` is a factor), the coefficient of every column in every cell (cells in
-    row-major order)."""
-    d = values.ndim - 1
-    arr = values[None]
-    for a in range(d):
-        axis = a + 1 + a  # the (2,) axes added so far come first
-        lower = np.take(arr, np.arange(values.shape[a] - 1), axis=axis)
-        upper = np.take(arr, np.arange(1, values.shape[a]), axis=axis)
-        arr = np.stack([lower, upper - lower], axis=a + 1)
-    arr = arr[0]  # (2,)*d + cells + (k,)
-    k = values.shape[-1]
-    arr = arr.reshape((2**d, -1, k))
-    return np.ascontiguousarray(np.transpose(arr, (0, 2, 1)))
-
-
 def _locate_cells(points, grid):
-    """Flat cell index (b,), fractions (d, b) and whether inside the grid (b,)."""
+    """Cell index (b, d), fractions (d, b) and whether inside the grid (b,)."""
     index, fraction, inside = locate(points, grid)
-    cell = index[:, 0].copy()
-    for a in range(1, grid.n_dims):
-        cell *= grid.shape[a] - 1
-        cell += index[:, a]
-    return cell, np.ascontiguousarray(fraction.T), inside
+    return index, np.ascontiguousarray(fraction.T), inside
 
 
-def _interpolate_columns(coefficients, cell, fraction):
-    """Columns (k, b) of the interpolant with cell coefficients (2^d, k, n_cells)."""
-    d = fraction.shape[0]
-    out = np.take(coefficients[0], cell, axis=1)
-    for j in range(1, 2**d):
-        monomial = None
-        for a in range(d):
-            if j >> (d - 1 - a) & 1:
-                monomial = fraction[a] if monomial is None else monomial * fraction[a]
-        out += monomial * np.take(coefficients[j], cell, axis=1)
+def _interpolate_columns(columns, grid, index, fraction):
+    """The (bi)linear interpolant of ``columns`` (k, grid.size) at located points: (k, b)."""
+    out = None
+    for flat, weight in _corners(index, fraction.T, grid.shape):
+        term = weight * np.take(columns, flat, axis=1)
+        out = term if out is None else out + term
     return out
 
 
@@ -617,12 +641,11 @@ class GridSums:
     Attributes
     ----------
     grid : Grid
-        The data grid extended by the kernel's reach on every side.
-    table : ndarray of shape grid.shape + (Q + P t,)
-        Per point: the weight moments :math:`S_e` (``moment_exponents`` order), then the
-        value moments :math:`T_e` (``basis_exponents`` order, outputs fastest).
-    coefficients : ndarray of shape (2^d, Q + P t, n_cells)
-        The table's (bi)linear interpolant per cell, for fast gathers.
+        The data grid extended by :data:`MARGIN` bandwidths on every side.
+    columns : ndarray of shape (Q + P t, grid.size)
+        Per grid point (row-major): the weight moments :math:`S_e` (``moment_exponents``
+        order), then the value moments :math:`T_e` (``basis_exponents`` order, outputs
+        fastest); column-major, for fast gathers.
     bins : Bins
     bandwidth : ndarray of shape (d,)
     degree : int
@@ -631,8 +654,7 @@ class GridSums:
     """
 
     grid: Grid
-    table: np.ndarray
-    coefficients: np.ndarray
+    columns: np.ndarray
     bins: Bins
     bandwidth: np.ndarray
     degree: int
@@ -658,14 +680,15 @@ class GridSums:
     def on_data_grid(self):
         """(S (size, Q), T (size, P, t)) at the points of the data grid, row-major."""
         index = tuple(slice(o, o + m) for o, m in zip(self.offset(), self.bins.grid.shape))
-        rows = self.table[index].reshape(self.bins.grid.size, -1)
-        S, T = self.split(rows.T)
+        grid_columns = self.columns.reshape((-1,) + self.grid.shape)
+        S, T = self.split(grid_columns[(slice(None),) + index].reshape(len(self.columns), -1))
         return S.T, np.moveaxis(T, -1, 0)
 
 
 def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     r"""The moments :math:`S_e(g)` (:math:`|e| \le 2p`) and :math:`T_e(g)`
-    (:math:`|e| \le p`) at every point of the grid extended by the kernel's reach.
+    (:math:`|e| \le p`) at every point of the data grid extended by :data:`MARGIN`
+    bandwidths on every side.
 
     Each is a correlation of the counts with :func:`kernel_taps` (a convolution with the
     taps reversed, :math:`(-1)^e` times the taps), one axis after the other.
@@ -694,9 +717,12 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     counts = bins.counts
     t = counts.shape[-1] - 1
     reach = [int(math.floor(cutoff * h[a] / grid.spacing[a])) for a in range(d)]
-    ext_shape = tuple(n + 2 * r for n, r in zip(grid.shape, reach))
+    margin = [min(r, int(math.ceil(MARGIN * h[a] / grid.spacing[a]))) for a, r in enumerate(reach)]
+    ext_shape = tuple(n + 2 * m for n, m in zip(grid.shape, margin))
+    full = tuple(slice(r - m, r - m + n) for r, m, n in zip(reach, margin, ext_shape))
     n_cols = len(moments) + len(basis) * t
-    if not grid_fits(int(np.prod(ext_shape)), n_cols):
+    fft_cells = int(np.prod([n + 2 * r for n, r in zip(grid.shape, reach)]))
+    if not (grid_fits(int(np.prod(ext_shape)), n_cols) and grid_fits(fft_cells, 2 * (1 + t))):
         raise ValueError(
             f"the binned sums need a grid of {ext_shape} points, more than working_memory "
             "allows; use the exact algorithm, a larger tol or a larger bandwidth"
@@ -708,28 +734,49 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
             taps[a, e] = (-1.0) ** e * kernel_taps(grid.spacing[a], h[a], e, cutoff)
         return taps[a, e]
 
-    table = np.empty(ext_shape + (n_cols,))
+    columns = np.empty((n_cols,) + ext_shape)
     Q = len(moments)
-    # Share the first axis's convolution among the exponents with the same first entry.
-    for first in sorted({int(e[0]) for e in moments}):
-        group = [k for k, e in enumerate(moments) if e[0] == first]
-        needs_values = any(tuple(moments[k]) in value_pos for k in group)
-        stage = _convolve_full(counts if needs_values else counts[..., :1],
-                               reversed_taps(0, first), axis=0)
-        for k in group:
-            e = moments[k]
-            with_values = tuple(e) in value_pos
-            out = stage if with_values else stage[..., :1]
-            for a in range(1, d):
-                out = _convolve_full(out, reversed_taps(a, e[a]), axis=a)
-            table[..., k] = out[..., 0]
-            if with_values:
-                start = Q + value_pos[tuple(e)] * t
-                table[..., start : start + t] = out[..., 1:]
-    origin = grid.origin - np.array(reach) * grid.spacing
+
+    def store(k, e, out):
+        columns[k] = out[..., 0]
+        if tuple(e) in value_pos:
+            start = Q + value_pos[tuple(e)] * t
+            columns[start : start + t] = np.moveaxis(out[..., 1:], -1, 0)
+
+    if not any(_prefer_direct(grid.shape[a], 2 * reach[a] + 1) for a in range(d)):
+        # One forward transform of the counts, one inverse per moment: the kernel's
+        # spectrum is the product of the axes' (the Gaussian is a product).
+        lengths = [sp_fft.next_fast_len(n + 2 * r, real=True) for n, r in zip(grid.shape, reach)]
+        axes = tuple(range(d))
+        workers = effective_n_jobs(None)
+        spectrum_of_counts = sp_fft.rfftn(counts, s=lengths, axes=axes, workers=workers)
+        for k, e in enumerate(moments):
+            spectrum = np.ones((1,) * d)
+            for a in range(d):
+                transform = sp_fft.rfft if a == d - 1 else sp_fft.fft
+                taps_a = transform(reversed_taps(a, e[a]), n=lengths[a])
+                spectrum = spectrum * taps_a.reshape([-1 if b == a else 1 for b in range(d)])
+            cols = slice(None) if tuple(e) in value_pos else slice(0, 1)
+            product_ = spectrum_of_counts[..., cols] * spectrum[..., None]
+            store(k, e, sp_fft.irfftn(product_, s=lengths, axes=axes, workers=workers)[full])
+    else:
+        # Share the first axis's convolution among the exponents with the same first entry.
+        for first in sorted({int(e[0]) for e in moments}):
+            group = [k for k, e in enumerate(moments) if e[0] == first]
+            needs_values = any(tuple(moments[k]) in value_pos for k in group)
+            stage = _convolve_full(counts if needs_values else counts[..., :1],
+                                   reversed_taps(0, first), axis=0)
+            for k in group:
+                e = moments[k]
+                out = stage if tuple(e) in value_pos else stage[..., :1]
+                for a in range(1, d):
+                    out = _convolve_full(out, reversed_taps(a, e[a]), axis=a)
+                store(k, e, out[full])
+    origin = grid.origin - np.array(margin) * grid.spacing
     ext = Grid(origin, grid.spacing, ext_shape)
     total = float(counts[..., 0].sum())
-    return GridSums(ext, table, _cell_coefficients(table), bins, h, degree, RESOLUTION * total)
+    columns = columns.reshape(n_cols, -1)
+    return GridSums(ext, columns, bins, h, degree, RESOLUTION * total)
 
 
 def interpolate(values, grid, points):
@@ -754,8 +801,9 @@ def interpolate(values, grid, points):
     array([[1.25]])
     """
     points = _check_points(points, grid.n_dims, name="points")
-    cell, fraction, _ = _locate_cells(points, grid)
-    return _interpolate_columns(_cell_coefficients(values), cell, fraction).T
+    index, fraction, _ = _locate_cells(points, grid)
+    columns = np.asarray(values, dtype=float).reshape(grid.size, -1).T
+    return _interpolate_columns(columns, grid, index, fraction).T
 
 
 # ---------------------------------------------------------------------------- solve
@@ -902,8 +950,8 @@ def _direct_moments(bins, bandwidth, degree, queries):
 
 def _query_columns(sums, queries):
     """Moments S (Q, m), T (P, t, m) at checked ``queries`` (see :func:`query_moments`)."""
-    cell, fraction, inside = _locate_cells(queries, sums.grid)
-    S, T = sums.split(_interpolate_columns(sums.coefficients, cell, fraction))
+    index, fraction, inside = _locate_cells(queries, sums.grid)
+    S, T = sums.split(_interpolate_columns(sums.columns, sums.grid, index, fraction))
     far = ~inside | (S[0] <= sums.resolution)
     if np.any(far):
         S[:, far], T[..., far] = _direct_moments(
@@ -971,7 +1019,7 @@ def predict(sums, queries, *, return_coefficients=False, n_jobs=None):
         if coefficients is not None:
             coefficients[rows] = np.moveaxis(coef, -1, 0)
 
-    map_query_blocks(block, len(queries), 4 * sums.table.shape[-1], n_jobs=n_jobs, cache=2**20)
+    map_query_blocks(block, len(queries), 4 * len(sums.columns), n_jobs=n_jobs, cache=2**20)
     return (estimate, coefficients) if return_coefficients else estimate
 
 
@@ -1088,8 +1136,8 @@ def _row_block(sums, X, Y, s, own_w, own_v):
     basis_pos = _basis_in_moments(sums.degree, d)
     ratio = sums.grid.spacing / sums.bandwidth
     shift = sums.bins.shift
-    cell, fraction, _ = _locate_cells(X, sums.grid)
-    S, T = sums.split(_interpolate_columns(sums.coefficients, cell, fraction))
+    index, fraction, _ = _locate_cells(X, sums.grid)
+    S, T = sums.split(_interpolate_columns(sums.columns, sums.grid, index, fraction))
     own = own_moments(fraction, ratio, moments)
     own_basis = own[basis_pos]
     Yc = (Y - shift).T  # (t, b)
@@ -1148,8 +1196,8 @@ def cell_moments(X, Y, bins):
     value = np.zeros((7, t, n_cells))
     square = np.zeros((7, t, n_cells))
     for rows in iter_query_blocks(len(X), 8 * (1 + 2 * t), n_arrays=2, cache=2**20):
-        cell, fraction, _ = _locate_cells(X[rows], grid)
-        frac = fraction[0]
+        index, fraction, _ = _locate_cells(X[rows], grid)
+        cell, frac = index[:, 0], fraction[0]
         Yc = Y[rows] - bins.shift
         tm = np.ones_like(frac)
         for m in range(7):
@@ -1170,9 +1218,9 @@ def _cell_statistics(sums, cells):
     ratio = grid.spacing / sums.bandwidth
     moments = moment_exponents(sums.degree, 1)
     nodes = len(_CELL_NODES)
-    cell = np.repeat(np.arange(n_cells) + offset, nodes)
+    index = np.repeat(np.arange(n_cells) + offset, nodes)[:, None]
     fraction = np.tile(_CELL_NODES, n_cells)[None]
-    S, T = sums.split(_interpolate_columns(sums.coefficients, cell, fraction))
+    S, T = sums.split(_interpolate_columns(sums.columns, grid, index, fraction))
     own = own_moments(fraction, ratio, moments)
     own_basis = own[_basis_in_moments(sums.degree, 1)]
     weight = np.full(S.shape[1], cells.weight)
@@ -1277,14 +1325,14 @@ def row_statistics(
         loo_sse, rss, trace, bad_cells = _cell_statistics(sums, cells)
         unresolved = np.empty(0, dtype=np.intp)
         if len(bad_cells):
-            cell, _, _ = _locate_cells(X, cells.grid)
-            rows = np.flatnonzero(np.isin(cell, bad_cells))
+            index, _, _ = _locate_cells(X, cells.grid)
+            rows = np.flatnonzero(np.isin(index[:, 0], bad_cells))
             sse, _, _, bad = _row_block(sums, X[rows], Y[rows], s[rows], own_w[rows],
                                         own_v[rows])
             loo_sse += sse
             unresolved = rows[bad]
     else:
-        parts = map_query_blocks(block, len(X), 4 * sums.table.shape[-1], n_jobs=n_jobs,
+        parts = map_query_blocks(block, len(X), 4 * len(sums.columns), n_jobs=n_jobs,
                                  cache=2**20)
         loo_sse = sum(p[0] for p in parts)
         rss = sum(p[1] for p in parts)
@@ -1345,7 +1393,7 @@ def binned_cost(n_keys, n_queries, grid_shape, *, degree=0, n_outputs=1, reach=N
     cols = Q + P * n_outputs
     if reach is None:
         reach = int(CUTOFF * points_per_bandwidth(degree, d))
-    ext = np.asarray(grid_shape) + 2 * reach
+    ext = np.asarray(grid_shape) + 2 * reach  # the FFT's padded length
     fft = sum(np.prod(ext) * cols * math.log2(ext[a]) for a in range(d))
     return (
         _BIN_SECONDS * n_keys * (1 + n_outputs) * 2**d
