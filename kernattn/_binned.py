@@ -475,17 +475,19 @@ def _corners(index, fraction, shape):
         yield base + int(np.dot(corner, strides)), weight
 
 
-def _accumulate(counts, X, values, grid):
+def _accumulate(counts, X, values, grid, truncate=False):
     """Add the linear binning of one block of rows to ``counts`` (grid.size, m)."""
     index, fraction, inside = locate(X, grid)
     if not np.all(inside):
-        raise ValueError("X has points outside the grid; make the grid from X")
+        if not truncate:
+            raise ValueError("X has points outside the grid; make the grid from X")
+        index, fraction, values = index[inside], fraction[inside], values[inside]
     for flat, weight in _corners(index, fraction, grid.shape):
         for j in range(values.shape[1]):
             counts[:, j] += np.bincount(flat, weights=weight * values[:, j], minlength=grid.size)
 
 
-def linear_binning(X, columns, grid, sample_weight=None):
+def linear_binning(X, columns, grid, sample_weight=None, *, truncate=False):
     r"""Linear binning of weighted columns onto ``grid`` (KernSmooth's ``linbin``/
     ``linbin2D``): :math:`c_k = \sum_j s_j\, \omega_k(x_j)\, z_j`, where
     :math:`\omega_k(x)` is the hat function of grid point :math:`k` (the product of the
@@ -500,6 +502,9 @@ def linear_binning(X, columns, grid, sample_weight=None):
     grid : Grid
     sample_weight : array_like of shape (n,), optional
         Multiplies every column.
+    truncate : bool
+        Leave out rows outside the grid (KernSmooth's ``truncate = TRUE``) instead of
+        raising.
 
     Returns
     -------
@@ -521,7 +526,7 @@ def linear_binning(X, columns, grid, sample_weight=None):
     counts = np.zeros((grid.size, m))
     for rows in iter_query_blocks(len(X), m * 2**grid.n_dims, n_arrays=2, cache=2**20):
         values = columns[rows] if s is None else columns[rows] * s[rows, None]
-        _accumulate(counts, X[rows], values, grid)
+        _accumulate(counts, X[rows], values, grid, truncate)
     return counts.reshape(grid.shape + (m,))
 
 
@@ -566,9 +571,9 @@ class Bins(NamedTuple):
     shift: np.ndarray
 
 
-def bin_targets(X, Y, grid, sample_weight=None):
+def bin_targets(X, Y, grid, sample_weight=None, *, truncate=False):
     """:func:`linear_binning` of ``[1, Y − shift]`` times the sample weights: the
-    :class:`Bins` every sum below is computed from."""
+    :class:`Bins` every sum below is computed from (``truncate``: see there)."""
     X = _check_points(X, grid.n_dims)
     Y = _check_targets(Y, len(X))
     s = _check_weights(sample_weight, len(X))
@@ -579,7 +584,7 @@ def bin_targets(X, Y, grid, sample_weight=None):
         values = np.empty((rows.stop - rows.start, 1 + t))
         values[:, 0] = 1.0 if s is None else s[rows]
         values[:, 1:] = (Y[rows] - shift) * values[:, :1]
-        _accumulate(counts, X[rows], values, grid)
+        _accumulate(counts, X[rows], values, grid, truncate)
     return Bins(grid, counts.reshape(grid.shape + (1 + t,)), shift)
 
 
