@@ -122,6 +122,7 @@ __all__ = [
     "cell_moments",
     "choose_algorithm",
     "coarsen",
+    "coarsen_cells",
     "criterion_value",
     "error_constant",
     "exact_cost",
@@ -139,6 +140,7 @@ __all__ = [
     "query_moments",
     "row_statistics",
     "solve_local_polynomial",
+    "sums_fit",
 ]
 
 #: Inputs the binned sums support (the grid has G^d cells).
@@ -630,13 +632,18 @@ def _locate_cells(points, grid):
     return index, np.ascontiguousarray(fraction.T), inside
 
 
-def _interpolate_columns(columns, grid, index, fraction):
-    """The (bi)linear interpolant of ``columns`` (k, grid.size) at located points: (k, b)."""
+def _interpolate_columns(table, grid, index, fraction):
+    """The (bi)linear interpolant of ``table`` (grid.size, k) at located points, as
+    columns (k, b). Whole rows of the table are gathered: one cache line per corner."""
     out = None
     for flat, weight in _corners(index, fraction.T, grid.shape):
-        term = weight * np.take(columns, flat, axis=1)
-        out = term if out is None else out + term
-    return out
+        term = np.take(table, flat, axis=0)
+        term *= weight[:, None]
+        if out is None:
+            out = term
+        else:
+            out += term
+    return np.ascontiguousarray(out.T)
 
 
 @dataclass(frozen=True)
@@ -647,10 +654,10 @@ class GridSums:
     ----------
     grid : Grid
         The data grid extended by :data:`MARGIN` bandwidths on every side.
-    columns : ndarray of shape (Q + P t, grid.size)
-        Per grid point (row-major): the weight moments :math:`S_e` (``moment_exponents``
-        order), then the value moments :math:`T_e` (``basis_exponents`` order, outputs
-        fastest); column-major, for fast gathers.
+    table : ndarray of shape (grid.size, Q + P t)
+        Per grid point (row-major order): the weight moments :math:`S_e`
+        (``moment_exponents`` order), then the value moments :math:`T_e`
+        (``basis_exponents`` order, outputs fastest).
     bins : Bins
     bandwidth : ndarray of shape (d,)
     degree : int
@@ -659,7 +666,7 @@ class GridSums:
     """
 
     grid: Grid
-    columns: np.ndarray
+    table: np.ndarray
     bins: Bins
     bandwidth: np.ndarray
     degree: int
@@ -685,9 +692,32 @@ class GridSums:
     def on_data_grid(self):
         """(S (size, Q), T (size, P, t)) at the points of the data grid, row-major."""
         index = tuple(slice(o, o + m) for o, m in zip(self.offset(), self.bins.grid.shape))
-        grid_columns = self.columns.reshape((-1,) + self.grid.shape)
-        S, T = self.split(grid_columns[(slice(None),) + index].reshape(len(self.columns), -1))
+        rows = self.table.reshape(self.grid.shape + (-1,))[index]
+        S, T = self.split(rows.reshape(self.bins.grid.size, -1).T)
         return S.T, np.moveaxis(T, -1, 0)
+
+
+def _reach(grid, h, cutoff):
+    """Kernel reach and kept margin, in grid points per axis."""
+    reach = [int(math.floor(cutoff * h[a] / grid.spacing[a])) for a in range(grid.n_dims)]
+    margin = [
+        min(r, int(math.ceil(MARGIN * h[a] / grid.spacing[a]))) for a, r in enumerate(reach)
+    ]
+    return reach, margin
+
+
+def sums_fit(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
+    """Whether :func:`grid_sums` of ``bins`` at ``bandwidth`` fits in ``working_memory``
+    (the kept sums, and the FFT's padded transforms)."""
+    grid = bins.grid
+    d = grid.n_dims
+    h = _check_bandwidth(bandwidth, d)
+    reach, margin = _reach(grid, h, cutoff)
+    t = bins.counts.shape[-1] - 1
+    n_cols = len(moment_exponents(degree, d)) + len(basis_exponents(degree, d)) * t
+    kept = int(np.prod([n + 2 * m for n, m in zip(grid.shape, margin)]))
+    padded = int(np.prod([n + 2 * r for n, r in zip(grid.shape, reach)]))
+    return grid_fits(kept, n_cols) and grid_fits(padded, 2 * (1 + t))
 
 
 def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
@@ -721,13 +751,11 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     value_pos = {tuple(e): k for k, e in enumerate(basis)}
     counts = bins.counts
     t = counts.shape[-1] - 1
-    reach = [int(math.floor(cutoff * h[a] / grid.spacing[a])) for a in range(d)]
-    margin = [min(r, int(math.ceil(MARGIN * h[a] / grid.spacing[a]))) for a, r in enumerate(reach)]
+    reach, margin = _reach(grid, h, cutoff)
     ext_shape = tuple(n + 2 * m for n, m in zip(grid.shape, margin))
     full = tuple(slice(r - m, r - m + n) for r, m, n in zip(reach, margin, ext_shape))
     n_cols = len(moments) + len(basis) * t
-    fft_cells = int(np.prod([n + 2 * r for n, r in zip(grid.shape, reach)]))
-    if not (grid_fits(int(np.prod(ext_shape)), n_cols) and grid_fits(fft_cells, 2 * (1 + t))):
+    if not sums_fit(bins, h, degree, cutoff=cutoff):
         raise ValueError(
             f"the binned sums need a grid of {ext_shape} points, more than working_memory "
             "allows; use the exact algorithm, a larger tol or a larger bandwidth"
@@ -739,14 +767,14 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
             taps[a, e] = (-1.0) ** e * kernel_taps(grid.spacing[a], h[a], e, cutoff)
         return taps[a, e]
 
-    columns = np.empty((n_cols,) + ext_shape)
+    table = np.empty(ext_shape + (n_cols,))
     Q = len(moments)
 
     def store(k, e, out):
-        columns[k] = out[..., 0]
+        table[..., k] = out[..., 0]
         if tuple(e) in value_pos:
             start = Q + value_pos[tuple(e)] * t
-            columns[start : start + t] = np.moveaxis(out[..., 1:], -1, 0)
+            table[..., start : start + t] = out[..., 1:]
 
     if not any(_prefer_direct(grid.shape[a], 2 * reach[a] + 1) for a in range(d)):
         # One forward transform of the counts, one inverse per moment: the kernel's
@@ -780,8 +808,7 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     origin = grid.origin - np.array(margin) * grid.spacing
     ext = Grid(origin, grid.spacing, ext_shape)
     total = float(counts[..., 0].sum())
-    columns = columns.reshape(n_cols, -1)
-    return GridSums(ext, columns, bins, h, degree, RESOLUTION * total)
+    return GridSums(ext, table.reshape(-1, n_cols), bins, h, degree, RESOLUTION * total)
 
 
 def interpolate(values, grid, points):
@@ -807,8 +834,8 @@ def interpolate(values, grid, points):
     """
     points = _check_points(points, grid.n_dims, name="points")
     index, fraction, _ = _locate_cells(points, grid)
-    columns = np.asarray(values, dtype=float).reshape(grid.size, -1).T
-    return _interpolate_columns(columns, grid, index, fraction).T
+    table = np.asarray(values, dtype=float).reshape(grid.size, -1)
+    return _interpolate_columns(table, grid, index, fraction).T
 
 
 # ---------------------------------------------------------------------------- solve
@@ -956,7 +983,7 @@ def _direct_moments(bins, bandwidth, degree, queries):
 def _query_columns(sums, queries):
     """Moments S (Q, m), T (P, t, m) at checked ``queries`` (see :func:`query_moments`)."""
     index, fraction, inside = _locate_cells(queries, sums.grid)
-    S, T = sums.split(_interpolate_columns(sums.columns, sums.grid, index, fraction))
+    S, T = sums.split(_interpolate_columns(sums.table, sums.grid, index, fraction))
     far = ~inside | (S[0] <= sums.resolution)
     if np.any(far):
         S[:, far], T[..., far] = _direct_moments(
@@ -1024,7 +1051,7 @@ def predict(sums, queries, *, return_coefficients=False, n_jobs=None):
         if coefficients is not None:
             coefficients[rows] = np.moveaxis(coef, -1, 0)
 
-    map_query_blocks(block, len(queries), 4 * len(sums.columns), n_jobs=n_jobs, cache=2**20)
+    map_query_blocks(block, len(queries), 4 * sums.table.shape[1], n_jobs=n_jobs, cache=2**20)
     return (estimate, coefficients) if return_coefficients else estimate
 
 
@@ -1142,7 +1169,7 @@ def _row_block(sums, X, Y, s, own_w, own_v):
     ratio = sums.grid.spacing / sums.bandwidth
     shift = sums.bins.shift
     index, fraction, _ = _locate_cells(X, sums.grid)
-    S, T = sums.split(_interpolate_columns(sums.columns, sums.grid, index, fraction))
+    S, T = sums.split(_interpolate_columns(sums.table, sums.grid, index, fraction))
     own = own_moments(fraction, ratio, moments)
     own_basis = own[basis_pos]
     Yc = (Y - shift).T  # (t, b)
@@ -1214,6 +1241,33 @@ def cell_moments(X, Y, bins):
     return CellMoments(grid, bins.shift, 1.0, power, value, square)
 
 
+def coarsen_cells(cells, factor):
+    r""":class:`CellMoments` on the grid ``factor`` times coarser (:func:`coarsen`'s),
+    exactly: a row at fraction :math:`t` of fine cell :math:`fJ + r` is at
+    :math:`(r + t)/f` of coarse cell :math:`J`, and
+    :math:`\sum ((r + t)/f)^m = f^{-m}\sum_j \binom{m}{j} r^{m-j} \sum t^j`."""
+    factor = int(factor)
+    if factor == 1:
+        return cells
+    n_fine = cells.power.shape[-1]
+    if n_fine % factor:
+        raise ValueError(f"the grid's {n_fine} cells are not divisible by {factor}")
+    r = np.arange(n_fine) % factor
+
+    def convert(sums):  # (7, ..., n_fine) -> (7, ..., n_coarse)
+        out = np.zeros_like(sums)
+        for m in range(sums.shape[0]):
+            for j in range(m + 1):
+                out[m] += math.comb(m, j) * r ** (m - j) * sums[j]
+            out[m] /= factor**m
+        return out.reshape(out.shape[:-1] + (n_fine // factor, factor)).sum(axis=-1)
+
+    grid = cells.grid
+    coarse = Grid(grid.origin, grid.spacing * factor, ((grid.shape[0] - 1) // factor + 1,))
+    return CellMoments(coarse, cells.shift, cells.weight, convert(cells.power),
+                       convert(cells.value), convert(cells.square))
+
+
 def _cell_statistics(sums, cells):
     """:class:`RowStatistics` from :class:`CellMoments`; also the cells whose left-out
     sums fall below the resolution somewhere (their rows need the per-row path)."""
@@ -1225,7 +1279,7 @@ def _cell_statistics(sums, cells):
     nodes = len(_CELL_NODES)
     index = np.repeat(np.arange(n_cells) + offset, nodes)[:, None]
     fraction = np.tile(_CELL_NODES, n_cells)[None]
-    S, T = sums.split(_interpolate_columns(sums.columns, grid, index, fraction))
+    S, T = sums.split(_interpolate_columns(sums.table, grid, index, fraction))
     own = own_moments(fraction, ratio, moments)
     own_basis = own[_basis_in_moments(sums.degree, 1)]
     weight = np.full(S.shape[1], cells.weight)
@@ -1337,7 +1391,7 @@ def row_statistics(
             loo_sse += sse
             unresolved = rows[bad]
     else:
-        parts = map_query_blocks(block, len(X), 4 * len(sums.columns), n_jobs=n_jobs,
+        parts = map_query_blocks(block, len(X), 4 * sums.table.shape[1], n_jobs=n_jobs,
                                  cache=2**20)
         loo_sse = sum(p[0] for p in parts)
         rss = sum(p[1] for p in parts)

@@ -392,6 +392,11 @@ def plugin_bandwidth(
     rss = yy - 2.0 * float(fitted @ counts[1]) + float(fitted**2 @ counts[0])
     dof = n - 2.0 * float(diag @ counts[0]) + float(sst @ counts[0])
     sigma2 = rss / dof
+    if not sigma2 > 0:
+        raise ValueError(
+            "the estimated error variance is 0 (the targets follow x without noise); "
+            "no plug-in bandwidth"
+        )
 
     bandwidth = float((sigma2 * span / (2.0 * math.sqrt(math.pi) * theta22 * n)) ** 0.2)
     if not return_details:
