@@ -244,7 +244,7 @@ def search_bandwidth(
     >>> y = np.sin(2 * np.pi * x) + rng.normal(scale=0.3, size=20000)
     >>> result = search_bandwidth(x, y)
     >>> round(float(result.bandwidth[0]), 3), result.at_edge
-    (0.014, False)
+    (0.018, False)
     """
     X, Y, s = _check(X, Y, sample_weight)
     n, d = X.shape
