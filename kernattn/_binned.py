@@ -767,48 +767,55 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
             taps[a, e] = (-1.0) ** e * kernel_taps(grid.spacing[a], h[a], e, cutoff)
         return taps[a, e]
 
-    table = np.empty(ext_shape + (n_cols,))
+    # Columns first while the sums are made (every write contiguous), rows first at the
+    # end (every query gathers one row).
+    columns = np.empty((n_cols,) + ext_shape)
     Q = len(moments)
 
-    def store(k, e, out):
-        table[..., k] = out[..., 0]
-        if tuple(e) in value_pos:
-            start = Q + value_pos[tuple(e)] * t
-            table[..., start : start + t] = out[..., 1:]
+    def destinations(e):
+        """Where the weight column and the value columns of exponent ``e`` go."""
+        k = next(i for i, m in enumerate(moments) if tuple(m) == tuple(e))
+        if tuple(e) not in value_pos:
+            return [k]
+        start = Q + value_pos[tuple(e)] * t
+        return [k] + list(range(start, start + t))
 
     if not any(_prefer_direct(grid.shape[a], 2 * reach[a] + 1) for a in range(d)):
-        # One forward transform of the counts, one inverse per moment: the kernel's
-        # spectrum is the product of the axes' (the Gaussian is a product).
+        # One forward transform per column of counts, one inverse per moment column: the
+        # kernel's spectrum is the product of the axes' (the Gaussian is a product).
         lengths = [sp_fft.next_fast_len(n + 2 * r, real=True) for n, r in zip(grid.shape, reach)]
-        axes = tuple(range(d))
         workers = effective_n_jobs(None)
-        spectrum_of_counts = sp_fft.rfftn(counts, s=lengths, axes=axes, workers=workers)
-        for k, e in enumerate(moments):
+        spectra_of_counts = [
+            sp_fft.rfftn(counts[..., c], s=lengths, workers=workers) for c in range(1 + t)
+        ]
+        for e in moments:
             spectrum = np.ones((1,) * d)
             for a in range(d):
                 transform = sp_fft.rfft if a == d - 1 else sp_fft.fft
                 taps_a = transform(reversed_taps(a, e[a]), n=lengths[a])
                 spectrum = spectrum * taps_a.reshape([-1 if b == a else 1 for b in range(d)])
-            cols = slice(None) if tuple(e) in value_pos else slice(0, 1)
-            product_ = spectrum_of_counts[..., cols] * spectrum[..., None]
-            store(k, e, sp_fft.irfftn(product_, s=lengths, axes=axes, workers=workers)[full])
+            for c, k in enumerate(destinations(e)):
+                product_ = spectra_of_counts[c] * spectrum
+                columns[k] = sp_fft.irfftn(product_, s=lengths, workers=workers)[full]
     else:
         # Share the first axis's convolution among the exponents with the same first entry.
         for first in sorted({int(e[0]) for e in moments}):
-            group = [k for k, e in enumerate(moments) if e[0] == first]
-            needs_values = any(tuple(moments[k]) in value_pos for k in group)
+            group = [e for e in moments if e[0] == first]
+            needs_values = any(tuple(e) in value_pos for e in group)
             stage = _convolve_full(counts if needs_values else counts[..., :1],
                                    reversed_taps(0, first), axis=0)
-            for k in group:
-                e = moments[k]
+            for e in group:
                 out = stage if tuple(e) in value_pos else stage[..., :1]
                 for a in range(1, d):
                     out = _convolve_full(out, reversed_taps(a, e[a]), axis=a)
-                store(k, e, out[full])
+                out = out[full]
+                for c, k in enumerate(destinations(e)):
+                    columns[k] = out[..., c]
+    table = np.ascontiguousarray(columns.reshape(n_cols, -1).T)
     origin = grid.origin - np.array(margin) * grid.spacing
     ext = Grid(origin, grid.spacing, ext_shape)
     total = float(counts[..., 0].sum())
-    return GridSums(ext, table.reshape(-1, n_cols), bins, h, degree, RESOLUTION * total)
+    return GridSums(ext, table, bins, h, degree, RESOLUTION * total)
 
 
 def interpolate(values, grid, points):
