@@ -97,7 +97,6 @@ from itertools import product
 from typing import NamedTuple
 
 import numpy as np
-from numpy.polynomial.hermite_e import hermegauss
 from scipy import fft as sp_fft
 from scipy import ndimage, signal
 from scipy.spatial import cKDTree
@@ -236,8 +235,7 @@ def _check_weights(sample_weight, n):
     s = np.asarray(sample_weight, dtype=float)
     if s.shape != (n,) or not np.all(np.isfinite(s) & (s >= 0)) or not np.any(s > 0):
         raise ValueError(
-            f"sample_weight must be {n} finite non-negative floats, not all 0; got shape "
-            f"{s.shape}"
+            f"sample_weight must be {n} finite non-negative floats, not all 0; got shape {s.shape}"
         )
     return s
 
@@ -310,7 +308,7 @@ def _equivalent_kernel_constant(degree, n_dims, half):
     U = np.stack([monomial(e) for e in basis], axis=1)
     coef = np.linalg.solve((U * weight[:, None]).T @ U, np.eye(len(basis))[:, 0])
     laplacian = np.zeros(len(u))  # ΔL/K for L = K·Σ coef_e u^e
-    for c, e in zip(coef, basis):
+    for c, e in zip(coef, basis, strict=True):
         for a in range(n_dims):
             unit = np.eye(n_dims, dtype=int)[a]
             d1 = e[a] * monomial(e - unit)
@@ -466,8 +464,11 @@ def locate(points, grid):
 
 
 def _same_grid(a, b):
-    return (a.shape == b.shape and np.array_equal(a.origin, b.origin)
-            and np.array_equal(a.spacing, b.spacing))
+    return (
+        a.shape == b.shape
+        and np.array_equal(a.origin, b.origin)
+        and np.array_equal(a.spacing, b.spacing)
+    )
 
 
 def _strides(shape):
@@ -693,7 +694,9 @@ class GridSums:
 
     def offset(self):
         """Index of the data grid's first point on the extended grid, per axis."""
-        return tuple((n - m) // 2 for n, m in zip(self.grid.shape, self.bins.grid.shape))
+        return tuple(
+            (n - m) // 2 for n, m in zip(self.grid.shape, self.bins.grid.shape, strict=True)
+        )
 
     def split(self, columns):
         """Columns (Q + P t, b) as S (Q, b) and T (P, t, b)."""
@@ -702,7 +705,9 @@ class GridSums:
 
     def on_data_grid(self):
         """(S (size, Q), T (size, P, t)) at the points of the data grid, row-major."""
-        index = tuple(slice(o, o + m) for o, m in zip(self.offset(), self.bins.grid.shape))
+        index = tuple(
+            slice(o, o + m) for o, m in zip(self.offset(), self.bins.grid.shape, strict=True)
+        )
         rows = self.table.reshape(self.grid.shape + (-1,))[index]
         S, T = self.split(rows.reshape(self.bins.grid.size, -1).T)
         return S.T, np.moveaxis(T, -1, 0)
@@ -711,9 +716,7 @@ class GridSums:
 def _reach(grid, h, cutoff):
     """Kernel reach and kept margin, in grid points per axis."""
     reach = [int(math.floor(cutoff * h[a] / grid.spacing[a])) for a in range(grid.n_dims)]
-    margin = [
-        min(r, int(math.ceil(MARGIN * h[a] / grid.spacing[a]))) for a, r in enumerate(reach)
-    ]
+    margin = [min(r, int(math.ceil(MARGIN * h[a] / grid.spacing[a]))) for a, r in enumerate(reach)]
     return reach, margin
 
 
@@ -726,8 +729,8 @@ def sums_fit(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     reach, margin = _reach(grid, h, cutoff)
     t = bins.counts.shape[-1] - 1
     n_cols = len(moment_exponents(degree, d)) + len(basis_exponents(degree, d)) * t
-    kept = int(np.prod([n + 2 * m for n, m in zip(grid.shape, margin)]))
-    padded = int(np.prod([n + 2 * r for n, r in zip(grid.shape, reach)]))
+    kept = int(np.prod([n + 2 * m for n, m in zip(grid.shape, margin, strict=True)]))
+    padded = int(np.prod([n + 2 * r for n, r in zip(grid.shape, reach, strict=True)]))
     return grid_fits(kept, n_cols) and grid_fits(padded, 2 * (1 + t))
 
 
@@ -763,8 +766,8 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     counts = bins.counts
     t = counts.shape[-1] - 1
     reach, margin = _reach(grid, h, cutoff)
-    ext_shape = tuple(n + 2 * m for n, m in zip(grid.shape, margin))
-    full = tuple(slice(r - m, r - m + n) for r, m, n in zip(reach, margin, ext_shape))
+    ext_shape = tuple(n + 2 * m for n, m in zip(grid.shape, margin, strict=True))
+    full = tuple(slice(r - m, r - m + n) for r, m, n in zip(reach, margin, ext_shape, strict=True))
     n_cols = len(moments) + len(basis) * t
     if not sums_fit(bins, h, degree, cutoff=cutoff):
         raise ValueError(
@@ -794,7 +797,10 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     if not any(_prefer_direct(grid.shape[a], 2 * reach[a] + 1) for a in range(d)):
         # One forward transform per column of counts, one inverse per moment column: the
         # kernel's spectrum is the product of the axes' (the Gaussian is a product).
-        lengths = [sp_fft.next_fast_len(n + 2 * r, real=True) for n, r in zip(grid.shape, reach)]
+        lengths = [
+            sp_fft.next_fast_len(n + 2 * r, real=True)
+            for n, r in zip(grid.shape, reach, strict=True)
+        ]
         workers = effective_n_jobs(None)
         spectra_of_counts = [
             sp_fft.rfftn(counts[..., c], s=lengths, workers=workers) for c in range(1 + t)
@@ -813,8 +819,9 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
         for first in sorted({int(e[0]) for e in moments}):
             group = [e for e in moments if e[0] == first]
             needs_values = any(tuple(e) in value_pos for e in group)
-            stage = _convolve_full(counts if needs_values else counts[..., :1],
-                                   reversed_taps(0, first), axis=0)
+            stage = _convolve_full(
+                counts if needs_values else counts[..., :1], reversed_taps(0, first), axis=0
+            )
             for e in group:
                 out = stage if tuple(e) in value_pos else stage[..., :1]
                 for a in range(1, d):
@@ -1282,8 +1289,14 @@ def coarsen_cells(cells, factor):
 
     grid = cells.grid
     coarse = Grid(grid.origin, grid.spacing * factor, ((grid.shape[0] - 1) // factor + 1,))
-    return CellMoments(coarse, cells.shift, cells.weight, convert(cells.power),
-                       convert(cells.value), convert(cells.square))
+    return CellMoments(
+        coarse,
+        cells.shift,
+        cells.weight,
+        convert(cells.power),
+        convert(cells.value),
+        convert(cells.square),
+    )
 
 
 def _cell_statistics(sums, cells):
@@ -1344,8 +1357,16 @@ def _cell_share(poly, f, g, alpha, one_plus, cells, bad):
 
 
 def row_statistics(
-    sums, X, Y, sample_weight=None, *, own_weight=None, own_values=None, neighbours=None,
-    cells=None, n_jobs=None,
+    sums,
+    X,
+    Y,
+    sample_weight=None,
+    *,
+    own_weight=None,
+    own_values=None,
+    neighbours=None,
+    cells=None,
+    n_jobs=None,
 ):
     r"""Left-out and in-sample errors and the trace of the smoother at every training row.
 
@@ -1385,8 +1406,9 @@ def row_statistics(
     if cells is not None:
         if s is not None or own_weight is not None or own_values is not None:
             raise ValueError("cells hold unweighted rows; pass no weights with them")
-        if not (_same_grid(cells.grid, sums.bins.grid)
-                and np.array_equal(cells.shift, sums.bins.shift)):
+        if not (
+            _same_grid(cells.grid, sums.bins.grid) and np.array_equal(cells.shift, sums.bins.shift)
+        ):
             raise ValueError("cells were made on another grid than the sums")
     s = np.ones(len(X)) if s is None else s
     own_w = s if own_weight is None else np.asarray(own_weight, dtype=float)
@@ -1394,8 +1416,9 @@ def row_statistics(
     own_v = own_v.reshape(len(X), -1)
 
     def block(rows):
-        sse, rss, trace, bad = _row_block(sums, X[rows], Y[rows], s[rows], own_w[rows],
-                                          own_v[rows])
+        sse, rss, trace, bad = _row_block(
+            sums, X[rows], Y[rows], s[rows], own_w[rows], own_v[rows]
+        )
         return sse, rss, trace, rows.start + bad
 
     if cells is not None:
@@ -1404,13 +1427,13 @@ def row_statistics(
         if len(bad_cells):
             index, _, _ = _locate_cells(X, cells.grid)
             rows = np.flatnonzero(np.isin(index[:, 0], bad_cells))
-            sse, _, _, bad = _row_block(sums, X[rows], Y[rows], s[rows], own_w[rows],
-                                        own_v[rows])
+            sse, _, _, bad = _row_block(sums, X[rows], Y[rows], s[rows], own_w[rows], own_v[rows])
             loo_sse += sse
             unresolved = rows[bad]
     else:
-        parts = map_query_blocks(block, len(X), 4 * sums.table.shape[1], n_jobs=n_jobs,
-                                 cache=2**20)
+        parts = map_query_blocks(
+            block, len(X), 4 * sums.table.shape[1], n_jobs=n_jobs, cache=2**20
+        )
         loo_sse = sum(p[0] for p in parts)
         rss = sum(p[1] for p in parts)
         trace = sum(p[2] for p in parts)
@@ -1456,7 +1479,6 @@ def criterion_value(criterion, stats):
     )
 
 
-
 # ---------------------------------------------------------------------------- cost
 
 
@@ -1485,8 +1507,9 @@ def exact_cost(n_keys, n_queries, *, degree=0):
     return _PAIR_SECONDS[min(degree, 1)] * n_keys * n_queries
 
 
-def choose_algorithm(X, bandwidth, n_queries, *, degree=0, n_outputs=1, tol=TOLERANCE,
-                     kernel="gaussian"):
+def choose_algorithm(
+    X, bandwidth, n_queries, *, degree=0, n_outputs=1, tol=TOLERANCE, kernel="gaussian"
+):
     """``"binned"`` where the binned sums meet ``tol`` within the memory budget and cost
     less than the exact ones, ``"exact"`` otherwise (more than two inputs, a kernel other
     than the Gaussian, a grid too large for ``working_memory``).
@@ -1508,6 +1531,7 @@ def choose_algorithm(X, bandwidth, n_queries, *, degree=0, n_outputs=1, tol=TOLE
     cols = len(moment_exponents(degree, d)) + len(basis_exponents(degree, d)) * n_outputs
     if not grid_fits(ext, cols):
         return "exact"
-    binned = binned_cost(len(X), n_queries, grid.shape, degree=degree, n_outputs=n_outputs,
-                         reach=reach)
+    binned = binned_cost(
+        len(X), n_queries, grid.shape, degree=degree, n_outputs=n_outputs, reach=reach
+    )
     return "binned" if binned < exact_cost(len(X), n_queries, degree=degree) else "exact"

@@ -133,8 +133,9 @@ class BinnedCriterion:
     n_jobs : int, optional
     """
 
-    def __init__(self, X, Y, sample_weight, *, degree, criterion, min_bandwidth, levels, tol,
-                 n_jobs=None):
+    def __init__(
+        self, X, Y, sample_weight, *, degree, criterion, min_bandwidth, levels, tol, n_jobs=None
+    ):
         if criterion not in CRITERIA:
             raise ValueError(
                 f"criterion must be one of {', '.join(map(repr, CRITERIA))}; got {criterion!r}"
@@ -155,8 +156,13 @@ class BinnedCriterion:
                 break
             spacing = spacing * 1.25
         self.levels = levels
-        grid = make_grid(X, spacing * points_per_bandwidth(degree, d, tol), degree=degree,
-                         tol=tol, levels=levels)
+        grid = make_grid(
+            X,
+            spacing * points_per_bandwidth(degree, d, tol),
+            degree=degree,
+            tol=tol,
+            levels=levels,
+        )
         self.bins = {0: bin_targets(X, Y, grid, sample_weight)}
         self.cells = {}
         if d == 1 and sample_weight is None:
@@ -197,8 +203,15 @@ class BinnedCriterion:
         if not sums_fit(bins, bandwidth, self.degree):
             return np.inf
         sums = grid_sums(bins, bandwidth, self.degree)
-        stats = row_statistics(sums, self.X, self.Y, self.sample_weight,
-                               neighbours=self.neighbours, cells=cells, n_jobs=self.n_jobs)
+        stats = row_statistics(
+            sums,
+            self.X,
+            self.Y,
+            self.sample_weight,
+            neighbours=self.neighbours,
+            cells=cells,
+            n_jobs=self.n_jobs,
+        )
         self.n_evaluations += 1
         self.last_error = binning_error(bins.grid.spacing, bandwidth, self.degree)
         return criterion_value(self.criterion, stats)
@@ -220,8 +233,16 @@ def _check(X, Y, sample_weight):
 
 
 def search_bandwidth(
-    X, Y, sample_weight=None, *, degree=1, criterion="loo", tol=SEARCH_TOLERANCE,
-    factors=FACTORS, per_axis=True, n_jobs=None,
+    X,
+    Y,
+    sample_weight=None,
+    *,
+    degree=1,
+    criterion="loo",
+    tol=SEARCH_TOLERANCE,
+    factors=FACTORS,
+    per_axis=True,
+    n_jobs=None,
 ):
     """The bandwidth minimising a criterion on the binned sums (module docstring).
 
@@ -270,8 +291,15 @@ def search_bandwidth(
     coarse_tol = max(COARSE_TOLERANCE, tol)
     levels = max(int(math.floor(math.log2(factors[-1] / factors[0]))), 0)
     evaluate = BinnedCriterion(
-        X, Y, s, degree=degree, criterion=criterion, min_bandwidth=factors[0] * reference,
-        levels=levels, tol=tol, n_jobs=n_jobs,
+        X,
+        Y,
+        s,
+        degree=degree,
+        criterion=criterion,
+        min_bandwidth=factors[0] * reference,
+        levels=levels,
+        tol=tol,
+        n_jobs=n_jobs,
     )
     curve = np.full(len(factors), np.nan)
 
@@ -303,8 +331,12 @@ def search_bandwidth(
             cache[key] = evaluate(np.exp(log_bandwidth), tol)
         return cache[key]
 
-    found = minimize_scalar(lambda c: along(c, None, None), bounds=(lo, hi), method="bounded",
-                            options={"xatol": _XATOL})
+    found = minimize_scalar(
+        lambda c: along(c, None, None),
+        bounds=(lo, hi),
+        method="bounded",
+        options={"xatol": _XATOL},
+    )
     log_bandwidth = np.log(reference) + found.x
     value = found.fun
     if d > 1 and per_axis:
@@ -312,7 +344,8 @@ def search_bandwidth(
             start = log_bandwidth.copy()
             found = minimize_scalar(
                 lambda c, a=a, start=start: along(c, a, start),
-                bounds=(start[a] - _AXIS_RANGE, start[a] + _AXIS_RANGE), method="bounded",
+                bounds=(start[a] - _AXIS_RANGE, start[a] + _AXIS_RANGE),
+                method="bounded",
                 options={"xatol": _XATOL},
             )
             if found.fun < value:
@@ -322,5 +355,6 @@ def search_bandwidth(
     error = binning_error(
         evaluate._bins(evaluate.level(bandwidth, tol))[0].grid.spacing, bandwidth, degree
     )
-    return BinnedSearch(bandwidth, float(value), reference, factors, curve,
-                        evaluate.n_evaluations, error, at_edge)
+    return BinnedSearch(
+        bandwidth, float(value), reference, factors, curve, evaluate.n_evaluations, error, at_edge
+    )

@@ -115,7 +115,7 @@ def _segments(x, lo, hi, starts):
     """
     bounds = np.array(list(starts) + [hi])
     kth = sorted(set(starts) | {hi - 1})
-    values = dict(zip(kth, np.partition(x, kth)[kth]))
+    values = dict(zip(kth, np.partition(x, kth)[kth], strict=True))
     first = np.array([values[r] for r in starts])
     last = values[hi - 1]
     segment = np.searchsorted(first, x, side="right") - 1
@@ -214,7 +214,7 @@ class _Blocks:
         step = self.n // N
         bounds = [self.starts.index(self.lo + j * step) for j in range(N)] + [len(self.starts)]
         rss = s22 = s24 = 0.0
-        for i, j in zip(bounds[:-1], bounds[1:]):
+        for i, j in zip(bounds[:-1], bounds[1:], strict=True):
             r, t22, t24 = self._fit(i, j)
             rss, s22, s24 = rss + r, s22 + t22, s24 + t24
         dof = self.n - 5 * N
@@ -296,7 +296,14 @@ def _trace_terms(bins, bandwidth):
 
 
 def plugin_bandwidth(
-    x, y, *, block_max=5, divisor=20, trim=0.01, proptrun=0.05, gridsize=401,
+    x,
+    y,
+    *,
+    block_max=5,
+    divisor=20,
+    trim=0.01,
+    proptrun=0.05,
+    gridsize=401,
     return_details=False,
 ):
     """The direct plug-in bandwidth for local-linear regression (module docstring).
@@ -346,8 +353,7 @@ def plugin_bandwidth(
     max_blocks = max(min(n // divisor, block_max), 1)
     if n - 5 * max_blocks <= 0:
         raise ValueError(
-            f"the plug-in bandwidth needs more than {5 * max_blocks} rows after trimming; "
-            f"got {n}"
+            f"the plug-in bandwidth needs more than {5 * max_blocks} rows after trimming; got {n}"
         )
     blocks = _Blocks(x, y, cut, n_all - cut, range(1, max_blocks + 1))
     a, b = float(blocks.edges[0]), float(blocks.edges[-1])
@@ -402,6 +408,14 @@ def plugin_bandwidth(
     if not return_details:
         return bandwidth
     return PluginBandwidth(
-        bandwidth, N, float(sigma2_q), float(theta24_q), float(pilot), theta22, float(lam),
-        float(sigma2), n, (a, b),
+        bandwidth,
+        N,
+        float(sigma2_q),
+        float(theta24_q),
+        float(pilot),
+        theta22,
+        float(lam),
+        float(sigma2),
+        n,
+        (a, b),
     )

@@ -82,7 +82,7 @@ def direct_trace(X, h, degree, s):
 def local_spread(X, Y, Q, h, estimate):
     """Kernel-weighted root mean square of y_j − ŷ(q): the spread the bound is relative to."""
     out = []
-    for q, e in zip(Q, estimate):
+    for q, e in zip(Q, estimate, strict=True):
         _, k = direct_weights(X, q, h, np.ones(len(X)))
         out.append(np.sqrt(np.sum(k[:, None] * (Y - e) ** 2) / k.sum()))
     return np.array(out)
@@ -167,11 +167,12 @@ def test_sums_on_the_grid_equal_direct_sums_for_rows_on_grid_points(d, degree, b
     h = np.full(d, bandwidth)
     S, T = grid_sums(bin_targets(X, Y, grid, s), h, degree).on_data_grid()
     shift = np.average(Y, axis=0, weights=s)
-    for g, S_g, T_g in zip(grid.points(), S, T):
+    for g, S_g, T_g in zip(grid.points(), S, T, strict=True):
         u, k = direct_weights(X, g, h, s)
         expected_S = [np.sum(k * np.prod(u**e, axis=1)) for e in moment_exponents(degree, d)]
-        expected_T = [(k * np.prod(u**e, axis=1)) @ (Y - shift)
-                      for e in basis_exponents(degree, d)]
+        expected_T = [
+            (k * np.prod(u**e, axis=1)) @ (Y - shift) for e in basis_exponents(degree, d)
+        ]
         assert np.allclose(S_g, expected_S, rtol=1e-10, atol=1e-12 * max(s.sum(), 1))
         assert np.allclose(T_g, expected_T, rtol=1e-10, atol=1e-10)
 
@@ -336,7 +337,7 @@ def test_cell_sums_equal_the_per_row_statistics(degree):
     sums = grid_sums(bins, 0.03, degree)
     by_rows = row_statistics(sums, X, Y)
     by_cells = row_statistics(sums, X, Y, cells=cell_moments(X, Y, bins))
-    for a, b in zip(by_rows[:3], by_cells[:3]):
+    for a, b in zip(by_rows[:3], by_cells[:3], strict=True):
         assert np.isclose(a, b, rtol=1e-8)
 
 
@@ -348,8 +349,11 @@ def test_duplicates_left_out_as_a_group_match_weights():
     grid = make_grid(X, h, degree=1)
     weighted = row_statistics(grid_sums(bin_targets(X, Y, grid, counts), h, 1), X, Y, counts)
     repeated = row_statistics(
-        grid_sums(bin_targets(X[rows], Y[rows], grid), h, 1), X[rows], Y[rows],
-        own_weight=counts[rows].astype(float), own_values=(counts[:, None] * Y)[rows],
+        grid_sums(bin_targets(X[rows], Y[rows], grid), h, 1),
+        X[rows],
+        Y[rows],
+        own_weight=counts[rows].astype(float),
+        own_values=(counts[:, None] * Y)[rows],
     )
     assert np.isclose(weighted.rss, repeated.rss)
     assert np.isclose(weighted.trace, repeated.trace)
@@ -387,8 +391,9 @@ def test_error_constants():
     assert np.isclose(error_constant(0, 2), 0.5)
     # Local lines: the edge's equivalent kernel is the worst (interior √(2d)/4).
     assert error_constant(1, 1) > math.sqrt(2) / 4
-    assert np.allclose([error_constant(p, 1) for p in range(4)], [0.354, 0.973, 2.42, 6.02],
-                       rtol=5e-3)
+    assert np.allclose(
+        [error_constant(p, 1) for p in range(4)], [0.354, 0.973, 2.42, 6.02], rtol=5e-3
+    )
     assert np.isclose(error_constant(1, 2), 1.76, rtol=5e-3)
 
 
@@ -459,17 +464,45 @@ def test_bad_targets_weights_degree_and_queries_are_rejected():
 #   locpoly(x, y, degree = 3, drv = 2, bandwidth = 0.08, gridsize = 11)$y
 # (Gaussian kernel, h its standard deviation, truncated at 4h; grid over range(x)).
 KERNSMOOTH_LOCPOLY = {
-    (1, 0, 0.05): [0.208257917636493, 0.559915922736218, 0.886214728504708, 0.89281036517608,
-                   0.531425069926861, 2.87568962443599e-05, -0.531150667988989,
-                   -0.883530079040063, -0.882552730161393, -0.557258831712488,
-                   -0.186953091644163],
-    (0, 0, 0.05): [0.281417666228648, 0.579532703671434, 0.886208901286425, 0.892777668125043,
-                   0.531433290103359, 2.49011605842169e-05, -0.531152704742182,
-                   -0.883530068096936, -0.882605363070559, -0.578007630413336,
-                   -0.266050948328307],
-    (3, 2, 0.08): [38.7136273553243, 1.00411490897209, -29.6961693037309, -34.0140628214313,
-                   -17.6659921017888, 0.170511616192917, 18.0469355965257, 33.1802543760244,
-                   30.2131416896374, 1.29840421380358, -34.7777160163474],
+    (1, 0, 0.05): [
+        0.208257917636493,
+        0.559915922736218,
+        0.886214728504708,
+        0.89281036517608,
+        0.531425069926861,
+        2.87568962443599e-05,
+        -0.531150667988989,
+        -0.883530079040063,
+        -0.882552730161393,
+        -0.557258831712488,
+        -0.186953091644163,
+    ],
+    (0, 0, 0.05): [
+        0.281417666228648,
+        0.579532703671434,
+        0.886208901286425,
+        0.892777668125043,
+        0.531433290103359,
+        2.49011605842169e-05,
+        -0.531152704742182,
+        -0.883530068096936,
+        -0.882605363070559,
+        -0.578007630413336,
+        -0.266050948328307,
+    ],
+    (3, 2, 0.08): [
+        38.7136273553243,
+        1.00411490897209,
+        -29.6961693037309,
+        -34.0140628214313,
+        -17.6659921017888,
+        0.170511616192917,
+        18.0469355965257,
+        33.1802543760244,
+        30.2131416896374,
+        1.29840421380358,
+        -34.7777160163474,
+    ],
 }
 
 

@@ -69,8 +69,9 @@ def test_integer_weights_act_as_repeated_rows(criterion):
     X, y = sine_rows(600, 1, seed=4)
     counts = np.random.default_rng(5).integers(1, 4, size=600)
     rows = np.repeat(np.arange(600), counts)
-    settings = dict(degree=1, criterion=criterion, min_bandwidth=np.array([0.01]), levels=2,
-                    tol=1e-3)
+    settings = dict(
+        degree=1, criterion=criterion, min_bandwidth=np.array([0.01]), levels=2, tol=1e-3
+    )
     weighted = BinnedCriterion(X, y[:, None], counts.astype(float), **settings)
     repeated = BinnedCriterion(X[rows], y[rows, None], None, **settings)
     for h in (0.02, 0.05):
@@ -79,14 +80,20 @@ def test_integer_weights_act_as_repeated_rows(criterion):
 
 def test_coarser_levels_give_the_same_criterion():
     X, y = sine_rows(2000, 1, seed=6)
-    evaluate = BinnedCriterion(X, y[:, None], None, degree=1, criterion="loo",
-                               min_bandwidth=np.array([0.002]), levels=4, tol=1e-3)
+    evaluate = BinnedCriterion(
+        X,
+        y[:, None],
+        None,
+        degree=1,
+        criterion="loo",
+        min_bandwidth=np.array([0.002]),
+        levels=4,
+        tol=1e-3,
+    )
     h = np.array([0.04])
     assert evaluate.level(h, 1e-3) > 0
     grid = make_grid(X, h, degree=1, tol=1e-3)
-    direct = criterion_value(
-        "loo", row_statistics(grid_sums(bin_targets(X, y, grid), h, 1), X, y)
-    )
+    direct = criterion_value("loo", row_statistics(grid_sums(bin_targets(X, y, grid), h, 1), X, y))
     assert np.isclose(evaluate(h, 1e-3), direct, rtol=1e-4)
 
 

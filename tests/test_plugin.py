@@ -28,8 +28,11 @@ def quasi_data(n, kind="sine"):
 
 # R 4.x, KernSmooth 2.23-20 (Debian r-cran-kernsmooth): dpill(x, y) with its defaults
 # (blockmax = 5, divisor = 20, trim = 0.01, proptrun = 0.05, gridsize = 401) on these rows.
-DPILL = {("sine", 500): 0.0374010879868227, ("skewed", 2000): 0.0328416265790237,
-         ("ties", 1000): 0.0318578543232609}
+DPILL = {
+    ("sine", 500): 0.0374010879868227,
+    ("skewed", 2000): 0.0328416265790237,
+    ("ties", 1000): 0.0318578543232609,
+}
 
 
 @pytest.mark.parametrize("kind, n", list(DPILL))
@@ -44,8 +47,13 @@ def _sorted_blocks(x, y, N):
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
     step = len(x) // N
-    return [(x[j * step : (j + 1) * step if j < N - 1 else len(x)],
-             y[j * step : (j + 1) * step if j < N - 1 else len(x)]) for j in range(N)]
+    return [
+        (
+            x[j * step : (j + 1) * step if j < N - 1 else len(x)],
+            y[j * step : (j + 1) * step if j < N - 1 else len(x)],
+        )
+        for j in range(N)
+    ]
 
 
 @pytest.mark.parametrize("N", [1, 3, 5])

@@ -154,8 +154,9 @@ def kernsmooth(x, y, queries):
         script = os.path.join(tmp, "run.R")
         with open(script, "w") as f:
             f.write(R_SCRIPT)
-        run = subprocess.run([rscript, script, tmp, str(len(x)), str(len(queries))],
-                             capture_output=True, text=True)
+        run = subprocess.run(
+            [rscript, script, tmp, str(len(x)), str(len(queries))], capture_output=True, text=True
+        )
         if run.returncode != 0:
             print("  KernSmooth failed:", run.stderr.strip().splitlines()[-1:])
             return None
@@ -184,18 +185,24 @@ def run_size(n, d, seed, rng_queries, r_available):
     best_h, best_err = grid[best], errors[best]
     for selector, (h, t_fit, t_rows, err, _) in rows.items():
         total = t_fit + t_rows
-        print(f"  binned {selector:6s}: h = {np.array2string(h, precision=5)}  "
-              f"select+fit {t_fit:6.2f} s  predict {n:,} rows {t_rows:5.2f} s  "
-              f"total {total:6.2f} s  test MSE {err:.3e}  ({err / best_err:.3f} × grid best)")
-    print(f"  grid best: h = {np.array2string(best_h, precision=5)}  test MSE {best_err:.3e}"
-          f"  (grid 0.4–2.5 × loo h, 15 points{', at an end' if best in (0, 14) else ''})")
+        print(
+            f"  binned {selector:6s}: h = {np.array2string(h, precision=5)}  "
+            f"select+fit {t_fit:6.2f} s  predict {n:,} rows {t_rows:5.2f} s  "
+            f"total {total:6.2f} s  test MSE {err:.3e}  ({err / best_err:.3f} × grid best)"
+        )
+    print(
+        f"  grid best: h = {np.array2string(best_h, precision=5)}  test MSE {best_err:.3e}"
+        f"  (grid 0.4–2.5 × loo h, 15 points{', at an end' if best in (0, 14) else ''})"
+    )
     # Binned against exact at 200 training rows, at the leave-one-out bandwidth.
     model = rows["loo"][4]
     subset = np.random.default_rng(seed + 1).choice(n, 200, replace=False)
     exact, t_exact = timed(lambda: exact_local_linear(X, y, X[subset], model.bandwidth_))
     diff = np.max(np.abs(model.predict(X[subset]) - exact)) / np.std(y)
-    print(f"  binned vs exact at 200 rows: max |Δ| / sd(y) = {diff:.2e} (tolerance "
-          f"{model.tol_:g}; exact took {t_exact:.2f} s)")
+    print(
+        f"  binned vs exact at 200 rows: max |Δ| / sd(y) = {diff:.2e} (tolerance "
+        f"{model.tol_:g}; exact took {t_exact:.2f} s)"
+    )
     result = {"rows": rows, "best": best_err}
     if d == 1:
         if r_available:
@@ -204,9 +211,11 @@ def run_size(n, d, seed, rng_queries, r_available):
                 h, stages, pred = out
                 err = float(np.mean((pred - curve(Q)) ** 2))
                 total = sum(stages)
-                print(f"  KernSmooth: h = {h:.5f}  dpill {stages[0]:6.2f} s  locpoly "
-                      f"{stages[1]:5.3f} s  approx {stages[2]:5.2f} s  total {total:6.2f} s  "
-                      f"test MSE {err:.3e}  ({err / best_err:.3f} × grid best)")
+                print(
+                    f"  KernSmooth: h = {h:.5f}  dpill {stages[0]:6.2f} s  locpoly "
+                    f"{stages[1]:5.3f} s  approx {stages[2]:5.2f} s  total {total:6.2f} s  "
+                    f"test MSE {err:.3e}  ({err / best_err:.3f} × grid best)"
+                )
                 result["R"] = total
         else:
             print("  KernSmooth: skipped (Rscript or KernSmooth not installed)")
@@ -218,8 +227,13 @@ def main():
     parser.add_argument("--quick", action="store_true", help="10⁴ and 10⁵ rows only")
     parser.add_argument("--seeds", type=int, default=3, help="seeds at 10⁵ and 10⁶ rows")
     args = parser.parse_args()
-    r_available = shutil.which("Rscript") is not None and subprocess.run(
-        ["Rscript", "-e", "library(KernSmooth)"], capture_output=True).returncode == 0
+    r_available = (
+        shutil.which("Rscript") is not None
+        and subprocess.run(
+            ["Rscript", "-e", "library(KernSmooth)"], capture_output=True
+        ).returncode
+        == 0
+    )
     rng = np.random.default_rng(12345)
     sizes_1d = [10**4, 10**5] if args.quick else [10**5, 10**6, 10**7]
     size_2d = 10**5 if args.quick else 10**6
@@ -237,9 +251,11 @@ def main():
             plug = make_model("plugin").fit(X, y)
             grid = [c * loo.bandwidth_ for c in np.geomspace(0.4, 2.5, 15)]
             best = min(test_error(make_model(h).fit(X, y), Q) for h in grid)
-            print(f"  n = {n:,} seed {seed}: loo h = {loo.bandwidth_[0]:.5f} "
-                  f"({test_error(loo, Q) / best:.3f} × best), plugin h = "
-                  f"{plug.bandwidth_[0]:.5f} ({test_error(plug, Q) / best:.3f} × best)")
+            print(
+                f"  n = {n:,} seed {seed}: loo h = {loo.bandwidth_[0]:.5f} "
+                f"({test_error(loo, Q) / best:.3f} × best), plugin h = "
+                f"{plug.bandwidth_[0]:.5f} ({test_error(plug, Q) / best:.3f} × best)"
+            )
 
     print("\n== Targets ==")
     for n in sizes_1d[1:]:
@@ -248,12 +264,16 @@ def main():
             _, t_fit, t_rows, err, _ = res["rows"][selector]
             total = t_fit + t_rows
             versus = f", KernSmooth {res['R']:.2f} s" if "R" in res else ""
-            print(f"  1-D n = {n:,} {selector}: {total:.2f} s{versus}; "
-                  f"test MSE {err / res['best']:.3f} × grid best")
+            print(
+                f"  1-D n = {n:,} {selector}: {total:.2f} s{versus}; "
+                f"test MSE {err / res['best']:.3f} × grid best"
+            )
     res = results[2, size_2d]
     _, t_fit, t_rows, err, _ = res["rows"]["loo"]
-    print(f"  2-D n = {size_2d:,} loo: {t_fit + t_rows:.2f} s (target ≤ 30 s); "
-          f"test MSE {err / res['best']:.3f} × grid best")
+    print(
+        f"  2-D n = {size_2d:,} loo: {t_fit + t_rows:.2f} s (target ≤ 30 s); "
+        f"test MSE {err / res['best']:.3f} × grid best"
+    )
 
 
 if __name__ == "__main__":
