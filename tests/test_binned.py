@@ -458,7 +458,7 @@ def test_bad_targets_weights_degree_and_queries_are_rejected():
 
 # ----------------------------------------------------------------------------- KernSmooth
 
-# R 4.x, KernSmooth 2.23-20 (Debian r-cran-kernsmooth), on quasi_data(500):
+# R 4.2.2, KernSmooth 2.23-20 (Debian r-cran-kernsmooth), on quasi_data(500):
 #   locpoly(x, y, degree = 1, bandwidth = 0.05, gridsize = 11)$y
 #   locpoly(x, y, degree = 0, bandwidth = 0.05, gridsize = 11)$y
 #   locpoly(x, y, degree = 3, drv = 2, bandwidth = 0.08, gridsize = 11)$y

@@ -26,7 +26,7 @@ def quasi_data(n, kind="sine"):
     return x, np.sin(2 * np.pi * x) + 0.3 * z
 
 
-# R 4.x, KernSmooth 2.23-20 (Debian r-cran-kernsmooth): dpill(x, y) with its defaults
+# R 4.2.2, KernSmooth 2.23-20 (Debian r-cran-kernsmooth): dpill(x, y) with its defaults
 # (blockmax = 5, divisor = 20, trim = 0.01, proptrun = 0.05, gridsize = 401) on these rows.
 DPILL = {
     ("sine", 500): 0.0374010879868227,
