@@ -126,8 +126,10 @@ class LocalDesignWarning(UserWarning):
 def check_degree(degree, n_features):
     """``degree`` as an int, or a ``ValueError`` naming what the number of features allows."""
     top = MAX_DEGREE_1D if n_features <= 1 else MAX_DEGREE
-    if isinstance(degree, bool | np.bool_) or not isinstance(degree, Integral) or not (
-        0 <= degree <= top
+    if (
+        isinstance(degree, bool | np.bool_)
+        or not isinstance(degree, Integral)
+        or not (0 <= degree <= top)
     ):
         raise ValueError(
             f"degree must be an int from 0 to {top} with {n_features} feature"
@@ -244,8 +246,10 @@ def _shift_pairs(exponents):
     rows, cols = np.nonzero(below)
     coefficient = np.array(
         [
-            np.prod([comb(int(a), int(b)) for a, b in zip(exponents[r], exponents[c])])
-            for r, c in zip(rows, cols)
+            np.prod(
+                [comb(int(a), int(b)) for a, b in zip(exponents[r], exponents[c], strict=True)]
+            )
+            for r, c in zip(rows, cols, strict=True)
         ],
         dtype=float,
     ).reshape(len(rows))
@@ -524,9 +528,7 @@ def polynomial_estimate(sums, squared_sums, Q, t, d, degree, variance_bound=VARI
     mean = fit_values(design, ybar, products)
     self_factor = 1.0 + np.einsum("bi,bi->b", design.query, design.coefficients)
     variance = np.minimum(design.variance, variance_bound)
-    return LocalPolynomialFit(
-        mean, ybar, second_values, design.held_back, self_factor, variance
-    )
+    return LocalPolynomialFit(mean, ybar, second_values, design.held_back, self_factor, variance)
 
 
 def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND):
