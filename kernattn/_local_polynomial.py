@@ -84,6 +84,7 @@ References
    solutions", J. Amer. Statist. Assoc. 91 (1996), 267–275.
 """
 
+import functools
 import itertools
 from math import comb
 from numbers import Integral
@@ -240,6 +241,35 @@ class LocalDesign(NamedTuple):
     finite: np.ndarray
 
 
+class _Layout(NamedTuple):
+    """Where each moment a local design needs sits among the monomials of degree ≤ 2p."""
+
+    exponents: np.ndarray  # (P, d), degree ≤ p
+    first: np.ndarray  # (d,): k_f
+    second: np.ndarray  # (d,): k_f²
+    gram: np.ndarray  # (P, P): k^(α_a + α_c)
+    doubled: np.ndarray  # (P - 1,): k^(2 α_a), a ≥ 1
+    shift: tuple  # _shift_pairs(exponents)
+
+
+@functools.lru_cache(maxsize=32)
+def _layout(n_features, degree):
+    """The :class:`_Layout` of a local polynomial (built once per dimension and degree)."""
+    exponents = monomial_exponents(n_features, degree)
+    index = {
+        tuple(e): i for i, e in enumerate(monomial_exponents(n_features, 2 * degree).tolist())
+    }
+    unit = np.eye(n_features, dtype=int)
+    return _Layout(
+        exponents=exponents,
+        first=np.array([index[tuple(row)] for row in unit.tolist()]),
+        second=np.array([index[tuple(row)] for row in (2 * unit).tolist()]),
+        gram=np.array([[index[tuple((a + c).tolist())] for c in exponents] for a in exponents]),
+        doubled=np.array([index[tuple((2 * a).tolist())] for a in exponents[1:]], dtype=int),
+        shift=_shift_pairs(exponents),
+    )
+
+
 def _shift_pairs(exponents):
     """For every pair (a, b) with β_b ≤ α_a: the indices, Π_f C(α_f, β_f) and α − β."""
     below = np.all(exponents[None, :, :] <= exponents[:, None, :], axis=2)
@@ -297,10 +327,9 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
     b, d = Q.shape
     if degree == 0:
         return _constant_design(np.asarray(squared_moments, dtype=float)[:, 0])
-    exponents = monomial_exponents(d, degree)
-    index = {tuple(e): i for i, e in enumerate(monomial_exponents(d, 2 * degree).tolist())}
+    layout = _layout(d, degree)
+    exponents = layout.exponents
     P = len(exponents)
-    unit = np.eye(d, dtype=int)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         raw = np.hstack([np.ones((b, 1)), design_moments])
         finite = (
@@ -310,29 +339,26 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         )
         raw = np.where(finite[:, None], raw, 0.0)
         squared = np.where(finite[:, None], squared_moments, 0.0)
-        m = raw[:, [index[tuple(row)] for row in unit.tolist()]]
-        raw_second = raw[:, [index[tuple(row)] for row in (2 * unit).tolist()]]
+        m = raw[:, layout.first]
+        raw_second = raw[:, layout.second]
         feature_variance = raw_second - m**2 + RIDGE * raw_second
         feature_active = (feature_variance > 0) & finite[:, None]
         s = np.sqrt(np.where(feature_active, feature_variance, 1.0))
         m = np.where(feature_active, m, 0.0)
         # ψ(z) = T φ(k): Π_f (k_f − m_f)^α_f / s_f^α_f expanded by the binomial theorem.
-        rows, cols, coefficient, delta = _shift_pairs(exponents)
+        rows, cols, coefficient, delta = layout.shift
         scale = np.prod(s[:, None, :] ** exponents[None, :, :], axis=2)
         transform = np.zeros((b, P, P))
         transform[:, rows, cols] = (
             coefficient * np.prod((-m)[:, None, :] ** delta[None], axis=2) / scale[:, rows]
         )
         # Σ w φφᵀ and Σ w² φφᵀ: entry (a, c) is the moment of α_a + α_c.
-        gram = np.array(
-            [[index[tuple((ea + ec).tolist())] for ec in exponents] for ea in exponents]
-        )
+        gram = layout.gram
         centered = np.einsum("bij,bjk,blk->bil", transform, raw[:, gram], transform)
         centered_sq = np.einsum("bij,bjk,blk->bil", transform, squared[:, gram], transform)
         psi_bar = centered[:, 1:, 0]
         G = centered[:, 1:, 1:] - psi_bar[:, :, None] * psi_bar[:, None, :]
-        doubled = [index[tuple(2 * x for x in e)] for e in exponents[1:].tolist()]
-        floor = RIDGE * raw[:, doubled] / scale[:, 1:] ** 2
+        floor = RIDGE * raw[:, layout.doubled] / scale[:, 1:] ** 2
         spread = np.diagonal(G, axis1=1, axis2=2)
         involved = exponents[1:] > 0
         resolved = (spread > RESOLUTION * floor) & ~np.any(
