@@ -354,8 +354,8 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         )
         # Σ w φφᵀ and Σ w² φφᵀ: entry (a, c) is the moment of α_a + α_c.
         gram = layout.gram
-        centered = np.einsum("bij,bjk,blk->bil", transform, raw[:, gram], transform)
-        centered_sq = np.einsum("bij,bjk,blk->bil", transform, squared[:, gram], transform)
+        centered = transform @ raw[:, gram] @ transform.transpose(0, 2, 1)
+        centered_sq = transform @ squared[:, gram] @ transform.transpose(0, 2, 1)
         psi_bar = centered[:, 1:, 0]
         G = centered[:, 1:, 1:] - psi_bar[:, :, None] * psi_bar[:, None, :]
         floor = RIDGE * raw[:, layout.doubled] / scale[:, 1:] ** 2
@@ -398,7 +398,7 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
     a = np.where(kept, a, 0.0)
     e = np.where(kept, eigenvalues, 1.0)
     u_hat = np.einsum("bki,bk->bi", eigenvectors, u)
-    M_hat = np.einsum("bki,bkl,blj->bij", eigenvectors, M, eigenvectors)
+    M_hat = eigenvectors.transpose(0, 2, 1) @ M @ eigenvectors
     leverage = np.sum(a**2 / e, axis=1)
     variance = _variance_factor(a0, u_hat, M_hat, a, e, np.zeros(b))
     ridge = np.zeros(b)
@@ -427,7 +427,11 @@ def _variance_factor(a0, u, M, a, e, ridge):
     r""":math:`V_\lambda = a_0 + 2 u^\top g + g^\top M g`, :math:`g = a/(e + \lambda)` (all in
     the eigenbasis of :math:`R`), per row."""
     g = a / (e + ridge[:, None])
-    return a0 + 2.0 * np.einsum("bi,bi->b", u, g) + np.einsum("bi,bij,bj->b", g, M, g)
+    return (
+        a0
+        + 2.0 * np.einsum("bi,bi->b", u, g)
+        + np.einsum("bi,bi->b", (M @ g[:, :, None])[:, :, 0], g)
+    )
 
 
 def _ridge_for_variance(a0, u, M, a, e, bound, n_grid=96, n_bisect=60):
