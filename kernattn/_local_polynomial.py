@@ -1,0 +1,618 @@
+r"""Local polynomials of any degree from kernel moment sums, held back where the local design
+cannot support them.
+
+At a query :math:`q` with normalized kernel weights :math:`w_j` on keys :math:`k_j` (inputs
+centered and divided by the bandwidth), the local polynomial of degree :math:`p` is the
+weighted least-squares fit of the targets on the monomials of the keys of total degree at
+most :math:`p`, evaluated at the query (Fan and Gijbels 1996, §3.1). Its value does not
+depend on the basis the monomials are written in, so it is written in the best conditioned
+one: the monomials :math:`\psi(z)` of :math:`z = (k - m)/s`, about the *local* weighted mean
+:math:`m = \sum_j w_j k_j` and divided by the local standard deviations :math:`s`, with their
+weighted means :math:`\bar\psi` removed from all but the constant. The constant then
+decouples from the :math:`P'` others, and with :math:`\psi_j = \psi(z_j) - \bar\psi`,
+
+.. math::
+
+    \hat y(q) = \bar y + \tilde c^\top g, \qquad
+    l_j(q) = w_j\,(1 + \tilde\psi_j^\top g), \qquad g = (R + \lambda I)^{-1} v,
+
+where :math:`\bar y = \sum_j w_j y_j` is the local-constant (Nadaraya–Watson) estimate,
+:math:`G = \sum_j w_j \psi_j \psi_j^\top` the weighted covariance of the monomials,
+:math:`D = \operatorname{diag} G`, :math:`R = D^{-1/2} G D^{-1/2}` its correlation form,
+:math:`\tilde\psi_j = D^{-1/2}\psi_j`, :math:`\tilde c = \sum_j w_j \tilde\psi_j y_j` and
+:math:`v = D^{-1/2}(\psi(z_q) - \bar\psi)` the query's standardized monomials. With
+:math:`\lambda = 0` this is exactly the local polynomial (for :math:`p = 1`,
+:math:`\bar y + C_{xy}^\top C^{-1}(q - m)`, the formula of :mod:`kernattn._local_linear`).
+The equivalent weights sum to 1 and reproduce the estimate, :math:`\hat y = \sum_j l_j y_j`.
+
+**Why about the local mean.** About the query, :math:`\psi(k - q)`, the Gram matrix of a
+query far from its neighbours is dominated by :math:`|q - m|^{2p}`: nearly rank one, its
+condition number growing like :math:`(|q - m|/s)^{2p}`. About the local mean and
+standardized, it is the correlation matrix of the local design, whose conditioning reflects
+the design only; the query enters through :math:`v` alone. The sums themselves are of the
+monomials of the keys about the training center (:func:`polynomial_columns`: fixed
+columns, one matrix product per block of queries, as the engine takes every kernel sum);
+:func:`local_design` carries them to the local mean by the binomial theorem,
+:math:`\psi(z) = T(m, s)\,\phi(k)`. That step cancels, with a rounding error of about
+:math:`\epsilon\,(|m|/s)^{2p}` relative; so each monomial's variance gets the floor
+``RIDGE`` times its raw second moment, as the local line always had, a monomial whose
+local variance is not well above that floor drops out (coefficient 0), and so does a
+direction of :math:`R` whose eigenvalue is not (a local design that is collinear there).
+
+**Held back: the finite-sample variance.** The estimate is linear in the targets, so with
+independent noise of variance :math:`\sigma^2` its conditional variance is
+:math:`\sigma^2 V`, :math:`V = \sum_j l_j^2`. For the local constant :math:`V = \sum_j
+w_j^2 \le 1`: never noisier than one observation. For a local polynomial :math:`V` is
+unbounded where the local design is sparse or the query lies outside it (Seifert and Gasser
+1996); with equal weights :math:`V = (1 + L)\sum_j w_j^2` with :math:`L = v^\top R^{-1} v`
+the query's leverage, its squared Mahalanobis distance from the weighted keys in the space
+of the monomials. A query is **held back** when its unregularized polynomial would have
+:math:`V > \kappa` (``VARIANCE_BOUND``, 4: a standard deviation above twice that of one
+observation). Its ridge :math:`\lambda > 0` is then the smallest with
+:math:`V_\lambda = \kappa`: the non-constant coefficients are shrunk toward 0, the estimate
+toward the local constant, in the manner of Seifert and Gasser's ridging. So everywhere
+
+.. math::
+
+    \hat y(q) = \sum_j l_j y_j, \quad \sum_j l_j = 1, \quad \sum_j l_j^2 \le \kappa,
+    \qquad |\hat y(q) - \bar y| \le \sqrt{L_\lambda}\;\sigma_w(q),
+
+with :math:`L_\lambda = v^\top (R + \lambda I)^{-1} R (R + \lambda I)^{-1} v` and
+:math:`\sigma_w(q)` the kernel-weighted standard deviation of the targets (Cauchy–Schwarz):
+the estimate lies on the ridge path between the plain local polynomial and the local
+constant, a bounded extrapolation, never an unbounded one. A query is held back too when it
+lies more than one local standard deviation away along a direction the local design does
+not resolve (a dropped monomial or eigen-direction: the fit is constant along it there).
+
+Why this bound. *In sample*, a query whose own key carries the largest weight (a training
+point under a radial kernel) has :math:`V \le \max_j w_j / w_i \cdot l_i \le 1`, because
+the weighted hat value :math:`l_i` is at most 1: training points are never held back, not
+even the high-leverage points of a global least-squares fit (a huge bandwidth). A query at
+the edge of dense data has :math:`V` well below 1. A query far outside its data sees a
+Gaussian kernel's tail: its weights rest on a few nearest keys (few effective points), and
+its leverage grows like the fourth power of its distance in bandwidths: it is held back.
+The rule is invariant to shifts and to the units of the inputs and of the bandwidth
+(:math:`w`, :math:`R` and :math:`v` are), and needs, besides the moment sums, the same sums
+with squared weights (:math:`\sum_j w_j^2 \phi(k_j)` up to degree :math:`2p`), from which
+:math:`V_\lambda = a_0 + 2 u^\top g + g^\top M g` follows for every :math:`\lambda`.
+
+References
+----------
+.. [1] J. Fan, I. Gijbels, "Local Polynomial Modelling and Its Applications", Chapman & Hall
+   (1996), §3.1–3.2.
+.. [2] B. Seifert, T. Gasser, "Finite-sample variance of local polynomials: analysis and
+   solutions", J. Amer. Statist. Assoc. 91 (1996), 267–275.
+"""
+
+import functools
+import itertools
+from math import comb
+from numbers import Integral
+from typing import NamedTuple
+
+import numpy as np
+
+#: The rounding floor, relative to each monomial's weighted raw second moment about the
+#: training center: well above the rounding error of a variance computed from moment sums
+#: (about 1e-16 of that moment per term, times the binomial coefficients of the shift, at
+#: most 4^p), far below any variance that carries information. The local line's value.
+RIDGE = 1e-12
+#: A monomial, or a direction of the standardized design, whose local variance is not above
+#: this multiple of the floor carries no information: it drops out.
+RESOLUTION = 1e3
+#: κ: a query is held back when its local polynomial's conditional variance would exceed κ
+#: times the noise variance of one observation (the local constant's is at most 1).
+VARIANCE_BOUND = 4.0
+#: The highest degree, by the number of features (the sums go to twice the degree:
+#: C(d + 2p, d) columns per key).
+MAX_DEGREE_1D = 3
+MAX_DEGREE = 2
+
+
+class LocalDesignWarning(UserWarning):
+    """Some queries' local designs cannot support the local polynomial: they were held back.
+
+    A query is held back when its local polynomial would be more than twice as noisy (in
+    standard deviation) as a single observation — its weights rest on too few distinct
+    inputs, or it lies outside the support of its weights — or when it lies away from the
+    local design along a direction the design does not resolve. Its estimate is then shrunk
+    toward the local constant (the Nadaraya–Watson estimate at the query) until the
+    variance bound holds; see :mod:`kernattn._local_polynomial`. Estimators count these
+    queries and warn once per call; the warning can be filtered on its own::
+
+        warnings.filterwarnings("ignore", category=LocalDesignWarning)
+    """
+
+
+def check_degree(degree, n_features):
+    """``degree`` as an int, or a ``ValueError`` naming what the number of features allows."""
+    top = MAX_DEGREE_1D if n_features <= 1 else MAX_DEGREE
+    if (
+        isinstance(degree, bool | np.bool_)
+        or not isinstance(degree, Integral)
+        or not (0 <= degree <= top)
+    ):
+        raise ValueError(
+            f"degree must be an int from 0 to {top} with {n_features} feature"
+            f"{'' if n_features == 1 else 's'} (local polynomials go to degree "
+            f"{MAX_DEGREE_1D} in one feature, {MAX_DEGREE} in several); got {degree!r}"
+        )
+    return int(degree)
+
+
+def monomial_exponents(n_features, degree):
+    r"""The exponents :math:`\alpha` of the monomials :math:`k^\alpha` of total degree at most
+    ``degree``, shape (P, n_features), :math:`P = \binom{d + p}{d}`.
+
+    Graded: the constant first, then each degree in turn, and within a degree the order of
+    :func:`itertools.combinations_with_replacement` of the features — for degree 2 the
+    upper triangle ``(a, b), a ≤ b`` row by row, the order of
+    :func:`kernattn._local_linear.key_columns`.
+    """
+    rows = [
+        np.bincount(np.asarray(combination, dtype=int), minlength=n_features)
+        for total in range(degree + 1)
+        for combination in itertools.combinations_with_replacement(range(n_features), total)
+    ]
+    return np.array(rows, dtype=int).reshape(len(rows), n_features)
+
+
+def monomials(u, exponents):
+    """``u^α`` for every row of ``u`` (n, d) and every exponent (P, d): shape (n, P)."""
+    out = np.ones((len(u), len(exponents)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for f in range(u.shape[1]):
+            powers = exponents[:, f]
+            for power in np.unique(powers[powers > 0]):
+                out[:, powers == power] *= (u[:, f] ** power)[:, None]
+    return out
+
+
+def n_design_columns(n_features, degree):
+    """The key columns of a local polynomial of ``degree``: its non-constant monomials of
+    total degree at most ``2 * degree``."""
+    return comb(n_features + 2 * degree, n_features) - 1
+
+
+def design_columns(keys, degree):
+    """The non-constant monomials of the keys of total degree at most ``2 * degree``, in the
+    order of :func:`monomial_exponents` (for ``degree=1``
+    :func:`kernattn._local_linear.key_columns`)."""
+    return monomials(keys, monomial_exponents(keys.shape[1], 2 * degree))[:, 1:]
+
+
+def polynomial_columns(moments, values, keys, degree):
+    r"""What kernel weights are summed against for a local polynomial of ``degree``.
+
+    The engine's value moments ``[v, v², 1]`` (``moments``), then :func:`design_columns`
+    (the Gram matrix needs the monomials up to degree :math:`2p`), then the values times the
+    non-constant monomials of degree at most :math:`p` (output-major), all in float64: the
+    local covariances are differences of these sums. For ``degree=1`` this is
+    :func:`kernattn._local_linear.line_columns`, column for column. Keys beyond the float
+    range give infinite columns; those queries get the local constant.
+
+    The rule that holds queries back also needs :func:`design_columns` summed with the
+    *squared* kernel weights (see :func:`polynomial_estimate`).
+
+    Parameters
+    ----------
+    moments : ndarray of shape (n, 2t + 1)
+    values : ndarray of shape (n, t)
+    keys : ndarray of shape (n, d)
+        The keys about the training center, in bandwidth units.
+    degree : int
+
+    Returns
+    -------
+    columns : ndarray of shape (n, 2t + 1 + n_design_columns(d, degree) + t (P - 1))
+    """
+    design = design_columns(keys, degree)
+    fit = design[:, : len(monomial_exponents(keys.shape[1], degree)) - 1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        products = (values[:, :, None] * fit[:, None, :]).reshape(len(keys), -1)
+    return np.hstack([moments.astype(np.float64), design, products])
+
+
+class LocalDesign(NamedTuple):
+    """The local design of a block of ``b`` queries, in the standardized basis.
+
+    ``P`` monomials of degree at most ``p`` (the constant first), ``P' = P - 1``.
+    """
+
+    #: (b, P, P): raw monomials of the keys to those of z = (k − m)/s, ψ(z) = T φ(k).
+    transform: np.ndarray
+    #: (b, P'): the weighted means ψ̄ of the non-constant ones.
+    psi_bar: np.ndarray
+    #: (b, P'): √D, the standardization (1 where a monomial dropped out).
+    root: np.ndarray
+    #: (b, P'): the query's standardized monomials v (0 where dropped).
+    query: np.ndarray
+    #: (b, P'): g = (R + λI)⁻¹ v on the resolved directions.
+    coefficients: np.ndarray
+    #: (b,): λ, the ridge beyond the rounding floor (0 unless held back for variance).
+    ridge: np.ndarray
+    #: (b,): the query's leverage L_0 = vᵀR⁻¹v on the resolved directions.
+    leverage: np.ndarray
+    #: (b,): V_0 = Σ_j l_j², the variance factor of the unregularized fit.
+    variance: np.ndarray
+    #: (b,) bool: the queries held back.
+    held_back: np.ndarray
+    #: (b,) bool: rows whose sums are finite (the others get the local constant).
+    finite: np.ndarray
+
+
+class _Layout(NamedTuple):
+    """Where each moment a local design needs sits among the monomials of degree ≤ 2p."""
+
+    exponents: np.ndarray  # (P, d), degree ≤ p
+    first: np.ndarray  # (d,): k_f
+    second: np.ndarray  # (d,): k_f²
+    gram: np.ndarray  # (P, P): k^(α_a + α_c)
+    doubled: np.ndarray  # (P - 1,): k^(2 α_a), a ≥ 1
+    shift: tuple  # _shift_pairs(exponents)
+
+
+@functools.lru_cache(maxsize=32)
+def _layout(n_features, degree):
+    """The :class:`_Layout` of a local polynomial (built once per dimension and degree)."""
+    exponents = monomial_exponents(n_features, degree)
+    index = {
+        tuple(e): i for i, e in enumerate(monomial_exponents(n_features, 2 * degree).tolist())
+    }
+    unit = np.eye(n_features, dtype=int)
+    return _Layout(
+        exponents=exponents,
+        first=np.array([index[tuple(row)] for row in unit.tolist()]),
+        second=np.array([index[tuple(row)] for row in (2 * unit).tolist()]),
+        gram=np.array([[index[tuple((a + c).tolist())] for c in exponents] for a in exponents]),
+        doubled=np.array([index[tuple((2 * a).tolist())] for a in exponents[1:]], dtype=int),
+        shift=_shift_pairs(exponents),
+    )
+
+
+def _shift_pairs(exponents):
+    """For every pair (a, b) with β_b ≤ α_a: the indices, Π_f C(α_f, β_f) and α − β."""
+    below = np.all(exponents[None, :, :] <= exponents[:, None, :], axis=2)
+    rows, cols = np.nonzero(below)
+    coefficient = np.array(
+        [
+            np.prod(
+                [comb(int(a), int(b)) for a, b in zip(exponents[r], exponents[c], strict=True)]
+            )
+            for r, c in zip(rows, cols, strict=True)
+        ],
+        dtype=float,
+    ).reshape(len(rows))
+    return rows, cols, coefficient, exponents[rows] - exponents[cols]
+
+
+def _constant_design(a0):
+    """The local design of degree 0: the local constant (``a0``: Σ_j w_j², its variance)."""
+    b = len(a0)
+    empty = np.zeros((b, 0))
+    return LocalDesign(
+        transform=np.ones((b, 1, 1)),
+        psi_bar=empty,
+        root=empty,
+        query=empty,
+        coefficients=empty,
+        ridge=np.zeros(b),
+        leverage=np.zeros(b),
+        variance=a0,
+        held_back=np.zeros(b, dtype=bool),
+        finite=np.ones(b, dtype=bool),
+    )
+
+
+def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARIANCE_BOUND):
+    r"""The standardized local design of a block of queries, and each query's ridge.
+
+    Parameters
+    ----------
+    design_moments : ndarray of shape (b, n_design_columns(d, degree))
+        :math:`\sum_j w_j \phi_\gamma(k_j)` for the columns of :func:`design_columns`,
+        normalized weights (summing to 1).
+    squared_moments : ndarray of shape (b, 1 + n_design_columns(d, degree))
+        :math:`\sum_j w_j^2 [1, \phi_\gamma(k_j)]`, the same normalized weights squared.
+    Q : ndarray of shape (b, d)
+        The queries, in the keys' coordinates.
+    degree : int
+    variance_bound : float, default=VARIANCE_BOUND
+        :math:`\kappa > 1`.
+
+    Returns
+    -------
+    LocalDesign
+    """
+    b, d = Q.shape
+    if degree == 0:
+        return _constant_design(np.asarray(squared_moments, dtype=float)[:, 0])
+    layout = _layout(d, degree)
+    exponents = layout.exponents
+    P = len(exponents)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        raw = np.hstack([np.ones((b, 1)), design_moments])
+        finite = (
+            np.all(np.isfinite(raw), axis=1)
+            & np.all(np.isfinite(squared_moments), axis=1)
+            & np.all(np.isfinite(Q), axis=1)
+        )
+        raw = np.where(finite[:, None], raw, 0.0)
+        squared = np.where(finite[:, None], squared_moments, 0.0)
+        m = raw[:, layout.first]
+        raw_second = raw[:, layout.second]
+        feature_variance = raw_second - m**2 + RIDGE * raw_second
+        feature_active = (feature_variance > 0) & finite[:, None]
+        s = np.sqrt(np.where(feature_active, feature_variance, 1.0))
+        m = np.where(feature_active, m, 0.0)
+        # ψ(z) = T φ(k): Π_f (k_f − m_f)^α_f / s_f^α_f expanded by the binomial theorem.
+        rows, cols, coefficient, delta = layout.shift
+        scale = np.prod(s[:, None, :] ** exponents[None, :, :], axis=2)
+        transform = np.zeros((b, P, P))
+        transform[:, rows, cols] = (
+            coefficient * np.prod((-m)[:, None, :] ** delta[None], axis=2) / scale[:, rows]
+        )
+        # Σ w φφᵀ and Σ w² φφᵀ: entry (a, c) is the moment of α_a + α_c.
+        gram = layout.gram
+        centered = transform @ raw[:, gram] @ transform.transpose(0, 2, 1)
+        centered_sq = transform @ squared[:, gram] @ transform.transpose(0, 2, 1)
+        psi_bar = centered[:, 1:, 0]
+        G = centered[:, 1:, 1:] - psi_bar[:, :, None] * psi_bar[:, None, :]
+        floor = RIDGE * raw[:, layout.doubled] / scale[:, 1:] ** 2
+        spread = np.diagonal(G, axis1=1, axis2=2)
+        involved = exponents[1:] > 0
+        resolved = (spread > RESOLUTION * floor) & ~np.any(
+            involved[None] & ~feature_active[:, None, :], axis=2
+        )
+        total = np.maximum(spread, 0.0) + floor
+        root = np.sqrt(np.where(total > 0, total, 1.0))
+        offsets = (monomials((Q - m) / s, exponents)[:, 1:] - psi_bar) / root
+        offsets = np.where(finite[:, None], offsets, 0.0)
+        R = (G + floor[:, :, None] * np.eye(P - 1)) / (root[:, :, None] * root[:, None, :])
+        R = np.where(resolved[:, :, None] & resolved[:, None, :], R, 0.0)
+        R[:, np.arange(P - 1), np.arange(P - 1)] = np.where(
+            resolved, np.diagonal(R, axis1=1, axis2=2), 1.0
+        )
+        v = np.where(resolved, offsets, 0.0)
+        # Σ w² ψ̃ and Σ w² ψ̃ψ̃ᵀ, centered on ψ̄ (of the weights, not of their squares).
+        a0 = squared[:, 0]
+        r = centered_sq[:, 1:, 0]
+        M = (
+            centered_sq[:, 1:, 1:]
+            - r[:, :, None] * psi_bar[:, None, :]
+            - psi_bar[:, :, None] * r[:, None, :]
+            + a0[:, None, None] * psi_bar[:, :, None] * psi_bar[:, None, :]
+        ) / (root[:, :, None] * root[:, None, :])
+        u = (r - a0[:, None] * psi_bar) / root
+        u = np.where(resolved, u, 0.0)
+        M = np.where(resolved[:, :, None] & resolved[:, None, :], M, 0.0)
+    eigenvalues, eigenvectors = np.linalg.eigh(R)
+    # A direction whose eigenvalue is not well above the floor (in R's units) carries no
+    # information: the fit is constant along it.
+    relative_floor = np.where(resolved, floor / np.where(total > 0, total, 1.0), 0.0)
+    kept = eigenvalues > RESOLUTION * relative_floor.max(axis=1, initial=0.0)[:, None]
+    a = np.einsum("bki,bk->bi", eigenvectors, v)
+    unresolved_offset = np.sum(np.where(resolved, 0.0, offsets) ** 2, axis=1) + np.sum(
+        np.where(kept, 0.0, a) ** 2, axis=1
+    )
+    a = np.where(kept, a, 0.0)
+    e = np.where(kept, eigenvalues, 1.0)
+    u_hat = np.einsum("bki,bk->bi", eigenvectors, u)
+    M_hat = eigenvectors.transpose(0, 2, 1) @ M @ eigenvectors
+    leverage = np.sum(a**2 / e, axis=1)
+    variance = _variance_factor(a0, u_hat, M_hat, a, e, np.zeros(b))
+    ridge = np.zeros(b)
+    wide = np.flatnonzero((variance > variance_bound) & finite)
+    if len(wide):
+        ridge[wide] = _ridge_for_variance(
+            a0[wide], u_hat[wide], M_hat[wide], a[wide], e[wide], variance_bound
+        )
+    held_back = (variance > variance_bound) | (unresolved_offset > 1.0) | ~finite
+    coefficients = np.einsum("bik,bk->bi", eigenvectors, a / (e + ridge[:, None]))
+    return LocalDesign(
+        transform=transform,
+        psi_bar=np.where(resolved, psi_bar, 0.0),
+        root=root,
+        query=v,
+        coefficients=np.where(resolved, coefficients, 0.0),
+        ridge=ridge,
+        leverage=np.where(finite, leverage, np.inf),
+        variance=np.where(finite, variance, np.inf),
+        held_back=held_back,
+        finite=finite,
+    )
+
+
+def _variance_factor(a0, u, M, a, e, ridge):
+    r""":math:`V_\lambda = a_0 + 2 u^\top g + g^\top M g`, :math:`g = a/(e + \lambda)` (all in
+    the eigenbasis of :math:`R`), per row."""
+    g = a / (e + ridge[:, None])
+    return (
+        a0
+        + 2.0 * np.einsum("bi,bi->b", u, g)
+        + np.einsum("bi,bi->b", (M @ g[:, :, None])[:, :, 0], g)
+    )
+
+
+def _ridge_for_variance(a0, u, M, a, e, bound, n_grid=96, n_bisect=60):
+    r"""The smallest :math:`\lambda > 0` with :math:`V_\lambda =` ``bound``, per row (each
+    row has :math:`V_0 >` ``bound``).
+
+    :math:`V_\lambda \to a_0 = \sum_j w_j^2 \le 1 < \kappa` as :math:`\lambda \to \infty`,
+    and :math:`|V_\lambda - a_0| \le 2\|u\| x + \|M\| x^2` with :math:`x = \|a\|/\lambda`,
+    which gives a :math:`\lambda_{\max}` where the bound holds. :math:`V_\lambda` need not
+    be monotone, so a geometric grid down from :math:`\lambda_{\max}` (factors of 2) finds
+    the first grid point from below where :math:`V \le \kappa`, and bisection (on
+    :math:`\log\lambda`) the crossing inside its cell.
+    """
+    size = np.sqrt(np.sum(a**2, axis=1))
+    u_norm = np.sqrt(np.sum(u**2, axis=1))
+    m_norm = np.sqrt(np.sum(M**2, axis=(1, 2)))
+    room = bound - a0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.where(
+            m_norm > 0,
+            (np.sqrt(u_norm**2 + m_norm * room) - u_norm) / np.where(m_norm > 0, m_norm, 1.0),
+            room / (2.0 * np.where(u_norm > 0, u_norm, 1.0)),
+        )
+        top = np.maximum(size / x, np.max(e, axis=1)) * 2.0
+    grid = top[:, None] * 2.0 ** -np.arange(n_grid)[None, :]  # decreasing
+    inside = np.stack(
+        [_variance_factor(a0, u, M, a, e, grid[:, k]) <= bound for k in range(n_grid)], axis=1
+    )
+    # Scanning up from the smallest λ, the first grid point with V ≤ κ: the largest index
+    # inside (the top one always is); below it V > κ (or λ = 0, where V_0 > κ).
+    k = n_grid - 1 - np.argmax(inside[:, ::-1], axis=1)
+    rows = np.arange(len(grid))
+    hi = grid[rows, k]
+    lo = np.where(k + 1 < n_grid, grid[rows, np.minimum(k + 1, n_grid - 1)], 0.0)
+    for _ in range(n_bisect):
+        mid = np.where(lo > 0, np.sqrt(lo * hi), 0.5 * hi)
+        good = _variance_factor(a0, u, M, a, e, mid) <= bound
+        hi = np.where(good, mid, hi)
+        lo = np.where(good, lo, mid)
+    return hi
+
+
+def _split_sums(sums, t, d, degree):
+    """The normalized pieces of a block's kernel sums (layout of :func:`polynomial_columns`)."""
+    n_design = n_design_columns(d, degree)
+    S0 = sums[:, 2 * t]
+    ybar = sums[:, :t] / S0[:, None]
+    second_values = sums[:, t : 2 * t] / S0[:, None]
+    start = 2 * t + 1
+    design = sums[:, start : start + n_design] / S0[:, None]
+    products = sums[:, start + n_design :].reshape(len(sums), t, -1) / S0[:, None, None]
+    return S0, ybar, second_values, design, products
+
+
+class LocalPolynomialFit(NamedTuple):
+    """The local polynomial at a block of queries (see :func:`polynomial_estimate`)."""
+
+    #: (b, t): the estimate.
+    mean: np.ndarray
+    #: (b, t): the local constant Σ_j w_j v_j.
+    ybar: np.ndarray
+    #: (b, t): Σ_j w_j v_j².
+    second_values: np.ndarray
+    #: (b,) bool: the queries held back.
+    held_back: np.ndarray
+    #: (b,): 1 + vᵀg, so that S_ii = w_ii (1 + vᵀg) at a training query (see below).
+    self_factor: np.ndarray
+    #: (b,): Σ_j l_j², the variance factor of the estimate (at most VARIANCE_BOUND).
+    variance: np.ndarray
+
+
+def fit_values(design, ybar, products):
+    r"""The estimate :math:`\bar y + \tilde c^\top g` from a :class:`LocalDesign`, the local
+    constant ``ybar`` (b, t) and the normalized sums ``products`` (b, t, P') of
+    :math:`v_j \phi(k_j)` over the non-constant monomials of degree at most :math:`p`."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        full = np.concatenate([ybar[:, :, None], products], axis=2)
+        # Σ w v ψ(z): the sums carried to the local basis, then centered and standardized.
+        local = np.einsum("bij,btj->bti", design.transform, full)[:, :, 1:]
+        c = (local - ybar[:, :, None] * design.psi_bar[:, None, :]) / design.root[:, None, :]
+        c = np.where(np.isfinite(c), c, 0.0)
+        correction = np.einsum("bti,bi->bt", c, design.coefficients)
+    return ybar + np.where(design.finite[:, None], correction, 0.0)
+
+
+def polynomial_estimate(sums, squared_sums, Q, t, d, degree, variance_bound=VARIANCE_BOUND):
+    r"""The local polynomial of ``degree`` from the kernel sums of a block of queries.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (b, 2t + 1 + n_design_columns(d, degree) + t(P - 1))
+        :math:`\sum_j e_j [v_j, v_j^2, 1, \phi_\gamma(k_j) (1 \le |\gamma| \le 2p), v_j
+        \phi_\alpha(k_j) (1 \le |\alpha| \le p)]` for unnormalized kernel weights
+        :math:`e_j` (:func:`polynomial_columns`). With each query's own key (and its exact
+        duplicates) left out of both sums, the estimate is the leave-one-out fit, held back
+        as the estimator would be without that row.
+    squared_sums : ndarray of shape (b, 1 + n_design_columns(d, degree))
+        :math:`\sum_j e_j^2 [1, \phi_\gamma(k_j)]`: :func:`design_columns` summed with the
+        squared kernel weights (a max-shift of the logits cancels as for the plain sums,
+        squared).
+    Q : ndarray of shape (b, d)
+        The queries' key-side projections.
+    t, d : int
+        Outputs and key dimension.
+    degree : int
+    variance_bound : float, default=VARIANCE_BOUND
+
+    Returns
+    -------
+    LocalPolynomialFit
+        ``mean`` the estimate, ``ybar`` and ``second_values`` the kernel averages of the
+        values and of their squares, ``held_back`` the queries held back, ``variance``
+        :math:`\sum_j l_j^2`, and ``self_factor`` :math:`1 + v^\top g`: at a training query
+        :math:`x_i` whose own key is in the sums, the diagonal of the smoother matrix is
+        :math:`S_{ii} = l_i(x_i) = w_{ii}(1 + v^\top g)` (its own :math:`\tilde\psi_i` is
+        :math:`v`), with :math:`w_{ii}` its own normalized kernel weight: the trace that
+        AICc and GCV need. For a fit that is not held back, the leave-one-out residual is
+        also :math:`(y_i - \hat y_i)/(1 - S_{ii})` (the ridge then does not depend on the
+        row: a linear smoother's deletion identity).
+    """
+    S0, ybar, second_values, design_moments, products = _split_sums(sums, t, d, degree)
+    squared = squared_sums / (S0**2)[:, None]
+    design = local_design(design_moments, squared, Q, degree, variance_bound)
+    mean = fit_values(design, ybar, products)
+    self_factor = 1.0 + np.einsum("bi,bi->b", design.query, design.coefficients)
+    variance = np.minimum(design.variance, variance_bound)
+    return LocalPolynomialFit(mean, ybar, second_values, design.held_back, self_factor, variance)
+
+
+def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND):
+    r"""The equivalent weights :math:`l_j(q)` of the local polynomial, from kernel weights.
+
+    :math:`l_j = w_j (1 + \tilde\psi_j^\top g)`: :math:`\sum_j l_j = 1`,
+    :math:`\hat y(q) = \sum_j l_j y_j` and :math:`\sum_j l_j^2 \le \kappa` (held-back
+    queries included: shrunk, still linear in the targets).
+
+    Parameters
+    ----------
+    weights : ndarray of shape (b, n)
+        Kernel weights (each row is normalized here).
+    keys : ndarray of shape (n, d)
+    Q : ndarray of shape (b, d)
+    degree : int
+    columns : ndarray of shape (n, n_design_columns(d, degree)), optional
+        :func:`design_columns` of the keys, if at hand.
+    variance_bound : float, default=VARIANCE_BOUND
+
+    Returns
+    -------
+    weights : ndarray of shape (b, n)
+    held_back : ndarray of bool, shape (b,)
+    """
+    d = keys.shape[1]
+    weights = np.asarray(weights, dtype=np.float64)
+    if columns is None:
+        columns = design_columns(keys, degree)
+    normalized = weights / weights.sum(axis=1, keepdims=True)
+    ones = np.ones((len(keys), 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        design_moments = normalized @ columns
+        squared = normalized**2 @ np.hstack([ones, columns])
+    design = local_design(design_moments, squared, Q, degree, variance_bound)
+    if degree == 0:
+        return normalized, design.held_back
+    P = len(monomial_exponents(d, degree))
+    scaled = design.coefficients / design.root
+    # 1 + ψ̃_jᵀ g as a polynomial in the raw monomials φ(k_j): coefficients h, then h·φ(k_j).
+    h = np.einsum("bij,bi->bj", design.transform[:, 1:, :], scaled)
+    h[:, 0] += 1.0 - np.einsum("bi,bi->b", design.psi_bar, scaled)
+    h[~design.finite] = np.eye(1, P)[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        factor = h @ np.hstack([ones, columns[:, : P - 1]]).T
+    return normalized * factor, design.held_back
+
+
+def held_back_message(n_held_back, n_queries, degree):
+    """The message of a :class:`LocalDesignWarning`: how many queries were held back."""
+    return (
+        f"{n_held_back} of {n_queries} queries cannot be supported by their local design for "
+        f"a polynomial of degree {degree} (too few effective neighbours, or outside the "
+        "support of their kernel weights): their estimates were shrunk toward the local "
+        f"constant until their variance is at most {VARIANCE_BOUND:g} times that of one "
+        "observation. A larger bandwidth, or a lower degree, supports them."
+    )
