@@ -585,7 +585,7 @@ def test_loo_bandwidth_on_subsample_reports_an_irrelevant_feature():
 
 
 def test_loo_bandwidth_on_a_subsample_warns_at_the_lower_edge(monkeypatch):
-    import kernattn.linear._regressor as linear_module
+    import kernattn.linear._recipe as linear_module
 
     X = np.random.default_rng(0).uniform(-1, 1, (600, 2))
     y = np.sin(3 * X[:, 0])

@@ -21,9 +21,27 @@ at the larger of two shifts (:func:`kernattn._sums.merge`), and the checks of a 
 import copy
 
 import numpy as np
+from sklearn.utils import check_random_state
 
+from kernattn._blocks import single_threaded_blas
 from kernattn._rows import as_part
 from kernattn._sums import merge
+from kernattn.feature_maps import NystroemFeatures
+from kernattn.linear._cost import (
+    ERROR_KEYS,
+    ERROR_QUERIES,
+    KEYS_PER_CELL,
+    near_key_cap,
+    split_cost,
+)
+from kernattn.linear._near_field import NearFieldKernel
+from kernattn.linear._near_search import ErrorProbe, grow_near_cells, search_rank
+
+#: Most cells of a near field fitted in parts, and most cells × features: its per-cell sums
+#: (cells × features × moments) stay a few tens of MB (8 192 cells at 256 features). The
+#: centers are drawn with the first pass's sample.
+MAX_CELLS = 8192
+CELL_FEATURES = MAX_CELLS * 256
 
 
 def feature_sums(X, y, w, part, kernel, y_offset):
@@ -98,3 +116,90 @@ def chunk_arrays(chunk, i, n_features):
             + ("" if w is None else f" and {len(w)} sample weights")
         )
     return X, y, w
+
+
+def cell_kernel(kernel, summary):
+    """A near field on ``kernel`` (its sums empty) whose cell centers are the projected
+    rows of the first pass's sample, about one per ``KEYS_PER_CELL`` rows (at most
+    ``MAX_CELLS``, and at most ``CELL_FEATURES`` cells × features); ``None`` when the
+    keys lie beyond a finite distance (a bandwidth near 1e-300), where the far field
+    serves alone, as in memory."""
+    X_s = summary.sample[2]
+    most = min(MAX_CELLS, CELL_FEATURES // max(kernel.n_components, 1))
+    n_cells = max(1, min(summary.count // KEYS_PER_CELL, most, len(X_s)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        centers = kernel.project(X_s[:n_cells], 0, "key")
+    if not np.all(np.abs(centers) < 1e100):
+        return None
+    return NearFieldKernel(kernel, np.unique(centers, axis=0), 1)
+
+
+def near_share_on_sample(near, summary, seed, *, tol, n_subsample, choose_rank):
+    """``n_near_keys="auto"`` in parts: the share of the keys the near field computes
+    exactly, chosen on the first pass's sample, and its measured weight error; with
+    ``n_components="auto"``, the far field's map too (set on ``near``, whose sums must
+    still be empty).
+
+    The sample (up to ``MAX_CELLS`` uniform rows) gets a near field of its own, in
+    memory, with cells of ``KEYS_PER_CELL`` sampled rows, and the in-memory searches
+    run on it (:func:`~kernattn.linear._near_search.search_rank` with every candidate
+    map fitted on the sample and its cost at the full key count, then
+    :func:`~kernattn.linear._near_search.grow_near_cells`, the far sums estimated on the
+    sampled keys, at most the share of keys that keeps prediction linear). The split's
+    weights over a region of the input space depend on the share of the keys it holds,
+    not on their number, so the full near field takes the same share of its cells; its
+    error is that measured on the sample.
+
+    Returns the share of the keys, the errors measured on the sample's rows, whether their
+    mean meets ``tol``, and the far field's map when ``choose_rank`` chose one (else
+    ``None``).
+    """
+    _, _, X_s, Y_s, w_s = summary.sample
+    n, n_s = int(summary.count), len(X_s)
+    sample_far = near.far.empty()
+    with np.errstate(over="ignore", invalid="ignore"):
+        centers = sample_far.project(X_s[: max(1, n_s // KEYS_PER_CELL)], 0, "key")
+    kernel = NearFieldKernel(sample_far, np.unique(centers, axis=0), 1).bind(X_s, w_s)
+    values = Y_s - summary.y_mean
+    # The sample is in a random order: its first rows are a uniform sample of it.
+    rows = np.arange(min(ERROR_QUERIES, n_s))
+    cap = near_key_cap(n, n_subsample) * n_s / n
+    rng = check_random_state(seed)
+    first = 1
+    feature_map = None
+    with single_threaded_blas():
+        kernel.sort_keys(X_s, values, w_s)
+        probe = ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
+        if choose_rank:
+            feature_map, first = _rank_on_sample(
+                kernel, probe, near, n, cap, rng, tol, n_subsample
+            )
+            kernel.set_feature_map(feature_map)
+            near.set_feature_map(feature_map)
+        kernel.accumulate(X_s, values, w_s)
+        probe.use_kernel()
+        errors, met = grow_near_cells(kernel, probe, tol, cap, first)
+    return kernel.mean_near_keys / kernel.n_keys, errors, met, feature_map
+
+
+def _rank_on_sample(kernel, probe, near, n, cap, rng, tol, n_subsample):
+    """The Nyström map of the lowest predicted cost meeting ``tol`` on the sample's
+    near field ``kernel`` (maps fitted on the first ``n_subsample`` rows of the sample,
+    costs at ``n`` keys), and its number of near cells there."""
+    n_s = kernel.n_keys
+    keys_kept = kernel.near_keys
+    first_rows = keys_kept["order"] < n_subsample
+    keys = keys_kept["keys"][first_rows]
+    weights = np.exp(keys_kept["log_weight"][first_rows])
+    t = kernel.n_outputs
+
+    def fit_map(r):
+        return NystroemFeatures(min(r, len(keys))).fit(
+            keys, sample_weight=weights, random_state=rng
+        )
+
+    def cost_of(feature_map):
+        share = kernel.mean_near_keys / n_s
+        return split_cost(n, feature_map.n_components_, share * n, share * near.n_cells, t)
+
+    return search_rank(kernel, probe, n, cap, fit_map, cost_of, tol, n_subsample)

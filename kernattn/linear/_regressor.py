@@ -11,32 +11,25 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn import config_context
-from sklearn.base import _fit_context, clone
+from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks, single_threaded_blas
 from kernattn._engine import NadarayaWatsonRegressor, fit_transaction
-from kernattn._heads import SoftmaxHeads
 from kernattn._numerics import has_spread, power_of_two_scale, weighted_mean
 from kernattn._rows import ChunkRows
 from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
-    BandwidthWarning,
     resolve_bandwidth,
-    select_bandwidth,
 )
-from kernattn.bandwidth._rules import check_bandwidth
-from kernattn.bandwidth._search import edge_message
 from kernattn.feature_maps import (
     FEATURE_MAPS,
     FeatureMap,
     NystroemFeatures,
     PositiveRandomFeatures,
-    check_feature_map,
 )
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._cost import (
@@ -54,28 +47,23 @@ from kernattn.linear._feature_kernel import FeatureKernel
 from kernattn.linear._near_field import NearFieldKernel
 from kernattn.linear._near_search import ErrorProbe, grow_near_cells, search_rank
 from kernattn.linear._passes import (
+    CELL_FEATURES,
+    MAX_CELLS,
+    cell_kernel,
     cell_sums,
     chunk_arrays,
     feature_sums,
     merge_cell_sums,
     merge_feature_sums,
+    near_share_on_sample,
     sample_prefix,
 )
-from kernattn.linear._projection import learn_projection
+from kernattn.linear._recipe import DESCRIBED, KernelRecipe
 
-#: Similarities whose kernel is a softmax kernel exp(qᵀk + b_k) that features can estimate.
-FEATURE_SIMILARITIES = ("dot", "cosine", "gaussian")
 #: Default tolerance on the mean L1 distance between approximate and exact weights.
 TOL = 0.1
-#: Features of a named map when ``n_components="auto"`` does not choose from the data.
-DEFAULT_COMPONENTS = 256
 #: Query-key pairs per block of cells in a near-field prediction (a few cells per thread task).
 _CELL_WORK = 2**20
-#: Most cells of a near field fitted in parts, and most cells × features: its per-cell sums
-#: (cells × features × moments) stay a few tens of MB (8 192 cells at 256 features). The
-#: centers are drawn with the first pass's sample.
-MAX_CELLS = 8192
-CELL_FEATURES = MAX_CELLS * 256
 
 
 class ExactFallbackWarning(UserWarning):
@@ -485,7 +473,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             )
             self._n_near = self.n_neighbors
         if self._n_near not in (0, "auto"):
-            if not isinstance(self._feature_map_template(), NystroemFeatures):
+            if not isinstance(self._recipe().template(), NystroemFeatures):
                 raise ValueError(
                     "n_near_keys > 0 needs Nyström features (feature_map='nystroem', whose "
                     f"landmarks are the cells of the near field); got feature_map="
@@ -500,25 +488,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 raise ValueError(
                     f"learn_projection=True needs kernel='gaussian'; got kernel={self.kernel!r}"
                 )
-            if not isinstance(self._feature_map_template(), PositiveRandomFeatures):
+            if not isinstance(self._recipe().template(), PositiveRandomFeatures):
                 raise ValueError(
                     "learn_projection=True needs positive random features (feature_map="
                     "'positive', 'hyperbolic', 'optimal' or a PositiveRandomFeatures); got "
                     f"feature_map={self.feature_map!r}"
                 )
 
-    def _feature_map_template(self, n=None, rank=None):
-        template = check_feature_map(
-            self.feature_map,
-            n_components=self._rank(n) if rank is None else rank,
-            orthogonal=self.orthogonal,
-        )
-        return template
-
     def _near_field(self):
         """Whether the kernel splits each query's keys into an exact near field and a
         Nyström far field."""
-        template = self._feature_map_template()
+        template = self._recipe().template()
         return (
             self._n_near != 0
             and isinstance(template, NystroemFeatures)
@@ -526,23 +506,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             and self.kernel == "gaussian"
             and not self.learn_projection
         )
-
-    def _rank(self, n):
-        """r: ``n_components``, or for "auto" about ``KEYS_PER_CELL`` keys per landmark of a
-        near field (``DEFAULT_COMPONENTS`` for the other maps, or before n is known)."""
-        if self.n_components != "auto":
-            return self.n_components
-        if n is None or not (isinstance(self.feature_map, str) and self.feature_map == "nystroem"):
-            return DEFAULT_COMPONENTS
-        return min(DEFAULT_COMPONENTS, n)
-
-    def _subsample(self, n, rng, size=None):
-        """At most ``size`` (``n_subsample``) sorted row indices, drawn only when there are
-        more rows."""
-        size = self.n_subsample if size is None else size
-        if n <= size:
-            return np.arange(n)
-        return np.sort(rng.choice(n, size, replace=False))
 
     # ----------------------------------------------------------------- fitting
 
@@ -611,7 +574,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             kernel = NearFieldKernel(kernel, self._cell_centers(kernel, X, rng), 1)
         kernel.bind(X, sample_weight, self._dtype)
         with single_threaded_blas():
-            rows = self._subsample(len(X), rng, ERROR_QUERIES)
+            rows = self._recipe().subsample(len(X), rng, ERROR_QUERIES)
             if near_field:
                 kernel.sort_keys(X, self._values, sample_weight)
                 probe = ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
@@ -646,7 +609,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         fitted on a subsample of keys). Sets the kernel's map; returns the near cells to
         start from."""
         n = kernel.n_keys
-        keys = self._subsample(len(X), rng)
+        keys = self._recipe().subsample(len(X), rng)
         projected = kernel.far.project(X[keys], 0, "key")
 
         def fit_map(r):
@@ -816,7 +779,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         kernel = self._kernel_from_summary(
             sample_prefix(summary, self.n_subsample), rows.target_shape, dtype, near_field
         )
-        near = self._cell_kernel(kernel, summary) if near_field else None
+        near = cell_kernel(kernel, summary) if near_field else None
         if near is None:
             sums = rows.reduce(feature_sums, merge_feature_sums, kernel, summary.y_mean)
             kernel.key_sums, kernel.key_log_scale, kernel.key_radius, kernel.target_sums = sums
@@ -834,10 +797,30 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         n = int(summary.count)
         if self._n_near == "auto":
             # Before the sums: it may choose another map for the far field.
-            share, weight_error = self._near_share_on_sample(near, summary, seed)
+            share, errors, met, feature_map = near_share_on_sample(
+                near,
+                summary,
+                seed,
+                tol=self.tol,
+                n_subsample=self.n_subsample,
+                choose_rank=self.n_components == "auto" and isinstance(self.feature_map, str),
+            )
+            weight_error = float(errors.mean())
+            if feature_map is not None:
+                self.feature_maps_ = [feature_map]
+                self.n_components_ = feature_map.n_components_
+            if not met:
+                warnings.warn(
+                    f"the weight error measured at fit on {len(summary.sample[2])} sampled "
+                    f"rows, {weight_error:.3g}, is above tol={self.tol:g} with the most near "
+                    "keys that keep prediction linear; raise n_components or tol, or give "
+                    "n_near_keys",
+                    UserWarning,
+                    stacklevel=5,
+                )
             if near.n_cells * near.n_components > CELL_FEATURES:
                 # More features than the cells were drawn for: fewer, larger cells.
-                near = self._cell_kernel(near.far, summary)
+                near = cell_kernel(near.far, summary)
         else:
             share, weight_error = self._n_near / n, None
         sums, cells, counts = rows.reduce(cell_sums, merge_cell_sums, near, summary.y_mean)
@@ -899,92 +882,42 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             )
         return kernel
 
-    def _cell_kernel(self, kernel, summary):
-        """A near field on ``kernel`` (its sums empty) whose cell centers are the projected
-        rows of the first pass's sample, about one per ``KEYS_PER_CELL`` rows (at most
-        ``MAX_CELLS``, and at most ``CELL_FEATURES`` cells × features); ``None`` when the
-        keys lie beyond a finite distance (a bandwidth near 1e-300), where the far field
-        serves alone, as in memory."""
-        X_s = summary.sample[2]
-        most = min(MAX_CELLS, CELL_FEATURES // max(kernel.n_components, 1))
-        n_cells = max(1, min(summary.count // KEYS_PER_CELL, most, len(X_s)))
-        with np.errstate(over="ignore", invalid="ignore"):
-            centers = kernel.project(X_s[:n_cells], 0, "key")
-        if not np.all(np.abs(centers) < 1e100):
-            return None
-        return NearFieldKernel(kernel, np.unique(centers, axis=0), 1)
+    def _recipe(self):
+        """How this estimator makes its kernel (its settings, plain)."""
+        return KernelRecipe(
+            feature_map=self.feature_map,
+            n_components=self.n_components,
+            orthogonal=self.orthogonal,
+            bandwidth=self.bandwidth,
+            center=self.center,
+            kernel=self.kernel,
+            learn_projection=self.learn_projection,
+            n_subsample=self.n_subsample,
+            random_state=self.random_state,
+            n_jobs=self.n_jobs,
+        )
 
-    def _near_share_on_sample(self, near, summary, seed):
-        """``n_near_keys="auto"`` in parts: the share of the keys the near field computes
-        exactly, chosen on the first pass's sample, and its measured weight error; with
-        ``n_components="auto"``, the far field's map too (set on ``near``, whose sums must
-        still be empty).
-
-        The sample (up to ``MAX_CELLS`` uniform rows) gets a near field of its own, in
-        memory, with cells of ``KEYS_PER_CELL`` sampled rows, and the in-memory searches
-        run on it (:func:`~kernattn.linear._near_search.search_rank` with every candidate
-        map fitted on the sample and its cost at the full key count, then
-        :func:`~kernattn.linear._near_search.grow_near_cells`, the far sums estimated on the
-        sampled keys, at most the share of keys that keeps prediction linear). The split's
-        weights over a region of the input space depend on the share of the keys it holds,
-        not on their number, so the full near field takes the same share of its cells; its
-        error is that measured on the sample.
-        """
-        _, _, X_s, Y_s, w_s = summary.sample
-        n, n_s = int(summary.count), len(X_s)
-        sample_far = near.far.empty()
-        with np.errstate(over="ignore", invalid="ignore"):
-            centers = sample_far.project(X_s[: max(1, n_s // KEYS_PER_CELL)], 0, "key")
-        kernel = NearFieldKernel(sample_far, np.unique(centers, axis=0), 1).bind(X_s, w_s)
-        values = Y_s - summary.y_mean
-        # The sample is in a random order: its first rows are a uniform sample of it.
-        rows = np.arange(min(ERROR_QUERIES, n_s))
-        cap = near_key_cap(n, self.n_subsample) * n_s / n
-        rng = check_random_state(seed)
-        first = 1
-        with single_threaded_blas():
-            kernel.sort_keys(X_s, values, w_s)
-            probe = ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
-            if self.n_components == "auto" and isinstance(self.feature_map, str):
-                feature_map, first = self._rank_on_sample(kernel, probe, near, n, cap, rng)
-                kernel.set_feature_map(feature_map)
-                near.set_feature_map(feature_map)
-                self.feature_maps_ = [feature_map]
-                self.n_components_ = feature_map.n_components_
-            kernel.accumulate(X_s, values, w_s)
-            probe.use_kernel()
-            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
-        if not met:
-            warnings.warn(
-                f"the weight error measured at fit on {n_s} sampled rows, "
-                f"{errors.mean():.3g}, is above tol={self.tol:g} with the most near keys "
-                "that keep prediction linear; raise n_components or tol, or give n_near_keys",
-                UserWarning,
-                stacklevel=5,
-            )
-        return kernel.mean_near_keys / kernel.n_keys, float(errors.mean())
-
-    def _rank_on_sample(self, kernel, probe, near, n, cap, rng):
-        """The Nyström map of the lowest predicted cost meeting ``tol`` on the sample's
-        near field ``kernel`` (maps fitted on the first ``n_subsample`` rows of the sample,
-        costs at ``n`` keys), and its number of near cells there."""
-        n_s = kernel.n_keys
-        keys_kept = kernel.near_keys
-        first_rows = keys_kept["order"] < self.n_subsample
-        keys = keys_kept["keys"][first_rows]
-        weights = np.exp(keys_kept["log_weight"][first_rows])
-        t = kernel.n_outputs
-
-        def fit_map(r):
-            return NystroemFeatures(min(r, len(keys))).fit(
-                keys, sample_weight=weights, random_state=rng
-            )
-
-        def cost_of(feature_map):
-            share = kernel.mean_near_keys / n_s
-            return split_cost(n, feature_map.n_components_, share * n, share * near.n_cells, t)
-
-        return search_rank(kernel, probe, n, cap, fit_map, cost_of, self.tol, self.n_subsample)
+    def _make_kernel(
+        self, X, Y, sample_weight, rank=None, fit_maps=True, center=None, bandwidth=None
+    ):
+        """The kernel from (the first chunk of) the data, with empty sums (see
+        :meth:`KernelRecipe.make <kernattn.linear._recipe.KernelRecipe.make>`); sets the
+        fitted attributes that describe it."""
+        kernel, described = self._recipe().make(
+            X,
+            Y,
+            sample_weight,
+            self._y_offset,
+            self._value_scale,
+            rank=rank,
+            fit_maps=fit_maps,
+            center=center,
+            bandwidth=bandwidth,
+        )
+        for name in DESCRIBED:
+            self.__dict__.pop(name, None)
+        self.__dict__.update(described)
+        return kernel
 
     def _far_of_training_set(self):
         """The far field's kernel (features fitted, sums taken) of a fit that computed every
@@ -993,7 +926,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         rows = self._active
         X, w = self.X_fit_[rows], self.sample_weight_[rows]
         rng = check_random_state(self.random_state)
-        feature_maps = self._fit_feature_maps(exact.heads, exact.key_shift, X, w, rng)
+        feature_maps = self._recipe().fit_feature_maps(exact.heads, exact.key_shift, X, w, rng)
         kernel = FeatureKernel(
             exact.heads,
             feature_maps,
@@ -1005,256 +938,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self.feature_maps_ = feature_maps
         self.n_components_ = kernel.n_components
         return kernel.accumulate(X, self._values, w)
-
-    def _make_kernel(
-        self, X, Y, sample_weight, rank=None, fit_maps=True, center=None, bandwidth=None
-    ):
-        """The kernel from (the first chunk of) the data, with empty sums; sets the fitted
-        attributes that describe it (``rank`` features instead of ``n_components``'s;
-        without ``fit_maps``, no feature map: every weight is computed exactly; ``center``
-        and ``bandwidth``: those of the Gaussian kernel, found elsewhere)."""
-        for name in ("bandwidth_", "loo_error_", "attention_model_"):
-            self.__dict__.pop(name, None)
-        rng = check_random_state(self.random_state)
-        if isinstance(self.kernel, str) and self.kernel == "gaussian":
-            heads = self._gaussian_heads(X, Y, sample_weight, rng, center, bandwidth)
-            head_bias = np.zeros(Y.shape[1])
-            key_shift = np.zeros((1, X.shape[1]))
-        else:
-            heads, head_bias = self._attention_heads(X, Y, sample_weight, rng)
-            key_shift = self._key_shift(heads, X, sample_weight)
-        feature_maps = (
-            self._fit_feature_maps(heads, key_shift, X, sample_weight, rng, rank)
-            if fit_maps
-            else []
-        )
-        if self.learn_projection:
-            heads = self._learned_heads(heads, feature_maps[0], X, Y, sample_weight, rng)
-        self.center_ = heads.center
-        self.input_scale_ = heads.input_scale
-        identity = np.eye(X.shape[1])[None]
-        self.query_projection_ = identity if heads.query_weights is None else heads.query_weights
-        self.key_projection_ = identity.copy() if heads.key_weights is None else heads.key_weights
-        self.key_shift_ = key_shift
-        self.scale_ = heads.scale
-        self.head_weights_ = heads.head_weights
-        self.head_bias_ = head_bias
-        self.similarity_ = heads.similarity
-        self.feature_maps_ = feature_maps
-        self.n_components_ = max(
-            (feature_map.n_components_ for feature_map in feature_maps), default=0
-        )
-        # The engine mixes centered estimates: Σ_h a_h (ŷ_h − ȳ) + b' = Σ_h a_h ŷ_h + b − ȳ.
-        centered_bias = head_bias + (heads.head_weights.sum() - 1.0) * self._y_offset
-        return FeatureKernel(
-            heads,
-            feature_maps,
-            key_shift,
-            centered_bias,
-            sample_weight.max(),
-            value_scale=self._value_scale,
-        )
-
-    def _center(self, X, sample_weight):
-        d = X.shape[1]
-        if self.center is None:
-            return weighted_mean(X, sample_weight)
-        center = np.asarray(self.center, dtype=float)
-        if center.shape != (d,) or not np.all(np.isfinite(center)):
-            raise ValueError(
-                f"center must be None or {d} finite numbers (one per feature); got shape "
-                f"{center.shape}"
-            )
-        return center
-
-    def _bandwidth(self, X, Y, sample_weight, rng):
-        """The bandwidth and the leave-one-out error (``None`` unless ``"loo"``).
-
-        As in :class:`~kernattn.KernelSmoother`, a leave-one-out bandwidth on the upper edge
-        of its search range marks an irrelevant feature (``irrelevant_features_``) and one
-        on the lower edge is warned about, with the subsample the search used.
-        """
-        loo = isinstance(self.bandwidth, str) and self.bandwidth == "loo"
-        if not loo:
-            return resolve_bandwidth(self.bandwidth, X, Y, sample_weight, n_jobs=self.n_jobs)
-        rows = self._subsample(len(X), rng)
-        selection = select_bandwidth(
-            X[rows], Y[rows], sample_weight[rows], criterion="loo", n_jobs=self.n_jobs
-        )
-        h = selection.bandwidth
-        rescaled = len(rows) < len(X)
-        if rescaled:
-            # Scott's rate: the optimal bandwidth shrinks like n^(-1/(d+4)).
-            h = h * (len(rows) / len(X)) ** (1.0 / (X.shape[1] + 4))
-        self.irrelevant_features_ = selection.upper_edge
-        if np.any(selection.lower_edge):
-            where = (
-                f" (searched on {len(rows)} of the {len(X)} rows, then rescaled by Scott's factor)"
-                if rescaled
-                else ""
-            )
-            message = edge_message("loo", np.flatnonzero(selection.lower_edge).tolist(), "lower")
-            warnings.warn(
-                f"LinearAttentionRegressor(bandwidth='loo'): {message}{where}",
-                BandwidthWarning,
-                stacklevel=5,
-            )
-        return h, selection.value
-
-    @staticmethod
-    def _heads(similarity, center, input_scale, query_weights, key_weights, scale, head_weights):
-        """Softmax heads with these parameters, bound to no keys (for their projections)."""
-        d = len(center)
-        return SoftmaxHeads(
-            similarity=similarity,
-            center=center,
-            input_scale=input_scale,
-            query_weights=query_weights,
-            key_weights=key_weights,
-            scale=scale,
-            head_weights=head_weights,
-            head_bias=np.zeros(0),
-            keys=np.zeros((0, d)),
-            log_sample_weight=np.zeros(0),
-        )
-
-    def _gaussian_heads(self, X, Y, sample_weight, rng, center=None, bandwidth=None):
-        """One head: −½‖(x − x')/h‖², as ``KernelSmoother`` with bandwidth h (``center``,
-        ``bandwidth``: given instead of found from the data)."""
-        center = self._center(X, sample_weight) if center is None else np.asarray(center, float)
-        if bandwidth is None:
-            h, loo_error = self._bandwidth(X, Y, sample_weight, rng)
-        else:
-            h, loo_error = check_bandwidth(bandwidth, X.shape[1]), None
-        self.bandwidth_ = h
-        if loo_error is not None:
-            self.loo_error_ = loo_error
-        return self._heads("gaussian", center, h, None, None, np.ones(1), np.ones(1))
-
-    def _attention_heads(self, X, Y, sample_weight, rng):
-        """The heads of an ``AttentionRegressor`` (fitted here on a subsample if needed),
-        and its head bias in target units."""
-        # The features estimate the softmax of the heads' logits on the inputs; a warp of
-        # the inputs, local lines or tilted weights act on top of it and would be dropped.
-        # "auto" (the default attention model's) means none of them here.
-        plain = {"warp": 0, "degree": 0, "tilt": False}
-        if isinstance(self.kernel, str):
-            model = AttentionRegressor(tilt=False, warp=0)
-        else:
-            model = self.kernel
-        fitted = hasattr(model, "kernel_")
-        beyond = []
-        for name, value in plain.items():
-            used = getattr(model, name + "_" if fitted and name != "degree" else name, value)
-            if not isinstance(used, str) and used != value:
-                beyond.append(f"{name}={used!r}")
-        if beyond:
-            raise ValueError(
-                "the attention model's prediction must be the softmax average of its heads "
-                f"for features to estimate it; got {', '.join(beyond)} (a warp of the inputs, "
-                "local lines or tilted weights act on top of the softmax). Use an "
-                "AttentionRegressor without them."
-            )
-        if not fitted:
-            model = clone(model).set_params(
-                **{
-                    name: value
-                    for name, value in plain.items()
-                    if model.get_params()[name] == "auto"
-                }
-            )
-            if "random_state" in model.get_params(deep=False):
-                model.set_params(random_state=rng.randint(2**31 - 1))
-            rows = self._subsample(len(X), rng)
-            y_sub = Y[rows, 0] if Y.shape[1] == 1 else Y[rows]
-            # Validate the model's own parameters even inside this estimator's fit.
-            with config_context(skip_parameter_validation=False):
-                model.fit(X[rows], y_sub, sample_weight=sample_weight[rows])
-        self.attention_model_ = model
-        fitted = model.kernel_
-        if fitted.similarity not in FEATURE_SIMILARITIES:
-            raise ValueError(
-                "the attention model's similarity must be one of "
-                f"{FEATURE_SIMILARITIES} (a softmax "
-                f"kernel the features can estimate); got {fitted.similarity!r}"
-            )
-        d = X.shape[1]
-        if np.shape(fitted.center) != (d,):
-            raise ValueError(
-                f"the attention model was fitted on {np.size(fitted.center)} features; X has {d}"
-            )
-        head_bias = np.asarray(model.head_bias_, dtype=float).reshape(-1)
-        if head_bias.shape != (Y.shape[1],):
-            raise ValueError(
-                f"the attention model predicts {head_bias.size} outputs; y has {Y.shape[1]}"
-            )
-        heads = self._heads(
-            fitted.similarity,
-            fitted.center,
-            fitted.input_scale,
-            fitted.query_weights,
-            fitted.key_weights,
-            fitted.scale,
-            fitted.head_weights,
-        )
-        return heads, head_bias
-
-    @staticmethod
-    def _key_shift(heads, X, sample_weight):
-        """Per head, the weighted mean of the projected keys for a Gaussian similarity
-        (−½‖q − k‖² is unchanged by one shift of both, and the features are most accurate
-        for centered inputs); 0 for the others."""
-        head_dim = heads.project(X[:1], 0, "key").shape[1]
-        key_shift = np.zeros((heads.n_heads, head_dim))
-        if heads.similarity == "gaussian":
-            for h in range(heads.n_heads):
-                keys = heads.project(X, h, "key")
-                key_shift[h] = weighted_mean(keys, sample_weight)
-        return key_shift
-
-    def _fit_feature_maps(self, heads, key_shift, X, sample_weight, rng, rank=None):
-        """One fitted copy of the feature map per head, on the head's projected inputs
-        (``rank`` features instead of ``n_components``'s)."""
-        template = self._feature_map_template(len(X), rank)
-        feature_maps = []
-        for h in range(heads.n_heads):
-            feature_map = clone(template)
-            if template.random:
-                # Random maps take the dimension from the keys (A="optimal": also the mean
-                # of ‖q + k‖² over all pairs); the queries only when they differ.
-                keys = heads.project(X, h, "key") - key_shift[h]
-                queries = heads.project(X, h, "query") - key_shift[h]
-                feature_map.fit(
-                    keys,
-                    queries=None if np.array_equal(queries, keys) else queries,
-                    sample_weight=sample_weight,
-                    random_state=rng,
-                )
-            else:
-                # A map fitted to the data (Nyström's landmarks) sees a subsample of keys.
-                rows = self._subsample(len(X), rng)
-                keys = heads.project(X[rows], h, "key") - key_shift[h]
-                feature_map.fit(keys, sample_weight=sample_weight[rows], random_state=rng)
-            feature_maps.append(feature_map)
-        return feature_maps
-
-    def _learned_heads(self, heads, feature_map, X, Y, sample_weight, rng):
-        """The Gaussian head with its input map ``P`` trained through ``feature_map``."""
-        rows = self._subsample(len(X), rng)
-        center = heads.center
-        initial = np.diag(1.0 / heads.input_scale)
-        projection, self.loo_error_ = learn_projection(
-            X[rows] - center,
-            Y[rows],
-            sample_weight[rows],
-            feature_map.scaled_omega_,
-            initial,
-            log_offset=feature_map.log_offset_,
-        )
-        W = projection[None]
-        return self._heads(
-            "gaussian", center, np.ones(len(center)), W, W.copy(), np.ones(1), np.ones(1)
-        )
 
     # ------------------------------------------------------------ engine hooks
 
