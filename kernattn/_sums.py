@@ -35,13 +35,30 @@ numpy the tiles reuse one buffer and update in place; other libraries get the sa
 out of place (differentiable on torch).
 """
 
+import math
+
 import numpy as np
-from array_api_compat import array_namespace, is_numpy_namespace
+from array_api_compat import (
+    array_namespace,
+    is_jax_array,
+    is_numpy_namespace,
+    is_torch_array,
+    is_writeable_array,
+)
 
 from kernattn._blocks import KEY_TILE
 from kernattn._numerics import exp_floor
 
-__all__ = ["augment_keys", "augment_queries", "kernel_sums", "merge", "softmax_weights"]
+__all__ = [
+    "augment_keys",
+    "augment_queries",
+    "constant",
+    "kernel_sums",
+    "ldexp",
+    "merge",
+    "softmax_weights",
+    "updatable",
+]
 
 
 def augment_queries(Q, *, radial=True, xp=None):
@@ -81,9 +98,27 @@ def _scale_of(top, new_top, exponent, xp):
     """``exp((top − new_top) · 2**exponent)``, 0 where ``top`` is −inf (nothing summed yet)."""
     gap = top - new_top
     if exponent:
-        gap = gap * 2.0**exponent
+        gap = gap * 2.0**exponent if exponent < _STEP else ldexp(gap, exponent, xp)
     finite = xp.isfinite(top)
     return xp.where(finite, xp.exp(xp.where(finite, gap, 0.0)), 0.0)
+
+
+# Powers of two up to 2**_STEP are normal numbers in float32, and 2.0**e (a Python float) is
+# one for |e| < 1024: larger factors are applied in steps.
+_STEP = 100
+
+
+def ldexp(a, exponent, xp):
+    """``a · 2**exponent`` (exact short of over- and underflow), for any integer exponent: a
+    power of two beyond the float range is applied in steps, each a normal float32 number
+    (the steps go one way, so the intermediate results lie between ``a`` and the result)."""
+    if is_numpy_namespace(xp):
+        return np.ldexp(a, exponent)
+    while exponent:
+        step = max(-_STEP, min(_STEP, exponent))
+        a = a * 2.0**step
+        exponent -= step
+    return a
 
 
 def kernel_sums(
@@ -220,35 +255,55 @@ def _numpy_sums(
 def _array_sums(
     logits, n_keys, column_of, shift, floor, removed, left_out, exponent, tile, precision, xp
 ):
+    """:func:`kernel_sums` in any array namespace: the steps of :func:`_numpy_sums`, in place
+    where the library allows it and nothing differentiates through the tile (a torch tensor
+    without ``requires_grad``), out of place otherwise (autograd, jax).
+
+    The shifts are constants to a gradient (detached): the result does not depend on them,
+    and differentiating through the running maximum would only add terms that cancel.
+    """
     if left_out is not None:
         raise TypeError("left_out pairs are for numpy blocks; mask the logits instead")
     top, sums = None, None
     for start in range(0, max(n_keys, 0), tile):
         keys = slice(start, min(start + tile, n_keys))
         block = logits(keys, None)
-        gone = xp.isinf(block) & (block < 0) if removed else None
+        in_place = updatable(block)
+        # One comparison finds the removed keys: the floor would give them exp(floor).
+        gone = block == -math.inf if removed and floor else None
+        rescale = None
         if shift:
-            new_top = xp.max(block, axis=-1)
-            if top is None:
-                top, rescale = new_top, None
-            else:
+            new_top = constant(xp.max(block, axis=-1))
+            if top is not None:
                 new_top = xp.maximum(top, new_top)
                 rescale = _scale_of(top, new_top, exponent, xp)
-                top = new_top
-            current = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
-            block = block - current[..., None]
-        else:
-            rescale = None
+            top = new_top
+            current = top[..., None]
+            if removed:
+                # A row that met only removed keys has no shift yet (−inf): 0 instead.
+                current = xp.where(xp.isfinite(current), current, xp.zeros_like(current))
+            if in_place:
+                block -= current
+            else:
+                block = block - current
         if exponent:
-            block = block * 2.0**exponent
-        if floor:
-            block = xp.clip(block, min=exp_floor(_dtype_name(block.dtype)))
-        weights = xp.exp(block)
+            block = ldexp(block, exponent, xp)
+        weights = _exp(block, exp_floor(_dtype_name(block.dtype)) if floor else None, in_place, xp)
         if gone is not None:
-            weights = xp.where(gone, xp.zeros_like(weights), weights)
+            weights = _zero_where(weights, gone, in_place, xp)
+        if precision is not None:
+            weights = xp.astype(xp.astype(weights, precision), block.dtype)
         part = column_of(weights, keys)
         if sums is None:
-            sums = part
+            # The accumulator is updated in place below (if there are more tiles): it must
+            # not be the caller's array.
+            more = keys.stop < n_keys
+            sums = xp.asarray(part, copy=True) if in_place and more else part
+            continue
+        if in_place:
+            if rescale is not None:
+                sums *= rescale[..., None]
+            sums += part
         else:
             if rescale is not None:
                 sums = sums * rescale[..., None]
@@ -258,6 +313,44 @@ def _array_sums(
     if not shift:
         top = xp.zeros(sums.shape[:-1], dtype=sums.dtype)
     return top, sums
+
+
+def updatable(a):
+    """Whether a computation may overwrite ``a``: its own array, in a library with in-place
+    updates, that no gradient is taken through (autograd keeps what ``exp`` returns)."""
+    if is_torch_array(a):
+        return not a.requires_grad
+    return is_writeable_array(a)
+
+
+def constant(a):
+    """``a`` as a constant to automatic differentiation (torch, jax); ``a`` itself elsewhere."""
+    if is_torch_array(a):
+        return a.detach()
+    if is_jax_array(a):
+        import jax
+
+        return jax.lax.stop_gradient(a)
+    return a
+
+
+def _exp(block, floor, in_place, xp):
+    """``exp(max(block, floor))``; torch's and numpy's ``exp`` are several times slower where
+    the result underflows (and on −inf), so the floor makes them fast as well as safe."""
+    if in_place and is_torch_array(block):
+        if floor is not None:
+            block.clamp_(min=floor)
+        return block.exp_()
+    if floor is not None:
+        block = xp.clip(block, min=floor)
+    return xp.exp(block)
+
+
+def _zero_where(weights, gone, in_place, xp):
+    """``weights`` with the entries where ``gone`` is true set to exactly 0."""
+    if in_place and is_torch_array(weights):
+        return weights.masked_fill_(gone, 0.0)
+    return xp.where(gone, xp.zeros_like(weights), weights)
 
 
 def _dtype_name(dtype):
