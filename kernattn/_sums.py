@@ -269,8 +269,9 @@ def _array_sums(
         keys = slice(start, min(start + tile, n_keys))
         block = logits(keys, None)
         in_place = updatable(block)
+        base_two = in_place and is_torch_array(block)
         # One comparison finds the removed keys: the floor would give them exp(floor).
-        gone = block == -math.inf if removed and floor else None
+        gone = block == -math.inf if removed and floor and not base_two else None
         rescale = None
         if shift:
             new_top = constant(xp.max(block, axis=-1))
@@ -288,7 +289,8 @@ def _array_sums(
                 block = block - current
         if exponent:
             block = ldexp(block, exponent, xp)
-        weights = _exp(block, exp_floor(_dtype_name(block.dtype)) if floor else None, in_place, xp)
+        floor_value = exp_floor(_dtype_name(block.dtype)) if floor else None
+        weights = _exp(block, floor_value, base_two, xp)
         if gone is not None:
             weights = _zero_where(weights, gone, in_place, xp)
         if precision is not None:
@@ -334,13 +336,22 @@ def constant(a):
     return a
 
 
-def _exp(block, floor, in_place, xp):
-    """``exp(max(block, floor))``; torch's and numpy's ``exp`` are several times slower where
-    the result underflows (and on −inf), so the floor makes them fast as well as safe."""
-    if in_place and is_torch_array(block):
-        if floor is not None:
-            block.clamp_(min=floor)
-        return block.exp_()
+_LOG2E = math.log2(math.e)
+
+
+def _exp(block, floor, base_two, xp):
+    r"""``exp`` of shifted logits.
+
+    ``exp(max(block, floor))`` in general: numpy's and torch's ``exp`` are many times slower
+    where the result underflows (and on −inf), so the floor makes them fast as well as safe.
+    With ``base_two`` (a torch tensor that may be overwritten): ``2**(block · log2 e)`` in
+    place, since torch's ``exp2`` is three times faster than its ``exp``, at most twice as
+    slow where the result underflows, and gives −inf exactly 0: no floor, and no search for
+    removed keys. (The product's rounding moves a weight :math:`e^{x}` by a relative
+    :math:`|x| \cdot 2^{-24}` in float32, below :math:`2^{-24}/e` of the row's largest.)
+    """
+    if base_two:
+        return block.mul_(_LOG2E).exp2_()
     if floor is not None:
         block = xp.clip(block, min=floor)
     return xp.exp(block)

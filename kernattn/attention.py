@@ -39,7 +39,13 @@ import math
 import numbers
 
 import numpy as np
-from array_api_compat import array_namespace, is_array_api_obj, is_numpy_namespace
+from array_api_compat import (
+    array_namespace,
+    is_array_api_obj,
+    is_cupy_namespace,
+    is_numpy_namespace,
+    is_torch_namespace,
+)
 from array_api_compat import device as device_of
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
@@ -77,6 +83,8 @@ _NEEDED = (
 # range (1000 for float64, 104 for float32): a logit minus its row maximum, or a sum of the
 # dot product, the bias and the mask, cannot overflow.
 _MARGIN = 24
+# A (queries × keys) block of this many float64 entries (1 MiB) per thread stays in cache.
+_CACHE_ENTRIES = 2**17
 # Causal linear attention: positions per block of the prefix sums. The block's (positions ×
 # positions) products are exact, the state carries the rest; O(L · _PREFIX_BLOCK) extra work.
 _PREFIX_BLOCK = 128
@@ -152,18 +160,22 @@ def _as_real(name, A, xp, device, *, finite=True):
             A = xp.astype(A, _default_float(xp, device))
         elif not xp.isdtype(A.dtype, "real floating"):
             raise TypeError(f"{name} must be an array of real numbers; got dtype {A.dtype}")
-    if finite and not _all_finite(A, xp):
-        raise ValueError(f"{name} contains NaN or infinite values; every entry must be finite")
+    if finite:
+        _magnitude(name, A, xp)
     return A
 
 
-def _all_finite(a, xp):
-    """Whether every entry is finite: the minimum and maximum are (they are NaN if an entry
-    is), two reductions without a temporary array."""
+def _magnitude(name, a, xp):
+    """The largest ``|entry|`` of ``a`` (0 if empty), or a ValueError naming ``name`` if an
+    entry is NaN or infinite: from the minimum and the maximum (NaN if an entry is), two
+    reductions without a temporary array."""
     if a.size == 0:
-        return True
+        return 0.0
     a = constant(a)
-    return math.isfinite(float(xp.min(a))) and math.isfinite(float(xp.max(a)))
+    low, high = float(xp.min(a)), float(xp.max(a))
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"{name} contains NaN or infinite values; every entry must be finite")
+    return max(abs(low), abs(high))
 
 
 def _float_dtypes(xp, *arrays):
@@ -435,7 +447,7 @@ def log_softmax(logits, axis=-1, *, mask=None):
 # ---------------------------------------------------------------- softmax attention
 
 
-def _logit_units(query, key, scale, additive, xp, dtype):
+def _logit_units(query, key, scale, additive, xp, dtype, q_size, k_size):
     """Queries, scaled keys, additive terms and the exponent ``m`` such that the logits are
     ``(query @ key_scaledᵀ + additive) · 2**m``, every term below ``2**safe``.
 
@@ -448,7 +460,7 @@ def _logit_units(query, key, scale, additive, xp, dtype):
     """
     safe = _safe_exponent(xp, dtype)
     d = query.shape[-1]
-    q_exp, k_exp = _exponent(query, xp), _exponent(key, xp)
+    q_exp, k_exp = math.frexp(q_size)[1], math.frexp(k_size)[1]
     scale_exp = math.frexp(abs(scale))[1]
     # |scale · qᵀk| < 2**dot_exp, a sum of d products each below 2**(s + q + k).
     dot_exp = scale_exp + q_exp + k_exp + (d - 1).bit_length() if scale else 0
@@ -463,6 +475,26 @@ def _logit_units(query, key, scale, additive, xp, dtype):
     key_scaled = ldexp(key, -k_exp, xp) * math.ldexp(scale, q_exp + k_exp - m)
     additive = [None if a is None else ldexp(a, -m, xp) for a in additive]
     return query, key_scaled, additive, m
+
+
+def _cache_entries(xp, device):
+    """Float64 entries of a (queries × keys) block for libraries other than numpy (whose
+    blocks run on threads, see :mod:`kernattn._blocks`).
+
+    torch on the CPU runs each operation on all its threads, each thread on its share of
+    the rows: a block of about a MiB per thread keeps every share in that core's cache. An
+    accelerator wants large operations: blocks of 128 MiB, within ``working_memory``.
+    """
+    if is_cupy_namespace(xp) or getattr(device, "type", "cpu") != "cpu":
+        return 2**24
+    if getattr(device, "platform", "cpu") != "cpu":  # a jax device
+        return 2**24
+    threads = 1
+    if is_torch_namespace(xp):
+        import torch
+
+        threads = torch.get_num_threads()
+    return _CACHE_ENTRIES * threads
 
 
 def _value_columns(value, xp, numpy):
@@ -573,9 +605,11 @@ def softmax_attention(
         key_bias=key_bias,
     )
     device = next((device_of(a) for a in (query, key, value) if is_array_api_obj(a)), None)
-    query = _as_real("query", query, xp, device)
-    key = _as_real("key", key, xp, device)
-    value = _as_real("value", value, xp, device)
+    query = _as_real("query", query, xp, device, finite=False)
+    key = _as_real("key", key, xp, device, finite=False)
+    value = _as_real("value", value, xp, device, finite=False)
+    # The largest magnitudes (one pass each) check finiteness and size the logits' units.
+    q_size, k_size = _magnitude("query", query, xp), _magnitude("key", key, xp)
     for name, array in (("query", query), ("key", key)):
         if array.ndim < 2:
             raise ValueError(
@@ -597,6 +631,12 @@ def softmax_attention(
             f"value must have shape (..., S, d_v) or (S,) with S = {n_keys} keys; got shape "
             f"{tuple(value.shape) if not one_value else (value.shape[0],)}"
         )
+    # Per column: a weighted average lies within the range of the values (see below).
+    lowest, highest, v_size = None, None, 0.0
+    if value.size:
+        lowest = xp.min(value, axis=-2, keepdims=True)
+        highest = xp.max(value, axis=-2, keepdims=True)
+        v_size = _magnitude("value", xp.concat([lowest, highest], axis=-2), xp)
     arrays = [query, key, value]
     bias = None
     if key_bias is not None:
@@ -661,19 +701,18 @@ def softmax_attention(
 
     numpy = is_numpy_namespace(xp)
     query, key_scaled, (bias, additive_mask), unit_exponent = _logit_units(
-        query, key, scale, [bias, additive_mask], xp, work
+        query, key, scale, [bias, additive_mask], xp, work, q_size, k_size
     )
     # Values near the float limit: a weighted sum rounding a few ulps above its largest term
     # would overflow, so average them in a smaller unit (a power of two: exact).
-    value_exp = _exponent(value, xp)
+    value_exp = math.frexp(v_size)[1]
     safe = _safe_exponent(xp, work)
     value_shift = value_exp - safe if value_exp > safe else 0
+    lowest, highest = (xp.astype(a, work, copy=False) for a in (lowest, highest))
     if value_shift:
-        value = ldexp(value, -value_shift, xp)
+        value, lowest, highest = (ldexp(a, -value_shift, xp) for a in (value, lowest, highest))
     # A weighted average lies within the range of the values; clipping removes the few-ulp
     # excursions of rounding (the weights sum to 1 only up to rounding).
-    lowest = xp.min(value, axis=-2, keepdims=True)
-    highest = xp.max(value, axis=-2, keepdims=True)
 
     Q = _Flat(query, batch, 2, xp)
     K = _Flat(key_scaled, batch, 2, xp)
@@ -690,10 +729,13 @@ def softmax_attention(
     for additive in (bias, additive_mask):
         removed = removed or (additive is not None and bool(xp.any(additive == -math.inf)))
     minus_inf = None
+    # The operators (@, .mT) are the array API's and skip array-api-compat's wrappers, whose
+    # overhead shows at a few hundred products per call; numpy 1.x arrays have no .mT.
+    transpose = (lambda a: np.swapaxes(a, -1, -2)) if numpy else (lambda a: a.mT)
 
     def logits(heads, rows, keys):
         nonlocal minus_inf
-        block = xp.matmul(Q.heads(heads)[:, rows], xp.matrix_transpose(K.heads(heads)[:, keys]))
+        block = Q.heads(heads)[:, rows] @ transpose(K.heads(heads)[:, keys])
         in_place = updatable(block)
         if B is not None:
             block = _add(block, B.heads(heads)[:, None, keys], in_place)
@@ -726,7 +768,7 @@ def softmax_attention(
             if return_weights:
                 w = _normalized(logits(heads, rows, slice(0, n_keys)), unit_exponent, xp)
                 w = xp.broadcast_to(w, (n_heads, n_rows, n_keys))
-                out = xp.matmul(w, columns)
+                out = w @ columns
                 if numpy:
                     out = out[..., :-1]
                 weights.append(xp.reshape(w, (n_heads * n_rows, n_keys)))
@@ -739,8 +781,7 @@ def softmax_attention(
 
                     def column_of(w, keys, columns=columns):
                         return xp.concat(
-                            [xp.matmul(w, columns[:, keys]), xp.sum(w, axis=-1)[..., None]],
-                            axis=-1,
+                            [w @ columns[:, keys], xp.sum(w, axis=-1)[..., None]], axis=-1
                         )
 
                 _, sums = kernel_sums(
@@ -780,7 +821,10 @@ def softmax_attention(
         kwargs = {} if return_weights else {"key_tile": tile}
         blocks = map_query_blocks(attend, n_rows, n_keys, itemsize=itemsize, **kwargs)
     else:
-        blocks = [attend(rows) for rows in iter_query_blocks(n_rows, width, itemsize=itemsize)]
+        rows = iter_query_blocks(
+            n_rows, width, itemsize=itemsize, cache=_cache_entries(xp, device)
+        )
+        blocks = [attend(block) for block in rows]
     out = blocks[0][0] if len(blocks) == 1 else xp.concat([b[0] for b in blocks], axis=0)
     out = xp.reshape(out, batch + (n_queries, d_v))
     if value_shift:
