@@ -257,14 +257,14 @@ class _Flat:
         sliced by ``core`` in the trailing dimensions first (a mask's block)."""
         part = self.array[(slice(None),) + core] if core else self.array
         if self.kind == "same":
-            return part[heads]
+            return part[heads, ...]
         if self.kind == "one":
             return part
         index = self.index[heads]
         if np.all(index == index[0]):
-            return part[int(index[0]) : int(index[0]) + 1]
+            return part[int(index[0]) : int(index[0]) + 1, ...]
         if np.all(np.diff(index) == 1):
-            return part[int(index[0]) : int(index[-1]) + 1]
+            return part[int(index[0]) : int(index[-1]) + 1, ...]
         xp = self.xp
         return xp.take(part, xp.asarray(index, device=device_of(part)), axis=0)
 
@@ -735,7 +735,7 @@ def softmax_attention(
 
     def logits(heads, rows, keys):
         nonlocal minus_inf
-        block = Q.heads(heads)[:, rows] @ transpose(K.heads(heads)[:, keys])
+        block = Q.heads(heads)[:, rows, :] @ transpose(K.heads(heads)[:, keys, :])
         in_place = updatable(block)
         if B is not None:
             block = _add(block, B.heads(heads)[:, None, keys], in_place)
@@ -781,7 +781,7 @@ def softmax_attention(
 
                     def column_of(w, keys, columns=columns):
                         return xp.concat(
-                            [w @ columns[:, keys], xp.sum(w, axis=-1)[..., None]], axis=-1
+                            [w @ columns[:, keys, :], xp.sum(w, axis=-1)[..., None]], axis=-1
                         )
 
                 _, sums = kernel_sums(
