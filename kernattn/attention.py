@@ -44,6 +44,7 @@ from array_api_compat import (
     is_array_api_obj,
     is_cupy_namespace,
     is_numpy_namespace,
+    is_torch_array,
     is_torch_namespace,
 )
 from array_api_compat import device as device_of
@@ -744,9 +745,7 @@ def softmax_attention(
                 heads, rows if mask_rows else slice(None), keys if mask_keys else slice(None)
             )
             if mask is not None:
-                if minus_inf is None:
-                    minus_inf = xp.asarray(-math.inf, dtype=work, device=device)
-                block = xp.where(here, block, minus_inf)
+                block = remove(block, ~here, in_place)
             else:
                 block = _add(block, here, in_place)
         if is_causal and keys.stop - 1 > rows.start:
@@ -755,10 +754,22 @@ def softmax_attention(
                 xp.arange(keys.start, keys.stop, device=device)[None, :]
                 > xp.arange(rows.start, rows.stop, device=device)[:, None]
             )
-            if minus_inf is None:
-                minus_inf = xp.asarray(-math.inf, dtype=work, device=device)
-            block = xp.where(later, minus_inf, block)
+            block = remove(block, later, in_place)
         return block
+
+    def remove(block, gone, in_place):
+        """``block`` with −inf where ``gone`` is true (in place on torch when allowed)."""
+        nonlocal minus_inf
+        if (
+            in_place
+            and is_torch_array(block)
+            and tuple(np.broadcast_shapes(tuple(gone.shape), tuple(block.shape)))
+            == tuple(block.shape)
+        ):
+            return block.masked_fill_(gone, -math.inf)
+        if minus_inf is None:
+            minus_inf = xp.asarray(-math.inf, dtype=work, device=device)
+        return xp.where(gone, minus_inf, block)
 
     def attend(flat_rows):
         outputs, weights = [], []
