@@ -712,13 +712,10 @@ def softmax_attention(
     lowest, highest = (xp.astype(a, work, copy=False) for a in (lowest, highest))
     if value_shift:
         value, lowest, highest = (ldexp(a, -value_shift, xp) for a in (value, lowest, highest))
-    # A weighted average lies within the range of the values; clipping removes the few-ulp
-    # excursions of rounding (the weights sum to 1 only up to rounding).
 
     Q = _Flat(query, batch, 2, xp)
     K = _Flat(key_scaled, batch, 2, xp)
     C = _Flat(_value_columns(value, xp, numpy), batch, 2, xp)
-    low, high = _Flat(lowest, batch, 2, xp), _Flat(highest, batch, 2, xp)
     B = None if bias is None else _Flat(bias, batch, 1, xp)
     M = None
     if mask is not None or additive_mask is not None:
@@ -771,54 +768,43 @@ def softmax_attention(
             minus_inf = xp.asarray(-math.inf, dtype=work, device=device)
         return xp.where(gone, minus_inf, block)
 
+    def column_of(columns):
+        """The weights against the value columns and 1: with numpy the columns hold the 1
+        (one product); elsewhere the row sum is taken apart and appended."""
+        if numpy:
+            return columns
+
+        def product(w, keys):
+            return xp.concat([w @ columns[:, keys, :], xp.sum(w, axis=-1)[..., None]], axis=-1)
+
+        return product
+
     def attend(flat_rows):
-        outputs, weights = [], []
+        """The sums ``[Σ w v, Σ w]`` of the flattened (batch × query) rows ``flat_rows``
+        (and their weights): the division, the clip and the empty rows are the caller's,
+        once for all the blocks."""
+        sums, weights = [], []
         for heads, rows in _segments(flat_rows.start, flat_rows.stop, n_queries):
             n_heads, n_rows = heads.stop - heads.start, rows.stop - rows.start
             columns = C.heads(heads)
             if return_weights:
                 w = _normalized(logits(heads, rows, slice(0, n_keys)), unit_exponent, xp)
                 w = xp.broadcast_to(w, (n_heads, n_rows, n_keys))
-                out = w @ columns
-                if numpy:
-                    out = out[..., :-1]
+                part = column_of(columns)(w, slice(0, n_keys)) if not numpy else w @ columns
                 weights.append(xp.reshape(w, (n_heads * n_rows, n_keys)))
-                total = xp.sum(w, axis=-1, keepdims=True)
             else:
-                visible = min(n_keys, rows.stop) if is_causal else n_keys
-                if numpy:
-                    column_of = columns
-                else:
-
-                    def column_of(w, keys, columns=columns):
-                        return xp.concat(
-                            [w @ columns[:, keys, :], xp.sum(w, axis=-1)[..., None]], axis=-1
-                        )
-
-                _, sums = kernel_sums(
+                _, part = kernel_sums(
                     lambda keys, buffer, heads=heads, rows=rows: logits(heads, rows, keys),
-                    visible,
-                    column_of,
+                    min(n_keys, rows.stop) if is_causal else n_keys,
+                    column_of(columns),
                     removed=removed,
                     exponent=unit_exponent,
                     tile=tile,
                     xp=xp,
                 )
-                total = sums[..., -1:]
-                if removed:
-                    out = sums[..., :-1] / xp.where(total > 0, total, xp.ones_like(total))
-                else:
-                    out = sums[..., :-1] / total
-            out = xp.minimum(xp.maximum(out, low.heads(heads)), high.heads(heads))
-            if removed:
-                # A query with no key to attend to: 0 (its sums are 0), not a clipped 0.
-                out = xp.where(total > 0, out, xp.zeros_like(out))
-            out = xp.broadcast_to(out, (n_heads, n_rows, d_v))
-            outputs.append(xp.reshape(out, (n_heads * n_rows, d_v)))
-        out = outputs[0] if len(outputs) == 1 else xp.concat(outputs, axis=0)
-        if return_weights:
-            return out, weights[0] if len(weights) == 1 else xp.concat(weights, axis=0)
-        return out, None
+            part = xp.broadcast_to(part, (n_heads, n_rows, d_v + 1))
+            sums.append(xp.reshape(part, (n_heads * n_rows, d_v + 1)))
+        return sums, weights
 
     n_rows = math.prod(batch) * n_queries
     itemsize = xp.finfo(work).bits // 8
@@ -836,8 +822,20 @@ def softmax_attention(
             n_rows, width, itemsize=itemsize, cache=_cache_entries(xp, device)
         )
         blocks = [attend(block) for block in rows]
-    out = blocks[0][0] if len(blocks) == 1 else xp.concat([b[0] for b in blocks], axis=0)
-    out = xp.reshape(out, batch + (n_queries, d_v))
+    sums = [part for block in blocks for part in block[0]]
+    sums = sums[0] if len(sums) == 1 else xp.concat(sums, axis=0)
+    sums = xp.reshape(sums, batch + (n_queries, d_v + 1))
+    total = sums[..., -1:]
+    if removed:
+        out = sums[..., :-1] / xp.where(total > 0, total, xp.ones_like(total))
+    else:
+        out = sums[..., :-1] / total
+    # A weighted average lies within the range of the values; clipping removes the few-ulp
+    # excursions of rounding (the weights sum to 1 only up to rounding).
+    out = xp.clip(out, min=lowest, max=highest)
+    if removed:
+        # A query with no key to attend to: 0 (its sums are 0), not a clipped 0.
+        out = xp.where(total > 0, out, xp.zeros_like(out))
     if value_shift:
         out = ldexp(out, value_shift, xp)
     out = xp.astype(out, dtype, copy=False)
@@ -845,7 +843,8 @@ def softmax_attention(
         out = out[..., 0]
     if not return_weights:
         return out
-    weights = blocks[0][1] if len(blocks) == 1 else xp.concat([b[1] for b in blocks], axis=0)
+    weights = [part for block in blocks for part in block[1]]
+    weights = weights[0] if len(weights) == 1 else xp.concat(weights, axis=0)
     return out, xp.astype(xp.reshape(weights, batch + (n_queries, n_keys)), dtype)
 
 
