@@ -831,8 +831,12 @@ def softmax_attention(
     else:
         out = sums[..., :-1] / total
     # A weighted average lies within the range of the values; clipping removes the few-ulp
-    # excursions of rounding (the weights sum to 1 only up to rounding).
-    out = xp.clip(out, min=lowest, max=highest)
+    # excursions of rounding (the weights sum to 1 only up to rounding). In place where
+    # allowed: a fresh array of the output's size costs its page faults again.
+    if updatable(out) and is_torch_array(out):
+        out.clamp_(min=lowest, max=highest)
+    else:
+        out = xp.clip(out, min=lowest, max=highest)
     if removed:
         # A query with no key to attend to: 0 (its sums are 0), not a clipped 0.
         out = xp.where(total > 0, out, xp.zeros_like(out))

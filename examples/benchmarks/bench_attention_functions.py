@@ -127,21 +127,39 @@ torch.set_num_threads(threads)
 print_rows(f"float32 CPU, all cores ({threads} threads)", against_sdpa())
 
 # %%
-# 2. Exact attention at L = 16 384: peak memory of a fresh process (torch) and of the numpy
-# allocations (tracemalloc). The probe runs as a subprocess so that its peak is its own.
-PROBE = f"""
-import resource, torch
+# 2. Exact attention at L = 16 384: the peak resident memory of a fresh process during the
+# call, sampled by a thread, less the memory before it (torch), and the peak of the numpy
+# allocations (tracemalloc).
+PROBE = """
+import resource, threading, time
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+def peak_growth(function):
+    # The largest resident memory during function() (sampled every half millisecond), less
+    # the resident memory before it.
+    before, peak, done = resident(), [0], threading.Event()
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], resident())
+            time.sleep(0.0005)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        result = function()
+    finally:
+        done.set()
+        sampler.join()
+    return max(peak[0], resident()) - before, result
+import sys, torch
 from kernattn.attention import softmax_attention
-torch.set_num_threads({threads})
-q, k, v = (torch.randn({LONG}, 64) for _ in range(3))
-softmax_attention(q[:8], k[:8], v[:8])
-# Resident now, against the peak after: an upper bound of what the call adds.
-before = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
-softmax_attention(q, k, v, is_causal=True)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)
+torch.set_num_threads(int(sys.argv[1]))
+n = int(sys.argv[2])
+q, k, v = (torch.randn(n, 64) for _ in range(3))
+softmax_attention(q[:512], k, v)  # the same key tiles on few queries: one-time loads
+print(peak_growth(lambda: softmax_attention(q, k, v, is_causal=True))[0])
 """
 done = subprocess.run(
-    [sys.executable, "-c", PROBE],
+    [sys.executable, "-c", PROBE, str(threads), str(LONG)],
     capture_output=True,
     text=True,
     check=True,
@@ -158,7 +176,7 @@ numpy_peak = tracemalloc.get_traced_memory()[1] / 2**20
 tracemalloc.stop()
 logits = LONG * LONG * 4 / 2**20
 print(f"\nexact causal attention, L=S={LONG}, one head, d=64, float32 (logits: {logits:.0f} MiB)")
-print(f"torch: peak resident memory grew by {torch_peak:.0f} MiB")
+print(f"torch: resident memory grew by at most {torch_peak:.0f} MiB during the call")
 print(f"numpy: peak of the allocations {numpy_peak:.0f} MiB ({numpy_seconds:.1f} s)")
 
 # %%
