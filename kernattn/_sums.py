@@ -281,8 +281,9 @@ def _array_sums(
             top = new_top
             current = top[..., None]
             if removed:
-                # A row that met only removed keys has no shift yet (−inf): 0 instead.
-                current = xp.where(xp.isfinite(current), current, xp.zeros_like(current))
+                # A row that met only removed keys has no shift yet (−inf): any finite shift
+                # leaves its weights 0; the most negative float is one operation away.
+                current = xp.clip(current, min=-xp.finfo(current.dtype).max)
             if in_place:
                 block -= current
             else:

@@ -722,10 +722,12 @@ def softmax_attention(
         M = _Flat(mask if mask is not None else additive_mask, batch, 2, xp)
     mask_rows = M is not None and M.core[0] == n_queries
     mask_keys = M is not None and M.core[1] == n_keys
-    # Whether a logit can be −inf (a key removed): only then are the removed keys looked for.
-    removed = mask is not None or is_causal
+    # Whether a logit can be −inf (a key removed): only then are the removed keys looked for;
+    # and whether a query can be left with no key (the causal mask always leaves key 0).
+    empty = mask is not None
     for additive in (bias, additive_mask):
-        removed = removed or (additive is not None and bool(xp.any(additive == -math.inf)))
+        empty = empty or (additive is not None and bool(xp.any(additive == -math.inf)))
+    removed = empty or is_causal
     minus_inf = None
     # The operators (@, .mT) are the array API's and skip array-api-compat's wrappers, whose
     # overhead shows at a few hundred products per call; numpy 1.x arrays have no .mT.
@@ -746,12 +748,19 @@ def softmax_attention(
             else:
                 block = _add(block, here, in_place)
         if is_causal and keys.stop - 1 > rows.start:
-            # Keys after the query (top-left aligned, as tril(ones(L, S))) are removed.
+            # Keys after the query (top-left aligned, as tril(ones(L, S))) are removed: the
+            # keys before the block's first query are seen by all its queries, so only the
+            # columns from there on (at most a square of the block's rows) are masked.
+            first = max(keys.start, rows.start + 1)
             later = (
-                xp.arange(keys.start, keys.stop, device=device)[None, :]
+                xp.arange(first, keys.stop, device=device)[None, :]
                 > xp.arange(rows.start, rows.stop, device=device)[:, None]
             )
-            block = remove(block, later, in_place)
+            if in_place and is_torch_array(block):
+                block[..., first - keys.start :].masked_fill_(later, -math.inf)
+            else:
+                seen = xp.zeros((rows.stop - rows.start, first - keys.start), dtype=xp.bool)
+                block = remove(block, xp.concat([seen, later], axis=-1), in_place)
         return block
 
     def remove(block, gone, in_place):
@@ -826,7 +835,7 @@ def softmax_attention(
     sums = sums[0] if len(sums) == 1 else xp.concat(sums, axis=0)
     sums = xp.reshape(sums, batch + (n_queries, d_v + 1))
     total = sums[..., -1:]
-    if removed:
+    if empty:
         out = sums[..., :-1] / xp.where(total > 0, total, xp.ones_like(total))
     else:
         out = sums[..., :-1] / total
@@ -837,7 +846,7 @@ def softmax_attention(
         out.clamp_(min=lowest, max=highest)
     else:
         out = xp.clip(out, min=lowest, max=highest)
-    if removed:
+    if empty:
         # A query with no key to attend to: 0 (its sums are 0), not a clipped 0.
         out = xp.where(total > 0, out, xp.zeros_like(out))
     if value_shift:
