@@ -759,7 +759,9 @@ def softmax_attention(
             if in_place and is_torch_array(block):
                 block[..., first - keys.start :].masked_fill_(later, -math.inf)
             else:
-                seen = xp.zeros((rows.stop - rows.start, first - keys.start), dtype=xp.bool)
+                seen = xp.zeros(
+                    (rows.stop - rows.start, first - keys.start), dtype=xp.bool, device=device
+                )
                 block = remove(block, xp.concat([seen, later], axis=-1), in_place)
         return block
 
