@@ -86,9 +86,6 @@ _NEEDED = (
 _MARGIN = 24
 # A (queries × keys) block of this many float64 entries (1 MiB) per thread stays in cache.
 _CACHE_ENTRIES = 2**17
-# Causal softmax attention: query rows per piece of a block of whole heads (the keys after
-# the piece's last query are skipped; within the piece about half of a square is masked).
-_CAUSAL_ROWS = 256
 # Causal linear attention: positions per block of the prefix sums. The block's (positions ×
 # positions) products are exact, the state carries the rest; O(L · _PREFIX_BLOCK) extra work.
 _PREFIX_BLOCK = 128
@@ -807,25 +804,15 @@ def softmax_attention(
                 part = column_of(columns)(w, slice(0, n_keys)) if not numpy else w @ columns
                 weights.append(xp.reshape(w, (n_heads * n_rows, n_keys)))
             else:
-                # Causal: the rows of whole heads go a few hundred at a time, so that the
-                # keys after a piece's last query are skipped, not computed and masked.
-                step = _CAUSAL_ROWS if is_causal else n_rows
-                pieces = []
-                for start in range(rows.start, rows.stop, step):
-                    piece = slice(start, min(start + step, rows.stop))
-                    _, part = kernel_sums(
-                        lambda keys, buffer, heads=heads, rows=piece: logits(heads, rows, keys),
-                        min(n_keys, piece.stop) if is_causal else n_keys,
-                        column_of(columns),
-                        removed=removed,
-                        exponent=unit_exponent,
-                        tile=tile,
-                        xp=xp,
-                    )
-                    pieces.append(
-                        xp.broadcast_to(part, (n_heads, piece.stop - piece.start, d_v + 1))
-                    )
-                part = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=1)
+                _, part = kernel_sums(
+                    lambda keys, buffer, heads=heads, rows=rows: logits(heads, rows, keys),
+                    min(n_keys, rows.stop) if is_causal else n_keys,
+                    column_of(columns),
+                    removed=removed,
+                    exponent=unit_exponent,
+                    tile=tile,
+                    xp=xp,
+                )
             part = xp.broadcast_to(part, (n_heads, n_rows, d_v + 1))
             sums.append(xp.reshape(part, (n_heads * n_rows, d_v + 1)))
         return sums, weights
