@@ -35,8 +35,16 @@ numpy the tiles reuse one buffer and update in place; other libraries get the sa
 out of place (differentiable on torch).
 """
 
+import math
+
 import numpy as np
-from array_api_compat import array_namespace, is_numpy_namespace
+from array_api_compat import (
+    array_namespace,
+    is_jax_array,
+    is_numpy_namespace,
+    is_torch_array,
+    is_writeable_array,
+)
 
 from kernattn._blocks import KEY_TILE
 from kernattn._numerics import exp_floor
@@ -45,11 +53,14 @@ __all__ = [
     "augment_keys",
     "augment_queries",
     "centered_sums",
+    "constant",
     "gaussian_key_bias",
     "kernel_sums",
+    "ldexp",
     "merge",
     "merge_centered",
     "softmax_weights",
+    "updatable",
 ]
 
 
@@ -97,9 +108,27 @@ def _scale_of(top, new_top, exponent, xp):
     """``exp((top − new_top) · 2**exponent)``, 0 where ``top`` is −inf (nothing summed yet)."""
     gap = top - new_top
     if exponent:
-        gap = gap * 2.0**exponent
+        gap = gap * 2.0**exponent if exponent < _STEP else ldexp(gap, exponent, xp)
     finite = xp.isfinite(top)
     return xp.where(finite, xp.exp(xp.where(finite, gap, 0.0)), 0.0)
+
+
+# Powers of two up to 2**_STEP are normal numbers in float32, and 2.0**e (a Python float) is
+# one for |e| < 1024: larger factors are applied in steps.
+_STEP = 100
+
+
+def ldexp(a, exponent, xp):
+    """``a · 2**exponent`` (exact short of over- and underflow), for any integer exponent: a
+    power of two beyond the float range is applied in steps, each a normal float32 number
+    (the steps go one way, so the intermediate results lie between ``a`` and the result)."""
+    if is_numpy_namespace(xp):
+        return np.ldexp(a, exponent)
+    while exponent:
+        step = max(-_STEP, min(_STEP, exponent))
+        a = a * 2.0**step
+        exponent -= step
+    return a
 
 
 def kernel_sums(
@@ -177,10 +206,19 @@ def kernel_sums(
         top = running
         part = column_of(weights, keys)
         if sums is None:
-            sums = np.array(part, copy=True) if numpy else part
+            # The accumulator is updated in place below, where it may be: it must not be
+            # the caller's array.
+            if numpy:
+                sums = np.array(part, copy=True)
+            else:
+                sums = xp.asarray(part, copy=True) if updatable(part) else part
         elif numpy:
             if rescale is not None:
                 sums *= rescale[..., None].astype(sums.dtype, copy=False)
+            sums += part
+        elif updatable(sums):
+            if rescale is not None:
+                sums *= rescale[..., None]
             sums += part
         else:
             sums = (sums if rescale is None else sums * rescale[..., None]) + part
@@ -329,32 +367,93 @@ def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
 
 
 def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, xp):
+    """The steps of :func:`_numpy_tiles` in any array namespace: in place where the library
+    allows it and nothing differentiates through the tile (a torch tensor without
+    ``requires_grad``), out of place otherwise (autograd, jax).
+
+    The shifts are constants to a gradient (detached): the result does not depend on them,
+    and differentiating through the running maximum would only add terms that cancel.
+    """
     if left_out is not None:
         raise TypeError("left_out pairs are for numpy blocks; mask the logits instead")
     top = None
     for start in range(0, max(n_keys, 0), tile):
         keys = slice(start, min(start + tile, n_keys))
         block = logits(keys, None)
-        gone = xp.isinf(block) & (block < 0) if removed else None
+        in_place = updatable(block)
+        base_two = in_place and is_torch_array(block)
+        # One comparison finds the removed keys: the floor would give them exp(floor).
+        gone = block == -math.inf if removed and floor and not base_two else None
         rescale = None
         if shift:
-            new_top = xp.max(block, axis=-1)
-            if top is None:
-                top = new_top
-            else:
+            new_top = constant(xp.max(block, axis=-1))
+            if top is not None:
                 new_top = xp.maximum(top, new_top)
                 rescale = _scale_of(top, new_top, exponent, xp)
-                top = new_top
-            current = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
-            block = block - current[..., None]
+            top = new_top
+            current = top[..., None]
+            if removed:
+                # A row that met only removed keys has no shift yet (−inf): any finite shift
+                # leaves its weights 0; the most negative float is one operation away.
+                current = xp.clip(current, min=-xp.finfo(current.dtype).max)
+            if in_place:
+                block -= current
+            else:
+                block = block - current
         if exponent:
-            block = block * 2.0**exponent
-        if floor:
-            block = xp.clip(block, min=exp_floor(_numpy_dtype(block.dtype)))
-        weights = xp.exp(block)
+            block = ldexp(block, exponent, xp)
+        floor_value = exp_floor(_numpy_dtype(block.dtype)) if floor else None
+        weights = _exp(block, floor_value, base_two, xp)
         if gone is not None:
-            weights = xp.where(gone, xp.zeros_like(weights), weights)
+            weights = _zero_where(weights, gone, in_place, xp)
         yield top, weights, keys, rescale
+
+
+def updatable(a):
+    """Whether a computation may overwrite ``a``: its own array, in a library with in-place
+    updates, that no gradient is taken through (autograd keeps what ``exp`` returns)."""
+    if is_torch_array(a):
+        return not a.requires_grad
+    return is_writeable_array(a)
+
+
+def constant(a):
+    """``a`` as a constant to automatic differentiation (torch, jax); ``a`` itself elsewhere."""
+    if is_torch_array(a):
+        return a.detach()
+    if is_jax_array(a):
+        import jax
+
+        return jax.lax.stop_gradient(a)
+    return a
+
+
+_LOG2E = math.log2(math.e)
+
+
+def _exp(block, floor, base_two, xp):
+    r"""``exp`` of shifted logits.
+
+    ``exp(max(block, floor))`` in general: numpy's and torch's ``exp`` are many times slower
+    where the result underflows (and on −inf), so the floor makes them fast as well as safe.
+    With ``base_two`` (a torch tensor that may be overwritten): ``2**(block · log2 e)`` in
+    place, since torch's ``exp2`` is three times faster than its ``exp``, at most twice as
+    slow where the result underflows, and gives −inf exactly 0: no floor, and no search for
+    removed keys. (The product's rounding moves a weight :math:`e^{x}` by a relative
+    :math:`|x| \cdot 2^{-24}` in float32, below :math:`2^{-24}/e` of the row's largest.)
+    """
+    if base_two:
+        return block.mul_(_LOG2E).exp2_()
+    if floor is not None:
+        block = xp.clip(block, min=floor)
+    return xp.exp(block)
+
+
+def _zero_where(weights, gone, in_place, xp):
+    """``weights`` with the entries where ``gone`` is true set to exactly 0."""
+    if in_place and is_torch_array(weights):
+        return weights.masked_fill_(gone, 0.0)
+    return xp.where(gone, xp.zeros_like(weights), weights)
 
 
 def _numpy_dtype(dtype):

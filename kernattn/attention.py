@@ -1,4 +1,4 @@
-r"""Attention as pure functions on arrays.
+r"""Attention as pure functions on arrays, with PyTorch's conventions.
 
 Softmax attention returns, for every query, a weighted average of the values whose weights
 are a softmax over the query's similarity (logit) with every key:
@@ -6,72 +6,186 @@ are a softmax over the query's similarity (logit) with every key:
 .. math::
 
     \mathrm{out}_i = \sum_j w_{ij} v_j, \qquad
-    w_{ij} = \frac{\exp(s\, q_i^\top k_j + b_j)}{\sum_l \exp(s\, q_i^\top k_l + b_l)}
+    w_{ij} = \frac{\exp(s\, q_i^\top k_j + b_j + m_{ij})}
+                  {\sum_l \exp(s\, q_i^\top k_l + b_l + m_{il})}
 
-with scale :math:`s` (``1/\sqrt{d_k}`` by default) and an optional key bias :math:`b`. This is
-the Nadaraya–Watson estimate with kernel :math:`\kappa(q, k) = \exp(s\, q^\top k + b_k)`.
-Linear attention replaces the kernel by an explicit feature map,
-:math:`\kappa(q, k) = \phi(q)^\top \phi(k)`, so the sums over the keys are taken once.
+with scale :math:`s` (``1/\sqrt{d}`` by default), an optional key bias :math:`b` and an
+optional mask :math:`m` (0 where a key takes part, :math:`-\infty` where it does not, or any
+additive float). This is the Nadaraya–Watson estimate with kernel
+:math:`\kappa(q, k) = \exp(s\, q^\top k + b_k)`. Linear attention replaces the kernel by an
+explicit feature map, :math:`\kappa(q, k) = \phi(q)^\top \phi(k)`, so the sums over the keys
+are taken once (or, causally, as running sums: an RNN).
+
+The functions take the shapes of :func:`torch.nn.functional.scaled_dot_product_attention`:
+queries (…, L, d), keys (…, S, d), values (…, S, d_v), with any leading batch and head
+dimensions that broadcast. Any array library that ``array-api-compat`` knows (numpy, torch,
+cupy, jax, ``array_api_strict``) goes in, and the result comes back in the same library, on
+the same device, in the inputs' floating dtype (float32 stays float32; integers become the
+library's default float; float16 and bfloat16 are computed in float32). On torch tensors the
+results differentiate through autograd.
+
+**A query with no key to attend to** — every key masked out, every key's bias −inf, a
+causal row of an empty key set, or no keys at all — gets the output 0 and weights that are
+all 0 (both sums of the Nadaraya–Watson ratio are 0; PyTorch's
+``scaled_dot_product_attention`` gives the same). No result is ever NaN.
 
 Nothing here holds state. The sums go through the one reduction the estimators use
-(:mod:`kernattn._sums`): the Gaussian smoother's prediction *is* :func:`softmax_attention`
-with ``key_bias = -½‖k‖² + log s``.
+(:mod:`kernattn._sums`): keys in tiles with a running maximum, so that no (L × S) matrix
+exists unless the weights are asked for, and the Gaussian smoother's prediction *is*
+:func:`softmax_attention` with ``key_bias = -½‖k‖² + log s``.
 """
 
 import math
 import numbers
 
 import numpy as np
+from array_api_compat import (
+    array_namespace,
+    is_array_api_obj,
+    is_cupy_namespace,
+    is_numpy_namespace,
+    is_torch_array,
+    is_torch_namespace,
+)
+from array_api_compat import device as device_of
 
-from kernattn._blocks import KEY_TILE, map_query_blocks
-from kernattn._numerics import max_exponent, shifted_exp
-from kernattn._sums import kernel_sums, softmax_weights
+from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
+from kernattn._sums import constant, kernel_sums, ldexp, updatable
 
-__all__ = ["softmax", "log_softmax", "softmax_attention", "linear_attention"]
+__all__ = [
+    "attention_entropy",
+    "effective_neighbors",
+    "linear_attention",
+    "log_softmax",
+    "softmax",
+    "softmax_attention",
+]
 
-# Logits are kept below 2**_SAFE_EXPONENT in magnitude, so that a logit minus its row maximum
-# (at most twice that) cannot overflow.
-_SAFE_EXPONENT = 1000
+# The array-API functions the computations call, checked up front so that a library that
+# lacks one is named in a TypeError instead of failing half-way.
+_NEEDED = (
+    "abs",
+    "astype",
+    "clip",
+    "concat",
+    "exp",
+    "isfinite",
+    "log",
+    "matmul",
+    "matrix_transpose",
+    "max",
+    "min",
+    "reshape",
+    "sum",
+    "take",
+    "where",
+)
+# Logits are kept below 2**(maxexp - _MARGIN) in magnitude, where 2**maxexp is the float
+# range (1000 for float64, 104 for float32): a logit minus its row maximum, or a sum of the
+# dot product, the bias and the mask, cannot overflow.
+_MARGIN = 24
+# A (queries × keys) block of this many float64 entries (1 MiB) per thread stays in cache.
+_CACHE_ENTRIES = 2**17
+# Causal linear attention: positions per block of the prefix sums. The block's (positions ×
+# positions) products are exact, the state carries the rest; O(L · _PREFIX_BLOCK) extra work.
+_PREFIX_BLOCK = 128
 
 
-def _as_real(name, A, *, finite=True):
-    """``A`` as a float64 array of real numbers, or an error that names ``name``.
+# ---------------------------------------------------------------- inputs
 
-    ``np.asarray(A, dtype=float)`` alone would drop the imaginary part of a complex array
-    with only a warning, and let NaN through to become a NaN answer.
-    """
-    A = np.asarray(A)
-    if A.dtype.kind == "c":
+
+def _namespace(function, **arrays):
+    """The array namespace of the arrays among ``arrays`` (numpy for lists and scalars), or
+    a TypeError that names the arguments' libraries and any array-API function missing."""
+    given = {name: a for name, a in arrays.items() if a is not None and is_array_api_obj(a)}
+    try:
+        xp = array_namespace(*given.values()) if given else array_namespace(np.empty(0))
+    except TypeError:
+        kinds = ", ".join(
+            f"{name}: {type(a).__module__}.{type(a).__name__}" for name, a in given.items()
+        )
         raise TypeError(
-            f"{name} must be real; got a complex array (pass its real part or modulus explicitly)"
+            f"{function} needs arrays of one library; got {kinds} (convert them to one "
+            "library first)"
+        ) from None
+    missing = [name for name in _NEEDED if not hasattr(xp, name)]
+    if missing:
+        raise TypeError(
+            f"{function} needs the array-API functions {', '.join(missing)}, which "
+            f"{xp.__name__} lacks"
         )
-    if A.dtype.kind not in "biuf":
-        try:
-            A = A.astype(float)
-        except (TypeError, ValueError):
+    return xp
+
+
+def _default_float(xp, device):
+    if is_numpy_namespace(xp):
+        return np.float64
+    try:
+        return xp.__array_namespace_info__().default_dtypes(device=device)["real floating"]
+    except (AttributeError, TypeError):
+        return xp.float64
+
+
+def _as_real(name, A, xp, device, *, finite=True):
+    """``A`` as an array of real floating numbers of ``xp``, or an error that names ``name``.
+
+    A complex array is refused (casting would drop the imaginary part with only a warning);
+    NaN or infinity is refused with ``finite`` (it would become a NaN answer); booleans and
+    integers become the library's default float.
+    """
+    if is_numpy_namespace(xp):
+        A = np.asarray(A)
+        if A.dtype.kind == "c":
             raise TypeError(
-                f"{name} must be an array of real numbers; got dtype {A.dtype}"
-            ) from None
-    A = A.astype(float, copy=False)
-    if finite and not np.all(np.isfinite(A)):
+                f"{name} must be real; got a complex array (pass its real part or modulus "
+                "explicitly)"
+            )
+        if A.dtype.kind not in "biuf":
+            try:
+                A = A.astype(float)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"{name} must be an array of real numbers; got dtype {A.dtype}"
+                ) from None
+        if A.dtype.kind != "f":
+            A = A.astype(float)
+    else:
+        if not is_array_api_obj(A):
+            A = xp.asarray(A, device=device)
+        if xp.isdtype(A.dtype, "complex floating"):
+            raise TypeError(
+                f"{name} must be real; got a complex array (pass its real part or modulus "
+                "explicitly)"
+            )
+        if xp.isdtype(A.dtype, ("bool", "integral")):
+            A = xp.astype(A, _default_float(xp, device))
+        elif not xp.isdtype(A.dtype, "real floating"):
+            raise TypeError(f"{name} must be an array of real numbers; got dtype {A.dtype}")
+    if finite:
+        _magnitude(name, A, xp)
+    return A
+
+
+def _magnitude(name, a, xp):
+    """The largest ``|entry|`` of ``a`` (0 if empty), or a ValueError naming ``name`` if an
+    entry is NaN or infinite: from the minimum and the maximum (NaN if an entry is), two
+    reductions without a temporary array."""
+    if a.size == 0:
+        return 0.0
+    a = constant(a)
+    low, high = float(xp.min(a)), float(xp.max(a))
+    if not (math.isfinite(low) and math.isfinite(high)):
         raise ValueError(f"{name} contains NaN or infinite values; every entry must be finite")
-    return A
+    return max(abs(low), abs(high))
 
 
-def _as_2d(name, A):
-    A = _as_real(name, A)
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (n, dim); got shape {A.shape}")
-    return A
-
-
-def _as_values(V, n_keys):
-    V = _as_real("V", V)
-    if V.ndim not in (1, 2) or V.shape[0] != n_keys:
-        raise ValueError(
-            f"V must have shape (n_keys,) or (n_keys, d_v) with n_keys={n_keys}; got {V.shape}"
-        )
-    return V
+def _float_dtypes(xp, *arrays):
+    """The result's dtype (the arrays' promoted floating dtype) and the dtype to compute in
+    (float32 for dtypes of fewer bits)."""
+    dtype = xp.result_type(*(a.dtype for a in arrays))
+    if xp.finfo(dtype).bits < 32:
+        return dtype, xp.float32
+    return dtype, dtype
 
 
 def _check_scale(scale):
@@ -79,173 +193,397 @@ def _check_scale(scale):
     if scale is None:
         return None
     value = scale
-    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf":
-        value = value.item()
+    if is_array_api_obj(value) and not isinstance(value, (bool, np.bool_)):
+        shape = getattr(value, "shape", None)
+        dtype = str(getattr(value, "dtype", ""))
+        if shape == () and ("int" in dtype or "float" in dtype) and "complex" not in dtype:
+            value = float(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"scale must be a finite real number or None (1/√d_k); got {scale!r}")
+        raise TypeError(f"scale must be a finite real number or None (1/√d); got {scale!r}")
     value = float(value)
     if not math.isfinite(value):
-        raise ValueError(f"scale must be a finite real number or None (1/√d_k); got {value}")
+        raise ValueError(f"scale must be a finite real number or None (1/√d); got {value}")
     return value
 
 
-def log_softmax(logits, axis=-1):
+def _batch_shape(**shapes):
+    """The broadcast of the arguments' batch shapes, or an error that lists them."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes.values()))
+    except ValueError:
+        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ValueError(
+            f"the batch dimensions (all but the last two) must broadcast; got {listed}"
+        ) from None
+
+
+def _exponent(a, xp, finite_only=False):
+    """The exponent ``e`` of a power of two with ``|a| < 2**e`` (0 for an empty or zero array;
+    with ``finite_only``, over the finite entries)."""
+    if a.size == 0:
+        return 0
+    a = constant(a)
+    if finite_only:
+        a = xp.where(xp.isfinite(a), a, xp.zeros_like(a))
+    largest = max(abs(float(xp.min(a))), abs(float(xp.max(a))))
+    return math.frexp(largest)[1]
+
+
+def _safe_exponent(xp, dtype):
+    return int(math.log2(float(xp.finfo(dtype).max))) + 1 - _MARGIN
+
+
+class _Flat:
+    """An operand whose batch dimensions are flattened to one, read against the broadcast
+    batch: which of its own entries each of the N entries of the broadcast batch uses."""
+
+    def __init__(self, array, batch, core, xp):
+        shape = tuple(array.shape)
+        own = shape[: len(shape) - core]
+        own = (1,) * (len(batch) - len(own)) + own
+        self.core = shape[len(shape) - core :]
+        self.array = xp.reshape(array, (math.prod(own),) + self.core)
+        self.xp = xp
+        if own == batch:
+            self.kind, self.index = "same", None
+        elif math.prod(own) == 1:
+            self.kind, self.index = "one", None
+        else:
+            self.kind = "take"
+            own_index = np.arange(math.prod(own)).reshape(own)
+            self.index = np.broadcast_to(own_index, batch).ravel()
+
+    def heads(self, heads, *core):
+        """The entries of the batch slice ``heads`` (a leading 1 where all are the same),
+        sliced by ``core`` in the trailing dimensions first (a mask's block)."""
+        part = self.array[(slice(None),) + core] if core else self.array
+        if self.kind == "same":
+            return part[heads, ...]
+        if self.kind == "one":
+            return part
+        index = self.index[heads]
+        if np.all(index == index[0]):
+            return part[int(index[0]) : int(index[0]) + 1, ...]
+        if np.all(np.diff(index) == 1):
+            return part[int(index[0]) : int(index[-1]) + 1, ...]
+        xp = self.xp
+        return xp.take(part, xp.asarray(index, device=device_of(part)), axis=0)
+
+
+def _segments(start, stop, length):
+    """Split the flattened (batch × query) rows ``start:stop`` into ``(heads, rows)``: whole
+    heads together, partial ones apart."""
+    while start < stop:
+        head, row = divmod(start, length)
+        if row == 0 and stop - start >= length:
+            n = (stop - start) // length
+            yield slice(head, head + n), slice(0, length)
+            start += n * length
+        else:
+            end = min(stop, (head + 1) * length)
+            yield slice(head, head + 1), slice(row, end - head * length)
+            start = end
+
+
+def _add(block, term, in_place):
+    """``block + term``, in place when allowed and the sum has ``block``'s shape."""
+    if in_place and np.broadcast_shapes(tuple(term.shape), tuple(block.shape)) == tuple(
+        block.shape
+    ):
+        block += term
+        return block
+    return block + term
+
+
+# ---------------------------------------------------------------- softmax
+
+
+def _normalized(logits, exponent, xp):
+    """Along the last axis: ``exp(ℓ − max ℓ)`` (in units of ``2**exponent``) floored at the
+    ``exp`` floor, −inf entries exactly 0, divided by the row sum; a row of −inf all 0."""
+    in_place = updatable(logits)
+    gone = logits == -math.inf
+    top = xp.max(logits, axis=-1, keepdims=True)
+    # An all −inf row: −inf − (−inf) would be NaN.
+    top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
+    if is_numpy_namespace(xp):
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.subtract(logits, top, out=logits)
+            if exponent:
+                np.ldexp(logits, exponent, out=logits)
+        np.maximum(logits, _exp_floor(xp, logits.dtype), out=logits)
+        weights = np.exp(logits, out=logits)
+        weights[gone] = 0.0
+        total = np.sum(weights, axis=-1, keepdims=True)
+        weights /= np.where(total > 0, total, 1.0)
+        return weights
+    shifted = _add(logits, -top, in_place)
+    if exponent:
+        shifted = ldexp(shifted, exponent, xp)
+    weights = xp.exp(xp.clip(shifted, min=_exp_floor(xp, logits.dtype)))
+    weights = xp.where(gone, xp.zeros_like(weights), weights)
+    total = xp.sum(weights, axis=-1, keepdims=True)
+    return weights / xp.where(total > 0, total, xp.ones_like(total))
+
+
+def _exp_floor(xp, dtype):
+    """Shifted logits are raised to this before ``exp`` (see :mod:`kernattn._numerics`)."""
+    return -85.0 if xp.finfo(dtype).bits <= 32 else -700.0
+
+
+def _masked_logits(name, logits, mask, xp):
+    """``logits`` (real, finite or −inf) with the entries where the boolean ``mask`` is
+    False set to −inf."""
+    device = device_of(logits) if is_array_api_obj(logits) else None
+    logits = _as_real(name, logits, xp, device, finite=False)
+    if logits.size and bool(xp.any(xp.isnan(logits) | (logits == math.inf))):
+        raise ValueError(f"{name} must be finite or -inf; got NaN or +inf")
+    if mask is None:
+        return logits
+    mask = _as_mask(mask, xp, device)
+    if not xp.isdtype(mask.dtype, "bool"):
+        raise TypeError(f"mask must be a boolean array (True takes part); got dtype {mask.dtype}")
+    try:
+        np.broadcast_shapes(tuple(mask.shape), tuple(logits.shape))
+    except ValueError:
+        raise ValueError(
+            f"mask must broadcast to the shape of the logits {tuple(logits.shape)}; got "
+            f"{tuple(mask.shape)}"
+        ) from None
+    return xp.where(mask, logits, xp.full_like(logits, -math.inf))
+
+
+def _as_mask(mask, xp, device):
+    if is_array_api_obj(mask):
+        return mask
+    return np.asarray(mask) if is_numpy_namespace(xp) else xp.asarray(mask, device=device)
+
+
+def softmax(logits, axis=-1, out=None, *, mask=None):
+    """Numerically stable softmax: ``exp(s - max s) / sum exp(s - max s)``.
+
+    Subtracting the maximum keeps ``exp`` from overflowing for large logits and from
+    underflowing every entry to 0 (then 0/0) for very negative ones: the largest entry
+    always becomes ``exp(0) = 1``. Shifted logits below −700 (−85 in float32) are raised to
+    that before ``exp`` (``exp`` is several times slower on arguments that underflow), so a
+    weight that would be smaller than about 1e-304 of the largest comes out as that, not as
+    an exact 0; in a sum with the largest weight it is 0 all the same. A logit of ``-inf``
+    (or a False in ``mask``) is different: it removes its entry, whose weight is exactly 0,
+    and a row with nothing left gets weights that are all 0.
+
+    Parameters
+    ----------
+    logits : array of real numbers, any array-API library
+        Finite or ``-inf``, of any shape.
+    axis : int
+        The axis that sums to one.
+    out : ndarray, optional
+        For numpy logits: where to write the result (may be ``logits`` itself, for an
+        in-place softmax).
+    mask : boolean array, optional
+        Broadcast against ``logits``: True takes part, False removes the entry.
+
+    Returns
+    -------
+    weights : array of the shape, library and floating dtype of ``logits``
+        Non-negative; every row sums to 1, or is all 0 where nothing takes part.
+
+    Raises
+    ------
+    ValueError
+        If a logit is NaN or ``+inf``.
+
+    Examples
+    --------
+    >>> softmax([1000.0, 1000.0, 999.0]).round(4)
+    array([0.4223, 0.4223, 0.1554])
+    >>> softmax([[0.0, 1.0], [0.0, 1.0]], mask=[[True, True], [True, False]]).round(4)
+    array([[0.2689, 0.7311],
+           [1.    , 0.    ]])
+    >>> softmax([-np.inf, -np.inf])
+    array([0., 0.])
+    """
+    xp = _namespace("softmax", logits=logits, mask=mask)
+    given = logits
+    logits = _masked_logits("logits", logits, mask, xp)
+    if out is not None and not is_numpy_namespace(xp):
+        raise TypeError("out is for numpy logits; assign the result instead")
+    moved = xp.moveaxis(logits, axis, -1)
+    if not (out is given and logits is given):
+        # The softmax works in place: on a copy, unless asked to overwrite the logits.
+        moved = xp.asarray(moved, copy=True)
+    weights = xp.moveaxis(_normalized(moved, 0, xp), -1, axis)
+    if out is None:
+        return weights
+    np.copyto(out, weights)
+    return out
+
+
+def log_softmax(logits, axis=-1, *, mask=None):
     """Log of :func:`softmax`, computed as ``logits - logsumexp(logits)``.
 
-    A row whose logits are all ``-inf`` (no key is reachable) gives ``-inf`` everywhere, not
-    NaN. NaN or ``+inf`` logits raise ``ValueError``.
+    A removed entry (``-inf``, or False in ``mask``) gives ``-inf``, and a row with nothing
+    left gives ``-inf`` everywhere (the log of weights that are all 0), never NaN. NaN or
+    ``+inf`` logits raise ``ValueError``.
 
     Examples
     --------
     >>> log_softmax([[0.0, 0.0], [-np.inf, -np.inf]])
     array([[-0.69314718, -0.69314718],
            [       -inf,        -inf]])
+    >>> log_softmax([0.0, 0.0, 5.0], mask=[True, True, False])
+    array([-0.69314718, -0.69314718,        -inf])
     """
-    logits = _as_real("logits", logits, finite=False)
-    if np.any(np.isnan(logits) | np.isposinf(logits)):
-        raise ValueError("log_softmax needs logits that are finite or -inf; got NaN or +inf")
-    top = np.max(logits, axis=axis, keepdims=True)
-    reachable = np.isfinite(top)
-    shifted = logits - np.where(reachable, top, 0.0)
-    with np.errstate(divide="ignore"):
-        log_sum = np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    xp = _namespace("log_softmax", logits=logits, mask=mask)
+    logits = _masked_logits("logits", logits, mask, xp)
+    top = xp.max(logits, axis=axis, keepdims=True)
+    reachable = xp.isfinite(top)
+    shifted = logits - xp.where(reachable, top, xp.zeros_like(top))
+    total = xp.sum(xp.exp(shifted), axis=axis, keepdims=True)
     # An all −inf row: −inf − log(0) would be −inf − (−inf) = NaN.
-    return shifted - np.where(reachable, log_sum, 0.0)
+    log_sum = xp.log(xp.where(reachable, total, xp.ones_like(total)))
+    return shifted - log_sum
 
 
-def softmax(logits, axis=-1, out=None):
-    """Numerically stable softmax: ``exp(s - max s) / sum exp(s - max s)``.
+# ---------------------------------------------------------------- softmax attention
 
-    Subtracting the maximum keeps ``exp`` from overflowing for large logits and from
-    underflowing every entry to 0 (then 0/0) for very negative ones: the largest entry
-    always becomes ``exp(0) = 1``. Shifted logits below −700 are raised to −700 before
-    ``exp`` (numpy's ``exp`` is several times slower on arguments that underflow), so a
-    weight that would be smaller than about 1e-304 of the largest comes out as that, not as
-    an exact 0; in a float64 sum with the largest weight it is 0 all the same. A logit of
-    ``-inf`` is different: it removes its entry, whose weight is exactly 0.
 
-    Parameters
-    ----------
-    logits : array_like of real numbers
-        Finite or ``-inf``; every row (along ``axis``) needs one finite logit.
-    axis : int
-        The axis that sums to one.
-    out : ndarray, optional
-        Where to write the result (may be ``logits`` itself, for an in-place softmax).
+def _logit_units(query, key, scale, additive, xp, dtype, q_size, k_size):
+    """Queries, scaled keys, additive terms and the exponent ``m`` such that the logits are
+    ``(query @ key_scaledᵀ + additive) · 2**m``, every term below ``2**safe``.
 
-    Raises
-    ------
-    ValueError
-        If a row has a NaN or ``+inf`` logit, or only ``-inf`` ones.
-
-    Examples
-    --------
-    >>> softmax([1000.0, 1000.0, 999.0]).round(4)
-    array([0.4223, 0.4223, 0.1554])
-    >>> softmax([0.0, -np.inf])
-    array([1., 0.])
+    For ordinary inputs ``m = 0`` and this is ``query, scale · key, additive`` unchanged.
+    When ``scale · qᵀk`` or an additive term could overflow (a scale of 1e300, features near
+    1e200), the queries and keys are divided by powers of two and the logits are counted in
+    units of ``2**m``: the differences to the row maximum that matter stay exact, and those
+    that overflow when multiplied back by ``2**m`` are far below the ``exp`` floor, a weight
+    of 0 anyway.
     """
-    logits = _as_real("logits", logits, finite=False)
-    top = np.max(logits, axis=axis, keepdims=True)
-    if not np.all(np.isfinite(top)):
-        raise ValueError(
-            "softmax needs at least one finite logit in every row and no NaN or +inf; got "
-            "a row with a NaN or +inf logit, or whose logits are all -inf"
-        )
-    removed = np.isneginf(logits)
-    removed = removed if removed.any() else None
-    if out is None:
-        out = logits.copy()
-    elif out is not logits:
-        np.copyto(out, logits)
-    shifted_exp(out, axis=axis)
-    if removed is not None:
-        # The exp floor raises −inf to −700 like any very negative logit, which would let a
-        # removed key keep a weight of about 1e-304 (and, with a huge value, a share of the
-        # answer): a removed entry's weight is exactly 0.
-        out[removed] = 0.0
-    out /= np.sum(out, axis=axis, keepdims=True)
-    return out
+    safe = _safe_exponent(xp, dtype)
+    d = query.shape[-1]
+    q_exp, k_exp = math.frexp(q_size)[1], math.frexp(k_size)[1]
+    scale_exp = math.frexp(abs(scale))[1]
+    # |scale · qᵀk| < 2**dot_exp, a sum of d products each below 2**(s + q + k).
+    dot_exp = scale_exp + q_exp + k_exp + (d - 1).bit_length() if scale else 0
+    add_exp = max(
+        (_exponent(a, xp, finite_only=True) for a in additive if a is not None), default=0
+    )
+    largest = max(dot_exp, scale_exp + k_exp, add_exp)
+    if largest <= safe:
+        return query, key * scale, additive, 0
+    m = max(0, dot_exp - safe, add_exp - safe)
+    query = ldexp(query, -q_exp, xp)
+    key_scaled = ldexp(key, -k_exp, xp) * math.ldexp(scale, q_exp + k_exp - m)
+    additive = [None if a is None else ldexp(a, -m, xp) for a in additive]
+    return query, key_scaled, additive, m
 
 
-def _logit_units(Q, K, scale, bias):
-    """Queries, scaled keys, key bias and the exponent ``m`` such that the logits are
-    ``(Q @ K_scaled.T + bias) · 2**m``, every term below ``2**_SAFE_EXPONENT``.
+def _cache_entries(xp, device):
+    """Float64 entries of a (queries × keys) block for libraries other than numpy (whose
+    blocks run on threads, see :mod:`kernattn._blocks`).
 
-    For ordinary inputs ``m = 0`` and this is ``Q, scale · K, bias`` unchanged. When
-    ``scale · qᵀk`` or the bias could overflow (a scale of 1e300, features near 1e200),
-    ``Q`` and ``K`` are divided by powers of two and the logits are counted in units of
-    ``2**m``: the differences to the row maximum that matter stay exact, and those that
-    overflow when multiplied back by ``2**m`` are far below −700, a weight of 0 anyway.
+    torch on the CPU runs each operation on all its threads, each thread on its share of
+    the rows: a block of about a MiB per thread keeps every share in that core's cache. An
+    accelerator wants large operations: blocks of 128 MiB, within ``working_memory``.
     """
-    d_k = Q.shape[1]
-    q_exp, k_exp = int(max_exponent(Q)), int(max_exponent(K))
-    _, scale_exp = np.frexp(abs(scale))
-    # |scale · qᵀk| < 2**dot_exp, a sum of d_k products each below 2**(s + q + k).
-    dot_exp = int(scale_exp) + q_exp + k_exp + (d_k - 1).bit_length() if scale else 0
-    bias_exp = 0
-    if bias is not None:
-        bias_exp = int(max_exponent(bias[np.isfinite(bias)]))
-    largest = max(dot_exp, int(scale_exp) + k_exp, bias_exp)
-    if largest <= _SAFE_EXPONENT:
-        return Q, K * scale, bias, 0
-    m = max(0, dot_exp - _SAFE_EXPONENT, bias_exp - _SAFE_EXPONENT)
-    Q = np.ldexp(Q, -q_exp)
-    K_scaled = np.ldexp(K, -k_exp) * np.ldexp(scale, q_exp + k_exp - m)
-    if bias is not None:
-        bias = np.ldexp(bias, -m)
-    return Q, K_scaled, bias, m
+    if is_cupy_namespace(xp) or getattr(device, "type", "cpu") != "cpu":
+        return 2**24
+    if getattr(device, "platform", "cpu") != "cpu":  # a jax device
+        return 2**24
+    threads = 1
+    if is_torch_namespace(xp):
+        import torch
+
+        threads = torch.get_num_threads()
+    return _CACHE_ENTRIES * threads
 
 
-def softmax_attention(Q, K, V, *, scale=None, key_bias=None, return_weights=False):
-    r"""Exact softmax attention, ``softmax(scale · Q Kᵀ + key_bias) V``.
+def _value_columns(value, xp, numpy):
+    """The columns the weights are summed against: ``[v, 1]`` for numpy (one product
+    gives the numerator and the denominator), the values alone elsewhere (the row sum is
+    taken apart: torch's product with 65 columns is markedly slower than with 64)."""
+    if not numpy:
+        return value
+    ones = xp.ones(value.shape[:-1] + (1,), dtype=value.dtype)
+    return xp.concat([value, ones], axis=-1)
 
-    Row ``i`` of the output is the Nadaraya–Watson estimate at query ``Q[i]``: the values
-    averaged with weights :math:`w_{ij} \propto \exp(\mathrm{scale}\, q_i^\top k_j + b_j)`.
-    The row maximum of the logits is subtracted before ``exp`` (log-sum-exp), and the
-    queries are processed in blocks bounded by scikit-learn's ``working_memory``, so no
-    (n_queries × n_keys) matrix exists unless ``return_weights=True``.
+
+def softmax_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    *,
+    key_bias=None,
+    return_weights=False,
+):
+    r"""Exact softmax attention, ``softmax(scale · query keyᵀ + key_bias + mask) value``.
+
+    Row ``i`` of the output is the Nadaraya–Watson estimate at query ``i``: the values
+    averaged with weights :math:`w_{ij} \propto \exp(\mathrm{scale}\, q_i^\top k_j + b_j
+    + m_{ij})`. The arguments and shapes are those of
+    :func:`torch.nn.functional.scaled_dot_product_attention`; the results agree with it to
+    rounding. Keys are visited in tiles with a running maximum of the logits (the online
+    softmax of FlashAttention, :func:`kernattn._sums.kernel_sums`), and queries in blocks
+    bounded by scikit-learn's ``working_memory``, so no (L × S) matrix exists unless
+    ``return_weights=True``.
 
     Any finite inputs give a finite answer: each output row is a weighted average of the
-    rows of ``V`` and lies within their range (per column), also for logits far beyond the
-    float64 range (a scale of 1e300), where the weights become those of the largest logits.
+    values and lies within their range (per column), also for logits far beyond the float
+    range (a scale of 1e300), where the weights become those of the largest logits. A query
+    with no key to attend to gets 0 (weights all 0).
 
     Parameters
     ----------
-    Q : array_like of shape (n_queries, d_k)
-        Finite real numbers. A query or key at infinity has no defined logit (∞ · 0, ∞ − ∞):
-        NaN or ±inf in ``Q`` or ``K`` raise ``ValueError``.
-    K : array_like of shape (n_keys, d_k)
-        Finite real numbers, at least one key.
-    V : array_like of shape (n_keys,) or (n_keys, d_v)
-        Finite real numbers.
+    query : array of shape (..., L, d)
+        Finite real numbers, any array-API library (numpy, torch, cupy, jax,
+        array_api_strict). A query or key at infinity has no defined logit (∞ · 0, ∞ − ∞):
+        NaN or ±inf in ``query`` or ``key`` raise ``ValueError``.
+    key : array of shape (..., S, d)
+    value : array of shape (..., S, d_v) or (S,)
+        Finite real numbers. The leading (batch, head) dimensions of the three arrays, of
+        ``attn_mask`` and of ``key_bias`` broadcast against each other.
+    attn_mask : array broadcastable to (..., L, S), optional
+        Boolean: True takes part (as in PyTorch), False removes the key for that query.
+        Real floating: added to the logits (finite, or ``-inf`` to remove the key).
+    is_causal : bool
+        Query ``i`` attends to keys ``j <= i`` only: the top-left aligned lower triangle
+        ``tril(ones(L, S))``, as in PyTorch (for L ≠ S too). Applies together with
+        ``attn_mask``. Tiles of keys above the diagonal are skipped, not masked.
     scale : float, optional
         A finite real number that multiplies the dot products. ``None`` means
-        :math:`1/\sqrt{d_k}`, which keeps the logits at unit variance when the entries of
-        ``Q`` and ``K`` are independent with mean 0 and variance 1 (then
-        :math:`\mathrm{Var}(q^\top k) = d_k`). 0 gives every unremoved key the same weight;
-        a negative scale favours the least similar keys.
-    key_bias : array_like of shape (n_keys,), optional
+        :math:`1/\sqrt{d}`, which keeps the logits at unit variance when the entries of
+        ``query`` and ``key`` are independent with mean 0 and variance 1 (then
+        :math:`\mathrm{Var}(q^\top k) = d`). 0 gives every key that takes part the same
+        weight; a negative scale favours the least similar keys.
+    key_bias : array of shape (..., S), optional
         Added to every query's logit for that key: finite, or ``-inf`` to remove the key
         (its weight is then exactly 0). ``key_bias = -½‖k‖²`` with ``scale=1`` turns the dot
         product into the Gaussian kernel ``exp(-½‖q − k‖²)`` (the query-only term cancels in
         the softmax).
     return_weights : bool
-        Also return the (n_queries, n_keys) weight matrix.
+        Also return the (..., L, S) weights.
 
     Returns
     -------
-    out : ndarray of shape (n_queries,) or (n_queries, d_v)
-    weights : ndarray of shape (n_queries, n_keys)
-        Only when ``return_weights=True``. Rows are non-negative and sum to one.
+    out : array of shape (..., L, d_v), or (..., L) for a 1-D ``value``
+        In the library, on the device and in the floating dtype of the inputs.
+    weights : array of shape (..., L, S)
+        Only when ``return_weights=True``. Rows are non-negative and sum to one (or are all 0
+        for a query with no key to attend to).
 
     Raises
     ------
     TypeError
-        ``scale`` is not a real number, or an array is complex or not numeric.
+        ``scale`` is not a real number; an array is complex or not numeric; an integer
+        ``attn_mask`` (ambiguous: pass booleans or additive floats); arrays of different
+        libraries; a library without a function the computation needs (named).
     ValueError
-        ``scale`` is NaN or infinite; NaN or infinity in ``Q``, ``K`` or ``V``; NaN or
-        ``+inf`` in ``key_bias``, or every key removed; no keys; mismatched shapes.
+        ``scale`` is NaN or infinite; NaN or infinity in ``query``, ``key`` or ``value``; NaN
+        or ``+inf`` in ``key_bias`` or a float ``attn_mask``; shapes that do not match or
+        broadcast.
 
     Examples
     --------
@@ -255,85 +593,307 @@ def softmax_attention(Q, K, V, *, scale=None, key_bias=None, return_weights=Fals
     >>> w.round(4)
     array([[0.5   , 0.5   ],
            [0.2689, 0.7311]])
+    >>> softmax_attention(Q, K, np.array([1.0, 2.0]), is_causal=True, scale=1.0).round(4)
+    array([1.    , 1.7311])
     """
     scale = _check_scale(scale)
-    Q = _as_2d("Q", Q)
-    K = _as_2d("K", K)
-    V = _as_values(V, K.shape[0])
-    if Q.shape[1] != K.shape[1]:
-        raise ValueError(
-            f"Q and K must have the same number of columns (d_k); got {Q.shape[1]} and "
-            f"{K.shape[1]}"
-        )
-    if K.shape[0] == 0:
-        raise ValueError("softmax attention needs at least one key; got K with 0 rows")
-    if K.shape[1] == 0:
-        raise ValueError("Q and K need at least one column (d_k >= 1); got 0")
-    if scale is None:
-        scale = 1.0 / np.sqrt(K.shape[1])
-    bias, removed = None, None
-    if key_bias is not None:
-        bias = _as_real("key_bias", key_bias, finite=False).ravel()
-        if bias.shape != (K.shape[0],):
+    xp = _namespace(
+        "softmax_attention",
+        query=query,
+        key=key,
+        value=value,
+        attn_mask=attn_mask,
+        key_bias=key_bias,
+    )
+    device = next((device_of(a) for a in (query, key, value) if is_array_api_obj(a)), None)
+    query = _as_real("query", query, xp, device, finite=False)
+    key = _as_real("key", key, xp, device, finite=False)
+    value = _as_real("value", value, xp, device, finite=False)
+    # The largest magnitudes (one pass each) check finiteness and size the logits' units.
+    q_size, k_size = _magnitude("query", query, xp), _magnitude("key", key, xp)
+    for name, array in (("query", query), ("key", key)):
+        if array.ndim < 2:
             raise ValueError(
-                f"key_bias must have shape (n_keys,) = ({K.shape[0]},); got {np.shape(key_bias)}"
+                f"{name} must have shape (..., {'L' if name == 'query' else 'S'}, d): at "
+                f"least 2 dimensions; got shape {tuple(array.shape)}"
             )
-        if np.any(np.isnan(bias) | np.isposinf(bias)):
+    d, n_queries, n_keys = query.shape[-1], query.shape[-2], key.shape[-2]
+    if key.shape[-1] != d:
+        raise ValueError(
+            f"query and key must have the same last dimension (d); got {d} and {key.shape[-1]}"
+        )
+    if d == 0:
+        raise ValueError("query and key need at least one feature (d >= 1); got 0")
+    one_value = value.ndim == 1
+    if one_value:
+        value = value[:, None]
+    if value.ndim < 2 or value.shape[-2] != n_keys:
+        raise ValueError(
+            f"value must have shape (..., S, d_v) or (S,) with S = {n_keys} keys; got shape "
+            f"{tuple(value.shape) if not one_value else (value.shape[0],)}"
+        )
+    # Per column: a weighted average lies within the range of the values (see below).
+    lowest, highest, v_size = None, None, 0.0
+    if value.size:
+        lowest = xp.min(value, axis=-2, keepdims=True)
+        highest = xp.max(value, axis=-2, keepdims=True)
+        v_size = _magnitude("value", xp.concat([lowest, highest], axis=-2), xp)
+    arrays = [query, key, value]
+    bias = None
+    if key_bias is not None:
+        bias = _as_real("key_bias", key_bias, xp, device, finite=False)
+        if bias.ndim == 0 or bias.shape[-1] != n_keys:
+            raise ValueError(
+                f"key_bias must have shape (..., S) with S = {n_keys} keys; got shape "
+                f"{tuple(bias.shape)}"
+            )
+        if bool(xp.any(xp.isnan(bias) | (bias == math.inf))):
             raise ValueError("key_bias must be finite, or -inf to remove a key; got NaN or +inf")
-        removed = np.flatnonzero(np.isneginf(bias))
-        if len(removed) == K.shape[0]:
-            raise ValueError("key_bias is -inf for every key: no key is left to attend to")
-        removed = removed if len(removed) else None
-    Q, K_scaled, bias, unit_exponent = _logit_units(Q, K, scale, bias)
+        arrays.append(bias)
+    mask, additive_mask = None, None
+    if attn_mask is not None:
+        mask = _as_mask(attn_mask, xp, device)
+        if mask.ndim < 2:
+            mask = xp.reshape(mask, (1,) * (2 - mask.ndim) + tuple(mask.shape))
+        if not (mask.shape[-2] in (1, n_queries) and mask.shape[-1] in (1, n_keys)):
+            raise ValueError(
+                f"attn_mask must broadcast to (..., L, S) = (..., {n_queries}, {n_keys}); got "
+                f"shape {tuple(mask.shape)}"
+            )
+        if not xp.isdtype(mask.dtype, "bool"):
+            if not xp.isdtype(mask.dtype, "real floating"):
+                raise TypeError(
+                    "attn_mask must be boolean (True takes part) or real floating (added to "
+                    f"the logits); got dtype {mask.dtype} (for a 0/1 mask pass mask == 1)"
+                )
+            if bool(xp.any(xp.isnan(mask) | (mask == math.inf))):
+                raise ValueError(
+                    "attn_mask must be finite, or -inf to remove a key; got NaN or +inf"
+                )
+            additive_mask, mask = mask, None
+            arrays.append(additive_mask)
+    dtype, work = _float_dtypes(xp, *arrays)
+    query, key, value = (xp.astype(a, work, copy=False) for a in (query, key, value))
+    if bias is not None:
+        bias = xp.astype(bias, work, copy=False)
+    if additive_mask is not None:
+        additive_mask = xp.astype(additive_mask, work, copy=False)
+    batch = _batch_shape(
+        query=tuple(query.shape[:-2]),
+        key=tuple(key.shape[:-2]),
+        value=tuple(value.shape[:-2]),
+        key_bias=() if bias is None else tuple(bias.shape[:-1]),
+        attn_mask=tuple(
+            (mask if mask is not None else additive_mask).shape[:-2]
+            if attn_mask is not None
+            else ()
+        ),
+    )
+    d_v = value.shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    if n_keys == 0 or n_queries == 0 or math.prod(batch) == 0:
+        # No key to attend to: the sums are 0 (see the module docstring).
+        out = xp.zeros(batch + (n_queries, d_v), dtype=dtype, device=device)
+        out = out[..., 0] if one_value else out
+        if return_weights:
+            return out, xp.zeros(batch + (n_queries, n_keys), dtype=dtype, device=device)
+        return out
 
-    V2 = V.reshape(K.shape[0], -1)
-    # Values near the float64 limit: a weighted sum rounding a few ulps above its largest
-    # term would overflow, so average them in a smaller unit (a power of two: exact).
-    value_exp = int(max_exponent(V2))
-    value_shift = value_exp - _SAFE_EXPONENT if value_exp > _SAFE_EXPONENT else 0
+    numpy = is_numpy_namespace(xp)
+    query, key_scaled, (bias, additive_mask), unit_exponent = _logit_units(
+        query, key, scale, [bias, additive_mask], xp, work, q_size, k_size
+    )
+    # Values near the float limit: a weighted sum rounding a few ulps above its largest term
+    # would overflow, so average them in a smaller unit (a power of two: exact).
+    value_exp = math.frexp(v_size)[1]
+    safe = _safe_exponent(xp, work)
+    value_shift = value_exp - safe if value_exp > safe else 0
+    lowest, highest = (xp.astype(a, work, copy=False) for a in (lowest, highest))
     if value_shift:
-        V2 = np.ldexp(V2, -value_shift)
-    n_queries, n_keys = Q.shape[0], K.shape[0]
-    out = np.empty((n_queries, V2.shape[1]))
-    weights = np.empty((n_queries, n_keys)) if return_weights else None
-    columns = np.hstack([V2, np.ones((n_keys, 1))])
+        value, lowest, highest = (ldexp(a, -value_shift, xp) for a in (value, lowest, highest))
 
-    def logits(rows, keys, out=None):
-        block = np.matmul(Q[rows], K_scaled[keys].T, out=out)
-        if bias is not None:
-            block += bias[keys]
+    Q = _Flat(query, batch, 2, xp)
+    K = _Flat(key_scaled, batch, 2, xp)
+    C = _Flat(_value_columns(value, xp, numpy), batch, 2, xp)
+    B = None if bias is None else _Flat(bias, batch, 1, xp)
+    M = None
+    if mask is not None or additive_mask is not None:
+        M = _Flat(mask if mask is not None else additive_mask, batch, 2, xp)
+    mask_rows = M is not None and M.core[0] == n_queries
+    mask_keys = M is not None and M.core[1] == n_keys
+    # Whether a logit can be −inf (a key removed): only then are the removed keys looked for;
+    # and whether a query can be left with no key (the causal mask always leaves key 0).
+    empty = mask is not None
+    for additive in (bias, additive_mask):
+        empty = empty or (additive is not None and bool(xp.any(additive == -math.inf)))
+    removed = empty or is_causal
+    minus_inf = None
+    # The operators (@, .mT) are the array API's and skip array-api-compat's wrappers, whose
+    # overhead shows at a few hundred products per call; numpy 1.x arrays have no .mT.
+    transpose = (lambda a: np.swapaxes(a, -1, -2)) if numpy else (lambda a: a.mT)
+
+    def logits(heads, rows, keys):
+        nonlocal minus_inf
+        block = Q.heads(heads)[:, rows, :] @ transpose(K.heads(heads)[:, keys, :])
+        in_place = updatable(block)
+        if B is not None:
+            block = _add(block, B.heads(heads)[:, None, keys], in_place)
+        if M is not None:
+            here = M.heads(
+                heads, rows if mask_rows else slice(None), keys if mask_keys else slice(None)
+            )
+            if mask is not None:
+                block = remove(block, ~here, in_place)
+            else:
+                block = _add(block, here, in_place)
+        if is_causal and keys.stop - 1 > rows.start:
+            # Keys after the query (top-left aligned, as tril(ones(L, S))) are removed: the
+            # keys before the block's first query are seen by all its queries, so only the
+            # columns from there on (at most a square of the block's rows) are masked.
+            first = max(keys.start, rows.start + 1)
+            later = (
+                xp.arange(first, keys.stop, device=device)[None, :]
+                > xp.arange(rows.start, rows.stop, device=device)[:, None]
+            )
+            if in_place and is_torch_array(block):
+                block[..., first - keys.start :].masked_fill_(later, -math.inf)
+            else:
+                seen = xp.zeros(
+                    (rows.stop - rows.start, first - keys.start), dtype=xp.bool, device=device
+                )
+                block = remove(block, xp.concat([seen, later], axis=-1), in_place)
         return block
 
-    def attend(rows):
-        # Every row has a finite maximum: Q, K are finite and some key is not removed.
-        if return_weights:
-            w = softmax_weights(logits(rows, slice(None)), exponent=unit_exponent, removed=True)
-            out[rows] = w @ V2
-            weights[rows] = w
-            return
-        _, sums = kernel_sums(
-            lambda keys, buffer: logits(rows, keys, buffer),
-            n_keys,
-            columns,
-            exponent=unit_exponent,
-            removed=removed is not None,
-        )
-        out[rows] = sums[:, :-1] / sums[:, -1:]
+    def remove(block, gone, in_place):
+        """``block`` with −inf where ``gone`` is true (in place on torch when allowed)."""
+        nonlocal minus_inf
+        if (
+            in_place
+            and is_torch_array(block)
+            and tuple(np.broadcast_shapes(tuple(gone.shape), tuple(block.shape)))
+            == tuple(block.shape)
+        ):
+            return block.masked_fill_(gone, -math.inf)
+        if minus_inf is None:
+            minus_inf = xp.asarray(-math.inf, dtype=work, device=device)
+        return xp.where(gone, minus_inf, block)
 
+    def column_of(columns):
+        """The weights against the value columns and 1: with numpy the columns hold the 1
+        (one product); elsewhere the row sum is taken apart and appended."""
+        if numpy:
+            return columns
+
+        def product(w, keys):
+            return xp.concat([w @ columns[:, keys, :], xp.sum(w, axis=-1)[..., None]], axis=-1)
+
+        return product
+
+    def attend(flat_rows):
+        """The sums ``[Σ w v, Σ w]`` of the flattened (batch × query) rows ``flat_rows``
+        (and their weights): the division, the clip and the empty rows are the caller's,
+        once for all the blocks."""
+        sums, weights = [], []
+        for heads, rows in _segments(flat_rows.start, flat_rows.stop, n_queries):
+            n_heads, n_rows = heads.stop - heads.start, rows.stop - rows.start
+            columns = C.heads(heads)
+            if return_weights:
+                w = _normalized(logits(heads, rows, slice(0, n_keys)), unit_exponent, xp)
+                w = xp.broadcast_to(w, (n_heads, n_rows, n_keys))
+                part = column_of(columns)(w, slice(0, n_keys)) if not numpy else w @ columns
+                weights.append(xp.reshape(w, (n_heads * n_rows, n_keys)))
+            else:
+                _, part = kernel_sums(
+                    lambda keys, buffer, heads=heads, rows=rows: logits(heads, rows, keys),
+                    min(n_keys, rows.stop) if is_causal else n_keys,
+                    column_of(columns),
+                    removed=removed,
+                    exponent=unit_exponent,
+                    tile=tile,
+                    xp=xp,
+                )
+            part = xp.broadcast_to(part, (n_heads, n_rows, d_v + 1))
+            sums.append(xp.reshape(part, (n_heads * n_rows, d_v + 1)))
+        return sums, weights
+
+    n_rows = math.prod(batch) * n_queries
+    itemsize = xp.finfo(work).bits // 8
     if return_weights:
-        map_query_blocks(attend, n_queries, n_keys)
+        tile = n_keys
+        width = n_keys
     else:
-        map_query_blocks(attend, n_queries, n_keys, key_tile=KEY_TILE)
+        tile = KEY_TILE * 8 // itemsize
+        width = min(n_keys, tile)
+    if numpy:
+        kwargs = {} if return_weights else {"key_tile": tile}
+        blocks = map_query_blocks(attend, n_rows, n_keys, itemsize=itemsize, **kwargs)
+    else:
+        rows = iter_query_blocks(
+            n_rows, width, itemsize=itemsize, cache=_cache_entries(xp, device)
+        )
+        blocks = [attend(block) for block in rows]
+    sums = [part for block in blocks for part in block[0]]
+    sums = sums[0] if len(sums) == 1 else xp.concat(sums, axis=0)
+    sums = xp.reshape(sums, batch + (n_queries, d_v + 1))
+    total = sums[..., -1:]
+    if empty:
+        out = sums[..., :-1] / xp.where(total > 0, total, xp.ones_like(total))
+    else:
+        out = sums[..., :-1] / total
     # A weighted average lies within the range of the values; clipping removes the few-ulp
-    # excursions of rounding (the weights sum to 1 only up to rounding).
-    np.clip(out, V2.min(axis=0), V2.max(axis=0), out=out)
+    # excursions of rounding (the weights sum to 1 only up to rounding). In place where
+    # allowed: a fresh array of the output's size costs its page faults again.
+    if updatable(out) and is_torch_array(out):
+        out.clamp_(min=lowest, max=highest)
+    else:
+        out = xp.clip(out, min=lowest, max=highest)
+    if empty:
+        # A query with no key to attend to: 0 (its sums are 0), not a clipped 0.
+        out = xp.where(total > 0, out, xp.zeros_like(out))
     if value_shift:
-        out = np.ldexp(out, value_shift)
-    out = out.reshape((n_queries,) + V.shape[1:])
-    return (out, weights) if return_weights else out
+        out = ldexp(out, value_shift, xp)
+    out = xp.astype(out, dtype, copy=False)
+    if one_value:
+        out = out[..., 0]
+    if not return_weights:
+        return out
+    weights = [part for block in blocks for part in block[1]]
+    weights = weights[0] if len(weights) == 1 else xp.concat(weights, axis=0)
+    return out, xp.astype(xp.reshape(weights, batch + (n_queries, n_keys)), dtype)
 
 
-def linear_attention(phi_Q, phi_K, V):
+# ---------------------------------------------------------------- linear attention
+
+
+def _power_of_two(a, xp, axis):
+    """The exponent ``e`` of a power of two just above ``max |a|`` along ``axis`` (kept
+    dimensions; 0 where ``a`` is 0), as an array of ``a``'s dtype: dividing by ``2**e`` is
+    exact. ``e`` is held inside the float range."""
+    top = xp.max(xp.abs(a), axis=axis, keepdims=True)
+    if is_numpy_namespace(xp):
+        exponent = np.frexp(top)[1].astype(a.dtype)
+    else:
+        positive = top > 0
+        exponent = xp.where(
+            positive, xp.floor(xp.log2(xp.where(positive, top, xp.ones_like(top)))) + 1, 0.0
+        )
+    largest = int(math.log2(float(xp.finfo(a.dtype).max)))
+    exponent = xp.clip(exponent, min=float(-largest), max=float(largest + 1))
+    return exponent
+
+
+def _times_two_to(a, exponent, xp):
+    """``a · 2**exponent`` for an array of integral exponents within the float range."""
+    if is_numpy_namespace(xp):
+        return np.ldexp(a, exponent.astype(int))
+    half = xp.floor(exponent / 2)
+    two = xp.asarray(2.0, dtype=a.dtype, device=device_of(a))
+    # In two halves: 2**exponent alone may lie beyond the range that a · 2**exponent is in.
+    return a * xp.pow(two, half) * xp.pow(two, exponent - half)
+
+
+def linear_attention(phi_q, phi_k, value, *, is_causal=False):
     r"""Linear attention with explicit features: the Nadaraya–Watson estimate with kernel
     :math:`\kappa(q, k) = \phi(q)^\top \phi(k)`.
 
@@ -342,81 +902,221 @@ def linear_attention(phi_Q, phi_K, V):
         \mathrm{out}_i = \frac{\phi(q_i)^\top S}{\phi(q_i)^\top z}, \qquad
         S = \sum_j \phi(k_j) v_j^\top, \quad z = \sum_j \phi(k_j)
 
-    The sums over the keys are computed once, so the cost is O((n_queries + n_keys) · r · d_v)
-    for r features instead of O(n_queries · n_keys).
+    The sums over the keys are computed once, so the cost is O((L + S) · r · d_v) for r
+    features instead of O(L · S). With ``is_causal=True`` query ``i`` sees keys
+    ``j <= i`` (top-left aligned, as :func:`softmax_attention`): :math:`S_i` and
+    :math:`z_i` are running sums over the prefix — linear attention as an RNN with state
+    :math:`(S, z)` (Katharopoulos et al., 2020), the sums ``partial_fit`` accumulates.
+    They are taken by blocks of positions: within a block the (block × block) products
+    with the causal mask, across blocks the carried state; never an L × L matrix.
 
     The ratio does not change when a query's features, or all the keys' features, are
-    multiplied by a positive constant, so each row of ``phi_Q``, ``phi_K`` as a whole and
-    each column of ``V`` are divided by a power of two near their largest entry before the
-    sums: any finite non-negative features give a finite answer, within the range of ``V``
-    (per column), however large or small they are.
+    multiplied by a positive constant, so each query row, the keys (per batch entry; with
+    ``is_causal`` a running scale, raised as larger keys arrive, the state rescaled) and
+    each column of ``value`` are divided by a power of two near their largest entry before
+    the sums: any finite non-negative features give a finite answer, within the range of
+    ``value`` (per column), however large or small they are (causally, as long as the keys
+    of one block of positions lie within the float range of each other).
 
     Parameters
     ----------
-    phi_Q : array_like of shape (n_queries, r)
-    phi_K : array_like of shape (n_keys, r)
-        At least one key.
-    V : array_like of shape (n_keys,) or (n_keys, d_v)
-        All three finite real numbers.
+    phi_q : array of shape (..., L, r)
+    phi_k : array of shape (..., S, r)
+    value : array of shape (..., S, d_v) or (S,)
+        All three finite real numbers, any array-API library; the leading dimensions
+        broadcast. A query without keys (S = 0, or L > S causally is fine: later queries see
+        every key) gets 0.
+    is_causal : bool
+        Query ``i`` sees keys ``j <= i`` only.
 
     Returns
     -------
-    out : ndarray of shape (n_queries,) or (n_queries, d_v)
+    out : array of shape (..., L, d_v), or (..., L) for a 1-D ``value``
+        In the library, device and floating dtype of the inputs.
 
     Raises
     ------
     TypeError
-        An array is complex or not numeric.
+        An array is complex or not numeric, or arrays of different libraries.
     ValueError
         If a query's denominator :math:`\phi(q)^\top z` is not positive (signed features,
-        such as random Fourier features, can make it so): the ratio would be meaningless;
-        if it is so close to 0 that the ratio overflows; NaN or infinity in an argument; no
-        keys; mismatched shapes.
+        such as random Fourier features, can make it so; or it underflowed): the ratio
+        would be meaningless; if it is so close to 0 that the ratio overflows; NaN or
+        infinity in an argument; mismatched shapes.
 
     Examples
     --------
-    >>> phi = np.array([[1.0, 0.0], [0.0, 1.0]])
-    >>> linear_attention(phi, phi, np.array([3.0, 5.0]))
-    array([3., 5.])
+    >>> phi = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> linear_attention(phi, phi, np.array([3.0, 5.0, 7.0]))
+    array([5. , 6. , 5.5])
+    >>> linear_attention(phi, phi, np.array([3.0, 5.0, 7.0]), is_causal=True)
+    array([3. , 5. , 5.5])
     """
-    phi_Q = _as_2d("phi_Q", phi_Q)
-    phi_K = _as_2d("phi_K", phi_K)
-    V = _as_values(V, phi_K.shape[0])
-    if phi_Q.shape[1] != phi_K.shape[1]:
+    xp = _namespace("linear_attention", phi_q=phi_q, phi_k=phi_k, value=value)
+    device = next((device_of(a) for a in (phi_q, phi_k, value) if is_array_api_obj(a)), None)
+    phi_q = _as_real("phi_q", phi_q, xp, device)
+    phi_k = _as_real("phi_k", phi_k, xp, device)
+    value = _as_real("value", value, xp, device)
+    for name, array, length in (("phi_q", phi_q, "L"), ("phi_k", phi_k, "S")):
+        if array.ndim < 2:
+            raise ValueError(
+                f"{name} must have shape (..., {length}, r): at least 2 dimensions; got shape "
+                f"{tuple(array.shape)}"
+            )
+    if phi_q.shape[-1] != phi_k.shape[-1]:
         raise ValueError(
-            "phi_Q and phi_K must have the same number of features; got "
-            f"{phi_Q.shape[1]} and {phi_K.shape[1]}"
+            "phi_q and phi_k must have the same number of features; got "
+            f"{phi_q.shape[-1]} and {phi_k.shape[-1]}"
         )
-    if phi_K.shape[0] == 0:
-        raise ValueError("linear attention needs at least one key; got phi_K with 0 rows")
-    V2 = V.reshape(phi_K.shape[0], -1)
-    # Powers of two: exact, so ordinary inputs give the same digits as the plain formula.
-    query_exp = max_exponent(phi_Q, axis=1)
-    value_exp = max_exponent(V2, axis=0)
-    phi_Q = np.ldexp(phi_Q, -query_exp[:, None])
-    phi_K = np.ldexp(phi_K, -int(max_exponent(phi_K)))
-    V2 = np.ldexp(V2, -value_exp)
-    S = phi_K.T @ V2
-    z = phi_K.sum(axis=0)
-    denominator = phi_Q @ z
-    bad = ~(denominator > 0)
-    if np.any(bad):
+    n_queries, n_keys = phi_q.shape[-2], phi_k.shape[-2]
+    one_value = value.ndim == 1
+    if one_value:
+        value = value[:, None]
+    if value.ndim < 2 or value.shape[-2] != n_keys:
         raise ValueError(
-            f"{int(bad.sum())} quer{'y has' if bad.sum() == 1 else 'ies have'} a "
-            "non-positive linear-attention denominator phi(q)ᵀ sum_j phi(k_j); use positive "
-            "features or compute those rows exactly"
+            f"value must have shape (..., S, d_v) or (S,) with S = {n_keys} keys; got shape "
+            f"{tuple(value.shape) if not one_value else (value.shape[0],)}"
+        )
+    dtype, work = _float_dtypes(xp, phi_q, phi_k, value)
+    phi_q, phi_k, value = (xp.astype(a, work, copy=False) for a in (phi_q, phi_k, value))
+    batch = _batch_shape(
+        phi_q=tuple(phi_q.shape[:-2]), phi_k=tuple(phi_k.shape[:-2]), value=tuple(value.shape[:-2])
+    )
+    d_v = value.shape[-1]
+    if n_keys == 0 or n_queries == 0 or math.prod(batch) == 0:
+        out = xp.zeros(batch + (n_queries, d_v), dtype=dtype, device=device)
+        return out[..., 0] if one_value else out
+    # Powers of two: exact, so ordinary inputs give the same digits as the plain formula.
+    value_exp = _power_of_two(value, xp, axis=-2)
+    value = _times_two_to(value, -value_exp, xp)
+    phi_q = _times_two_to(phi_q, -_power_of_two(phi_q, xp, axis=-1), xp)
+    positive = bool(xp.min(phi_q) >= 0) and bool(xp.min(phi_k) >= 0)
+    if is_causal:
+        numerator, denominator = _causal_sums(phi_q, phi_k, value, xp)
+    else:
+        phi_k = _times_two_to(phi_k, -_power_of_two(phi_k, xp, axis=(-2, -1)), xp)
+        state = xp.matmul(xp.matrix_transpose(phi_k), value)
+        z = xp.sum(phi_k, axis=-2)[..., None]
+        numerator, denominator = xp.matmul(phi_q, state), xp.matmul(phi_q, z)
+    bad = ~(denominator > 0)
+    n_bad = int(xp.sum(xp.astype(bad, xp.int64)))
+    if n_bad:
+        raise ValueError(
+            f"{n_bad} quer{'y has' if n_bad == 1 else 'ies have'} a non-positive "
+            "linear-attention denominator phi(q)ᵀ sum_j phi(k_j); use positive features or "
+            "compute those rows exactly"
         )
     with np.errstate(over="ignore"):
-        out = (phi_Q @ S) / denominator[:, None]
-    if phi_Q.min(initial=0.0) >= 0 and phi_K.min(initial=0.0) >= 0:
+        out = numerator / denominator
+    if positive:
         # Non-negative features make every row a weighted average of the values: clip the
         # few-ulp excursions of rounding so that it provably stays within their range.
-        np.clip(out, V2.min(axis=0), V2.max(axis=0), out=out)
+        out = xp.clip(
+            out,
+            min=xp.min(value, axis=-2, keepdims=True),
+            max=xp.max(value, axis=-2, keepdims=True),
+        )
     with np.errstate(over="ignore"):
-        out = np.ldexp(out, value_exp)
-    if not np.all(np.isfinite(out)):
+        out = _times_two_to(out, value_exp, xp)
+    if not bool(xp.all(xp.isfinite(out))):
         raise ValueError(
             "linear attention overflowed: a denominator phi(q)ᵀ sum_j phi(k_j) is too close "
             "to 0 for signed features; use positive features or compute those rows exactly"
         )
-    return out.reshape((phi_Q.shape[0],) + V.shape[1:])
+    out = xp.astype(xp.broadcast_to(out, batch + (n_queries, d_v)), dtype)
+    return out[..., 0] if one_value else out
+
+
+def _causal_sums(phi_q, phi_k, value, xp):
+    """Numerators and denominators of causal linear attention by blocks of positions.
+
+    The state ``(S, z)`` holds the sums over the keys before the block in units of
+    ``2**c``, ``c`` the running exponent of the largest key seen; it is rescaled when a
+    block raises ``c``. Within the block the products are taken with the causal mask.
+    """
+    n_queries, n_keys = phi_q.shape[-2], phi_k.shape[-2]
+    device = device_of(phi_q)
+    state, z, scale = None, None, None
+    numerators, denominators = [], []
+    for start in range(0, n_queries, _PREFIX_BLOCK):
+        stop = min(start + _PREFIX_BLOCK, n_queries)
+        q = phi_q[..., start:stop, :]
+        num = den = None
+        if start < n_keys:
+            keys_stop = min(stop, n_keys)
+            k, v = phi_k[..., start:keys_stop, :], value[..., start:keys_stop, :]
+            block_scale = _power_of_two(k, xp, axis=(-2, -1))
+            new_scale = block_scale if scale is None else xp.maximum(scale, block_scale)
+            k = _times_two_to(k, -new_scale, xp)
+            later = (
+                xp.arange(start, keys_stop, device=device)[None, :]
+                > xp.arange(start, stop, device=device)[:, None]
+            )
+            kernel = xp.matmul(q, xp.matrix_transpose(k))
+            kernel = xp.where(later, xp.zeros_like(kernel), kernel)
+            num = xp.matmul(kernel, v)
+            den = xp.sum(kernel, axis=-1)[..., None]
+            if state is not None:
+                factor = _times_two_to(xp.ones_like(scale), scale - new_scale, xp)
+                state, z = state * factor, z * factor
+            scale = new_scale
+        if state is not None:
+            carried_num, carried_den = xp.matmul(q, state), xp.matmul(q, z)
+            num = carried_num if num is None else num + carried_num
+            den = carried_den if den is None else den + carried_den
+        if start < n_keys:
+            update_state = xp.matmul(xp.matrix_transpose(k), v)
+            update_z = xp.sum(k, axis=-2)[..., None]
+            state = update_state if state is None else state + update_state
+            z = update_z if z is None else z + update_z
+        numerators.append(num)
+        denominators.append(den)
+    return xp.concat(numerators, axis=-2), xp.concat(denominators, axis=-2)
+
+
+# ---------------------------------------------------------------- diagnostics
+
+
+def attention_entropy(weights, axis=-1):
+    r"""Entropy (nats) of attention weights along ``axis``, :math:`H = -\sum_j w_j \log w_j`.
+
+    0 for a query that attends to one key, :math:`\log S` for uniform weights over S keys.
+    Rows are normalized first (absolute values, so that signed weights count by size); a row
+    of zeros (a query with no key) has entropy 0.
+
+    Parameters
+    ----------
+    weights : array of shape (..., S), any array-API library
+        For instance the weights :func:`softmax_attention` returns.
+    axis : int
+        The axis of the keys.
+
+    Returns
+    -------
+    entropy : array of shape (...)
+
+    Examples
+    --------
+    >>> attention_entropy(np.array([[0.5, 0.5], [1.0, 0.0]])).round(4)
+    array([0.6931, 0.    ])
+    """
+    xp = _namespace("attention_entropy", weights=weights)
+    device = device_of(weights) if is_array_api_obj(weights) else None
+    weights = xp.abs(_as_real("weights", weights, xp, device))
+    total = xp.sum(weights, axis=axis, keepdims=True)
+    p = weights / xp.where(total > 0, total, xp.ones_like(total))
+    terms = xp.where(p > 0, -p * xp.log(xp.where(p > 0, p, xp.ones_like(p))), xp.zeros_like(p))
+    return xp.clip(xp.sum(terms, axis=axis), min=0.0)
+
+
+def effective_neighbors(weights, axis=-1):
+    r"""Effective number of keys a query averages, :math:`\exp(H)` of
+    :func:`attention_entropy`: between 1 (one key gets all the weight) and S (uniform).
+
+    Examples
+    --------
+    >>> effective_neighbors(np.array([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0]]))
+    array([4., 1.])
+    """
+    xp = _namespace("effective_neighbors", weights=weights)
+    return xp.exp(attention_entropy(weights, axis=axis))
