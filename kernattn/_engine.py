@@ -41,6 +41,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
 from kernattn._local_fits import LocalLines, TiltedWeights
 from kernattn._local_linear import line_estimate, sparse_neighborhoods
+from kernattn._namespaces import from_caller, in_caller_library
 from kernattn._numerics import (
     normalized_weights,
     power_of_two_scale,
@@ -136,6 +137,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         to the last bit.
         """
         rows = X if isinstance(X, Rows) else collection_rows(X, y, sample_weight)
+        if rows is None:
+            # Arrays of another library (torch, cupy, …) are fitted in numpy.
+            (X, y, sample_weight), _ = from_caller(X, y, sample_weight)
         with fit_transaction(self):
             self._check_params()
             if rows is None:
@@ -491,6 +495,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         # The square root before the scale: the variance of targets near 1e200 overflows.
         return mean.reshape(shape), (np.sqrt(variance) * value_scale).reshape(shape)
 
+    @in_caller_library
     def predict(self, X, return_std=False):
         """Nadaraya–Watson estimate at each query.
 
@@ -534,6 +539,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             results.append(np.concatenate([block[i] for block in blocks]) if blocks else None)
         return results
 
+    @in_caller_library
     def attention_weights(self, X, head=None):
         """The weight every query gives every training row, per head or mixed.
 
@@ -576,6 +582,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         map_query_blocks(weigh_rows, len(X), 2 * len(self._values), n_jobs=self.n_jobs)
         return weights
 
+    @in_caller_library
     def attention_entropy(self, X):
         """Entropy (nats) of every head's weights at each query, ``H = −Σ_i w_i log w_i``.
 
@@ -603,6 +610,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             return np.zeros((0, len(heads)))
         return np.stack(columns, axis=1)
 
+    @in_caller_library
     def effective_neighbors(self, X):
         """Effective number of training rows each head averages at each query, ``exp(H)``.
 

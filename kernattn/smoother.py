@@ -43,6 +43,7 @@ from kernattn._mixed import (
     resolve_feature_kinds,
     select_mixed_bandwidth,
 )
+from kernattn._namespaces import in_caller_library
 from kernattn._numerics import weighted_mean
 from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
 from kernattn.bandwidth import (
@@ -466,6 +467,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         a = a * self._value_scale
         return a.reshape((len(a),) + trailing + self._target_shape).astype(self._dtype)
 
+    @in_caller_library
     def predict_interval(
         self,
         X,
@@ -585,6 +587,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
         return finish(mean + low), finish(mean + high)
 
+    @in_caller_library
     def gradient(self, X, return_std=False, *, noise="local"):
         r"""Marginal effects :math:`\partial \hat y / \partial x_j` at each query.
 

@@ -27,6 +27,7 @@ from kernattn._local_linear import (
     n_line_parameters,
 )
 from kernattn._loo import DuplicateGroups
+from kernattn._namespaces import in_caller_library
 from kernattn._numerics import (
     has_spread,
     normalized_weights,
@@ -841,6 +842,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     # ------------------------------------------------------------- predicting
 
+    @in_caller_library
     def predict(self, X, return_std=False, heads=None):
         r"""Mixed Nadaraya–Watson estimate of the heads (local-linear with ``degree=1``).
 
@@ -871,6 +873,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         heads = self._check_heads(heads)
         return self._finish_prediction(*self._predict_centered(X, return_std, heads=heads))
 
+    @in_caller_library
     def logit_variance(self, X):
         """Per head: the mean over the queries of the logits' variance across the keys.
 

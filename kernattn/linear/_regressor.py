@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks, single_threaded_blas
 from kernattn._engine import NadarayaWatsonRegressor, fit_transaction
+from kernattn._namespaces import from_caller, in_caller_library
 from kernattn._numerics import has_spread, power_of_two_scale, weighted_mean
 from kernattn._rows import ChunkRows
 from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
@@ -708,6 +709,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             The updated estimator.
         """
         first = not hasattr(self, "kernel_")
+        (X, y, sample_weight), _ = from_caller(X, y, sample_weight)
         with fit_transaction(self):
             if first:
                 self._check_params()
@@ -1081,6 +1083,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             )
         warnings.warn(message, category, stacklevel=4)
 
+    @in_caller_library
     def predict(self, X, return_std=False):
         """Linear-attention estimate at each query.
 
@@ -1116,6 +1119,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 "sums S and z; fit on the whole training set to get the weights"
             )
 
+    @in_caller_library
     def attention_weights(self, X, head=None):
         r"""The implied weights :math:`\phi(q)^\top s_i \phi(k_i) / \phi(q)^\top z`.
 
