@@ -179,6 +179,20 @@ def _magnitude(name, a, xp):
     return max(abs(low), abs(high))
 
 
+def _as_columns(value, n_keys):
+    """``value`` as (…, S, d_v) (a vector of S values as one column), and whether it was a
+    vector; an error naming the shape otherwise."""
+    one_value = value.ndim == 1
+    if one_value:
+        value = value[:, None]
+    if value.ndim < 2 or value.shape[-2] != n_keys:
+        raise ValueError(
+            f"value must have shape (..., S, d_v) or (S,) with S = {n_keys} keys; got shape "
+            f"{tuple(value.shape) if not one_value else (value.shape[0],)}"
+        )
+    return value, one_value
+
+
 def _float_dtypes(xp, *arrays):
     """The result's dtype (the arrays' promoted floating dtype) and the dtype to compute in
     (float32 for dtypes of fewer bits)."""
@@ -624,14 +638,7 @@ def softmax_attention(
         )
     if d == 0:
         raise ValueError("query and key need at least one feature (d >= 1); got 0")
-    one_value = value.ndim == 1
-    if one_value:
-        value = value[:, None]
-    if value.ndim < 2 or value.shape[-2] != n_keys:
-        raise ValueError(
-            f"value must have shape (..., S, d_v) or (S,) with S = {n_keys} keys; got shape "
-            f"{tuple(value.shape) if not one_value else (value.shape[0],)}"
-        )
+    value, one_value = _as_columns(value, n_keys)
     # Per column: a weighted average lies within the range of the values (see below).
     lowest, highest, v_size = None, None, 0.0
     if value.size:
@@ -969,14 +976,7 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
             f"{phi_q.shape[-1]} and {phi_k.shape[-1]}"
         )
     n_queries, n_keys = phi_q.shape[-2], phi_k.shape[-2]
-    one_value = value.ndim == 1
-    if one_value:
-        value = value[:, None]
-    if value.ndim < 2 or value.shape[-2] != n_keys:
-        raise ValueError(
-            f"value must have shape (..., S, d_v) or (S,) with S = {n_keys} keys; got shape "
-            f"{tuple(value.shape) if not one_value else (value.shape[0],)}"
-        )
+    value, one_value = _as_columns(value, n_keys)
     dtype, work = _float_dtypes(xp, phi_q, phi_k, value)
     phi_q, phi_k, value = (xp.astype(a, work, copy=False) for a in (phi_q, phi_k, value))
     batch = _batch_shape(

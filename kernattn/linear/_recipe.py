@@ -9,6 +9,7 @@ and the fitted attributes that describe it, which the estimator sets.
 """
 
 import warnings
+from dataclasses import dataclass, fields
 
 import numpy as np
 from sklearn import config_context
@@ -30,8 +31,16 @@ from kernattn.linear._projection import learn_projection
 FEATURE_SIMILARITIES = ("dot", "cosine", "gaussian")
 #: Features of a named map when ``n_components="auto"`` does not choose from the data.
 DEFAULT_COMPONENTS = 256
+
+
 #: The fitted attributes :meth:`KernelRecipe.make` describes a kernel with (some only for
 #: some kernels: an estimator drops them all before setting the new ones).
+def recipe_of(settings):
+    """The :class:`KernelRecipe` of an object holding the settings under their names (an
+    estimator's parameters)."""
+    return KernelRecipe(**{f.name: getattr(settings, f.name) for f in fields(KernelRecipe)})
+
+
 DESCRIBED = (
     "bandwidth_",
     "loo_error_",
@@ -51,34 +60,21 @@ DESCRIBED = (
 )
 
 
+@dataclass(frozen=True, kw_only=True)
 class KernelRecipe:
     """The settings of a linear-attention kernel (those of
     :class:`~kernattn.LinearAttentionRegressor` of the same names) and how to make it."""
 
-    def __init__(
-        self,
-        *,
-        feature_map,
-        n_components,
-        orthogonal,
-        bandwidth,
-        center,
-        kernel,
-        learn_projection,
-        n_subsample,
-        random_state,
-        n_jobs,
-    ):
-        self.feature_map = feature_map
-        self.n_components = n_components
-        self.orthogonal = orthogonal
-        self.bandwidth = bandwidth
-        self.center = center
-        self.kernel = kernel
-        self.learn_projection = learn_projection
-        self.n_subsample = n_subsample
-        self.random_state = random_state
-        self.n_jobs = n_jobs
+    feature_map: object
+    n_components: object
+    orthogonal: bool
+    bandwidth: object
+    center: object
+    kernel: object
+    learn_projection: bool
+    n_subsample: int
+    random_state: object
+    n_jobs: object
 
     def template(self, n=None, rank=None):
         """The feature map (unfitted) of ``rank`` features, or of :meth:`rank`'s."""

@@ -59,7 +59,7 @@ from kernattn.linear._passes import (
     near_share_on_sample,
     sample_prefix,
 )
-from kernattn.linear._recipe import DESCRIBED, KernelRecipe
+from kernattn.linear._recipe import DESCRIBED, recipe_of
 
 #: Default tolerance on the mean L1 distance between approximate and exact weights.
 TOL = 0.1
@@ -886,18 +886,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     def _recipe(self):
         """How this estimator makes its kernel (its settings, plain)."""
-        return KernelRecipe(
-            feature_map=self.feature_map,
-            n_components=self.n_components,
-            orthogonal=self.orthogonal,
-            bandwidth=self.bandwidth,
-            center=self.center,
-            kernel=self.kernel,
-            learn_projection=self.learn_projection,
-            n_subsample=self.n_subsample,
-            random_state=self.random_state,
-            n_jobs=self.n_jobs,
-        )
+        return recipe_of(self)
 
     def _make_kernel(
         self, X, Y, sample_weight, rank=None, fit_maps=True, center=None, bandwidth=None
