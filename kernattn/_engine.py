@@ -243,7 +243,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         row is exact). In the engine's units: centered values divided by ``_value_scale``.
 
         ``exact``: what gives the exact kernel's moments of a row, an object with
-        ``centered(X, h, values)`` (:meth:`SoftmaxHeads.centered`); default the fitted
+        ``moments(X, h, columns)`` and ``centered(X, h, values)``
+        (:meth:`SoftmaxHeads.moments`, :meth:`SoftmaxHeads.centered`); default the fitted
         kernel (a prediction in stages passes the states of rows computed elsewhere).
 
         A head with a local fit (``kernel_.local[h]``) gives that fit's estimate instead:

@@ -496,6 +496,14 @@ class SoftmaxHeads:
             sums[redo] = far @ columns.astype(np.float64, copy=False)
         return sums
 
+    def moments(self, X, h, columns):
+        """Head ``h``'s first and second moments ``E_w[v]``, ``E_w[v²]`` of a block of
+        queries from the kernel sums of ``columns`` (``[v, v², 1]`` of the values, one row
+        per key), float64."""
+        sums = self.sums(X, h, columns).astype(np.float64, copy=False)
+        t = (columns.shape[1] - 1) // 2
+        return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
+
     def centered(self, X, h, values):
         """Head ``h``'s kernel moments of ``values`` about their own weighted mean for a
         block of queries (:func:`kernattn._sums.centered_sums`): the total weight ``W``

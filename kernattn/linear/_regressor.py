@@ -949,19 +949,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             spread = self._accurate_spread(X, h, first, second - first**2, second, exact)
             return first, spread, None
         first, second, unreliable = self.kernel_.moments(X, h) if moments is None else moments
-        exact_spread = None
         if np.any(unreliable):
             rows = np.flatnonzero(unreliable)
             if exact is None:
                 mean, second_moment = self.kernel_.training_moments()
                 first[rows], second[rows] = mean, second_moment
             else:
-                # The exact kernel's moments about their own mean: its spread needs no
-                # redo (no cancellation).
-                values = self._centered_values()
-                total, mean, m2 = exact.centered(X[rows], h, values)
-                exact_spread = m2 / total[:, None]
-                first[rows], second[rows] = mean, mean**2 + exact_spread
+                columns = getattr(self, "_value_columns", None)  # none kept: given elsewhere
+                first[rows], second[rows] = exact.moments(X[rows], h, columns)
         if not return_std:
             return first, None, unreliable
         spread = second - first**2
@@ -969,8 +964,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             # Weights that sit on values far from the global mean (compared with their
             # spread) leave E[v²] − E[v]² with no correct digit: those rows are redone as
             # Σ_i w_i (v_i − ŷ)² with the weights of the kernel the features approximate.
-            if exact_spread is not None:
-                spread[rows] = exact_spread
             spread = self._accurate_spread(X, h, first, spread, second, exact)
         else:
             # Without keys nothing can be redone: a spread lost to cancellation is clipped.

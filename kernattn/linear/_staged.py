@@ -52,6 +52,10 @@ class Recorder:
         n = len(X)
         return np.ones(n), np.tile(self.mean, (n, 1)), np.tile(self.variance, (n, 1))
 
+    def moments(self, X, h, columns):
+        _, mean, variance = self.centered(X, h, None)
+        return mean, mean**2 + variance
+
     def asked(self, n_features):
         if not self.rows:
             return np.zeros((0, n_features))
@@ -68,6 +72,10 @@ class GivenStates:
         self.index = {key: i for i, key in enumerate(_row_keys(queries))}
         self.states = states
         self.fallback = Recorder(kernel)
+
+    def moments(self, X, h, columns):
+        total, mean, m2 = self.centered(X, h, None)
+        return mean, mean**2 + m2 / total[:, None]
 
     def centered(self, X, h, values):
         found = np.array([self.index.get(key, -1) for key in _row_keys(X)], dtype=int)
