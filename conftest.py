@@ -18,4 +18,4 @@ try:
 except ImportError:
     # The Dask path is imported only when a dask collection is passed; without the extra
     # its doctests are not collected (tests/test_dask.py skips itself).
-    collect_ignore.append("kernattn/_dask.py")
+    collect_ignore.append("kernattn/distributed")
