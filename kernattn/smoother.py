@@ -16,6 +16,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -25,16 +26,11 @@ from kernattn._inference import (
     INTERVAL_METHODS,
     NOISE_ESTIMATES,
     LinearSmootherInference,
-    local_slope_weights,
     nadaraya_watson_gradient_weights,
     normal_quantile,
 )
-from kernattn._local_fits import LocalLines
-from kernattn._local_linear import (
-    n_line_parameters,
-    sparse_neighborhoods,
-)
-from kernattn._loo import duplicate_groups
+from kernattn._local_fits import LocalPolynomials
+from kernattn._local_polynomial import check_degree
 from kernattn._mixed import (
     MixedEncoding,
     categorical_codes,
@@ -232,7 +228,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             "array-like",
             StrOptions(set(BANDWIDTH_RULES) | set(CRITERIA)),
         ],
-        "degree": [Interval(Integral, 0, 1, closed="both")],
+        "degree": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
@@ -370,59 +366,78 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     def _fit_kernel(self, X, Y, sample_weight, selection=None):
         self._encoding = self._mixed_encoding(X)
-        # The columns of the kernel's inputs the local line lives in: all of them, or with
-        # discrete features the continuous ones (the levels enter through the weights).
+        # The columns of the kernel's inputs the local polynomial lives in: all of them, or
+        # with discrete features the continuous ones (the levels enter through the weights).
         if self._encoding is None:
             self._line = np.arange(X.shape[1])
         else:
             self._line = self._encoding.line_columns()
-        # A local line needs a continuous feature; without one it is the local constant.
-        self._linear = self.degree == 1 and len(self._line) > 0
+        candidates = self._degree_candidates()
         if self._encoding is not None:
-            kernel = self._fit_mixed_kernel(X, Y, sample_weight)
+            kernel, degree = self._fit_mixed_kernel(X, Y, sample_weight, candidates)
         else:
             if selection is None:
-                h = self._select_bandwidth(X, Y, sample_weight)
+                h, degree = self._select_bandwidth(X, Y, sample_weight, candidates)
             else:
-                h = self._use_selection(selection)
+                h, degree = self._use_selection(selection), 0
             self.bandwidth_ = h
             # Center before scaling: distances are translation invariant, their expansion
             # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
             kernel = self._bandwidth_heads(self.kernel, X, sample_weight, h, Y.shape[1])
-        if self._linear:
-            # A line needs that many distinct positions in its own features.
-            inputs = X if self._encoding is None else X[:, ~self._encoding.discrete]
-            groups = duplicate_groups(inputs)
-            lines = LocalLines(
+        self.degree_ = degree
+        self.held_back_ = 0.0
+        if degree > 0:
+            polynomials = LocalPolynomials(
                 kernel.keys(0),
                 self._value_columns,
                 self._values / self._value_scale,
-                n_line_parameters(inputs),
-                groups if groups.max(initial=0) + 1 < len(X) else None,
+                degree,
                 dims=self._line,
             )
-            kernel = kernel.with_local([lines])
+            kernel = kernel.with_local([polynomials])
+            inputs = X if self._encoding is None else self._encoding.transform(X)
+            self.held_back_ = self._held_back_share(kernel, inputs)
         return kernel
 
-    def _select_bandwidth(self, X, Y, sample_weight):
-        """The bandwidth (and, for the selectors, the fitted attributes they report)."""
+    def _degree_candidates(self):
+        """The degrees the fit may take: ``degree`` itself, or 0 and 1 for ``"auto"``; a
+        local polynomial needs a continuous feature (without one, the local constant)."""
+        if isinstance(self.degree, str):
+            candidates = (0, 1)
+        else:
+            candidates = (check_degree(self.degree, len(self._line)),)
+        return candidates if len(self._line) else (0,)
+
+    def _select_bandwidth(self, X, Y, sample_weight, candidates):
+        """The bandwidth and the degree (and, for the selectors, the fitted attributes they
+        report)."""
         if not (isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA):
             rules = BANDWIDTH_RULES + CRITERIA[1:]
-            return resolve_bandwidth(
-                self.bandwidth, X, Y, sample_weight, self.kernel, rules=rules
-            )[0]
-        selection = select_bandwidth(
-            X,
-            Y,
-            sample_weight,
-            self.kernel,
-            criterion=self.bandwidth,
-            degree=self.degree,
-            n_jobs=self.n_jobs,
-            random_state=self.random_state,
-            verbose=self.verbose,
-        )
-        return self._use_selection(selection)
+            h = resolve_bandwidth(self.bandwidth, X, Y, sample_weight, self.kernel, rules=rules)[0]
+            if len(candidates) == 1:
+                return h, candidates[0]
+            objectives = [
+                Criterion(X, Y, sample_weight, self.kernel, degree=p, n_jobs=self.n_jobs)
+                for p in candidates
+            ]
+            return h, _lowest_leave_one_out(objectives, np.log(h), candidates)
+        random_state = _paired_random_state(self.random_state, len(candidates))
+        selections = [
+            select_bandwidth(
+                X,
+                Y,
+                sample_weight,
+                self.kernel,
+                criterion=self.bandwidth,
+                degree=p,
+                n_jobs=self.n_jobs,
+                random_state=random_state,
+                verbose=self.verbose,
+            )
+            for p in candidates
+        ]
+        best = _first_lowest([selection.value for selection in selections])
+        return self._use_selection(selections[best]), candidates[best]
 
     def _use_selection(self, selection):
         """The fitted attributes a bandwidth selection reports; its bandwidth."""
@@ -648,29 +663,17 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
         def gradient_weights(queries):
             weights = self.kernel_.weights(queries, 0).astype(np.float64)
-            if not self._linear:
+            if not self.degree_:
                 return nadaraya_watson_gradient_weights(
                     weights, queries, keys, scales, self.kernel
                 )
-            lines = self.kernel_.local[0]
-            line = lines.dims
-            # The slopes of the line's columns; the other (discrete) columns have no
+            polynomials = self.kernel_.local[0]
+            dims = polynomials.dims
+            # The slopes in the polynomial's columns; the other (discrete) columns have no
             # derivative, and feature_gradient reports NaN for their features.
             slope = np.zeros(weights.shape + (keys.shape[1],))
-            with np.errstate(over="ignore", invalid="ignore"):
-                slope[:, :, line], resolved = local_slope_weights(
-                    weights, self.kernel_.keys(0)[:, line], scales[line]
-                )
-            # Where the fit falls back to the local constant (too few points for a line),
-            # so does its marginal effect.
-            unresolved = np.flatnonzero(~resolved)
-            if len(unresolved):
-                sparse = unresolved[
-                    sparse_neighborhoods(weights[unresolved], lines.n_params, lines.groups)
-                ]
-                slope[sparse] = nadaraya_watson_gradient_weights(
-                    weights[sparse], queries[sparse], keys, scales, self.kernel
-                )
+            slope[:, :, dims] = polynomials.slopes(weights, self.kernel_, queries, 0)[0]
+            slope[:, :, dims] /= scales[dims]
             return slope
 
         gradient, variance = self._inference().gradient(
@@ -705,21 +708,28 @@ class KernelSmoother(NadarayaWatsonRegressor):
             )
         return MixedEncoding(kinds, X)
 
-    def _fit_mixed_kernel(self, X, Y, sample_weight):
-        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn._mixed`)."""
+    def _fit_mixed_kernel(self, X, Y, sample_weight, candidates):
+        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn._mixed`) and the
+        degree of the local polynomial in the continuous features."""
         encoding = self._encoding
         Z = encoding.transform(X)
+        degree = candidates[0]
         if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
-            selection = select_mixed_bandwidth(
-                encoding,
-                X,
-                Z,
-                Y,
-                sample_weight,
-                criterion=self.bandwidth,
-                degree=int(self._linear),
-                n_jobs=self.n_jobs,
-            )
+            selections = [
+                select_mixed_bandwidth(
+                    encoding,
+                    X,
+                    Z,
+                    Y,
+                    sample_weight,
+                    criterion=self.bandwidth,
+                    degree=p,
+                    n_jobs=self.n_jobs,
+                )
+                for p in candidates
+            ]
+            best = _first_lowest([selection.value for selection in selections])
+            selection, degree = selections[best], candidates[best]
             self.bandwidth_ = selection.bandwidth
             if self.bandwidth == "loo":
                 self.loo_error_ = selection.value
@@ -739,9 +749,26 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 )
         else:
             self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
-        return self._bandwidth_heads(
+            if len(candidates) > 1:
+                scales = encoding.column_scales(self.bandwidth_)
+                objectives = [
+                    Criterion(
+                        Z,
+                        Y,
+                        sample_weight,
+                        "gaussian",
+                        degree=p,
+                        n_jobs=self.n_jobs,
+                        leave_out_duplicates=bool(np.any(~encoding.discrete)),
+                        line=encoding.line_columns(),
+                    )
+                    for p in candidates
+                ]
+                degree = _lowest_leave_one_out(objectives, np.log(scales), candidates)
+        kernel = self._bandwidth_heads(
             "gaussian", Z, sample_weight, encoding.column_scales(self.bandwidth_), Y.shape[1]
         )
+        return kernel, degree
 
     def _bandwidth_heads(self, similarity, keys, sample_weight, bandwidth, n_outputs):
         """The smoother's kernel: one head comparing (x − c)/h with the keys' (x_i − c)/h."""
@@ -779,6 +806,36 @@ class KernelSmoother(NadarayaWatsonRegressor):
         check_is_fitted(self)
         X = super()._validate_queries(categorical_codes(X, self._categories))
         return X if self._encoding is None else self._encoding.transform(X)
+
+
+#: The leave-one-out comparison of degrees at a given bandwidth runs on at most this many
+#: training rows (evenly spread in the order of their inputs), each against every key.
+_COMPARISON_ROWS = 2400
+
+
+def _first_lowest(values):
+    """The index of the lowest of ``values``; the first of equal ones (the lower degree)."""
+    return int(np.argmin(np.asarray(values, dtype=float)))
+
+
+def _lowest_leave_one_out(objectives, log_bandwidth, candidates):
+    """The degree of ``candidates`` whose leave-one-out error at ``log_bandwidth`` is the
+    lowest (one criterion object per degree), on at most ``_COMPARISON_ROWS`` rows."""
+    n = objectives[0].n
+    rows = None
+    if n > _COMPARISON_ROWS:
+        rows = np.unique(np.linspace(0, n - 1, _COMPARISON_ROWS).round().astype(int))
+    losses = [objective.scaled_loss(log_bandwidth, rows) for objective in objectives]
+    return candidates[_first_lowest(losses)]
+
+
+def _paired_random_state(random_state, n_searches):
+    """One random state for several bandwidth searches, so that each draws the same subsets
+    of queries and their criteria compare on the same rows: an int as given, otherwise one
+    seed drawn from it."""
+    if n_searches == 1 or isinstance(random_state, Integral):
+        return random_state
+    return int(check_random_state(random_state).randint(2**31 - 1))
 
 
 def _check_inference_params(*, alpha=0.05, method="analytic", noise="local", n_bootstrap=1):

@@ -11,6 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from kernattn import BandwidthWarning, KernelSmoother
+from kernattn._warnings import LocalDesignWarning
 from kernattn.attention import softmax_attention
 from kernattn.bandwidth import loo_bandwidth, rule_of_thumb_bandwidth
 
@@ -145,12 +146,13 @@ def test_local_linear_reproduces_a_linear_target_and_removes_boundary_bias():
     assert constant[0] > 2.3 and constant[1] < 4.7
 
 
-def test_local_linear_falls_back_to_local_constant_on_a_degenerate_neighborhood():
+def test_local_linear_holds_back_to_the_local_constant_on_a_degenerate_neighborhood():
     X = np.array([[0.0], [10.0]])
     y = np.array([1.0, 5.0])
-    # With a tiny bandwidth all the weight is on one point: no line is determined.
+    # With a tiny bandwidth all the weight is on one point: no line is determined, the
+    # local design does not resolve the direction of the query.
     model = KernelSmoother(bandwidth=0.01, degree=1).fit(X, y)
-    with pytest.warns(BandwidthWarning, match="2 of 3 queries .* local-constant estimate"):
+    with pytest.warns(LocalDesignWarning, match="2 of 3 queries .* degree 1"):
         prediction = model.predict([[0.1], [9.0], [5.0]])
     # Halfway, both points carry weight: the line through them.
     np.testing.assert_allclose(prediction, [1.0, 5.0, 3.0])
@@ -392,9 +394,12 @@ def test_selectors_report_an_irrelevant_coded_feature_without_warning(bandwidth)
 @pytest.mark.parametrize("bandwidth", ["loo", "aic", "gcv"])
 @pytest.mark.parametrize("degree", [0, 1])
 def test_selected_bandwidths_do_not_depend_on_the_units(bandwidth, degree):
+    # 80 rows: on 40, the leave-one-out criterion of the local lines, some of whose
+    # extreme rows are held back, can have two local minima, and the rounding of another
+    # unit can send the search to the other one.
     rng = np.random.default_rng(0)
-    X = rng.uniform(-1, 1, size=(40, 2))
-    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=40)
+    X = rng.uniform(-1, 1, size=(80, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=80)
     reference = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y)
     for c in (1e-3, 7.0, 1e4):
         model = KernelSmoother(bandwidth=bandwidth, degree=degree).fit(X, y * c)
@@ -425,6 +430,9 @@ def test_irrelevant_features_do_not_warn_in_a_grid_search(data):
     X, y, _ = data
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # Held-out queries in the corners of the cube are held back by the local lines,
+        # and said so: not the subject here.
+        warnings.simplefilter("ignore", LocalDesignWarning)
         search = GridSearchCV(
             KernelSmoother(bandwidth="loo"), {"degree": [0, 1]}, cv=3, error_score="raise"
         ).fit(X, y)
@@ -552,7 +560,8 @@ def test_bad_bandwidth_gets_a_message_listing_the_options(data, bandwidth):
     "params, match",
     [
         ({"kernel": "box"}, "'kernel' parameter .* must be a str among"),
-        ({"degree": 2}, "'degree' parameter .* must be an int in the range \\[0, 1\\]"),
+        ({"degree": -1}, "'degree' parameter .* must be an int in the range \\[0, inf\\)"),
+        ({"degree": 3}, "degree must be an int from 0 to 2 with 3 features"),
         ({"degree": True}, "'degree' parameter"),
         ({"n_jobs": 0}, "n_jobs"),
         ({"n_jobs": 1.5}, "'n_jobs' parameter"),
