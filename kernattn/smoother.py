@@ -69,16 +69,32 @@ class KernelSmoother(NadarayaWatsonRegressor):
     :math:`x/h`, keys :math:`x_i/h`, scale 1 and key bias :math:`-\|x_i/h\|^2/2`.
 
     With ``degree=1`` the estimate is local linear: at each query a weighted least-squares
-    line is fitted with the same weights and evaluated at the query. This removes the
-    boundary bias of the local-constant estimate (which flattens towards the inside at the
-    edges of the data); it is still linear in the targets, ``ŷ(x) = Σ_i l_i(x) y_i`` with
-    ``Σ_i l_i(x) = 1``, but the equivalent weights :math:`l_i` can be negative. The line is
-    solved scale-invariantly with a tiny ridge (see :mod:`kernattn._local_linear`): a huge
-    bandwidth gives the least-squares line of all the data, a vanishing one interpolates
-    the training targets. A query whose weights rest on fewer distinct training inputs
-    than the line has parameters gets the local-constant estimate, and ``predict`` says
-    how many did with a :class:`~kernattn.BandwidthWarning`.
+    line is fitted with the same weights and evaluated at the query; ``degree=2`` (and 3
+    with one feature) a local polynomial of that degree (Fan and Gijbels 1996; R np's
+    ``regtype="lp"``, KernSmooth's ``locpoly``). This removes the boundary bias of the
+    local-constant estimate (which flattens towards the inside at the edges of the data)
+    and, from degree 2, the bias at peaks and valleys; it is still linear in the targets,
+    ``ŷ(x) = Σ_i l_i(x) y_i`` with ``Σ_i l_i(x) = 1``, but the equivalent weights
+    :math:`l_i` can be negative. The polynomial is solved scale-invariantly (see
+    :mod:`kernattn._local_polynomial`): a huge bandwidth gives the least-squares
+    polynomial of all the data, a vanishing one interpolates the training targets.
 
+    **Safe everywhere.** Where its local design cannot support it, a local polynomial is
+    noisy without bound: far outside the data, or where the weights rest on fewer distinct
+    inputs than it has coefficients. Its variance is :math:`\sigma^2 \sum_i l_i(x)^2`
+    (:math:`\sigma^2` the noise of one observation; the local constant's factor is at
+    most 1), and a query whose plain polynomial would have :math:`\sum_i l_i^2 > 4` — more
+    than twice as noisy, in standard deviation, as one observation — is *held back*: its
+    coefficients are shrunk toward the local constant by a ridge (Seifert and Gasser
+    1996) until :math:`\sum_i l_i^2 = 4`. Its estimate then lies between the local
+    constant (the Nadaraya–Watson estimate at the query) and a bounded extrapolation,
+    within :math:`2\sqrt{L}` weighted standard deviations of the targets around the local
+    constant (:math:`L` the shrunk leverage), never an unbounded one. So is a query away
+    from its local design along a direction the design does not resolve (the fit is
+    constant along it). Training points are never held back in sample (their own weight
+    is the largest: :math:`\sum_i l_i^2 \le 1`); ``predict`` (and every method built on
+    it) says how many queries were with a :class:`~kernattn.LocalDesignWarning`, and
+    ``held_back_`` gives the share of the training rows held back in leave-one-out.
     Parameters
     ----------
     kernel : {"gaussian", "epanechnikov", "tricube"}, default="gaussian"
@@ -87,15 +103,22 @@ class KernelSmoother(NadarayaWatsonRegressor):
     bandwidth : float, array_like or {"scott", "silverman", "loo", "aic", "gcv"}, default="scott"
         A positive float (the same bandwidth for every feature), one positive float per
         feature, a normal-reference rule (one bandwidth per feature from its spread), or a
-        selection criterion of the estimator actually fitted (local constant or local
-        linear, as ``degree`` says), minimized per feature: ``"loo"`` the leave-one-out
+        selection criterion of the estimator actually fitted (the local polynomial of
+        ``degree``, held back where it is), minimized per feature: ``"loo"`` the leave-one-out
         squared error, ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998),
         ``"gcv"`` generalized cross-validation (a grid over a common multiple of Scott's
         bandwidths, then all of them refined by gradient descent; see
         :func:`~kernattn.bandwidth.select_bandwidth`). The selected bandwidths do not
         depend on the units of ``X`` or ``y``. Features are not rescaled otherwise.
-    degree : {0, 1}, default=0
-        0 for Nadaraya–Watson (local constant), 1 for local linear.
+    degree : int or "auto", default=0
+        The degree of the local polynomial: 0 for Nadaraya–Watson (local constant), 1 for
+        local linear, 2 for local quadratic (with one feature also 3, local cubic). With
+        discrete features the polynomial is in the continuous ones (without any it is the
+        local constant). ``"auto"``: 0 or 1, whichever has the lower value of the
+        bandwidth criterion (``"loo"``, ``"aic"`` or ``"gcv"``), each at its own selected
+        bandwidths, or, with a rule or given bandwidths, the lower leave-one-out error at
+        them (on at most 2 400 training rows, each against every key); ties go to the local
+        constant. ``degree_`` records the choice.
     n_jobs : int, default=None
         Threads for the leave-one-out search and for exact prediction and weights of large
         problems: ``None`` all cores (or the ``n_jobs`` of an enclosing
@@ -156,10 +179,19 @@ class KernelSmoother(NadarayaWatsonRegressor):
         Only with a selected bandwidth: the features whose bandwidth ended on the upper
         edge of the search range (1000 times Scott's). The kernel ignores them: with
         ``degree=0`` the estimate does not depend on them (they are smoothed away); with
-        ``degree=1`` it is linear in them (a global slope, 0 if they do not matter at
+        ``degree ≥ 1`` it is a global polynomial in them (0 if they do not matter at
         all). They are reported here, not warned about. A bandwidth on the lower edge
         (the target varies faster than the sample resolves) issues one
         :class:`~kernattn.BandwidthWarning` per fit naming the features.
+    degree_ : int
+        The degree of the local polynomial fitted (``degree``, with ``"auto"`` resolved; 0
+        without a continuous feature).
+    held_back_ : float
+        The share of the training rows (at most 512 of them, evenly spread in the order of
+        their inputs) whose leave-one-out local polynomial is held back: each row fitted
+        from the others (its exact duplicates left out with it), as the bandwidth criteria
+        see it. 0 for the local constant. The queries held back in a prediction are
+        counted by that call's :class:`~kernattn.LocalDesignWarning`.
     kernel_ : SoftmaxHeads
         The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
         the training mean and divided by ``bandwidth_``.
@@ -191,6 +223,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
     .. [1] E. A. Nadaraya, "On estimating regression", Theory Probab. Appl. 9 (1964).
     .. [2] G. S. Watson, "Smooth regression analysis", Sankhyā A 26 (1964).
     .. [3] J. Fan, I. Gijbels, "Local Polynomial Modelling and Its Applications" (1996).
+    .. [4] B. Seifert, T. Gasser, "Finite-sample variance of local polynomials: analysis and
+       solutions", J. Amer. Statist. Assoc. 91 (1996).
 
     Examples
     --------
@@ -218,6 +252,22 @@ class KernelSmoother(NadarayaWatsonRegressor):
     >>> model = KernelSmoother(bandwidth="loo", degree=1, categorical_features=[1]).fit(X, y)
     >>> model.gradient([[0.5, 2.0]]).round(1)  # the slope in x₀; none for the category
     array([[ 1., nan]])
+
+    Far outside the data a local line is held back toward the local constant, and said so:
+
+    >>> import warnings
+    >>> X = np.linspace(0, 1, 50)[:, None]
+    >>> y = 3 * X[:, 0]
+    >>> line = KernelSmoother(bandwidth=0.05, degree=1).fit(X, y)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     far = line.predict([[0.5], [1.1], [10.0]])
+    >>> far.round(2)  # the line inside; shrunk beyond the edge; the nearest target far out
+    array([1.5 , 3.13, 3.  ])
+    >>> KernelSmoother(bandwidth=0.05).fit(X, y).predict([[1.1]]).round(2)  # local constant
+    array([2.97])
+    >>> [type(w.message).__name__ for w in caught]
+    ['LocalDesignWarning']
     """
 
     _parameter_constraints: dict = {
@@ -614,11 +664,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
         for the Gaussian kernel :math:`a_{ij} = (x_{ij} - x_j)/h_j^2` and this is
         :math:`\sum_i w_i (y_i - \hat y)(x_{ij} - x_j)/h_j^2`; the compact kernels use
-        their own derivative (0 outside the support). For ``degree=1`` the slope of the local
-        weighted least-squares line (the marginal effect of local-linear regression, as in R's
-        ``np`` and statsmodels' ``KernelReg``), solved as the fit is: a feature without
-        local spread gets slope 0, and where the fit falls back to the local constant (too
-        few points for a line) the marginal effect is the local constant's derivative.
+        their own derivative (0 outside the support). For ``degree ≥ 1`` the slope at the
+        query of the local weighted least-squares polynomial (for ``degree=1`` the marginal
+        effect of local-linear regression, as in R's ``np`` and statsmodels' ``KernelReg``),
+        solved as the fit is: a direction without local spread gets slope 0. The ridge of
+        a held-back query is not applied to its slope: it bounds the variance of the
+        estimate's level, and a line's slope does not depend on where the query lies (from
+        degree 2 the slope outside the data extrapolates the polynomial's derivative, and
+        its standard error says by how much).
 
         Both are linear in the targets, :math:`\sum_i g_{ij}(x)\, y_i`, so their variance
         is :math:`\sum_i g_{ij}(x)^2 \sigma^2(x_i)/s_i` with the noise estimate of
