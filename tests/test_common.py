@@ -7,16 +7,18 @@ from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegresso
 
 # The checks fit tiny random data sets at bandwidths where random feature maps serve few
 # queries (the warning that prediction is no longer linear-time is tested in test_linear.py),
-# and local-linear fits whose neighbourhoods are too sparse for a line (tested in
-# test_smoother.py).
+# and local polynomials whose local designs cannot support some queries, which are held back
+# (tested in test_smoother.py).
 pytestmark = [
     pytest.mark.filterwarnings("ignore::kernattn.linear.NotLinearTimeWarning"),
-    pytest.mark.filterwarnings("ignore:.*fewer distinct training inputs"),
+    pytest.mark.filterwarnings("ignore::kernattn.LocalDesignWarning"),
 ]
 
 ESTIMATORS = [
     KernelSmoother(),
     KernelSmoother(bandwidth="silverman", degree=1),
+    KernelSmoother(bandwidth=0.8, degree=2),
+    KernelSmoother(bandwidth="gcv", degree="auto"),
     KernelSmoother(bandwidth="loo"),
     KernelSmoother(kernel="epanechnikov", bandwidth=0.5),
     KernelSmoother(kernel="tricube", bandwidth="loo"),
