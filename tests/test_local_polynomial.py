@@ -240,7 +240,7 @@ def test_held_back_exactly_where_the_plain_fit_is_too_noisy():
         # weights' moments, an upper bound that far out keeps Σ l² a little below κ.
         shrunk = (equivalent[held_back] ** 2).sum(axis=1)
         assert np.all(shrunk <= VARIANCE_BOUND * (1 + 1e-9))
-        assert np.all(shrunk >= VARIANCE_BOUND * (1 - 1e-2))
+        assert np.all(shrunk >= VARIANCE_BOUND * (1 - 5e-2))
         np.testing.assert_allclose(
             equivalent[~held_back] @ y, plain[~held_back], rtol=1e-7, atol=1e-8
         )
