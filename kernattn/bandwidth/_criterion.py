@@ -609,31 +609,54 @@ class Criterion:
         d_rss = -2.0 * du[:b].sum(axis=0)
         d_trace = -du[b:].sum(axis=0) if not self.loo else np.zeros(d)
         if len(held):
-            d_fit, d_own = self._held_back_derivatives(log_bandwidth, index[held], factor)
+            d_fit, d_own = self._held_back_derivatives(K, columns, index[held], factor)
             d_rss -= 2.0 * np.einsum("i,it,ift->f", s[held], residual[held], d_fit)
             if not self.loo:
                 d_trace += d_own.sum(axis=0)
         return rss, trace, d_rss, d_trace
 
-    def _held_back_derivatives(self, log_bandwidth, index, factor=1.0):
-        """Central differences, in each log-bandwidth, of the fits (and own weights
-        :math:`S_{ii}`) of the training rows ``index``: shapes (k, d, t) and (k, d)."""
-        d = len(log_bandwidth)
-        d_fit = np.zeros((len(index), d, self.Y.shape[1]))
+    def _held_back_derivatives(self, K, columns, index, factor=1.0):
+        r"""Central differences, in each log-bandwidth, of the fits (and own weights
+        :math:`S_{ii}`) of the training rows ``index``: shapes (k, d, t) and (k, d).
+
+        Only the weights move: a local polynomial does not depend on the units of its keys
+        (nor does the rule that holds it back), so the keys ``K`` and their ``columns``
+        stay those of the current bandwidths, and a step in :math:`\log h_f` multiplies the
+        squared differences in feature :math:`f` by :math:`e^{\mp 2\delta}`. The 2d
+        perturbed fits of a chunk of rows are one call."""
+        n, d = K.shape
+        t = self.Y.shape[1]
+        d_fit = np.zeros((len(index), d, t))
         d_own = np.zeros((len(index), d))
-        for f in range(d):
-            fits = []
-            for sign in (1.0, -1.0):
-                theta = np.array(log_bandwidth, dtype=float)
-                theta[f] += sign * _HELD_BACK_STEP
-                K = self.X / np.exp(theta)
-                K_aug = augment_keys(K, gaussian_key_bias(K))
-                E, _ = self._kernel(self._distances(K, K_aug, index), factor)
-                fit, S0 = self._polynomial_fit(E, self._columns(K), K[index][:, self.line])
-                own = E[np.arange(len(index)), index] / S0 * fit.self_factor
-                fits.append((fit.mean, own))
-            d_fit[:, f] = (fits[0][0] - fits[1][0]) / (2.0 * _HELD_BACK_STEP)
-            d_own[:, f] = (fits[0][1] - fits[1][1]) / (2.0 * _HELD_BACK_STEP)
+        factors = np.exp(-2.0 * _HELD_BACK_STEP * np.array([1.0, -1.0])) - 1.0
+        chunk = max(1, _BLOCK_ENTRIES // max(n * d, 1))
+        for start in range(0, len(index), chunk):
+            rows = index[start : start + chunk]
+            k = len(rows)
+            squares = (K[rows][:, None, :] - K[None, :, :]) ** 2  # (k, n, d)
+            base = squares.sum(axis=2)
+            # Rows (f, sign, row) of the perturbed squared distances.
+            r2 = (
+                base[None, None]
+                + squares.transpose(2, 0, 1)[:, None] * factors[None, :, None, None]
+            )
+            r2 = r2.reshape(2 * d * k, n)
+            stacked = np.tile(rows, 2 * d)
+            if self.loo:
+                r2 = self._leave_out(r2, stacked)
+            if self.profile == "gaussian":
+                r2 -= r2.min(axis=1, keepdims=True)
+            else:
+                np.maximum(r2, 0.0, out=r2)
+            E, _ = self._kernel(r2, factor)
+            fit, S0 = self._polynomial_fit(E, columns, K[stacked][:, self.line])
+            own = E[np.arange(len(stacked)), stacked] / S0 * fit.self_factor
+            mean = fit.mean.reshape(d, 2, k, t)
+            own = own.reshape(d, 2, k)
+            d_fit[start : start + k] = (
+                (mean[:, 0] - mean[:, 1]) / (2.0 * _HELD_BACK_STEP)
+            ).transpose(1, 0, 2)
+            d_own[start : start + k] = ((own[:, 0] - own[:, 1]) / (2.0 * _HELD_BACK_STEP)).T
         return d_fit, d_own
 
     def _constant_gradient(
