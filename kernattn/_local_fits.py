@@ -44,9 +44,13 @@ class LocalPolynomials:
     dims : ndarray of int, optional
         The key-space columns the polynomial lives in (default all; with discrete features
         the continuous ones).
+    sample_weight : ndarray of shape (n_keys,), optional
+        The keys' sample weights (absolute), precision weights of the variance rule: the
+        squared weights' sums are divided by them, so that an integer weight holds back
+        the same queries as repeated rows (``None``: all 1).
     """
 
-    def __init__(self, keys, value_columns, values, degree, dims=None):
+    def __init__(self, keys, value_columns, values, degree, dims=None, sample_weight=None):
         self.dims = np.arange(keys.shape[1]) if dims is None else np.asarray(dims, dtype=int)
         self.degree = int(degree)
         self.keys = keys[:, self.dims]
@@ -55,16 +59,19 @@ class LocalPolynomials:
         self.columns = polynomial_columns(value_columns, values, self.keys, self.degree)
         self.total = 2 * t
         n_design = n_design_columns(len(self.dims), self.degree)
-        # [1, design] for the squared weights (the variance of the fit), contiguous.
-        self.squared_columns = np.ascontiguousarray(
-            self.columns[:, self.total : self.total + 1 + n_design]
+        # The keys' monomials of degree 1 to 2p (design_columns of _local_polynomial).
+        self.design_columns = np.ascontiguousarray(
+            self.columns[:, self.total + 1 : self.total + 1 + n_design]
         )
-
-    @property
-    def design_columns(self):
-        """The keys' monomials of degree 1 to 2p
-        (:func:`~kernattn._local_polynomial.design_columns`)."""
-        return self.squared_columns[:, 1:]
+        self.sample_weight = None
+        # [1, design] for the squared weights (the variance of the fit), each key's divided by
+        # its precision weight.
+        squared = self.columns[:, self.total : self.total + 1 + n_design]
+        if sample_weight is not None and np.any(np.asarray(sample_weight) != 1.0):
+            self.sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                squared = squared / self.sample_weight[:, None]
+        self.squared_columns = np.ascontiguousarray(squared)
 
     def queries(self, kernel, X, h):
         """The queries in the polynomial's space (the head's key-side projection)."""
@@ -105,6 +112,7 @@ class LocalPolynomials:
                 Q,
                 self.degree,
                 columns=self.design_columns,
+                sample_weight=self.sample_weight,
             )
 
     def slopes(self, kernel_weights, kernel, X, h):
@@ -119,6 +127,7 @@ class LocalPolynomials:
                 Q,
                 self.degree,
                 columns=self.design_columns,
+                sample_weight=self.sample_weight,
             )
 
 

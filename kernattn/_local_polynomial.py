@@ -92,7 +92,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernattn._warnings import LocalDesignWarning  # noqa: F401  (its home for this module)
+# The warning of held-back queries, defined with kernattn's other warnings.
+from kernattn._warnings import LocalDesignWarning  # noqa: F401
 
 #: The rounding floor, relative to each monomial's weighted raw second moment about the
 #: training center: well above the rounding error of a variance computed from moment sums
@@ -640,7 +641,9 @@ def polynomial_estimate(sums, squared_sums, Q, t, d, degree, variance_bound=VARI
     squared_sums : ndarray of shape (b, 1 + n_design_columns(d, degree))
         :math:`\sum_j e_j^2 [1, \phi_\gamma(k_j)]`: :func:`design_columns` summed with the
         squared kernel weights (a max-shift of the logits cancels as for the plain sums,
-        squared).
+        squared); with sample weights :math:`s_j` (in :math:`e_j`), :math:`\sum_j e_j^2
+        [1, \phi_\gamma(k_j)] / s_j`: they are precision weights, and the variance factor
+        is :math:`\sum_j l_j^2 / s_j`.
     Q : ndarray of shape (b, d)
         The queries' key-side projections.
     t, d : int
@@ -674,7 +677,9 @@ def polynomial_estimate(sums, squared_sums, Q, t, d, degree, variance_bound=VARI
     )
 
 
-def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND):
+def equivalent_weights(
+    weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND, sample_weight=None
+):
     r"""The equivalent weights :math:`l_j(q)` of the local polynomial, from kernel weights.
 
     :math:`l_j = w_j (1 + \tilde\psi_j^\top g)`: :math:`\sum_j l_j = 1`,
@@ -691,6 +696,11 @@ def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VA
     columns : ndarray of shape (n, n_design_columns(d, degree)), optional
         :func:`design_columns` of the keys, if at hand.
     variance_bound : float, default=VARIANCE_BOUND
+    sample_weight : ndarray of shape (n,), optional
+        The keys' sample weights, read as precision weights (a key of weight 2 is the mean
+        of two observations: :math:`\operatorname{Var}\hat y = \sigma^2 \sum_j l_j^2 /
+        s_j`), so that an integer weight holds back as many queries as repeated rows.
+        ``weights`` then include them (:math:`w_j \propto s_j \kappa_j`).
 
     Returns
     -------
@@ -705,7 +715,7 @@ def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VA
     ones = np.ones((len(keys), 1))
     with np.errstate(over="ignore", invalid="ignore"):
         design_moments = normalized @ columns
-        squared = normalized**2 @ np.hstack([ones, columns])
+        squared = _squared(normalized, sample_weight) @ np.hstack([ones, columns])
     design = local_design(design_moments, squared, Q, degree, variance_bound)
     if degree == 0:
         return normalized, design.held_back
@@ -717,7 +727,9 @@ def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VA
     return normalized * factor, design.held_back
 
 
-def slope_weights(weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND):
+def slope_weights(
+    weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND, sample_weight=None
+):
     r"""The weights of the slope of the local polynomial at the query: ``G`` (b, n, d) with
     :math:`\partial \hat m_q(k)/\partial k_f` at :math:`k = q` equal to
     :math:`\sum_j G_{jf}\, y_j` (per unit of the keys).
@@ -745,7 +757,7 @@ def slope_weights(weights, keys, Q, degree, columns=None, variance_bound=VARIANC
     ones = np.ones((n, 1))
     with np.errstate(over="ignore", invalid="ignore"):
         design_moments = normalized @ columns
-        squared = normalized**2 @ np.hstack([ones, columns])
+        squared = _squared(normalized, sample_weight) @ np.hstack([ones, columns])
     design = local_design(design_moments, squared, Q, degree, variance_bound)
     exponents = monomial_exponents(d, degree)
     z = np.where(design.finite[:, None], (Q - design.mean) / design.spread, 0.0)
@@ -760,6 +772,14 @@ def slope_weights(weights, keys, Q, degree, columns=None, variance_bound=VARIANC
     with np.errstate(over="ignore", invalid="ignore"):
         factor = np.einsum("bfp,np->bnf", H, np.hstack([ones, columns[:, : len(exponents) - 1]]))
     return normalized[:, :, None] * factor, design.held_back
+
+
+def _squared(normalized, sample_weight):
+    """The squared normalized weights, divided by the keys' precision weights (if any)."""
+    squared = normalized**2
+    if sample_weight is not None:
+        squared /= np.asarray(sample_weight, dtype=float)[None, :]
+    return squared
 
 
 def held_back_message(n_held_back, n_queries, degree):

@@ -443,6 +443,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 self._values / self._value_scale,
                 degree,
                 dims=self._line,
+                sample_weight=sample_weight,
             )
             kernel = kernel.with_local([polynomials])
             inputs = X if self._encoding is None else self._encoding.transform(X)

@@ -16,6 +16,7 @@ from kernattn._local_polynomial import equivalent_weights
 from kernattn._warnings import LocalDesignWarning
 from kernattn.attention import softmax_attention
 from kernattn.bandwidth import loo_bandwidth, rule_of_thumb_bandwidth
+from kernattn.bandwidth._criterion import Criterion
 
 PROFILES = {
     "gaussian": lambda r2: np.exp(-0.5 * r2),
@@ -367,6 +368,44 @@ def test_held_back_share_is_the_leave_one_out_count():
     with warnings.catch_warnings():
         warnings.simplefilter("error", LocalDesignWarning)
         model.predict(X)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_integer_weights_hold_back_as_repeated_rows_do(degree):
+    # Sample weights are precision weights of the variance rule: a row of weight 3 is three
+    # observations, and the local polynomials (held-back ones included) are those of the
+    # repeated rows, in prediction, in held_back_ and in the leave-one-out criterion.
+    rng = np.random.default_rng(12)
+    X = rng.uniform(-1, 1, size=(60, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=60)
+    weights = rng.integers(0, 4, size=60)
+    queries = np.vstack([rng.uniform(-1, 1, size=(10, 2)), [[1.3, 0.0], [2.0, -2.0]]])
+    weighted = KernelSmoother(bandwidth=[0.2, 0.25], degree=degree).fit(X, y, weights)
+    repeated = KernelSmoother(bandwidth=[0.2, 0.25], degree=degree).fit(
+        X.repeat(weights, axis=0), y.repeat(weights)
+    )
+    with pytest.warns(LocalDesignWarning) as caught:
+        expected = repeated.predict(queries)
+    with pytest.warns(LocalDesignWarning) as again:
+        # (A query far out is held back by a ridge set from sums taken in another order,
+        # whose rounding moves it by about 1e-6 of its shrinkage: SQUARED_FLOOR.)
+        np.testing.assert_allclose(weighted.predict(queries), expected, rtol=1e-5, atol=1e-6)
+    assert str(caught[0].message) == str(again[0].message)
+    kept = weights > 0  # (the estimator hands its criterion the rows of positive weight)
+    for criterion in ("loo", "gcv"):
+        a = Criterion(
+            X[kept], y[kept, None], weights[kept].astype(float), "gaussian", degree, criterion
+        )
+        b = Criterion(
+            X.repeat(weights, axis=0),
+            y.repeat(weights)[:, None],
+            np.ones(weights.sum()),
+            "gaussian",
+            degree,
+            criterion,
+        )
+        h = np.log([0.2, 0.25])
+        np.testing.assert_allclose(a.loss_and_grad(h)[0], b.loss_and_grad(h)[0], rtol=1e-9)
 
 
 def test_local_design_warning_is_a_filterable_bandwidth_warning():

@@ -208,6 +208,9 @@ class Criterion:
         self.criterion = criterion
         self.loo = criterion == "loo"
         raw = np.asarray(sample_weight, dtype=float)
+        # The precision weights of a local polynomial's variance rule (see
+        # kernattn._local_polynomial): the squared weights' sums are divided by them.
+        self.precision = raw if np.any(raw != 1.0) else None
         sample_weight = normalized_weights(raw)
         with np.errstate(over="ignore"):
             self.n_total = float(raw.sum())
@@ -272,6 +275,7 @@ class Criterion:
         self = cls.__new__(cls)
         self.n_jobs = n_jobs
         self.profile, self.degree, self.criterion, self.loo = "gaussian", 0, "loo", True
+        self.precision = None
         self.tiled = True
         self.n = int(summary.count)
         self.n_total = float(summary.total)
@@ -532,7 +536,10 @@ class Criterion:
         with np.errstate(over="ignore", invalid="ignore"):
             # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
             sums = np.dot(columns, E.T).T
-            squared = np.dot(columns[2 * t : 2 * t + 1 + n_design], np.square(E).T).T
+            square = np.square(E)
+            if self.precision is not None:
+                square /= self.precision
+            squared = np.dot(columns[2 * t : 2 * t + 1 + n_design], square.T).T
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             fit = polynomial_estimate(sums, squared, Q, t, len(self.line), self.degree)
         return fit, sums[:, 2 * t]

@@ -712,8 +712,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         """The local line (a local polynomial of degree 1) of every head, in its key space,
         held back toward the kernel average where its local design cannot support it."""
         values = self._values / self._value_scale
+        weights = self.sample_weight_[self._active]
         return [
-            LocalPolynomials(kernel.keys(h), self._value_columns, values, 1)
+            LocalPolynomials(kernel.keys(h), self._value_columns, values, 1, sample_weight=weights)
             for h in range(kernel.n_heads)
         ]
 
