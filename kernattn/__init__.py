@@ -11,8 +11,9 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 # ``kernattn.compare`` is a callable module: ``kernattn.compare(...)`` runs the comparison and
 # ``import kernattn.compare`` gives the same object.
 from kernattn import compare, datasets, feature_maps, plotting
+from kernattn._significance import SignificanceResult, significance_test
+from kernattn._warnings import BandwidthWarning, LocalDesignWarning
 from kernattn.attention import linear_attention, softmax_attention
-from kernattn.bandwidth import BandwidthWarning
 from kernattn.compare import ComparisonResult
 from kernattn.learned import AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor, fit_chunks
@@ -29,12 +30,15 @@ __all__ = [
     "ComparisonResult",
     "KernelSmoother",
     "LinearAttentionRegressor",
+    "LocalDesignWarning",
+    "SignificanceResult",
     "compare",
     "datasets",
     "feature_maps",
     "fit_chunks",
     "linear_attention",
     "plotting",
+    "significance_test",
     "softmax_attention",
     "__version__",
 ]

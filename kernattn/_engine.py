@@ -39,8 +39,9 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
-from kernattn._local_fits import LocalLines, TiltedWeights
-from kernattn._local_linear import line_estimate, sparse_neighborhoods
+from kernattn._local_fits import LocalPolynomials, TiltedWeights
+from kernattn._local_polynomial import held_back_message
+from kernattn._loo import DuplicateGroups
 from kernattn._namespaces import from_caller, in_caller_library
 from kernattn._numerics import (
     normalized_weights,
@@ -48,11 +49,14 @@ from kernattn._numerics import (
     weighted_mean,
 )
 from kernattn._rows import Rows, collection_predict, collection_rows
-from kernattn._warnings import BandwidthWarning
+from kernattn._warnings import LocalDesignWarning
 
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
 WELL_CONDITIONED = 1e-4
+#: The training rows whose leave-one-out local polynomial ``held_back_`` is measured on, at
+#: most (evenly spread over the rows in the order of their inputs).
+HELD_BACK_ROWS = 512
 
 
 @contextmanager
@@ -248,15 +252,11 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         kernel (a prediction in stages passes the states of rows computed elsewhere).
 
         A head with a local fit (``kernel_.local[h]``) gives that fit's estimate instead:
-        local lines (:meth:`_line_moments`) or tilted weights (:meth:`_tilted_moments`)."""
+        local polynomials (:meth:`_polynomial_moments`, the mask then holds the queries held
+        back) or tilted weights (:meth:`_tilted_moments`)."""
         local = self._local_fit(h)
-        if isinstance(local, LocalLines):
-            if not local.possible:
-                # Fewer distinct keys than the line has parameters: no query has a line (and
-                # a ridge-sized solve would be rounding noise).
-                first, spread, _ = self._kernel_moments(X, h, return_std, exact)
-                return first, spread, np.ones(len(X), dtype=bool)
-            return self._line_moments(X, h, return_std, local, exact)
+        if isinstance(local, LocalPolynomials):
+            return self._polynomial_moments(X, h, return_std, local, exact)
         if isinstance(local, TiltedWeights):
             return self._tilted_moments(X, h, return_std)
         return self._kernel_moments(X, h, return_std, exact)
@@ -278,40 +278,26 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         spread = self._accurate_spread(X, h, first, second - first**2, second, exact)
         return first, spread, None
 
-    def _line_moments(self, X, h, return_std, lines, exact=None):
-        """:meth:`_head_moments` for a head with local lines
-        (:class:`~kernattn._local_fits.LocalLines`): the weighted least-squares line at each
-        query (see :mod:`kernattn._local_linear`).
+    def _polynomial_moments(self, X, h, return_std, local, exact=None):
+        """:meth:`_head_moments` for a head with local polynomials
+        (:class:`~kernattn._local_fits.LocalPolynomials`): the weighted least-squares
+        polynomial at each query, held back toward the kernel average where its local
+        design cannot support it (see :mod:`kernattn._local_polynomial`).
 
-        Only a query whose weights rest on fewer distinct keys than the line has
-        parameters, or whose moments overflowed, gets the kernel average (marked in the
-        returned mask); the spread is that of the values under the non-negative kernel
-        weights around the line.
+        One pass over the keys (in tiles, as for the kernel average) gives every sum the
+        polynomial needs, those of the squared weights included. The returned mask holds
+        the queries held back; the spread is that of the values under the non-negative
+        kernel weights around the estimate.
         """
-        Q = lines.queries(self.kernel_, X, h)
-        n_params, groups = lines.n_params, lines.groups
-        # One pass over the keys (in tiles, as for the kernel average) gives every sum the
-        # local line needs.
-        with np.errstate(over="ignore", invalid="ignore"):
-            sums = self.kernel_.sums(X, h, lines.columns)
-        mean, ybar, second_values, resolved = line_estimate(
-            sums, Q, self._values.shape[1], Q.shape[1]
-        )
-        fallback = np.zeros(len(X), dtype=bool)
-        unresolved = np.flatnonzero(~resolved)
-        for block in iter_query_blocks(len(unresolved), len(self._values), cache=False):
-            rows = unresolved[block]
-            weights = self.kernel_.weights(X[rows], h).astype(np.float64)
-            fallback[rows] = sparse_neighborhoods(weights, n_params, groups)
-        # Moments that overflowed (keys beyond the float range): the kernel average too.
-        fallback |= ~np.all(np.isfinite(mean), axis=1)
-        mean[fallback] = ybar[fallback]
+        Q = local.queries(self.kernel_, X, h)
+        fit = local.estimate(local.sums(self.kernel_, X, h), Q, self._values.shape[1])
         if not return_std:
-            return mean, None, fallback
+            return fit.mean, None, fit.held_back
         # Var_w(v) + (v̄ − ŷ)², redone from the deviations where the difference cancels.
-        spread = second_values - ybar**2 + (ybar - mean) ** 2
-        spread = self._accurate_spread(X, h, mean, spread, second_values, exact)
-        return mean, np.maximum(spread, 0.0), fallback
+        ybar, second = fit.ybar, fit.second_values
+        spread = second - ybar**2 + (ybar - fit.mean) ** 2
+        spread = self._accurate_spread(X, h, fit.mean, spread, second, exact)
+        return fit.mean, np.maximum(spread, 0.0), fit.held_back
 
     def _accurate_spread(self, X, h, first, spread, second, exact=None):
         """The spread ``E_w[v²] − E_w[v]²``, redone around each row's own estimate where
@@ -372,8 +358,6 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         local fit's equivalent weights, if the head has one)."""
         local = self._local_fit(h)
         if local is None:
-            return self.kernel_.weights(X, h)
-        if isinstance(local, LocalLines) and not local.possible:
             return self.kernel_.weights(X, h)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             # A far query's kernel weights come from its far-field logits.
@@ -473,17 +457,55 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         return mean, variance
 
     def _report_fallback(self, n_fallback, n_queries):
-        """Say that ``n_fallback`` of ``n_queries`` kept the kernel average where a local
-        line was asked for (an approximate kernel says instead which rows it computed
-        exactly)."""
+        """Say that ``n_fallback`` of ``n_queries`` were held back by their local
+        polynomials (a :class:`~kernattn.LocalDesignWarning`; an approximate kernel says
+        instead which rows it computed exactly)."""
         if n_fallback:
             warnings.warn(
-                f"{n_fallback} of {n_queries} queries have fewer distinct training inputs "
-                "with weight than a local line has parameters: they got the local-constant "
-                "estimate (the kernel average). The kernel is narrow for them.",
-                BandwidthWarning,
+                held_back_message(n_fallback, n_queries, self._local_degree()),
+                LocalDesignWarning,
                 stacklevel=4,
             )
+
+    def _local_degree(self):
+        """The highest degree of the heads' local polynomials (0 without any)."""
+        local = getattr(self.kernel_, "local", ())
+        return max((f.degree for f in local if isinstance(f, LocalPolynomials)), default=0)
+
+    def _held_back_share(self, kernel, inputs):
+        """The share of the training rows whose leave-one-out local polynomial is held back
+        in some head of ``kernel`` (``held_back_``), measured on at most ``HELD_BACK_ROWS``
+        of them, evenly spread over the rows in the order of their inputs (deterministic);
+        ``inputs`` are the positive-weight rows as the kernel compares them (its keys, in
+        their order).
+        Each row is fitted from the others, its exact duplicates left out with it, as the
+        bandwidth criteria do; a row with no other input is not counted."""
+        heads = [h for h in range(kernel.n_heads) if isinstance(kernel.local[h], LocalPolynomials)]
+        n = len(inputs)
+        if not heads or n < 2:
+            return 0.0
+        rows = np.unique(np.linspace(0, n - 1, min(n, HELD_BACK_ROWS)).round().astype(int))
+        ids = DuplicateGroups(inputs).ids
+        order = np.argsort(ids, kind="stable")
+        starts = np.searchsorted(ids[order], np.arange(ids.max() + 2))
+        t = self._values.shape[1]
+        held_back = np.zeros(len(rows), dtype=bool)
+        counted = np.ones(len(rows), dtype=bool)
+        for block in iter_query_blocks(len(rows), min(n, KEY_TILE)):
+            queries = rows[block]
+            members = [order[starts[ids[q]] : starts[ids[q] + 1]] for q in queries]
+            left_out = (
+                np.repeat(np.arange(len(queries)), [len(m) for m in members]),
+                np.concatenate(members),
+            )
+            for h in heads:
+                local = kernel.local[h]
+                sums = local.sums(kernel, inputs[queries], h, left_out=left_out)
+                alone = ~(sums[:, local.total] > 0)
+                fit = local.estimate(sums, local.queries(kernel, inputs[queries], h), t)
+                held_back[block] |= fit.held_back & ~alone
+                counted[block] &= ~alone
+        return float(held_back[counted].mean()) if np.any(counted) else 0.0
 
     def _finish_prediction(self, mean, variance):
         """Back to target units and shape; the standard deviation from the variance."""

@@ -464,7 +464,7 @@ class SoftmaxHeads:
 
     # ------------------------------------------------------------ the exact sums
 
-    def sums(self, X, h, columns):
+    def sums(self, X, h, columns, squared=None, total=-1, left_out=None):
         """``Σ_i exp(ℓ_i − c) C_i`` of head ``h`` over the keys for a block of queries
         ``X``, by the one reduction (:func:`kernattn._sums.kernel_sums`); ``columns`` (one
         row per key) in the precision of the sums.
@@ -474,26 +474,52 @@ class SoftmaxHeads:
         for: the key tiles' sums simply add up, and only rows that underflowed are redone
         from :meth:`far_logits`, as are rows whose projection or logits overflowed (a query
         near the largest float, or a float64 query beyond a float32 fit's range).
+
+        ``total`` is the index of the column of ones among ``columns`` (the denominator,
+        whose underflow marks a row to redo). ``squared`` (one row per key, its first
+        column ones): also summed against the squared weights ``exp(2(ℓ_i − c))``, in the
+        same pass, and appended after the plain sums; a row whose squared weights underflow
+        is redone as well. ``left_out``: ``(rows, keys)`` pairs of block rows and keys that
+        weigh nothing (a leave-one-out fit); the sums are then taken on the running maximum
+        of the kept keys, and a row whose every key is left out sums to 0.
         """
         X = self.warped(X)
         if self.far_only(h):
             # Keys too large for the one product (a tiny input scale): every row is far.
-            far = shifted_exp(self._far_logits(X, h))
-            return (far @ columns.astype(np.float64)).astype(columns.dtype)
+            far = self._far_weights(X, h, left_out)
+            return _far_sums(far, columns, squared).astype(columns.dtype)
         queries = self._queries(X, h)
-        floor = self.may_underflow(queries, h) if self.nonpositive else True
+        shift = not self.nonpositive or left_out is not None
+        floor = True if shift else self.may_underflow(queries, h)
 
         def logits(keys, out):
             return self.logits(queries, h, keys=keys, out=out)
 
         _, sums = kernel_sums(
-            logits, self.n_keys, columns, shift=not self.nonpositive, floor=floor
+            logits,
+            self.n_keys,
+            columns,
+            shift=shift,
+            floor=floor,
+            left_out=left_out,
+            squared_columns=squared,
         )
         # One check per row, not per key.
-        redo = underflowed(sums[:, -1]) if self.nonpositive else ~np.all(np.isfinite(sums), 1)
+        if not shift:
+            redo = underflowed(sums[:, total])
+            if squared is not None:
+                redo |= underflowed(sums[:, columns.shape[1]])
+        else:
+            redo = ~np.all(np.isfinite(sums), 1)
         if np.any(redo):
-            far = shifted_exp(self._far_logits(X[redo], h))
-            sums[redo] = far @ columns.astype(np.float64, copy=False)
+            if left_out is not None:
+                inside = np.isin(left_out[0], np.flatnonzero(redo))
+                left_out = (
+                    np.searchsorted(np.flatnonzero(redo), left_out[0][inside]),
+                    left_out[1][inside],
+                )
+            far = self._far_weights(X[redo], h, left_out)
+            sums[redo] = _far_sums(far, columns, squared)
         return sums
 
     def moments(self, X, h, columns):
@@ -503,6 +529,19 @@ class SoftmaxHeads:
         sums = self.sums(X, h, columns).astype(np.float64, copy=False)
         t = (columns.shape[1] - 1) // 2
         return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
+
+    def _far_weights(self, X, h, left_out=None):
+        """Weights (largest 1 per row) of rows from :meth:`far_logits`, with the
+        ``left_out`` pairs at 0 (a row with nothing left: all 0)."""
+        logits = self._far_logits(X, h)
+        if left_out is not None:
+            logits[left_out] = -np.inf
+        with np.errstate(invalid="ignore"):
+            weights = shifted_exp(logits)
+        if left_out is not None:
+            weights[left_out] = 0.0
+            weights[~np.isfinite(weights)] = 0.0
+        return weights
 
     def centered(self, X, h, values):
         """Head ``h``'s kernel moments of ``values`` about their own weighted mean for a
@@ -556,6 +595,14 @@ class SoftmaxHeads:
             weights[redo] = shifted_exp(self._far_logits(X[redo], h))
         weights /= weights.sum(axis=1, keepdims=True)
         return weights
+
+
+def _far_sums(weights, columns, squared=None):
+    """The sums of :meth:`SoftmaxHeads.sums` from a block of far weights in memory."""
+    sums = weights @ columns.astype(np.float64, copy=False)
+    if squared is None:
+        return sums
+    return np.hstack([sums, np.square(weights) @ squared.astype(np.float64, copy=False)])
 
 
 def _moments_of(weights, values):

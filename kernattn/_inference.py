@@ -2,7 +2,7 @@ r"""Pointwise inference for a linear smoother: noise, confidence intervals, marg
 
 A fitted kernel smoother is linear in its targets: the estimate at a query is
 :math:`\hat y(x) = \sum_i l_i(x)\, y_i` with the *effective weights* :math:`l_i(x)` (the
-Nadaraya–Watson weights, or the equivalent kernel of the local-linear fit), and its marginal
+Nadaraya–Watson weights, or the equivalent kernel of a local polynomial), and its marginal
 effects are linear too, :math:`\partial \hat y / \partial x_j = \sum_i g_{ij}(x)\, y_i`. So
 under the model
 
@@ -53,7 +53,6 @@ from scipy.special import ndtri
 from sklearn.utils import check_random_state
 
 from kernattn._blocks import map_query_blocks
-from kernattn._local_linear import solve_covariance
 from kernattn._numerics import normalized_weights
 from kernattn.kernels import log_kernel_derivative
 
@@ -124,41 +123,6 @@ def nadaraya_watson_gradient_weights(weights, queries, keys, bandwidth, kernel):
         difference -= np.einsum("mn,mnd->md", weights, difference)[:, None, :]
     difference *= weights[:, :, None]
     return difference
-
-
-def local_slope_weights(weights, keys, scale):
-    r"""Weights of the slope of the local weighted least-squares line.
-
-    At a query with kernel weights :math:`w` (summing to 1) on keys :math:`k_j`, the line
-    fitted by weighted least squares has slope :math:`\beta = C^{-1} \sum_j w_j (k_j - m)
-    y_j` with :math:`m = \sum_j w_j k_j` and :math:`C = \sum_j w_j (k_j - m)(k_j -
-    m)^\top`: the slope of the local-linear fit at the query, solved as the fit itself is
-    (standardized, with its tiny ridge: :func:`kernattn._local_linear.solve_covariance`), so
-    a feature without local spread gets slope 0.
-
-    Parameters
-    ----------
-    weights : ndarray of shape (m, n)
-        Non-negative kernel weights, rows summing to 1.
-    keys : ndarray of shape (n, d)
-        The keys, the inputs centered and divided by ``scale``.
-    scale : ndarray of shape (d,)
-        The bandwidths: the slope per unit of the key is divided by them.
-
-    Returns
-    -------
-    slope_weights : ndarray of shape (m, n, d)
-        ``β = Σ_j slope_weights[:, j, :] y_j``, in the units of ``y`` per unit of ``x``.
-    resolved : ndarray of bool, shape (m,)
-        The rows whose every feature has local spread (see ``solve_covariance``); only the
-        others can rest on too few points for a line.
-    """
-    mean = weights @ keys
-    second = np.einsum("mn,ni,nj->mij", weights, keys, keys)
-    deviation = keys.T[None, :, :] - mean[:, :, None]  # (m, d, n)
-    solution, resolved = solve_covariance(mean, second, deviation)
-    solution *= weights[:, None, :]
-    return solution.transpose(0, 2, 1) / scale, resolved
 
 
 class LinearSmootherInference:

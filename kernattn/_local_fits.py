@@ -1,28 +1,35 @@
-r"""Local fits a fitted kernel carries: a line at every query, or weights tilted to balance
-the keys about it.
+r"""Local fits a fitted kernel carries: a polynomial at every query, or weights tilted to
+balance the keys about it.
 
 Both start from a head's kernel weights :math:`w_j(x)` on its keys :math:`k_j` (in the head's
 key space) and are bound to the keys at fit, so the engine applies them to any estimator's
 kernel the same way (:class:`~kernattn._heads.SoftmaxHeads` holds one per head):
 
-- :class:`LocalLines`: the weighted least-squares line at each query
-  (:mod:`kernattn._local_linear`), :math:`l_j = w_j (1 + (k_j - m)^\top C^{-1} (q - m))` —
-  signed weights that sum to 1, beyond Nadaraya–Watson; a query whose weights rest on fewer
-  distinct keys than the line has parameters keeps the kernel average. Its estimate needs
-  only kernel sums of the columns
-  :math:`[v, v^2, 1, k, k k^\top, v k^\top]` (one pass of the one reduction);
+- :class:`LocalPolynomials`: the weighted least-squares polynomial of a degree at each query
+  (:mod:`kernattn._local_polynomial`), :math:`l_j = w_j (1 + \tilde\psi_j^\top g)` — signed
+  weights that sum to 1, beyond Nadaraya–Watson — held back toward the kernel average where
+  the local design cannot support it (its variance :math:`\sum_j l_j^2` bounded). Its
+  estimate needs only kernel sums of the columns :math:`[v, v^2, 1, \phi(k), v\,\phi(k)]`
+  and of the design's monomials with the squared weights, in one pass of the one reduction;
 - :class:`TiltedWeights`: non-negative weights whose centroid is the query
   (:mod:`kernattn._tilt`) — still Nadaraya–Watson.
 """
 
 import numpy as np
 
-from kernattn._local_linear import equivalent_weights, line_columns
+from kernattn._local_polynomial import (
+    equivalent_weights,
+    n_design_columns,
+    polynomial_columns,
+    polynomial_estimate,
+    slope_weights,
+)
 from kernattn._tilt import key_spread, tilted_weights
 
 
-class LocalLines:
-    """A local line per query, in the columns ``dims`` of a head's key space.
+class LocalPolynomials:
+    """A local polynomial of ``degree`` per query, in the columns ``dims`` of a head's key
+    space.
 
     Parameters
     ----------
@@ -32,48 +39,95 @@ class LocalLines:
         What the engine sums for a kernel average (``[v, v², 1]`` of the scaled values).
     values : ndarray of shape (n_keys, t)
         The scaled centered values.
-    n_params : int
-        The parameters of the line: a query whose weights rest on fewer distinct keys keeps
-        the kernel average.
-    groups : ndarray of int or None
-        The duplicate groups of the keys (``None``: every key distinct).
+    degree : int
+        At least 1 (:func:`~kernattn._local_polynomial.check_degree` gives the range).
     dims : ndarray of int, optional
-        The key-space columns the line lives in (default all; with discrete features the
-        continuous ones).
-    possible : bool
-        Whether the keys hold enough distinct positions for a line at all (``False``: every
-        query keeps the kernel average, without a ridge-sized solve).
+        The key-space columns the polynomial lives in (default all; with discrete features
+        the continuous ones).
+    sample_weight : ndarray of shape (n_keys,), optional
+        The keys' sample weights (absolute), precision weights of the variance rule: the
+        squared weights' sums are divided by them, so that an integer weight holds back
+        the same queries as repeated rows (``None``: all 1).
     """
 
-    def __init__(
-        self, keys, value_columns, values, n_params, groups=None, dims=None, possible=True
-    ):
+    def __init__(self, keys, value_columns, values, degree, dims=None, sample_weight=None):
         self.dims = np.arange(keys.shape[1]) if dims is None else np.asarray(dims, dtype=int)
+        self.degree = int(degree)
         self.keys = keys[:, self.dims]
-        # In float64: the local covariance is a difference of these sums.
-        self.columns = line_columns(value_columns, values, self.keys)
-        self.n_params = int(n_params)
-        self.groups = groups
-        self.possible = bool(possible)
-        self._first = value_columns.shape[1]
+        t = values.shape[1]
+        # In float64: the local covariances are differences of these sums.
+        self.columns = polynomial_columns(value_columns, values, self.keys, self.degree)
+        self.total = 2 * t
+        n_design = n_design_columns(len(self.dims), self.degree)
+        # The keys' monomials of degree 1 to 2p (design_columns of _local_polynomial).
+        self.design_columns = np.ascontiguousarray(
+            self.columns[:, self.total + 1 : self.total + 1 + n_design]
+        )
+        self.sample_weight = None
+        # [1, design] for the squared weights (the variance of the fit), each key's divided by
+        # its precision weight.
+        squared = self.columns[:, self.total : self.total + 1 + n_design]
+        if sample_weight is not None and np.any(np.asarray(sample_weight) != 1.0):
+            self.sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                squared = squared / self.sample_weight[:, None]
+        self.squared_columns = np.ascontiguousarray(squared)
 
     def queries(self, kernel, X, h):
-        """The queries in the line's space (the head's key-side projection)."""
-        return kernel.project(X, h, side="key")[:, self.dims]
+        """The queries in the polynomial's space (the head's key-side projection)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            return kernel.project(X, h, side="key")[:, self.dims]
+
+    def sums(self, kernel, X, h, left_out=None):
+        """The kernel sums of both column sets for a block of queries, in one pass
+        (``left_out``: pairs of block rows and keys that weigh nothing, for leave-one-out
+        fits)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            return kernel.sums(
+                X,
+                h,
+                self.columns,
+                squared=self.squared_columns,
+                total=self.total,
+                left_out=left_out,
+            )
+
+    def estimate(self, sums, Q, n_outputs):
+        """The local polynomial at the queries from their :meth:`sums`
+        (:func:`~kernattn._local_polynomial.polynomial_estimate`)."""
+        width = self.columns.shape[1]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return polynomial_estimate(
+                sums[:, :width], sums[:, width:], Q, n_outputs, len(self.dims), self.degree
+            )
 
     def weights(self, kernel_weights, kernel, X, h):
-        """The equivalent weights of the lines (rows sum to 1) from the head's normalized
-        kernel weights, and the rows that kept the kernel weights."""
-        d = len(self.dims)
+        """The equivalent weights (rows sum to 1) from the head's normalized kernel weights,
+        and the rows held back."""
         Q = self.queries(kernel, X, h)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return equivalent_weights(
                 np.asarray(kernel_weights, dtype=np.float64),
                 self.keys,
                 Q,
-                self.n_params,
-                self.groups,
-                columns=self.columns[:, self._first : self._first + d + d * (d + 1) // 2],
+                self.degree,
+                columns=self.design_columns,
+                sample_weight=self.sample_weight,
+            )
+
+    def slopes(self, kernel_weights, kernel, X, h):
+        """The weights of the fitted polynomials' slopes at the queries, (b, n, len(dims))
+        per unit of the keys (:func:`~kernattn._local_polynomial.slope_weights`), and the
+        rows held back."""
+        Q = self.queries(kernel, X, h)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return slope_weights(
+                np.asarray(kernel_weights, dtype=np.float64),
+                self.keys,
+                Q,
+                self.degree,
+                columns=self.design_columns,
+                sample_weight=self.sample_weight,
             )
 
 

@@ -92,6 +92,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+# The warning of held-back queries, defined with kernattn's other warnings.
+from kernattn._warnings import LocalDesignWarning  # noqa: F401
+
 #: The rounding floor, relative to each monomial's weighted raw second moment about the
 #: training center: well above the rounding error of a variance computed from moment sums
 #: (about 1e-16 of that moment per term, times the binomial coefficients of the shift, at
@@ -100,6 +103,13 @@ RIDGE = 1e-12
 #: A monomial, or a direction of the standardized design, whose local variance is not above
 #: this multiple of the floor carries no information: it drops out.
 RESOLUTION = 1e3
+#: The floor of the squared weights' moments (relative to each monomial's raw second moment
+#: under the squared weights): V_λ multiplies them by |g|², which is large exactly where
+#: they lose their digits (a design resting on keys of tiny weight far from the training
+#: center), so their floor is 10⁶ times their rounding error, not 10⁴ as ``RIDGE``: V_λ is
+#: then an upper bound of the exact value whose own rounding moves a held-back estimate by
+#: about 1e-6 of its shrinkage, smoothly in the weights.
+SQUARED_FLOOR = 1e-10
 #: κ: a query is held back when its local polynomial's conditional variance would exceed κ
 #: times the noise variance of one observation (the local constant's is at most 1).
 VARIANCE_BOUND = 4.0
@@ -107,21 +117,6 @@ VARIANCE_BOUND = 4.0
 #: C(d + 2p, d) columns per key).
 MAX_DEGREE_1D = 3
 MAX_DEGREE = 2
-
-
-class LocalDesignWarning(UserWarning):
-    """Some queries' local designs cannot support the local polynomial: they were held back.
-
-    A query is held back when its local polynomial would be more than twice as noisy (in
-    standard deviation) as a single observation — its weights rest on too few distinct
-    inputs, or it lies outside the support of its weights — or when it lies away from the
-    local design along a direction the design does not resolve. Its estimate is then shrunk
-    toward the local constant (the Nadaraya–Watson estimate at the query) until the
-    variance bound holds; see :mod:`kernattn._local_polynomial`. Estimators count these
-    queries and warn once per call; the warning can be filtered on its own::
-
-        warnings.filterwarnings("ignore", category=LocalDesignWarning)
-    """
 
 
 def check_degree(degree, n_features):
@@ -219,6 +214,11 @@ class LocalDesign(NamedTuple):
     ``P`` monomials of degree at most ``p`` (the constant first), ``P' = P - 1``.
     """
 
+    #: (b, d): m, the local weighted mean of the keys (0 in features without spread).
+    mean: np.ndarray
+    #: (b, d): s, the local standard deviations (1 in features without spread).
+    spread: np.ndarray
+
     #: (b, P, P): raw monomials of the keys to those of z = (k − m)/s, ψ(z) = T φ(k).
     transform: np.ndarray
     #: (b, P'): the weighted means ψ̄ of the non-constant ones.
@@ -229,6 +229,14 @@ class LocalDesign(NamedTuple):
     query: np.ndarray
     #: (b, P'): g = (R + λI)⁻¹ v on the resolved directions.
     coefficients: np.ndarray
+    #: (b, P', P'): the eigenvectors of R (columns).
+    eigenvectors: np.ndarray
+    #: (b, P'): R's eigenvalues e (1 on the directions not kept).
+    eigenvalues: np.ndarray
+    #: (b, P') bool: the eigen-directions the design resolves (kept).
+    kept: np.ndarray
+    #: (b, P') bool: the monomials the local design resolves.
+    resolved: np.ndarray
     #: (b,): λ, the ridge beyond the rounding floor (0 unless held back for variance).
     ridge: np.ndarray
     #: (b,): the query's leverage L_0 = vᵀR⁻¹v on the resolved directions.
@@ -291,11 +299,17 @@ def _constant_design(a0):
     b = len(a0)
     empty = np.zeros((b, 0))
     return LocalDesign(
+        mean=empty,
+        spread=empty,
         transform=np.ones((b, 1, 1)),
         psi_bar=empty,
         root=empty,
         query=empty,
         coefficients=empty,
+        eigenvectors=np.zeros((b, 0, 0)),
+        eigenvalues=empty,
+        kept=np.zeros((b, 0), dtype=bool),
+        resolved=np.zeros((b, 0), dtype=bool),
         ridge=np.zeros(b),
         leverage=np.zeros(b),
         variance=a0,
@@ -377,11 +391,18 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         # Σ w² ψ̃ and Σ w² ψ̃ψ̃ᵀ, centered on ψ̄ (of the weights, not of their squares).
         a0 = squared[:, 0]
         r = centered_sq[:, 1:, 0]
+        # A rounding floor on the squared weights' moments (SQUARED_FLOOR): where the local
+        # design rests on keys of tiny weight far from the training center (|m|/s large),
+        # these differences keep no digit, and V_λ, which multiplies them by |g|², would be
+        # noise; with the floor it bounds the exact value from above, and a query whose fit
+        # leans on such keys is held back, smoothly in the bandwidth.
+        squared_floor = SQUARED_FLOOR * squared[:, layout.doubled] / scale[:, 1:] ** 2
         M = (
             centered_sq[:, 1:, 1:]
             - r[:, :, None] * psi_bar[:, None, :]
             - psi_bar[:, :, None] * r[:, None, :]
             + a0[:, None, None] * psi_bar[:, :, None] * psi_bar[:, None, :]
+            + squared_floor[:, :, None] * np.eye(P - 1)
         ) / (root[:, :, None] * root[:, None, :])
         u = (r - a0[:, None] * psi_bar) / root
         u = np.where(resolved, u, 0.0)
@@ -410,11 +431,17 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
     held_back = (variance > variance_bound) | (unresolved_offset > 1.0) | ~finite
     coefficients = np.einsum("bik,bk->bi", eigenvectors, a / (e + ridge[:, None]))
     return LocalDesign(
+        mean=m,
+        spread=s,
         transform=transform,
         psi_bar=np.where(resolved, psi_bar, 0.0),
         root=root,
         query=v,
         coefficients=np.where(resolved, coefficients, 0.0),
+        eigenvectors=eigenvectors,
+        eigenvalues=e,
+        kept=kept,
+        resolved=resolved,
         ridge=ridge,
         leverage=np.where(finite, leverage, np.inf),
         variance=np.where(finite, variance, np.inf),
@@ -434,17 +461,19 @@ def _variance_factor(a0, u, M, a, e, ridge):
     )
 
 
-def _ridge_for_variance(a0, u, M, a, e, bound, n_grid=96, n_bisect=60):
+def _ridge_for_variance(a0, u, M, a, e, bound, n_grid=96, n_steps=40):
     r"""The smallest :math:`\lambda > 0` with :math:`V_\lambda =` ``bound``, per row (each
-    row has :math:`V_0 >` ``bound``).
+    row has :math:`V_0 >` ``bound``; ``bound`` a scalar or one per row).
 
     :math:`V_\lambda \to a_0 = \sum_j w_j^2 \le 1 < \kappa` as :math:`\lambda \to \infty`,
     and :math:`|V_\lambda - a_0| \le 2\|u\| x + \|M\| x^2` with :math:`x = \|a\|/\lambda`,
     which gives a :math:`\lambda_{\max}` where the bound holds. :math:`V_\lambda` need not
-    be monotone, so a geometric grid down from :math:`\lambda_{\max}` (factors of 2) finds
-    the first grid point from below where :math:`V \le \kappa`, and bisection (on
-    :math:`\log\lambda`) the crossing inside its cell.
+    be monotone, so a geometric grid down from :math:`\lambda_{\max}` (factors of 2, all
+    evaluated at once) finds the first grid point from below where :math:`V \le \kappa`;
+    the crossing inside its cell is then found by Newton's method on :math:`\log\lambda`,
+    kept inside the cell (a step that leaves it bisects), to a relative :math:`10^{-13}`.
     """
+    bound = np.broadcast_to(np.asarray(bound, dtype=float), a0.shape)
     size = np.sqrt(np.sum(a**2, axis=1))
     u_norm = np.sqrt(np.sum(u**2, axis=1))
     m_norm = np.sqrt(np.sum(M**2, axis=(1, 2)))
@@ -457,21 +486,49 @@ def _ridge_for_variance(a0, u, M, a, e, bound, n_grid=96, n_bisect=60):
         )
         top = np.maximum(size / x, np.max(e, axis=1)) * 2.0
     grid = top[:, None] * 2.0 ** -np.arange(n_grid)[None, :]  # decreasing
-    inside = np.stack(
-        [_variance_factor(a0, u, M, a, e, grid[:, k]) <= bound for k in range(n_grid)], axis=1
+    g = a[:, None, :] / (e[:, None, :] + grid[:, :, None])
+    on_grid = (
+        a0[:, None]
+        + 2.0 * np.einsum("bki,bi->bk", g, u)
+        + np.einsum("bki,bki->bk", g, np.matmul(g, M))
     )
+    inside = on_grid <= bound[:, None]
     # Scanning up from the smallest λ, the first grid point with V ≤ κ: the largest index
     # inside (the top one always is); below it V > κ (or λ = 0, where V_0 > κ).
     k = n_grid - 1 - np.argmax(inside[:, ::-1], axis=1)
     rows = np.arange(len(grid))
     hi = grid[rows, k]
     lo = np.where(k + 1 < n_grid, grid[rows, np.minimum(k + 1, n_grid - 1)], 0.0)
-    for _ in range(n_bisect):
-        mid = np.where(lo > 0, np.sqrt(lo * hi), 0.5 * hi)
-        good = _variance_factor(a0, u, M, a, e, mid) <= bound
-        hi = np.where(good, mid, hi)
-        lo = np.where(good, lo, mid)
-    return hi
+    ridge = hi.copy()
+    for _ in range(n_steps):
+        value, slope = _variance_and_slope(a0, u, M, a, e, ridge)
+        excess = value - bound
+        good = excess <= 0
+        hi = np.where(good, np.minimum(hi, ridge), hi)
+        lo = np.where(good, lo, np.maximum(lo, ridge))
+        converged = (np.abs(excess) <= 1e-13 * bound) | (hi - lo <= 1e-13 * hi)
+        if np.all(converged):
+            break
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # Newton on log λ: d V / d log λ = λ dV/dλ.
+            step = ridge * np.exp(-excess / (ridge * slope))
+        middle = np.where(lo > 0, np.sqrt(lo * hi), 0.5 * hi)
+        step = np.where((step > lo) & (step < hi) & np.isfinite(step), step, middle)
+        ridge = np.where(converged, ridge, step)
+    # Where Newton has not landed on the crossing, the bracket's side inside the bound.
+    value, _ = _variance_and_slope(a0, u, M, a, e, ridge)
+    return np.where(value <= bound * (1 + 1e-12), ridge, hi)
+
+
+def _variance_and_slope(a0, u, M, a, e, ridge):
+    r""":math:`V_\lambda` and :math:`dV_\lambda/d\lambda` per row (``M`` symmetric)."""
+    shifted = e + ridge[:, None]
+    g = a / shifted
+    Mg = (M @ g[:, :, None])[:, :, 0]
+    dg = -g / shifted
+    value = a0 + 2.0 * np.einsum("bi,bi->b", u, g) + np.einsum("bi,bi->b", g, Mg)
+    slope = 2.0 * np.einsum("bi,bi->b", u, dg) + 2.0 * np.einsum("bi,bi->b", Mg, dg)
+    return value, slope
 
 
 def _split_sums(sums, t, d, degree):
@@ -501,20 +558,73 @@ class LocalPolynomialFit(NamedTuple):
     self_factor: np.ndarray
     #: (b,): Σ_j l_j², the variance factor of the estimate (at most VARIANCE_BOUND).
     variance: np.ndarray
+    #: The local design the estimate was taken in.
+    design: LocalDesign
+    #: (b, t, P'): c̃ = Σ_j w_j ψ̃_j v_j, the standardized local covariances of the values
+    #: with the monomials (0 where not resolved).
+    covariances: np.ndarray
+
+
+def local_covariances(design, ybar, products):
+    r""":math:`\tilde c = \sum_j w_j \tilde\psi_j v_j` (b, t, P') from a :class:`LocalDesign`,
+    the local constant ``ybar`` (b, t) and the normalized sums ``products`` (b, t, P') of
+    :math:`v_j \phi(k_j)` over the non-constant monomials of degree at most :math:`p`:
+    the sums carried to the local basis, then centered and standardized."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        full = np.concatenate([ybar[:, :, None], products], axis=2)
+        local = np.einsum("bij,btj->bti", design.transform, full)[:, :, 1:]
+        c = (local - ybar[:, :, None] * design.psi_bar[:, None, :]) / design.root[:, None, :]
+    return np.where(np.isfinite(c) & design.resolved[:, None, :], c, 0.0)
 
 
 def fit_values(design, ybar, products):
     r"""The estimate :math:`\bar y + \tilde c^\top g` from a :class:`LocalDesign`, the local
     constant ``ybar`` (b, t) and the normalized sums ``products`` (b, t, P') of
     :math:`v_j \phi(k_j)` over the non-constant monomials of degree at most :math:`p`."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        full = np.concatenate([ybar[:, :, None], products], axis=2)
-        # Σ w v ψ(z): the sums carried to the local basis, then centered and standardized.
-        local = np.einsum("bij,btj->bti", design.transform, full)[:, :, 1:]
-        c = (local - ybar[:, :, None] * design.psi_bar[:, None, :]) / design.root[:, None, :]
-        c = np.where(np.isfinite(c), c, 0.0)
-        correction = np.einsum("bti,bi->bt", c, design.coefficients)
+    c = local_covariances(design, ybar, products)
+    correction = np.einsum("bti,bi->bt", c, design.coefficients)
     return ybar + np.where(design.finite[:, None], correction, 0.0)
+
+
+def raw_coefficients(design, coefficients, constant):
+    r"""A polynomial :math:`c_0 + \sum_a b_a \tilde\psi_a(k)` of the local basis written in
+    the raw monomials of the keys: ``beta`` with value ``beta · [1, φ(k)]`` at a key
+    :math:`k` (:func:`monomial_exponents` of degree :math:`p`, the constant first).
+
+    ``coefficients`` (b, P') or (b, k, P') are the :math:`b_a` (0 on unresolved
+    monomials), ``constant`` (a scalar, or (b, k)) the :math:`c_0`: for the equivalent
+    weights' factor :math:`1 + \tilde\psi_j^\top g` they are :math:`g` and 1, for the fitted
+    polynomial :math:`(R + \lambda I)^{-1}\tilde c` and :math:`\bar y`. Rows whose sums were
+    not finite get the constant.
+    """
+    single = coefficients.ndim == 2
+    stacked = coefficients[:, None, :] if single else coefficients
+    constant = np.broadcast_to(np.asarray(constant, dtype=float), stacked.shape[:2])
+    scaled = stacked / design.root[:, None, :]
+    beta = np.einsum("bij,bki->bkj", design.transform[:, 1:, :], scaled)
+    beta[:, :, 0] += constant - np.einsum("bi,bki->bk", design.psi_bar, scaled)
+    beta[~design.finite] = 0.0
+    beta[~design.finite, :, 0] = constant[~design.finite]
+    return beta[:, 0] if single else beta
+
+
+def solve_local(design, rhs, ridge=True):
+    r""":math:`(R + \lambda I)^{-1}` ``rhs`` on the kept directions of each row's local design,
+    for ``rhs`` of shape (b, k, P') (0 on unresolved monomials); ``ridge=False``:
+    :math:`R^{-1}` (the plain local polynomial, :math:`\lambda = 0`)."""
+    V = design.eigenvectors
+    shifted = design.eigenvalues + (design.ridge[:, None] if ridge else 0.0)
+    inverse = np.where(design.kept, 1.0 / shifted, 0.0)
+    projected = np.einsum("bji,bkj->bki", V, rhs) * inverse[:, None, :]
+    solution = np.einsum("bji,bki->bkj", V, projected)
+    return np.where(design.resolved[:, None, :], solution, 0.0)
+
+
+def fitted_polynomial(fit):
+    """The local polynomial each query fitted, in the raw monomials of the keys: ``beta``
+    (b, t, P) with value ``beta[i, o] · [1, φ(k)]`` at a key :math:`k` (the fit's ridge
+    included; for the estimate, evaluate at the query)."""
+    return raw_coefficients(fit.design, solve_local(fit.design, fit.covariances), fit.ybar)
 
 
 def polynomial_estimate(sums, squared_sums, Q, t, d, degree, variance_bound=VARIANCE_BOUND):
@@ -531,7 +641,9 @@ def polynomial_estimate(sums, squared_sums, Q, t, d, degree, variance_bound=VARI
     squared_sums : ndarray of shape (b, 1 + n_design_columns(d, degree))
         :math:`\sum_j e_j^2 [1, \phi_\gamma(k_j)]`: :func:`design_columns` summed with the
         squared kernel weights (a max-shift of the logits cancels as for the plain sums,
-        squared).
+        squared); with sample weights :math:`s_j` (in :math:`e_j`), :math:`\sum_j e_j^2
+        [1, \phi_\gamma(k_j)] / s_j`: they are precision weights, and the variance factor
+        is :math:`\sum_j l_j^2 / s_j`.
     Q : ndarray of shape (b, d)
         The queries' key-side projections.
     t, d : int
@@ -555,13 +667,19 @@ def polynomial_estimate(sums, squared_sums, Q, t, d, degree, variance_bound=VARI
     S0, ybar, second_values, design_moments, products = _split_sums(sums, t, d, degree)
     squared = squared_sums / (S0**2)[:, None]
     design = local_design(design_moments, squared, Q, degree, variance_bound)
-    mean = fit_values(design, ybar, products)
+    covariances = local_covariances(design, ybar, products)
+    correction = np.einsum("bti,bi->bt", covariances, design.coefficients)
+    mean = ybar + np.where(design.finite[:, None], correction, 0.0)
     self_factor = 1.0 + np.einsum("bi,bi->b", design.query, design.coefficients)
     variance = np.minimum(design.variance, variance_bound)
-    return LocalPolynomialFit(mean, ybar, second_values, design.held_back, self_factor, variance)
+    return LocalPolynomialFit(
+        mean, ybar, second_values, design.held_back, self_factor, variance, design, covariances
+    )
 
 
-def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND):
+def equivalent_weights(
+    weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND, sample_weight=None
+):
     r"""The equivalent weights :math:`l_j(q)` of the local polynomial, from kernel weights.
 
     :math:`l_j = w_j (1 + \tilde\psi_j^\top g)`: :math:`\sum_j l_j = 1`,
@@ -578,6 +696,11 @@ def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VA
     columns : ndarray of shape (n, n_design_columns(d, degree)), optional
         :func:`design_columns` of the keys, if at hand.
     variance_bound : float, default=VARIANCE_BOUND
+    sample_weight : ndarray of shape (n,), optional
+        The keys' sample weights, read as precision weights (a key of weight 2 is the mean
+        of two observations: :math:`\operatorname{Var}\hat y = \sigma^2 \sum_j l_j^2 /
+        s_j`), so that an integer weight holds back as many queries as repeated rows.
+        ``weights`` then include them (:math:`w_j \propto s_j \kappa_j`).
 
     Returns
     -------
@@ -592,19 +715,71 @@ def equivalent_weights(weights, keys, Q, degree, columns=None, variance_bound=VA
     ones = np.ones((len(keys), 1))
     with np.errstate(over="ignore", invalid="ignore"):
         design_moments = normalized @ columns
-        squared = normalized**2 @ np.hstack([ones, columns])
+        squared = _squared(normalized, sample_weight) @ np.hstack([ones, columns])
     design = local_design(design_moments, squared, Q, degree, variance_bound)
     if degree == 0:
         return normalized, design.held_back
     P = len(monomial_exponents(d, degree))
-    scaled = design.coefficients / design.root
     # 1 + ψ̃_jᵀ g as a polynomial in the raw monomials φ(k_j): coefficients h, then h·φ(k_j).
-    h = np.einsum("bij,bi->bj", design.transform[:, 1:, :], scaled)
-    h[:, 0] += 1.0 - np.einsum("bi,bi->b", design.psi_bar, scaled)
-    h[~design.finite] = np.eye(1, P)[0]
+    h = raw_coefficients(design, design.coefficients, 1.0)
     with np.errstate(over="ignore", invalid="ignore"):
         factor = h @ np.hstack([ones, columns[:, : P - 1]]).T
     return normalized * factor, design.held_back
+
+
+def slope_weights(
+    weights, keys, Q, degree, columns=None, variance_bound=VARIANCE_BOUND, sample_weight=None
+):
+    r"""The weights of the slope of the local polynomial at the query: ``G`` (b, n, d) with
+    :math:`\partial \hat m_q(k)/\partial k_f` at :math:`k = q` equal to
+    :math:`\sum_j G_{jf}\, y_j` (per unit of the keys).
+
+    The weighted least-squares polynomial is :math:`\hat m_q(k) = \bar y + b^\top
+    \tilde\psi(k)` with :math:`b = R^{-1} \tilde c` and :math:`\tilde c = \sum_j w_j
+    \tilde\psi_j y_j`, so its slope is :math:`\sum_j w_j y_j\, \tilde\psi_j^\top u_f` with
+    :math:`u_f = R^{-1} D^{-1/2} \partial\psi(z_q)/\partial k_f`: for ``degree=1`` the
+    weighted least-squares slope :math:`C^{-1}\sum_j w_j (k_j - m) y_j`, which does not
+    depend on where the query lies. A direction the local design does not resolve gets
+    slope 0. The ridge of a held-back query is *not* applied: it bounds the variance of
+    the estimate's level at the query, and shrinking the coefficients toward 0 would
+    change the slope's direction, not only its size (for ``degree ≥ 2`` the slope at a
+    query outside the data extrapolates the polynomial's derivative: its variance, from
+    these weights, says how far).
+
+    Parameters are those of :func:`equivalent_weights`; returns ``G`` and the held-back
+    mask.
+    """
+    n, d = keys.shape
+    weights = np.asarray(weights, dtype=np.float64)
+    if columns is None:
+        columns = design_columns(keys, degree)
+    normalized = weights / weights.sum(axis=1, keepdims=True)
+    ones = np.ones((n, 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        design_moments = normalized @ columns
+        squared = _squared(normalized, sample_weight) @ np.hstack([ones, columns])
+    design = local_design(design_moments, squared, Q, degree, variance_bound)
+    exponents = monomial_exponents(d, degree)
+    z = np.where(design.finite[:, None], (Q - design.mean) / design.spread, 0.0)
+    # ∂ψ_a/∂k_f = α_f z^(α − e_f) / s_f, standardized by √D.
+    derivative = np.empty((len(Q), d, len(exponents) - 1))
+    for f in range(d):
+        lowered = np.maximum(exponents[1:] - np.eye(d, dtype=int)[f], 0)
+        derivative[:, f] = exponents[1:, f] * monomials(z, lowered) / design.spread[:, f : f + 1]
+    derivative /= design.root[:, None, :]
+    u = solve_local(design, np.where(np.isfinite(derivative), derivative, 0.0), ridge=False)
+    H = raw_coefficients(design, u, 0.0)  # (b, d, P)
+    with np.errstate(over="ignore", invalid="ignore"):
+        factor = np.einsum("bfp,np->bnf", H, np.hstack([ones, columns[:, : len(exponents) - 1]]))
+    return normalized[:, :, None] * factor, design.held_back
+
+
+def _squared(normalized, sample_weight):
+    """The squared normalized weights, divided by the keys' precision weights (if any)."""
+    squared = normalized**2
+    if sample_weight is not None:
+        squared /= np.asarray(sample_weight, dtype=float)[None, :]
+    return squared
 
 
 def held_back_message(n_held_back, n_queries, degree):

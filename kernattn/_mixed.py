@@ -360,10 +360,10 @@ def select_mixed_bandwidth(
     encoding, X, Z, Y, sample_weight, *, criterion="loo", degree=0, n_jobs=None
 ):
     """Bandwidths of every feature that minimize a selection criterion (``"loo"``,
-    ``"aic"`` or ``"gcv"``) of the local-constant (``degree=0``) or local-linear
-    (``degree=1``, the line in the continuous features: :meth:`MixedEncoding.line_columns`)
-    estimate: ``h`` of the continuous features and ``λ`` of the discrete ones (as R np's
-    ``npregbw``).
+    ``"aic"`` or ``"gcv"``) of the local-constant (``degree=0``) or local-polynomial
+    (``degree ≥ 1``, the polynomial in the continuous features:
+    :meth:`MixedEncoding.line_columns`) estimate: ``h`` of the continuous features and
+    ``λ`` of the discrete ones (as R np's ``npregbw``).
 
     The search runs on the scales of the encoded columns, tied within each discrete feature
     (:func:`kernattn.bandwidth.select_tied_bandwidth`; its grid shifts the continuous

@@ -103,7 +103,8 @@ def significance_test(
 
     The estimator is cloned and fitted to ``(X, y)`` once, selecting its bandwidth as it is
     set to (``"loo"``, a rule, or fixed values). **The bandwidths are then held at that
-    fit's** ``bandwidth_`` for the restricted model and every replicate (R np's default,
+    fit's** ``bandwidth_`` (and the degree at its ``degree_``) for the restricted model and
+    every replicate (R np's default,
     "Bootstrap I"): the test does not include the variability of a data-driven bandwidth,
     and each replicate costs one evaluation of the smoother. The p-value is
     :math:`(1 + \#\{b : I^*_b \ge I\})/(1 + B)`, valid at any number of replicates
@@ -161,8 +162,8 @@ def significance_test(
     square root of that factor; the shrunk residuals would make the null too narrow.
 
     The partial effect is the derivative of the fitted regression function (for
-    ``degree=1``, of the local-linear estimate: it includes the change of the weights, not
-    the local slope alone), a central difference of the estimator's ``attention_weights``
+    ``degree ≥ 1``, of the local-polynomial estimate: it includes the change of the weights,
+    not the local slope alone), a central difference of the estimator's ``attention_weights``
     at :math:`10^{-4}` bandwidths. One :math:`n \times n` matrix per tested feature is
     built while three fit in ``working_memory`` (1 GiB by default: about 6 700 rows);
     larger problems fit the replicates as the columns of multi-output targets, 64 at a
@@ -181,8 +182,7 @@ def significance_test(
     Examples
     --------
     >>> import numpy as np
-    >>> from kernattn import KernelSmoother
-    >>> from kernattn._significance import significance_test
+    >>> from kernattn import KernelSmoother, significance_test
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-1, 1, size=(100, 2))
     >>> y = np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=100)  # x₁ does not matter
@@ -215,6 +215,8 @@ def significance_test(
 
     fitted = clone(estimator).fit(X, y)
     bandwidth = np.asarray(fitted.bandwidth_, dtype=np.float64).copy()
+    # The degree is held with the bandwidths (``degree="auto"`` chose it on y).
+    estimator = clone(estimator).set_params(degree=fitted.degree_)
     residuals = (y - fitted.predict(X)) / _residual_scale(fitted, X)
     null_mean = _restricted_fit(estimator, X, y, tested, bandwidth)
     errors = _bootstrap_errors(residuals, n_bootstrap, method, rng)

@@ -143,6 +143,7 @@ def kernel_sums(
     exponent=0,
     tile=None,
     precision=None,
+    squared_columns=None,
     xp=None,
 ):
     r"""Shifted kernel sums :math:`\Sigma_i = \sum_j e^{\ell_{ij} - c_i} C_j` of a block of
@@ -181,13 +182,20 @@ def kernel_sums(
         Keys per tile (default :data:`kernattn._blocks.KEY_TILE`).
     precision : dtype, optional
         Exponentiate in this (lower) precision, sum in the columns'.
+    squared_columns : array of shape (…, n_keys, m₂), optional
+        Also summed, in the same pass, against the *squared* weights:
+        :math:`\sum_j e^{2(\ell_{ij} - c_i)} D_j` (what the variance of a linear smoother
+        needs: a local polynomial's held-back rule, :mod:`kernattn._local_polynomial`).
+        When the running maximum moves by :math:`\Delta` these sums are rescaled by
+        :math:`e^{-2\Delta}`, the square of the plain sums' factor.
 
     Returns
     -------
     top : array of shape (…, b)
         The shifts :math:`c_i` (in natural units; 0 without ``shift``; :math:`-\infty` for a
         row whose every key was removed, whose sums are 0).
-    sums : array of shape (…, b, m)
+    sums : array of shape (…, b, m) (or (…, b, m + m₂) with ``squared_columns``: the
+        squared weights' sums last)
     """
     tile = KEY_TILE if tile is None else tile
     if callable(columns):
@@ -199,12 +207,16 @@ def kernel_sums(
             return weights @ columns[..., keys, :]
 
     numpy = xp is None or is_numpy_namespace(xp)
+    if squared_columns is not None:
+        column_of, rescaled = _with_squared(column_of, squared_columns, numpy, xp)
     top, sums = None, None
     for running, weights, keys, rescale in _weight_tiles(
         logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, xp, numpy
     ):
         top = running
         part = column_of(weights, keys)
+        if rescale is not None and squared_columns is not None:
+            rescale = rescaled(rescale, part.shape[-1])
         if sums is None:
             # The accumulator is updated in place below, where it may be: it must not be
             # the caller's array.
@@ -214,20 +226,48 @@ def kernel_sums(
                 sums = xp.asarray(part, copy=True) if updatable(part) else part
         elif numpy:
             if rescale is not None:
-                sums *= rescale[..., None].astype(sums.dtype, copy=False)
+                factor = rescale if rescale.ndim == sums.ndim else rescale[..., None]
+                sums *= factor.astype(sums.dtype, copy=False)
             sums += part
         elif updatable(sums):
             if rescale is not None:
                 sums *= rescale[..., None]
             sums += part
         else:
-            sums = (sums if rescale is None else sums * rescale[..., None]) + part
+            if rescale is not None:
+                sums = sums * (rescale if rescale.ndim == sums.ndim else rescale[..., None])
+            sums = sums + part
     if sums is None:
         raise ValueError("kernel sums need at least one key; got 0")
     if not shift:
         zeros = np.zeros if numpy else xp.zeros
         top = zeros(sums.shape[:-1], dtype=sums.dtype)
     return top, sums
+
+
+def _with_squared(column_of, squared_columns, numpy, xp):
+    """``column_of`` extended by the squared weights' sums, and the per-column rescale
+    (the plain factor, then its square) for a rescale per row."""
+    m2 = squared_columns.shape[-1]
+    concat = np.concatenate if numpy else xp.concat
+
+    def both(weights, keys):
+        plain = column_of(weights, keys)
+        if numpy:
+            # In the columns' precision: float32 weights of 1e-20 square to nothing.
+            square = np.square(weights, dtype=squared_columns.dtype)
+        else:
+            square = weights * weights
+        return concat([plain, square @ squared_columns[..., keys, :]], axis=-1)
+
+    def rescaled(rescale, width):
+        factor = rescale[..., None]
+        ones = (np.ones if numpy else xp.ones)((width - m2,), dtype=factor.dtype)
+        twos = (np.ones if numpy else xp.ones)((m2,), dtype=factor.dtype)
+        # Shape (…, b, width): the rows' factor for the plain sums, its square after.
+        return concat([factor * ones, (factor * factor) * twos], axis=-1)
+
+    return both, rescaled
 
 
 def centered_sums(logits, n_keys, values, *, shift=True, floor=True, removed=False, tile=None):

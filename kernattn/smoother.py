@@ -16,6 +16,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -25,16 +26,11 @@ from kernattn._inference import (
     INTERVAL_METHODS,
     NOISE_ESTIMATES,
     LinearSmootherInference,
-    local_slope_weights,
     nadaraya_watson_gradient_weights,
     normal_quantile,
 )
-from kernattn._local_fits import LocalLines
-from kernattn._local_linear import (
-    n_line_parameters,
-    sparse_neighborhoods,
-)
-from kernattn._loo import duplicate_groups
+from kernattn._local_fits import LocalPolynomials
+from kernattn._local_polynomial import check_degree
 from kernattn._mixed import (
     MixedEncoding,
     categorical_codes,
@@ -74,16 +70,32 @@ class KernelSmoother(NadarayaWatsonRegressor):
     :math:`x/h`, keys :math:`x_i/h`, scale 1 and key bias :math:`-\|x_i/h\|^2/2`.
 
     With ``degree=1`` the estimate is local linear: at each query a weighted least-squares
-    line is fitted with the same weights and evaluated at the query. This removes the
-    boundary bias of the local-constant estimate (which flattens towards the inside at the
-    edges of the data); it is still linear in the targets, ``ŷ(x) = Σ_i l_i(x) y_i`` with
-    ``Σ_i l_i(x) = 1``, but the equivalent weights :math:`l_i` can be negative. The line is
-    solved scale-invariantly with a tiny ridge (see :mod:`kernattn._local_linear`): a huge
-    bandwidth gives the least-squares line of all the data, a vanishing one interpolates
-    the training targets. A query whose weights rest on fewer distinct training inputs
-    than the line has parameters gets the local-constant estimate, and ``predict`` says
-    how many did with a :class:`~kernattn.BandwidthWarning`.
+    line is fitted with the same weights and evaluated at the query; ``degree=2`` (and 3
+    with one feature) a local polynomial of that degree (Fan and Gijbels 1996; R np's
+    ``regtype="lp"``, KernSmooth's ``locpoly``). This removes the boundary bias of the
+    local-constant estimate (which flattens towards the inside at the edges of the data)
+    and, from degree 2, the bias at peaks and valleys; it is still linear in the targets,
+    ``ŷ(x) = Σ_i l_i(x) y_i`` with ``Σ_i l_i(x) = 1``, but the equivalent weights
+    :math:`l_i` can be negative. The polynomial is solved scale-invariantly (see
+    :mod:`kernattn._local_polynomial`): a huge bandwidth gives the least-squares
+    polynomial of all the data, a vanishing one interpolates the training targets.
 
+    **Safe everywhere.** Where its local design cannot support it, a local polynomial is
+    noisy without bound: far outside the data, or where the weights rest on fewer distinct
+    inputs than it has coefficients. Its variance is :math:`\sigma^2 \sum_i l_i(x)^2`
+    (:math:`\sigma^2` the noise of one observation; the local constant's factor is at
+    most 1), and a query whose plain polynomial would have :math:`\sum_i l_i^2 > 4` — more
+    than twice as noisy, in standard deviation, as one observation — is *held back*: its
+    coefficients are shrunk toward the local constant by a ridge (Seifert and Gasser
+    1996) until :math:`\sum_i l_i^2 = 4`. Its estimate then lies between the local
+    constant (the Nadaraya–Watson estimate at the query) and a bounded extrapolation,
+    within :math:`2\sqrt{L}` weighted standard deviations of the targets around the local
+    constant (:math:`L` the shrunk leverage), never an unbounded one. So is a query away
+    from its local design along a direction the design does not resolve (the fit is
+    constant along it). Training points are never held back in sample (their own weight
+    is the largest: :math:`\sum_i l_i^2 \le 1`); ``predict`` (and every method built on
+    it) says how many queries were with a :class:`~kernattn.LocalDesignWarning`, and
+    ``held_back_`` gives the share of the training rows held back in leave-one-out.
     Parameters
     ----------
     kernel : {"gaussian", "epanechnikov", "tricube"}, default="gaussian"
@@ -92,15 +104,22 @@ class KernelSmoother(NadarayaWatsonRegressor):
     bandwidth : float, array_like or {"scott", "silverman", "loo", "aic", "gcv"}, default="scott"
         A positive float (the same bandwidth for every feature), one positive float per
         feature, a normal-reference rule (one bandwidth per feature from its spread), or a
-        selection criterion of the estimator actually fitted (local constant or local
-        linear, as ``degree`` says), minimized per feature: ``"loo"`` the leave-one-out
+        selection criterion of the estimator actually fitted (the local polynomial of
+        ``degree``, held back where it is), minimized per feature: ``"loo"`` the leave-one-out
         squared error, ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998),
         ``"gcv"`` generalized cross-validation (a grid over a common multiple of Scott's
         bandwidths, then all of them refined by gradient descent; see
         :func:`~kernattn.bandwidth.select_bandwidth`). The selected bandwidths do not
         depend on the units of ``X`` or ``y``. Features are not rescaled otherwise.
-    degree : {0, 1}, default=0
-        0 for Nadaraya–Watson (local constant), 1 for local linear.
+    degree : int or "auto", default=0
+        The degree of the local polynomial: 0 for Nadaraya–Watson (local constant), 1 for
+        local linear, 2 for local quadratic (with one feature also 3, local cubic). With
+        discrete features the polynomial is in the continuous ones (without any it is the
+        local constant). ``"auto"``: 0 or 1, whichever has the lower value of the
+        bandwidth criterion (``"loo"``, ``"aic"`` or ``"gcv"``), each at its own selected
+        bandwidths, or, with a rule or given bandwidths, the lower leave-one-out error at
+        them (on at most 2 400 training rows, each against every key); ties go to the local
+        constant. ``degree_`` records the choice.
     n_jobs : int, default=None
         Threads for the leave-one-out search and for exact prediction and weights of large
         problems: ``None`` all cores (or the ``n_jobs`` of an enclosing
@@ -161,10 +180,19 @@ class KernelSmoother(NadarayaWatsonRegressor):
         Only with a selected bandwidth: the features whose bandwidth ended on the upper
         edge of the search range (1000 times Scott's). The kernel ignores them: with
         ``degree=0`` the estimate does not depend on them (they are smoothed away); with
-        ``degree=1`` it is linear in them (a global slope, 0 if they do not matter at
+        ``degree ≥ 1`` it is a global polynomial in them (0 if they do not matter at
         all). They are reported here, not warned about. A bandwidth on the lower edge
         (the target varies faster than the sample resolves) issues one
         :class:`~kernattn.BandwidthWarning` per fit naming the features.
+    degree_ : int
+        The degree of the local polynomial fitted (``degree``, with ``"auto"`` resolved; 0
+        without a continuous feature).
+    held_back_ : float
+        The share of the training rows (at most 512 of them, evenly spread in the order of
+        their inputs) whose leave-one-out local polynomial is held back: each row fitted
+        from the others (its exact duplicates left out with it), as the bandwidth criteria
+        see it. 0 for the local constant. The queries held back in a prediction are
+        counted by that call's :class:`~kernattn.LocalDesignWarning`.
     kernel_ : SoftmaxHeads
         The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
         the training mean and divided by ``bandwidth_``.
@@ -196,6 +224,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
     .. [1] E. A. Nadaraya, "On estimating regression", Theory Probab. Appl. 9 (1964).
     .. [2] G. S. Watson, "Smooth regression analysis", Sankhyā A 26 (1964).
     .. [3] J. Fan, I. Gijbels, "Local Polynomial Modelling and Its Applications" (1996).
+    .. [4] B. Seifert, T. Gasser, "Finite-sample variance of local polynomials: analysis and
+       solutions", J. Amer. Statist. Assoc. 91 (1996).
 
     Examples
     --------
@@ -223,6 +253,22 @@ class KernelSmoother(NadarayaWatsonRegressor):
     >>> model = KernelSmoother(bandwidth="loo", degree=1, categorical_features=[1]).fit(X, y)
     >>> model.gradient([[0.5, 2.0]]).round(1)  # the slope in x₀; none for the category
     array([[ 1., nan]])
+
+    Far outside the data a local line is held back toward the local constant, and said so:
+
+    >>> import warnings
+    >>> X = np.linspace(0, 1, 50)[:, None]
+    >>> y = 3 * X[:, 0]
+    >>> line = KernelSmoother(bandwidth=0.05, degree=1).fit(X, y)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     far = line.predict([[0.5], [1.1], [10.0]])
+    >>> far.round(2)  # the line inside; shrunk beyond the edge; the nearest target far out
+    array([1.5 , 3.13, 3.  ])
+    >>> KernelSmoother(bandwidth=0.05).fit(X, y).predict([[1.1]]).round(2)  # local constant
+    array([2.97])
+    >>> [type(w.message).__name__ for w in caught]
+    ['LocalDesignWarning']
     """
 
     _parameter_constraints: dict = {
@@ -233,7 +279,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             "array-like",
             StrOptions(set(BANDWIDTH_RULES) | set(CRITERIA)),
         ],
-        "degree": [Interval(Integral, 0, 1, closed="both")],
+        "degree": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
@@ -371,59 +417,79 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     def _fit_kernel(self, X, Y, sample_weight, selection=None):
         self._encoding = self._mixed_encoding(X)
-        # The columns of the kernel's inputs the local line lives in: all of them, or with
-        # discrete features the continuous ones (the levels enter through the weights).
+        # The columns of the kernel's inputs the local polynomial lives in: all of them, or
+        # with discrete features the continuous ones (the levels enter through the weights).
         if self._encoding is None:
             self._line = np.arange(X.shape[1])
         else:
             self._line = self._encoding.line_columns()
-        # A local line needs a continuous feature; without one it is the local constant.
-        self._linear = self.degree == 1 and len(self._line) > 0
+        candidates = self._degree_candidates()
         if self._encoding is not None:
-            kernel = self._fit_mixed_kernel(X, Y, sample_weight)
+            kernel, degree = self._fit_mixed_kernel(X, Y, sample_weight, candidates)
         else:
             if selection is None:
-                h = self._select_bandwidth(X, Y, sample_weight)
+                h, degree = self._select_bandwidth(X, Y, sample_weight, candidates)
             else:
-                h = self._use_selection(selection)
+                h, degree = self._use_selection(selection), 0
             self.bandwidth_ = h
             # Center before scaling: distances are translation invariant, their expansion
             # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
             kernel = self._bandwidth_heads(self.kernel, X, sample_weight, h, Y.shape[1])
-        if self._linear:
-            # A line needs that many distinct positions in its own features.
-            inputs = X if self._encoding is None else X[:, ~self._encoding.discrete]
-            groups = duplicate_groups(inputs)
-            lines = LocalLines(
+        self.degree_ = degree
+        self.held_back_ = 0.0
+        if degree > 0:
+            polynomials = LocalPolynomials(
                 kernel.keys(0),
                 self._value_columns,
                 self._values / self._value_scale,
-                n_line_parameters(inputs),
-                groups if groups.max(initial=0) + 1 < len(X) else None,
+                degree,
                 dims=self._line,
+                sample_weight=sample_weight,
             )
-            kernel = kernel.with_local([lines])
+            kernel = kernel.with_local([polynomials])
+            inputs = X if self._encoding is None else self._encoding.transform(X)
+            self.held_back_ = self._held_back_share(kernel, inputs)
         return kernel
 
-    def _select_bandwidth(self, X, Y, sample_weight):
-        """The bandwidth (and, for the selectors, the fitted attributes they report)."""
+    def _degree_candidates(self):
+        """The degrees the fit may take: ``degree`` itself, or 0 and 1 for ``"auto"``; a
+        local polynomial needs a continuous feature (without one, the local constant)."""
+        if isinstance(self.degree, str):
+            candidates = (0, 1)
+        else:
+            candidates = (check_degree(self.degree, len(self._line)),)
+        return candidates if len(self._line) else (0,)
+
+    def _select_bandwidth(self, X, Y, sample_weight, candidates):
+        """The bandwidth and the degree (and, for the selectors, the fitted attributes they
+        report)."""
         if not (isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA):
             rules = BANDWIDTH_RULES + CRITERIA[1:]
-            return resolve_bandwidth(
-                self.bandwidth, X, Y, sample_weight, self.kernel, rules=rules
-            )[0]
-        selection = select_bandwidth(
-            X,
-            Y,
-            sample_weight,
-            self.kernel,
-            criterion=self.bandwidth,
-            degree=self.degree,
-            n_jobs=self.n_jobs,
-            random_state=self.random_state,
-            verbose=self.verbose,
-        )
-        return self._use_selection(selection)
+            h = resolve_bandwidth(self.bandwidth, X, Y, sample_weight, self.kernel, rules=rules)[0]
+            if len(candidates) == 1:
+                return h, candidates[0]
+            objectives = [
+                Criterion(X, Y, sample_weight, self.kernel, degree=p, n_jobs=self.n_jobs)
+                for p in candidates
+            ]
+            return h, _lowest_leave_one_out(objectives, np.log(h), candidates)
+        random_state = _paired_random_state(self.random_state, len(candidates))
+        selections = [
+            select_bandwidth(
+                X,
+                Y,
+                sample_weight,
+                self.kernel,
+                criterion=self.bandwidth,
+                degree=p,
+                n_jobs=self.n_jobs,
+                random_state=random_state,
+                verbose=self.verbose,
+            )
+            for p in candidates
+        ]
+        best = _first_lowest([selection.value for selection in selections])
+        return self._use_selection(selections[best]), candidates[best]
 
     def _use_selection(self, selection):
         """The fitted attributes a bandwidth selection reports; its bandwidth."""
@@ -602,11 +668,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
         for the Gaussian kernel :math:`a_{ij} = (x_{ij} - x_j)/h_j^2` and this is
         :math:`\sum_i w_i (y_i - \hat y)(x_{ij} - x_j)/h_j^2`; the compact kernels use
-        their own derivative (0 outside the support). For ``degree=1`` the slope of the local
-        weighted least-squares line (the marginal effect of local-linear regression, as in R's
-        ``np`` and statsmodels' ``KernelReg``), solved as the fit is: a feature without
-        local spread gets slope 0, and where the fit falls back to the local constant (too
-        few points for a line) the marginal effect is the local constant's derivative.
+        their own derivative (0 outside the support). For ``degree ≥ 1`` the slope at the
+        query of the local weighted least-squares polynomial (for ``degree=1`` the marginal
+        effect of local-linear regression, as in R's ``np`` and statsmodels' ``KernelReg``),
+        solved as the fit is: a direction without local spread gets slope 0. The ridge of
+        a held-back query is not applied to its slope: it bounds the variance of the
+        estimate's level, and a line's slope does not depend on where the query lies (from
+        degree 2 the slope outside the data extrapolates the polynomial's derivative, and
+        its standard error says by how much).
 
         Both are linear in the targets, :math:`\sum_i g_{ij}(x)\, y_i`, so their variance
         is :math:`\sum_i g_{ij}(x)^2 \sigma^2(x_i)/s_i` with the noise estimate of
@@ -651,29 +720,17 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
         def gradient_weights(queries):
             weights = self.kernel_.weights(queries, 0).astype(np.float64)
-            if not self._linear:
+            if not self.degree_:
                 return nadaraya_watson_gradient_weights(
                     weights, queries, keys, scales, self.kernel
                 )
-            lines = self.kernel_.local[0]
-            line = lines.dims
-            # The slopes of the line's columns; the other (discrete) columns have no
+            polynomials = self.kernel_.local[0]
+            dims = polynomials.dims
+            # The slopes in the polynomial's columns; the other (discrete) columns have no
             # derivative, and feature_gradient reports NaN for their features.
             slope = np.zeros(weights.shape + (keys.shape[1],))
-            with np.errstate(over="ignore", invalid="ignore"):
-                slope[:, :, line], resolved = local_slope_weights(
-                    weights, self.kernel_.keys(0)[:, line], scales[line]
-                )
-            # Where the fit falls back to the local constant (too few points for a line),
-            # so does its marginal effect.
-            unresolved = np.flatnonzero(~resolved)
-            if len(unresolved):
-                sparse = unresolved[
-                    sparse_neighborhoods(weights[unresolved], lines.n_params, lines.groups)
-                ]
-                slope[sparse] = nadaraya_watson_gradient_weights(
-                    weights[sparse], queries[sparse], keys, scales, self.kernel
-                )
+            slope[:, :, dims] = polynomials.slopes(weights, self.kernel_, queries, 0)[0]
+            slope[:, :, dims] /= scales[dims]
             return slope
 
         gradient, variance = self._inference().gradient(
@@ -708,21 +765,28 @@ class KernelSmoother(NadarayaWatsonRegressor):
             )
         return MixedEncoding(kinds, X)
 
-    def _fit_mixed_kernel(self, X, Y, sample_weight):
-        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn._mixed`)."""
+    def _fit_mixed_kernel(self, X, Y, sample_weight, candidates):
+        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn._mixed`) and the
+        degree of the local polynomial in the continuous features."""
         encoding = self._encoding
         Z = encoding.transform(X)
+        degree = candidates[0]
         if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
-            selection = select_mixed_bandwidth(
-                encoding,
-                X,
-                Z,
-                Y,
-                sample_weight,
-                criterion=self.bandwidth,
-                degree=int(self._linear),
-                n_jobs=self.n_jobs,
-            )
+            selections = [
+                select_mixed_bandwidth(
+                    encoding,
+                    X,
+                    Z,
+                    Y,
+                    sample_weight,
+                    criterion=self.bandwidth,
+                    degree=p,
+                    n_jobs=self.n_jobs,
+                )
+                for p in candidates
+            ]
+            best = _first_lowest([selection.value for selection in selections])
+            selection, degree = selections[best], candidates[best]
             self.bandwidth_ = selection.bandwidth
             if self.bandwidth == "loo":
                 self.loo_error_ = selection.value
@@ -742,9 +806,26 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 )
         else:
             self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
-        return self._bandwidth_heads(
+            if len(candidates) > 1:
+                scales = encoding.column_scales(self.bandwidth_)
+                objectives = [
+                    Criterion(
+                        Z,
+                        Y,
+                        sample_weight,
+                        "gaussian",
+                        degree=p,
+                        n_jobs=self.n_jobs,
+                        leave_out_duplicates=bool(np.any(~encoding.discrete)),
+                        line=encoding.line_columns(),
+                    )
+                    for p in candidates
+                ]
+                degree = _lowest_leave_one_out(objectives, np.log(scales), candidates)
+        kernel = self._bandwidth_heads(
             "gaussian", Z, sample_weight, encoding.column_scales(self.bandwidth_), Y.shape[1]
         )
+        return kernel, degree
 
     def _bandwidth_heads(self, similarity, keys, sample_weight, bandwidth, n_outputs):
         """The smoother's kernel: one head comparing (x − c)/h with the keys' (x_i − c)/h."""
@@ -782,6 +863,36 @@ class KernelSmoother(NadarayaWatsonRegressor):
         check_is_fitted(self)
         X = super()._validate_queries(categorical_codes(X, self._categories))
         return X if self._encoding is None else self._encoding.transform(X)
+
+
+#: The leave-one-out comparison of degrees at a given bandwidth runs on at most this many
+#: training rows (evenly spread in the order of their inputs), each against every key.
+_COMPARISON_ROWS = 2400
+
+
+def _first_lowest(values):
+    """The index of the lowest of ``values``; the first of equal ones (the lower degree)."""
+    return int(np.argmin(np.asarray(values, dtype=float)))
+
+
+def _lowest_leave_one_out(objectives, log_bandwidth, candidates):
+    """The degree of ``candidates`` whose leave-one-out error at ``log_bandwidth`` is the
+    lowest (one criterion object per degree), on at most ``_COMPARISON_ROWS`` rows."""
+    n = objectives[0].n
+    rows = None
+    if n > _COMPARISON_ROWS:
+        rows = np.unique(np.linspace(0, n - 1, _COMPARISON_ROWS).round().astype(int))
+    losses = [objective.scaled_loss(log_bandwidth, rows) for objective in objectives]
+    return candidates[_first_lowest(losses)]
+
+
+def _paired_random_state(random_state, n_searches):
+    """One random state for several bandwidth searches, so that each draws the same subsets
+    of queries and their criteria compare on the same rows: an int as given, otherwise one
+    seed drawn from it."""
+    if n_searches == 1 or isinstance(random_state, Integral):
+        return random_state
+    return int(check_random_state(random_state).randint(2**31 - 1))
 
 
 def _check_inference_params(*, alpha=0.05, method="analytic", noise="local", n_bootstrap=1):

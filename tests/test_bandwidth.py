@@ -1,9 +1,12 @@
 """Bandwidth selection: the leave-one-out objective, its gradient, and the bookkeeping of
 left-out duplicates, against direct formulas; the messages of bad bandwidths."""
 
+import itertools
+
 import numpy as np
 import pytest
 
+from kernattn._local_polynomial import equivalent_weights
 from kernattn._loo import DuplicateGroups
 from kernattn.bandwidth import CRITERIA, resolve_bandwidth
 from kernattn.bandwidth._criterion import Criterion
@@ -25,7 +28,7 @@ def make_problem(seed, n=40, d=3, duplicates=False, weighted=False):
     if duplicates:
         X[-6:] = X[:6]
         X[-8:-6] = X[0]
-    Y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, 1], X[:, -1] ** 2 - X[:, 0]])
+    Y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, min(1, d - 1)], X[:, -1] ** 2 - X[:, 0]])
     Y += 0.1 * rng.normal(size=Y.shape)
     sample_weight = rng.uniform(0.2, 3.0, size=n) if weighted else np.ones(n)
     return X, Y, sample_weight
@@ -123,10 +126,19 @@ def test_leave_one_out_gradient_matches_central_differences(kernel, case):
         np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
 
 
+def polynomial_design(U, degree):
+    """Every monomial of the columns of ``U`` of total degree at most ``degree``."""
+    columns = [np.ones(len(U))]
+    for total in range(1, degree + 1):
+        for combination in itertools.combinations_with_replacement(range(U.shape[1]), total):
+            columns.append(np.prod(U[:, list(combination)], axis=1))
+    return np.column_stack(columns)
+
+
 def direct_smoother_matrix(X, sample_weight, h, kernel, degree, leave_out=False, line=None):
     """S[i, j]: the weight of y_j in the estimate at x_i, by weighted least squares at every
-    query (a line in the inputs ``line``, default all, for degree 1); with ``leave_out``
-    row i and its exact copies get no weight (the leave-one-out estimate)."""
+    query (a polynomial of ``degree`` in the inputs ``line``, default all); with
+    ``leave_out`` row i and its exact copies get no weight (the leave-one-out estimate)."""
     n, d = X.shape
     line = np.arange(d) if line is None else line
     S = np.zeros((n, n))
@@ -134,10 +146,7 @@ def direct_smoother_matrix(X, sample_weight, h, kernel, degree, leave_out=False,
         w = PROFILES[kernel]((((X[i] - X) / h) ** 2).sum(axis=1)) * sample_weight
         if leave_out:
             w[(X == X[i]).all(axis=1)] = 0.0
-        if degree == 0:
-            design = np.ones((n, 1))
-        else:
-            design = np.column_stack([np.ones(n), X[:, line] - X[i, line]])
+        design = polynomial_design((X[:, line] - X[i, line]) / h[line], degree)
         M = design.T @ (w[:, None] * design)
         S[i] = np.linalg.solve(M, design.T * w)[0]
     return S
@@ -200,6 +209,56 @@ def test_a_line_in_some_columns_gives_the_criterion_and_gradient_of_that_fit(cri
     grad, numeric = gradient_and_central_differences(objective, np.log(h), 1e-6)
     assert np.abs(grad).max() > 1e-3
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+HIGHER_DEGREES = [
+    pytest.param(1, 2, np.array([0.7]), id="1d-quadratic"),
+    pytest.param(1, 3, np.array([0.5]), id="1d-cubic"),
+    pytest.param(2, 2, np.array([0.9, 1.1]), id="2d-quadratic"),
+]
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+@pytest.mark.parametrize("d, degree, h", HIGHER_DEGREES)
+def test_criteria_of_local_polynomials_equal_the_direct_formula(d, degree, h, criterion):
+    # Leave-one-out against the fit without each row (and its copies), by weighted least
+    # squares row by row; AICc and GCV from the direct smoother matrix. Wide enough
+    # bandwidths that no row is held back: then the fit is the plain local polynomial.
+    X, Y, sample_weight = make_problem(21, n=45, d=d, duplicates=True, weighted=True)
+    objective = Criterion(X, Y, sample_weight, "gaussian", degree, criterion)
+    value, _ = objective.loss_and_grad(np.log(h))
+    expected = direct_criterion(X, Y, sample_weight, h, "gaussian", degree, criterion)
+    np.testing.assert_allclose(value, expected, rtol=1e-8)
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+@pytest.mark.parametrize("d, degree, h", HIGHER_DEGREES)
+def test_criteria_of_local_polynomials_have_their_analytic_gradient(d, degree, h, criterion):
+    X, Y, sample_weight = make_problem(22, n=45, d=d, duplicates=True, weighted=True)
+    objective = Criterion(X, Y, sample_weight, "gaussian", degree, criterion)
+    grad, numeric = gradient_and_central_differences(objective, np.log(h), 1e-6)
+    assert np.abs(grad).max() > 1e-3
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_rows_held_back_in_leave_one_out_enter_the_criterion_and_its_gradient():
+    """At a small bandwidth some rows' leave-one-out lines are held back: the criterion is
+    the held-back estimator's (its equivalent weights row by row), and the gradient, whose
+    share of those rows is a central difference, still matches the criterion's."""
+    X, Y, sample_weight = make_problem(23, n=60, d=2)
+    h = np.array([0.1, 0.12])
+    objective = Criterion(X, Y, sample_weight, "gaussian", 1, "loo")
+    K = objective.X / h
+    weights = np.exp(-0.5 * ((K[:, None, :] - K[None, :, :]) ** 2).sum(axis=-1))
+    np.fill_diagonal(weights, 0.0)
+    L, held_back = equivalent_weights(weights, K, K, 1)
+    assert 0 < held_back.sum() < 0.3 * len(X)
+    residual = objective.Y - L @ objective.Y
+    expected = np.mean((residual**2).sum(axis=1)) * objective.y_scale**2
+    value, _ = objective.loss_and_grad(np.log(h))
+    np.testing.assert_allclose(value, expected, rtol=1e-7)
+    grad, numeric = gradient_and_central_differences(objective, np.log(h), 1e-5)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-6)
 
 
 def test_local_linear_leave_one_out_residual_is_the_deleted_residual_identity():

@@ -625,3 +625,43 @@ def test_small_predict_starts_no_pool(data, started_pools):
     X, y, _, queries = data
     HandBuiltHeads(n_jobs=2).fit(X, y).predict(queries)
     assert started_pools == []
+
+
+# ------------------------------------------------------------ squared weights' sums
+
+
+@pytest.mark.parametrize("similarity", SIMILARITIES)
+def test_sums_of_squared_weights_follow_the_running_maximum(data, similarity):
+    """A head's sums with the squared weights (what the local polynomials' variance bound
+    needs), in the same pass: Σ_j e_j C_j and Σ_j e_j² D_j on one shift, in key tiles
+    whose maxima rise (the dot heads' running maximum rescales the squared sums by the
+    square of the plain factor), with left-out pairs, and for rows far from every key."""
+    X, y, sample_weight, queries = data
+    model = HandBuiltHeads(similarity=similarity, scale=4.0).fit(X, y, sample_weight)
+    kernel = model.kernel_
+    if similarity not in ("epanechnikov", "tricube"):  # (outside every compact support)
+        queries = np.vstack([queries, [[30.0, -30.0, 30.0]]])
+    rng = np.random.default_rng(3)
+    columns = np.column_stack([np.ones(len(X)), rng.normal(size=(len(X), 2))])
+    squared = np.column_stack([np.ones(len(X)), rng.normal(size=(len(X), 3))])
+    left_out = (np.array([0, 0, 4]), np.array([2, 5, 7]))
+    keys = model._active  # the kernel's keys: the rows in the order the fit took them
+    for h in range(kernel.n_heads):
+        weights = reference_head_weights(model, X[keys], sample_weight[keys], queries, h)
+        for pairs in (None, left_out):
+            w = weights.copy()
+            if pairs is not None:
+                w[pairs] = 0.0
+            with config_context(working_memory=1e-4), np.errstate(under="ignore"):
+                sums = kernel.sums(queries, h, columns, squared=squared, total=0, left_out=pairs)
+            plain, second = sums[:, :3], sums[:, 3:]
+            # Ratios to the sum of the weights (the shift cancels), squared for D.
+            np.testing.assert_allclose(
+                plain / plain[:, :1], (w @ columns) / w.sum(axis=1, keepdims=True), rtol=1e-9
+            )
+            np.testing.assert_allclose(
+                second / plain[:, :1] ** 2,
+                (w**2 @ squared) / w.sum(axis=1, keepdims=True) ** 2,
+                rtol=1e-9,
+                atol=1e-12,
+            )

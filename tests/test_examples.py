@@ -29,6 +29,7 @@ FIGURES = {
     "12_streaming_from_disk.py": ["12_streaming_from_disk.png"],
     "13_balanced_weights.py": ["13_balanced_weights.png"],
     "15_attention_maps_of_a_small_model.py": ["15_attention_maps_of_a_small_model.png"],
+    "16_significance_test.py": ["16_significance_test.png"],
 }
 
 

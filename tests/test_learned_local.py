@@ -10,7 +10,7 @@ from scipy.optimize import check_grad
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
-from kernattn import AttentionRegressor
+from kernattn import AttentionRegressor, LocalDesignWarning
 from kernattn._loo import DuplicateGroups
 from kernattn._warp import apply_warp, quantile_knots, warp_basis
 from kernattn.learned._local import leave_one_out_lines
@@ -188,6 +188,32 @@ def test_degree_one_reproduces_a_linear_function():
     np.testing.assert_allclose(model.predict(queries), expected, rtol=1e-7, atol=1e-7)
 
 
+def test_degree_one_holds_far_queries_back_between_the_average_and_a_bounded_line():
+    """The learned kernel's local lines are the smoother's local polynomials: far outside the
+    data a query's line is held back toward the kernel average (its Σ l² at most 4), and
+    predict says how many were; in sample nothing is held back."""
+    rng = np.random.default_rng(11)
+    X = rng.uniform(-1, 1, size=(120, 2))
+    y = 2.0 * X[:, 0] + np.sin(3 * X[:, 1]) + 0.1 * rng.normal(size=120)
+    model = AttentionRegressor(degree=1, warp=0, max_iter=20, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    assert 0.0 <= model.held_back_ < 0.2
+    queries = np.array([[0.0, 0.0], [1.5, 0.0], [4.0, 4.0], [1e6, -1e6]])
+    with pytest.warns(LocalDesignWarning, match="of 4 queries"):
+        prediction = model.predict(queries)
+    span = np.ptp(y)
+    assert np.all(np.isfinite(prediction))
+    assert np.all((prediction > y.min() - 2 * span) & (prediction < y.max() + 2 * span))
+    weights = model.attention_weights(queries)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-9)
+    assert np.all((weights**2).sum(axis=1) <= 4.0 + 1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LocalDesignWarning)
+        model.predict(X)
+
+
 def test_leave_one_out_lines_leave_the_query_out():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(25, 2))
@@ -258,6 +284,7 @@ def test_fitted_attributes_only_with_their_option():
         plain.fit(X, y)
     for name in ("warp_knots_", "warp_slopes_", "width_factor_", "tilt_penalty_"):
         assert not hasattr(plain, name)
+    assert plain.held_back_ == 0.0
     # A refit without the options drops the attributes of a fit with them.
     plain.set_params(warp=3, degree=1, max_iter=200).fit(X, y)
     assert hasattr(plain, "warp_slopes_") and hasattr(plain, "width_factor_")

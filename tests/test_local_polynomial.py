@@ -133,8 +133,11 @@ def test_estimate_equals_weighted_least_squares_query_by_query(d, degree):
     assert not fit.held_back.any() and not held_back.any()
     np.testing.assert_allclose(fit.mean, expected, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(equivalent, expected_weights, rtol=1e-8, atol=1e-11)
-    # The variance factor is Σ_j l_j² of the fit.
-    np.testing.assert_allclose(fit.variance, (equivalent**2).sum(axis=1), rtol=1e-9)
+    # The variance factor is Σ_j l_j² of the fit, up to the floor of the squared weights'
+    # moments (an upper bound, 1e-10 of their raw size).
+    exact = (equivalent**2).sum(axis=1)
+    assert np.all(fit.variance >= exact * (1 - 1e-12))
+    np.testing.assert_allclose(fit.variance, exact, rtol=1e-7)
 
 
 @pytest.mark.parametrize("d, degree", CASES)
@@ -233,9 +236,11 @@ def test_held_back_exactly_where_the_plain_fit_is_too_noisy():
         equivalent, held_back = equivalent_weights(weights, keys, queries, degree)
         np.testing.assert_array_equal(held_back[clear], (variance > VARIANCE_BOUND)[clear])
         assert held_back.any() and not held_back.all()
-        np.testing.assert_allclose(
-            (equivalent[held_back] ** 2).sum(axis=1), VARIANCE_BOUND, rtol=1e-5
-        )
+        # Shrunk until the bound holds; the bound is computed with a floor on the squared
+        # weights' moments, an upper bound that far out keeps Σ l² a little below κ.
+        shrunk = (equivalent[held_back] ** 2).sum(axis=1)
+        assert np.all(shrunk <= VARIANCE_BOUND * (1 + 1e-9))
+        assert np.all(shrunk >= VARIANCE_BOUND * (1 - 5e-2))
         np.testing.assert_allclose(
             equivalent[~held_back] @ y, plain[~held_back], rtol=1e-7, atol=1e-8
         )

@@ -14,7 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.utils._param_validation import InvalidParameterError
 
-from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
+from kernattn import (
+    AttentionRegressor,
+    KernelSmoother,
+    LinearAttentionRegressor,
+    LocalDesignWarning,
+)
 
 # Many tests here use random features at small bandwidths on purpose; the warning that
 # prediction is then no longer linear-time has its own tests in test_linear.py.
@@ -46,11 +51,11 @@ def problem():
 
 def quiet_predict(model, queries, return_std=False):
     """Predict with every warning an error, except the fallback notices (the linear
-    estimator's exact rows, the local-linear fit's local-constant rows)."""
+    estimator's exact rows, the local-linear fit's held-back rows)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warnings.filterwarnings("ignore", ".*queries had a linear-attention", UserWarning)
-        warnings.filterwarnings("ignore", ".*got the local-constant estimate", UserWarning)
+        warnings.filterwarnings("ignore", category=LocalDesignWarning)
         return model.predict(queries, return_std=return_std)
 
 

@@ -19,13 +19,20 @@ Prints three tables, every figure measured in this run:
    prediction of the training rows against themselves (target at 50 000: at most 3×; at
    100 000: seconds, not hours), and its test MSE against the best common multiple of
    Scott's bandwidths chosen by a grid on the test set itself (target: within 2 %);
-5. against statsmodels ``KernelReg(bw="cv_ls")``, local constant and local linear, at
+5. the cost of a local polynomial against the local constant: ``predict`` of 401 grid
+   points in one dimension against n = 10⁴, 10⁵ and 10⁶ training rows at a fixed bandwidth
+   (0.003 of the unit interval), for ``degree`` 0 to 3 (best of three runs), and the ratio
+   of each degree's time to ``degree=0``'s (target for ``degree=1``: at most 2 at every n;
+   the polynomial's moments, and those of its squared weights, are summed in the same pass
+   over the keys as the kernel average's);
+6. against statsmodels ``KernelReg(bw="cv_ls")``, local constant and local linear, at
    n = 200, 400, 800 (statsmodels' own test design ``y = 0.3 + 1.2·x₁ + 3.7·x₂ + noise``):
    time and the leave-one-out error each bandwidth reaches, both evaluated by kernattn's
    exact criterion (target: at least 50× faster at an equal or lower error). statsmodels
    is optional: without it the table is skipped with a message.
 
-Run: ``python examples/benchmarks/bench_smoother.py`` (``--quick`` for smaller sizes).
+Run: ``python examples/benchmarks/bench_smoother.py`` (``--quick`` for smaller sizes,
+``--degrees`` for table 5 alone).
 """
 
 import argparse
@@ -238,6 +245,27 @@ def large_loo_table(n, n_test, rng):
     )
 
 
+def degree_cost_table(sizes, n_queries=401, bandwidth=0.003, degrees=(0, 1, 2, 3)):
+    """Prediction time of ``degree`` 0 to 3 at a fixed bandwidth, one input, and the ratio
+    to the local constant's, in one run."""
+    print(
+        f"local polynomials against the local constant: predict {n_queries} grid points, "
+        f"1-D, h = {bandwidth}, best of 3 (seconds; ratio to degree 0)"
+    )
+    print(f"{'n':>10} " + " ".join(f"{'degree ' + str(p):>16}" for p in degrees))
+    grid = np.linspace(0, 1, n_queries)[:, None]
+    for n in sizes:
+        rng = np.random.default_rng(n)
+        X = rng.uniform(0, 1, size=(n, 1))
+        y = np.sin(2 * np.pi * X[:, 0]) + 0.3 * rng.normal(size=n)
+        times = {}
+        for p in degrees:
+            model = KernelSmoother(bandwidth=bandwidth, degree=p).fit(X, y)
+            times[p] = best_time(lambda model=model: model.predict(grid), repeat=3)
+        cells = [f"{times[p]:7.3f} ({times[p] / times[degrees[0]]:4.2f}x)" for p in degrees]
+        print(f"{n:>10} " + " ".join(f"{c:>16}" for c in cells))
+
+
 def statsmodels_design(n, rng):
     """statsmodels' kernel-regression test design, two continuous regressors."""
     c1 = rng.normal(size=n)
@@ -293,8 +321,14 @@ def statsmodels_table(sizes, rng):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument(
+        "--degrees", action="store_true", help="only the local polynomials' cost (table 5)"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(0)
+    if args.degrees:
+        degree_cost_table([10_000, 100_000, 1_000_000])
+        return
     if args.quick:
         limits = throughput_table([2_000, 5_000], 1_000, rng)
         print()
@@ -305,6 +339,8 @@ def main():
         loo_table([800], rng)
         print()
         large_loo_table(10_000, 2_000, rng)
+        print()
+        degree_cost_table([10_000, 100_000])
         print()
         statsmodels_table([200], rng)
         return
@@ -319,6 +355,8 @@ def main():
     large_loo_table(50_000, 5_000, rng)
     print()
     large_loo_table(100_000, 5_000, rng)
+    print()
+    degree_cost_table([10_000, 100_000, 1_000_000])
     print()
     statsmodels_table([200, 400, 800], rng)
 

@@ -15,13 +15,14 @@ from kernattn._blocks import (
     n_workers,
     single_threaded_blas,
 )
-from kernattn._local_linear import (
-    key_columns,
-    n_line_parameters,
-    solve_covariance,
-    sparse_neighborhoods,
-    unpack_second,
-    value_key_columns,
+from kernattn._local_linear import value_key_columns
+from kernattn._local_polynomial import (
+    fitted_polynomial,
+    monomial_exponents,
+    n_design_columns,
+    polynomial_columns,
+    polynomial_estimate,
+    raw_coefficients,
 )
 from kernattn._loo import DuplicateGroups
 from kernattn._numerics import (
@@ -47,6 +48,11 @@ _UNSHIFTED_SUM = 1e-250
 _ROUNDING_SAFE = 1e10
 # A criterion where tr(S) leaves no degrees of freedom for the error: worse than any other.
 _INFEASIBLE = 1e10
+# The step (in log-bandwidth) of the central differences that give the gradient of the
+# rows a local polynomial holds back: their ridge follows the weights, which the analytic
+# formula does not see. Truncation error about 1e-6 of their share of the gradient, the
+# rounding of a held-back fit (about 1e-6 of its shrinkage, SQUARED_FLOOR) about 1e-3.
+_HELD_BACK_STEP = 1e-3
 
 
 #: The selection criteria: name → what the search minimizes.
@@ -79,15 +85,12 @@ def constant_gradient_terms(Q, sums, residual, ybar):
     return inner, plain_u2
 
 
-def criterion_columns(K, Y, gradient=True, line=None):
-    """What the kernel weights are summed against, transposed (columns × keys): ``[1, y]``,
-    then for a local line in the keys' columns ``line`` ``[k, k kᵀ, y kᵀ]``; for the
-    local-constant gradient ``[k, k², y k, y k²]`` (the gradient's sums, from the same
-    product)."""
+def criterion_columns(K, Y, gradient=True):
+    """What the kernel weights of the local-constant criterion are summed against,
+    transposed (columns × keys): ``[1, y]``, then for its gradient ``[k, k², y k, y k²]``
+    (the gradient's sums, from the same product)."""
     columns = [np.ones((len(K), 1)), Y]
-    if line is not None:
-        columns += [key_columns(line), value_key_columns(Y, line)]
-    elif gradient:
+    if gradient:
         columns += [K, K**2, value_key_columns(Y, K), value_key_columns(Y, K**2)]
     return np.ascontiguousarray(np.hstack(columns).T)
 
@@ -205,6 +208,9 @@ class Criterion:
         self.criterion = criterion
         self.loo = criterion == "loo"
         raw = np.asarray(sample_weight, dtype=float)
+        # The precision weights of a local polynomial's variance rule (see
+        # kernattn._local_polynomial): the squared weights' sums are divided by them.
+        self.precision = raw if np.any(raw != 1.0) else None
         sample_weight = normalized_weights(raw)
         with np.errstate(over="ignore"):
             self.n_total = float(raw.sum())
@@ -240,7 +246,6 @@ class Criterion:
         # The columns of the local line (all of them, or the continuous features' with
         # discrete ones, whose levels enter through the kernel only).
         self.line = np.arange(X.shape[1]) if line is None else np.asarray(line, dtype=int)
-        self.n_params = n_line_parameters(X[:, self.line])
         # The local-constant Gaussian criterion needs only sums over the keys: it goes
         # through the keys in tiles (see _tiled_sums); the others need whole rows.
         self.tiled = degree == 0 and kernel == "gaussian"
@@ -270,6 +275,7 @@ class Criterion:
         self = cls.__new__(cls)
         self.n_jobs = n_jobs
         self.profile, self.degree, self.criterion, self.loo = "gaussian", 0, "loo", True
+        self.precision = None
         self.tiled = True
         self.n = int(summary.count)
         self.n_total = float(summary.total)
@@ -330,9 +336,19 @@ class Criterion:
     # ------------------------------------------------------------- the blocks
 
     def _columns(self, K, gradient=True):
-        """What the kernel weights are summed against (:func:`criterion_columns`)."""
-        line = K[:, self.line] if self.degree == 1 else None
-        return criterion_columns(K, self.Y, gradient, line)
+        """What the kernel weights are summed against, transposed (columns × keys): for
+        the local constant :func:`criterion_columns`; for a local polynomial in the keys'
+        columns ``line`` the columns of
+        :func:`~kernattn._local_polynomial.polynomial_columns` (the value moments
+        ``[y, y², 1]``, the keys' monomials up to twice the degree, the values times the
+        monomials up to the degree), whose ``[1, monomials]`` are also summed with the
+        squared weights."""
+        if not self.degree:
+            return criterion_columns(K, self.Y, gradient)
+        moments = np.hstack([self.Y, self.Y**2, np.ones((self.n, 1))])
+        with np.errstate(over="ignore", invalid="ignore"):
+            columns = polynomial_columns(moments, self.Y, K[:, self.line], self.degree)
+        return np.ascontiguousarray(columns.T)
 
     def _map_blocks(self, function, rows, tiled=None):
         """``function(rows)`` over query blocks (global row indices: a slice when ``rows``
@@ -462,13 +478,18 @@ class Criterion:
         powers=None,
         weights=None,
         shifted_sums=None,
+        log_bandwidth=None,
     ):
         """Per block: Σ s_i‖r_i‖², Σ_i S_ii (not for ``"loo"``), and their gradients
         (``r2``: the block's distances, when they are shared by several factors;
         ``powers``: ``[1, k, k²]`` of the keys; ``weights``: the Gaussian kernel of ``r2``
         at ``factor``, when it is known; ``shifted_sums``: the block's ``(c, Σ)`` over the
-        keys, taken elsewhere)."""
-        d = K.shape[1]
+        keys, taken elsewhere; ``log_bandwidth``: where ``K`` was taken, for the local
+        polynomial's gradient)."""
+        if self.degree:
+            return self._polynomial_block(
+                K, K_aug, columns, rows, factor, gradient, r2, powers, weights, log_bandwidth
+            )
         t = self.Y.shape[1]
         if shifted_sums is not None:
             top, sums = shifted_sums
@@ -487,90 +508,163 @@ class Criterion:
             # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
             sums = np.dot(columns, E.T).T
             E_self = None if self.loo else E[np.arange(len(E)), np.arange(self.n)[rows]]
-        b = len(sums)
         S0 = sums[:, 0]
         ybar = sums[:, 1 : 1 + t] / S0[:, None]
-        Q = K[rows]
-        if self.degree == 1:
-            # The line lives in the columns ``self.line`` (the continuous features).
-            KL = K[:, self.line]
-            QL = Q[:, self.line]
-            dl = len(self.line)
-            pairs = dl * (dl + 1) // 2
-            m = sums[:, 1 + t : 1 + t + dl] / S0[:, None]
-            second = unpack_second(sums[:, 1 + t + dl : 1 + t + dl + pairs] / S0[:, None], dl)
-            T1 = sums[:, 1 + t + dl + pairs :].reshape(b, t, dl) / S0[:, None, None]
-            Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
-            rhs = np.concatenate([(QL - m)[:, :, None], Cxy], axis=2)
-            solution, resolved = solve_covariance(m, second, rhs)
-            unresolved = np.flatnonzero(~resolved)
-            if len(unresolved):
-                sparse = sparse_neighborhoods(E[unresolved], self.n_params, self.group_ids)
-                solution[unresolved[sparse]] = 0.0
-            g = solution[:, :, 0]
-            B = solution[:, :, 1:]
-            fitted = ybar + np.einsum("bdt,bd->bt", Cxy, g)
-        else:
-            fitted = ybar
-        residual = self.Y[rows] - fitted
+        residual = self.Y[rows] - ybar
         s = self.sw[rows]
         rss = s @ np.einsum("ij,ij->i", residual, residual)
         trace = 0.0
         self_weight = None
         if not self.loo:
             self_weight = E_self / S0
-            if self.degree == 1:
-                self_weight = self_weight * (1.0 + np.einsum("bd,bd->b", QL - m, g))
             trace = self_weight.sum()
         if not gradient:
             return rss, trace
-        if self.degree == 0:
-            # A row that no key reaches has its nearest keys, which no bandwidth moves.
-            S0 = np.where(empty, np.inf, S0)
-            d_rss, d_trace = self._constant_gradient(
-                K, columns, rows, r2, E, sums, residual, ybar, factor, S0, self_weight
-            )
-            return rss, trace, d_rss, d_trace
-        # Σ_o r_io e_ijo, the residual of key j from query i's local fit against query
-        # i's own residual: r_i·y_j − r_i·(local fit at k_j).
-        if t == 1:
-            P = np.multiply.outer(residual[:, 0], self.Y[:, 0])
+        # A row that no key reaches has its nearest keys, which no bandwidth moves.
+        S0 = np.where(empty, np.inf, S0)
+        d_rss, d_trace = self._constant_gradient(
+            K, columns, rows, r2, E, sums, residual, ybar, factor, S0, self_weight
+        )
+        return rss, trace, d_rss, d_trace
+
+    def _polynomial_fit(self, E, columns, Q):
+        """The local polynomial of a block from its kernel weights ``E`` (rows × keys):
+        the fit (:func:`~kernattn._local_polynomial.polynomial_estimate`) and the
+        normalizing sums."""
+        t = self.Y.shape[1]
+        n_design = n_design_columns(len(self.line), self.degree)
+        with np.errstate(over="ignore", invalid="ignore"):
+            # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
+            sums = np.dot(columns, E.T).T
+            square = np.square(E)
+            if self.precision is not None:
+                square /= self.precision
+            squared = np.dot(columns[2 * t : 2 * t + 1 + n_design], square.T).T
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            fit = polynomial_estimate(sums, squared, Q, t, len(self.line), self.degree)
+        return fit, sums[:, 2 * t]
+
+    def _polynomial_block(
+        self, K, K_aug, columns, rows, factor, gradient, r2, powers, weights, log_bandwidth
+    ):
+        """:meth:`_block` for a local polynomial of ``degree ≥ 1`` (whole rows of weights).
+
+        The fit is the estimator's (held back where its local design cannot support it).
+        The gradient is analytic, :math:`\\partial\\hat y_i/\\partial\theta_f = \\sum_j
+        l_{ij}\\gamma_{ijf} e_{ij}` with :math:`e_{ij}` the residual of key :math:`j` from
+        query :math:`i`'s fitted polynomial, except for the rows held back: their ridge
+        follows the weights, and their share of the gradient is a central difference of
+        their fits in the log-bandwidths (a few rows, each against every key).
+        """
+        d = K.shape[1]
+        t = self.Y.shape[1]
+        index = np.arange(self.n)[rows]
+        if r2 is None:
+            r2 = self._distances(K, K_aug, rows)
+        if weights is None:
+            E, empty = self._kernel(r2, factor)
         else:
-            P = residual @ self.Y.T
-        if self.degree == 1:
-            A = (1.0 - np.einsum("bd,bd->b", g, m))[:, None] + g @ KL.T
-            beta = np.einsum("bdt,bt->bd", B, residual)
-            offset = np.einsum("bt,bt->b", residual, ybar) - np.einsum("bd,bd->b", beta, m)
-            P -= offset[:, None]
-            P -= beta @ KL.T
-            P *= A
-        else:
-            A = None
-            P -= np.einsum("bt,bt->b", residual, ybar)[:, None]
+            E, empty = weights, np.zeros(len(r2), dtype=bool)
+        b = len(E)
+        Q = K[rows][:, self.line]
+        fit, S0 = self._polynomial_fit(E, columns, Q)
+        residual = self.Y[rows] - fit.mean
+        s = self.sw[rows]
+        rss = s @ np.einsum("ij,ij->i", residual, residual)
+        trace = 0.0
+        own = None
+        if not self.loo:
+            own = E[np.arange(b), index] / S0
+            trace = (own * fit.self_factor).sum()
+        if not gradient:
+            return rss, trace
+        n_fit = len(monomial_exponents(len(self.line), self.degree))
+        # [1, φ(k)]: the keys' monomials up to the degree (the first design columns).
+        basis = np.vstack([np.ones((1, self.n)), columns[2 * t + 1 : 2 * t + n_fit]])
+        with np.errstate(over="ignore", invalid="ignore"):
+            # l_ij = w_ij A_ij, and the residual of key j from query i's fit, against the
+            # query's own residual: Σ_o r_io (y_jo − m̂_io(k_j)).
+            A = raw_coefficients(fit.design, fit.design.coefficients, 1.0) @ basis
+            beta = np.einsum("bt,btp->bp", residual, fitted_polynomial(fit))
+            P = residual @ self.Y.T if t > 1 else np.multiply.outer(residual[:, 0], self.Y[:, 0])
+            P -= beta @ basis
+        P *= A
         P *= E
         P *= (s / S0)[:, None]
         parts = [P]
         if not self.loo:
             # ∂S_ii/∂θ = −w_ii Σ_j w_ij a_ij² γ_ij.
-            T = E * (self_weight / S0)[:, None] if A is None else E * A * A
-            if A is not None:
-                T *= (E[np.arange(b), np.arange(self.n)[rows]] / S0**2)[:, None]
+            T = E * A * A
+            T *= (own / S0)[:, None]
             parts.append(T)
         stacked = parts[0] if len(parts) == 1 else np.vstack(parts)
         if self.profile != "gaussian":
             finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
             stacked *= np.tile(-2.0 * log_kernel_derivative(finite, self.profile), (len(parts), 1))
-        stacked[np.tile(empty, len(parts))] = 0.0
+        # A row that no key reaches has its nearest keys, which no bandwidth moves; a row
+        # held back gets its share below.
+        held = np.flatnonzero(fit.held_back & ~empty)
+        stacked[np.tile(empty | fit.held_back, len(parts))] = 0.0
+        stacked[~np.isfinite(stacked)] = 0.0
         # Σ_j P_ij u_ijf² with u = (q − k)/factor: q² Σ P − 2q Σ P k + Σ P k².
         if powers is None:
             powers = np.hstack([np.ones((self.n, 1)), K, K**2])
         moments = stacked @ powers
-        Qs = np.tile(Q, (len(parts), 1))
+        Qs = np.tile(K[rows], (len(parts), 1))
         du = Qs**2 * moments[:, :1] - 2.0 * Qs * moments[:, 1 : 1 + d] + moments[:, 1 + d :]
         du /= factor**2
         d_rss = -2.0 * du[:b].sum(axis=0)
         d_trace = -du[b:].sum(axis=0) if not self.loo else np.zeros(d)
+        if len(held):
+            d_fit, d_own = self._held_back_derivatives(K, columns, index[held], factor)
+            d_rss -= 2.0 * np.einsum("i,it,ift->f", s[held], residual[held], d_fit)
+            if not self.loo:
+                d_trace += d_own.sum(axis=0)
         return rss, trace, d_rss, d_trace
+
+    def _held_back_derivatives(self, K, columns, index, factor=1.0):
+        r"""Central differences, in each log-bandwidth, of the fits (and own weights
+        :math:`S_{ii}`) of the training rows ``index``: shapes (k, d, t) and (k, d).
+
+        Only the weights move: a local polynomial does not depend on the units of its keys
+        (nor does the rule that holds it back), so the keys ``K`` and their ``columns``
+        stay those of the current bandwidths, and a step in :math:`\log h_f` multiplies the
+        squared differences in feature :math:`f` by :math:`e^{\mp 2\delta}`. The 2d
+        perturbed fits of a chunk of rows are one call."""
+        n, d = K.shape
+        t = self.Y.shape[1]
+        d_fit = np.zeros((len(index), d, t))
+        d_own = np.zeros((len(index), d))
+        factors = np.exp(-2.0 * _HELD_BACK_STEP * np.array([1.0, -1.0])) - 1.0
+        chunk = max(1, _BLOCK_ENTRIES // max(n * d, 1))
+        for start in range(0, len(index), chunk):
+            rows = index[start : start + chunk]
+            k = len(rows)
+            squares = (K[rows][:, None, :] - K[None, :, :]) ** 2  # (k, n, d)
+            base = squares.sum(axis=2)
+            # Rows (f, sign, row) of the perturbed squared distances.
+            r2 = (
+                base[None, None]
+                + squares.transpose(2, 0, 1)[:, None] * factors[None, :, None, None]
+            )
+            r2 = r2.reshape(2 * d * k, n)
+            stacked = np.tile(rows, 2 * d)
+            if self.loo:
+                r2 = self._leave_out(r2, stacked)
+            if self.profile == "gaussian":
+                r2 -= r2.min(axis=1, keepdims=True)
+            else:
+                np.maximum(r2, 0.0, out=r2)
+            E, _ = self._kernel(r2, factor)
+            fit, S0 = self._polynomial_fit(E, columns, K[stacked][:, self.line])
+            own = E[np.arange(len(stacked)), stacked] / S0 * fit.self_factor
+            mean = fit.mean.reshape(d, 2, k, t)
+            own = own.reshape(d, 2, k)
+            d_fit[start : start + k] = (
+                (mean[:, 0] - mean[:, 1]) / (2.0 * _HELD_BACK_STEP)
+            ).transpose(1, 0, 2)
+            d_own[start : start + k] = ((own[:, 0] - own[:, 1]) / (2.0 * _HELD_BACK_STEP)).T
+        return d_fit, d_own
 
     def _constant_gradient(
         self, K, columns, rows, r2, E, sums, residual, ybar, factor, S0, w_self
@@ -607,7 +701,15 @@ class Criterion:
             powers = np.hstack([np.ones((self.n, 1)), K, K**2]) if self.degree else None
 
             def block_statistics(block):
-                return self._block(K, K_aug, columns, block, gradient=gradient, powers=powers)
+                return self._block(
+                    K,
+                    K_aug,
+                    columns,
+                    block,
+                    gradient=gradient,
+                    powers=powers,
+                    log_bandwidth=log_bandwidth,
+                )
 
             parts = self._map_blocks(block_statistics, rows)
             return [scale * np.sum([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]

@@ -47,10 +47,11 @@ def select_tied_bandwidth(
     bounds : ndarray of shape (n_parameters, 2)
         The range of each log-parameter.
     criterion : {"loo", "aic", "gcv"}
-    degree : {0, 1}
-        The estimator whose criterion is minimized: local constant or local linear.
+    degree : int
+        The degree of the local polynomial whose criterion is minimized (0: the local
+        constant).
     line : ndarray of int, optional
-        The columns of the local line for ``degree=1`` (default: all).
+        The columns of the local polynomial for ``degree ≥ 1`` (default: all).
     grid_groups : list of ndarray, optional
         Groups of parameter indices whose common shift is searched one group after the
         other (default: all parameters together).

@@ -22,10 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 from kernattn._blocks import map_query_blocks
 from kernattn._engine import NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
-from kernattn._local_fits import LocalLines, TiltedWeights
-from kernattn._local_linear import (
-    n_line_parameters,
-)
+from kernattn._local_fits import LocalPolynomials, TiltedWeights
 from kernattn._loo import DuplicateGroups
 from kernattn._namespaces import in_caller_library
 from kernattn._numerics import (
@@ -200,9 +197,15 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         leave ``[min y, max y]``. The projections are learned as for ``degree=0``; then
         every head's logits are multiplied by one factor (``width_factor_``, in
         ``scale_``) chosen by the leave-one-out error of the local-linear mixture (a line
-        wants more neighbors than an average). A query whose weights rest on fewer
-        distinct training inputs than the line has parameters gets the kernel average,
-        with a :class:`~kernattn.BandwidthWarning`.
+        wants more neighbors than an average). The line is safe everywhere, as the
+        smoother's local polynomials (:class:`~kernattn.KernelSmoother`): a query whose
+        local design cannot support it — its line would be more than twice as noisy as
+        one observation (:math:`\sum_i l_i^2 > 4`), because its weights rest on too few
+        distinct keys or it lies outside their support — is held back, its line shrunk
+        toward the kernel average until :math:`\sum_i l_i^2 = 4` (a bounded
+        extrapolation), and ``predict`` says how many were with a
+        :class:`~kernattn.LocalDesignWarning`; ``held_back_`` gives the share of the
+        training rows held back in leave-one-out.
     tilt : bool or "auto", default="auto"
         Tilt each head's weights at each query, :math:`\tilde w_i \propto w_i
         e^{\lambda^\top k_i}`, with :math:`\lambda` chosen so that the keys' weighted
@@ -358,6 +361,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     width_factor_ : float
         The factor of every head's logits chosen for the local lines or the tilted weights
         (only with ``degree=1`` or ``tilt_``; already part of ``scale_``).
+    held_back_ : float
+        The share of the training rows (at most 512 of them, evenly spread in the order of
+        their inputs) whose leave-one-out local line is held back in some head: each row
+        fitted from the others (its exact duplicates left out with it). 0 for
+        ``degree=0``. Queries held back in a prediction are counted by the
+        :class:`~kernattn.LocalDesignWarning` of that call.
     tilt_penalty_ : float
         :math:`\varepsilon`, the weight of the penalty on the tilt chosen by leave-one-out
         (only with ``tilt_``).
@@ -686,8 +695,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             dtype=self._dtype,
             warp=warp,
         )
+        self.held_back_ = 0.0
         if self.degree == 1:
-            kernel = kernel.with_local(self._local_lines(kernel, groups))
+            kernel = kernel.with_local(self._local_lines(kernel))
+            self.held_back_ = self._held_back_share(kernel, X)
         elif self.tilt_:
             weights = self.sample_weight_[self._active]
             kernel = kernel.with_local(
@@ -698,26 +709,15 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             )
         return kernel
 
-    def _local_lines(self, kernel, groups):
-        """The local line of every head, in its key space (a head whose keys have fewer
-        distinct positions than its line has parameters keeps the kernel average)."""
+    def _local_lines(self, kernel):
+        """The local line (a local polynomial of degree 1) of every head, in its key space,
+        held back toward the kernel average where its local design cannot support it."""
         values = self._values / self._value_scale
-        # Exact duplicates count once in a neighborhood (None: every input differs).
-        ids = groups.ids if groups.n_groups < len(groups.ids) else None
-        lines = []
-        for h in range(kernel.n_heads):
-            n_params = n_line_parameters(kernel.keys(h))
-            lines.append(
-                LocalLines(
-                    kernel.keys(h),
-                    self._value_columns,
-                    values,
-                    n_params,
-                    ids,
-                    possible=n_params <= groups.n_groups,
-                )
-            )
-        return lines
+        weights = self.sample_weight_[self._active]
+        return [
+            LocalPolynomials(kernel.keys(h), self._value_columns, values, 1, sample_weight=weights)
+            for h in range(kernel.n_heads)
+        ]
 
     def _resolved_options(self, n_features, n_groups):
         """``tilt`` and ``warp`` as fitted: ``"auto"`` tilts data of at most
