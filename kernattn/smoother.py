@@ -96,6 +96,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
     is the largest: :math:`\sum_i l_i^2 \le 1`); ``predict`` (and every method built on
     it) says how many queries were with a :class:`~kernattn.LocalDesignWarning`, and
     ``held_back_`` gives the share of the training rows held back in leave-one-out.
+
     Parameters
     ----------
     kernel : {"gaussian", "epanechnikov", "tricube"}, default="gaussian"
