@@ -1,6 +1,7 @@
 """The estimators on Dask collections: the same numbers as in memory, computed on workers."""
 
 import functools
+import os
 import threading
 import time
 import warnings
@@ -19,6 +20,10 @@ from kernattn.linear._near_field import NearFieldKernel  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
+    # Starting worker processes sets thread variables such as OMP_NUM_THREADS=1 in this
+    # process's environment; they are put back afterwards, so that libraries loaded by later
+    # tests start with their usual number of threads.
+    environ = dict(os.environ)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cluster = distributed.LocalCluster(
@@ -28,6 +33,8 @@ def client():
         # Import the package on the workers once, here, not inside the first test.
         client.run(lambda: __import__("kernattn.linear"))
         yield client
+    os.environ.clear()
+    os.environ.update(environ)
 
 
 def _data(n=2400, d=3, seed=0):

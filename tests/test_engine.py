@@ -547,7 +547,8 @@ def test_joblib_parallel_config_sets_the_default_number_of_threads():
 
 @pytest.fixture
 def started_pools(monkeypatch):
-    """The max_workers of every thread pool kernattn's blocks start."""
+    """The max_workers of every thread pool kernattn's blocks start (under a thread limit of
+    the cores)."""
     started = []
 
     class RecordingPool(ThreadPoolExecutor):
@@ -556,7 +557,10 @@ def started_pools(monkeypatch):
             super().__init__(max_workers, *args, **kwargs)
 
     monkeypatch.setattr(kernattn._blocks, "ThreadPoolExecutor", RecordingPool)
-    return started
+    # The tests count threads against the cores, whatever limit the environment set when the
+    # thread libraries were loaded (OMP_NUM_THREADS=1, say).
+    with threadpool_limits(limits=max(available_cores(), 2)):
+        yield started
 
 
 @pytest.fixture
