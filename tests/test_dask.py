@@ -439,7 +439,10 @@ def _with_a_worker_restarted(client, call):
     while thread.is_alive() and not restarted:
         busy = [worker for worker, tasks in client.processing().items() if tasks]
         if busy:
-            client.restart_workers([busy[0]])
+            # Under load, distributed's nanny can close instead of coming back (a race between
+            # its own restart and the scheduler's); the cluster then goes on with the other
+            # worker, which the tests' point, the same numbers, does not depend on.
+            client.restart_workers([busy[0]], raise_for_error=False)
             restarted = True
         time.sleep(0.002)
     thread.join()
@@ -485,7 +488,9 @@ def test_linear_fit_is_the_same_after_a_worker_restart_and_on_a_rerun(client):
         for got, want in zip(other.predict(Q, return_std=True), expected, strict=True):
             np.testing.assert_array_equal(got.compute(), want)
     # A worker restarted between fit and predict (and during the prediction) changes nothing.
-    client.restart_workers([next(iter(client.scheduler_info()["workers"]))])
+    client.restart_workers(
+        [next(iter(client.scheduler_info()["workers"]))], raise_for_error=False
+    )
     again = _with_a_worker_restarted(
         client, lambda: [a.compute() for a in undisturbed.predict(Q, return_std=True)]
     )
