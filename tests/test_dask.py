@@ -488,9 +488,7 @@ def test_linear_fit_is_the_same_after_a_worker_restart_and_on_a_rerun(client):
         for got, want in zip(other.predict(Q, return_std=True), expected, strict=True):
             np.testing.assert_array_equal(got.compute(), want)
     # A worker restarted between fit and predict (and during the prediction) changes nothing.
-    client.restart_workers(
-        [next(iter(client.scheduler_info()["workers"]))], raise_for_error=False
-    )
+    client.restart_workers([next(iter(client.scheduler_info()["workers"]))], raise_for_error=False)
     again = _with_a_worker_restarted(
         client, lambda: [a.compute() for a in undisturbed.predict(Q, return_std=True)]
     )
