@@ -20,7 +20,19 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._engine import NadarayaWatsonRegressor
+from kernattn._binned import (
+    MAX_DIMS,
+    TOLERANCE,
+    bin_targets,
+    choose_algorithm,
+    grid_sums,
+    make_grid,
+    row_statistics,
+)
+from kernattn._binned_kernel import BinnedKernel
+from kernattn._binned_search import SEARCH_TOLERANCE, BinnedCriterion, search_bandwidth
+from kernattn._blocks import iter_query_blocks
+from kernattn._engine import HELD_BACK_ROWS, NadarayaWatsonRegressor
 from kernattn._heads import SoftmaxHeads
 from kernattn._inference import (
     INTERVAL_METHODS,
@@ -41,6 +53,7 @@ from kernattn._mixed import (
 )
 from kernattn._namespaces import in_caller_library
 from kernattn._numerics import weighted_mean
+from kernattn._plugin import plugin_bandwidth
 from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
@@ -52,6 +65,12 @@ from kernattn.bandwidth import (
 from kernattn.bandwidth._criterion import Criterion
 from kernattn.bandwidth._search import edge_message, search_criterion, subset_sizes
 from kernattn.kernels import KERNELS
+
+#: The values of ``algorithm``.
+ALGORITHMS = ("auto", "exact", "binned")
+#: Up to this many training rows the binned tier measures ``held_back_`` on the exact
+#: kernel (at most 512 rows against every key); beyond, on the gridded sums.
+_EXACT_HELD_BACK_ROWS = 200_000
 
 
 class KernelSmoother(NadarayaWatsonRegressor):
@@ -278,9 +297,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
         "bandwidth": [
             Interval(Real, 0, None, closed="neither"),
             "array-like",
-            StrOptions(set(BANDWIDTH_RULES) | set(CRITERIA)),
+            StrOptions(set(BANDWIDTH_RULES) | set(CRITERIA) | {"plugin"}),
         ],
         "degree": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "algorithm": [StrOptions(set(ALGORITHMS))],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
@@ -297,6 +317,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         verbose=0,
         categorical_features=None,
         ordinal_features=None,
+        algorithm="auto",
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -306,6 +327,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         self.verbose = verbose
         self.categorical_features = categorical_features
         self.ordinal_features = ordinal_features
+        self.algorithm = algorithm
 
     def fit(self, X, y, sample_weight=None):
         """Fit the smoother: select the bandwidth and keep the training set.
@@ -418,6 +440,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     def _fit_kernel(self, X, Y, sample_weight, selection=None):
         self._encoding = self._mixed_encoding(X)
+        self._binned = None
         # The columns of the kernel's inputs the local polynomial lives in: all of them, or
         # with discrete features the continuous ones (the levels enter through the weights).
         if self._encoding is None:
@@ -426,17 +449,30 @@ class KernelSmoother(NadarayaWatsonRegressor):
             self._line = self._encoding.line_columns()
         candidates = self._degree_candidates()
         if self._encoding is not None:
+            self._check_binned_possible(X)
+            if self.bandwidth == "plugin":
+                raise ValueError(
+                    "bandwidth='plugin' (the direct plug-in of local-linear regression) "
+                    "needs one continuous feature; categorical_features or "
+                    "ordinal_features were given"
+                )
             kernel, degree = self._fit_mixed_kernel(X, Y, sample_weight, candidates)
+            algorithm = "exact"
         else:
-            if selection is None:
-                h, degree = self._select_bandwidth(X, Y, sample_weight, candidates)
-            else:
+            tier = self._search_tier(X, Y, candidates)
+            if selection is not None:
                 h, degree = self._use_selection(selection), 0
+            elif tier == "binned":
+                h, degree = self._select_binned(X, Y, sample_weight, candidates)
+            else:
+                h, degree = self._select_bandwidth(X, Y, sample_weight, candidates)
             self.bandwidth_ = h
+            algorithm = self._final_tier(X, Y, h, degree)
             # Center before scaling: distances are translation invariant, their expansion
             # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
             kernel = self._bandwidth_heads(self.kernel, X, sample_weight, h, Y.shape[1])
         self.degree_ = degree
+        self.algorithm_ = algorithm
         self.held_back_ = 0.0
         if degree > 0:
             polynomials = LocalPolynomials(
@@ -448,9 +484,246 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 sample_weight=sample_weight,
             )
             kernel = kernel.with_local([polynomials])
+        if algorithm == "binned":
+            self._binned = BinnedKernel(
+                X, self._values / self._value_scale, sample_weight, self.bandwidth_, degree
+            )
+            self.grid_shape_ = self._binned.grid_shape
+            self.binning_error_ = self._binned.binning_error
+            if degree > 0 and len(X) > _EXACT_HELD_BACK_ROWS:
+                self.held_back_ = self._binned_held_back_share(X, sample_weight)
+            elif degree > 0:
+                self.held_back_ = self._held_back_share(kernel, X)
+        elif degree > 0:
             inputs = X if self._encoding is None else self._encoding.transform(X)
             self.held_back_ = self._held_back_share(kernel, inputs)
         return kernel
+
+    # ------------------------------------------------------------ binned tier
+
+    def _binned_reason(self, X):
+        """Why the binned tier cannot fit ``X`` (``""``: it can)."""
+        if self._encoding is not None:
+            return (
+                "the binned sums are for continuous features only (categorical_features "
+                "or ordinal_features were given)"
+            )
+        if self.kernel != "gaussian":
+            return (
+                f"the binned sums are for the Gaussian kernel (the sums of a local "
+                f"polynomial as convolutions of its moments); got kernel={self.kernel!r}"
+            )
+        if not 1 <= X.shape[1] <= MAX_DIMS:
+            return (
+                f"the binned sums support 1 or {MAX_DIMS} features (a grid has G^d "
+                f"points); X has {X.shape[1]}"
+            )
+        if not np.all(np.ptp(X, axis=0) > 0):
+            return "every feature must vary in the training set to put a grid on it"
+        return ""
+
+    def _check_binned_possible(self, X):
+        """A ``ValueError`` for ``algorithm="binned"`` where the tier cannot fit ``X``."""
+        if self.algorithm == "binned":
+            reason = self._binned_reason(X)
+            if reason:
+                raise ValueError(
+                    f"algorithm='binned' is not possible here: {reason}. Use "
+                    "algorithm='exact' (or 'auto', which chooses it)."
+                )
+
+    def _search_tier(self, X, Y, candidates):
+        r"""The tier the bandwidth is selected on: ``"binned"`` for ``algorithm="binned"``,
+        for ``"auto"`` where the cost model prefers the binned sums at the normal-reference
+        bandwidth :math:`\sigma_j n^{-1/(d+4)}` (or at the given bandwidth) for predicting
+        the training rows."""
+        self._check_binned_possible(X)
+        if self.algorithm == "exact" or self._binned_reason(X):
+            return "exact"
+        if self.algorithm == "binned":
+            return "binned"
+        if isinstance(self.bandwidth, str):
+            h = np.std(X, axis=0) * len(X) ** (-1.0 / (X.shape[1] + 4))
+        else:
+            h = self._given_bandwidth(X, Y)
+            if h is None:
+                return "exact"
+        return choose_algorithm(
+            X, h, len(X), degree=max(candidates), n_outputs=Y.shape[1], tol=TOLERANCE
+        )
+
+    def _given_bandwidth(self, X, Y):
+        """A numeric ``bandwidth`` as one per feature, or ``None`` if it is not valid (the
+        exact path then says why)."""
+        try:
+            return resolve_bandwidth(self.bandwidth, X, Y, None, self.kernel)[0]
+        except (ValueError, TypeError):
+            return None
+
+    def _final_tier(self, X, Y, h, degree):
+        """The tier of the fitted smoother at its bandwidth ``h``: binned where the search
+        tier was (or ``algorithm="auto"`` prefers it now) and its grid fits in
+        ``working_memory``."""
+        if self.algorithm == "exact" or self._binned_reason(X):
+            return "exact"
+        t = Y.shape[1]
+        if self.algorithm == "auto":
+            chosen = choose_algorithm(X, h, len(X), degree=degree, n_outputs=2 * t, tol=TOLERANCE)
+            return chosen if chosen == "exact" else self._fits_or(X, h, degree, t, "exact")
+        return self._fits_or(X, h, degree, t, None)
+
+    def _fits_or(self, X, h, degree, t, fallback):
+        if BinnedKernel.fits(X, h, degree, t):
+            return "binned"
+        if fallback is not None:
+            return fallback
+        raise ValueError(
+            f"algorithm='binned' is not possible here: the grid for the bandwidth "
+            f"{np.array2string(np.asarray(h), precision=4)} at the binning tolerance "
+            f"{TOLERANCE:g} needs more memory than working_memory allows (a bandwidth far "
+            "below the data's range). Use algorithm='exact' or 'auto', or raise "
+            "sklearn's working_memory."
+        )
+
+    def _select_binned(self, X, Y, sample_weight, candidates):
+        """The bandwidth and degree on the binned tier: a criterion searched on the binned
+        sums (:func:`~kernattn._binned_search.search_bandwidth`, every row, O(G log G + n)
+        per bandwidth), the plug-in, a rule or the given bandwidth."""
+        weights = None if np.all(sample_weight == sample_weight[0]) else sample_weight
+        if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
+            searches = [
+                search_bandwidth(
+                    X, Y, weights, degree=p, criterion=self.bandwidth, n_jobs=self.n_jobs
+                )
+                for p in candidates
+            ]
+            best = _first_lowest([search.value for search in searches])
+            search, degree = searches[best], candidates[best]
+            if self.bandwidth == "loo":
+                self.loo_error_ = search.value
+            else:
+                self.criterion_ = search.value
+            top = search.factors[-1] * search.reference
+            low = search.factors[0] * search.reference
+            self.irrelevant_features_ = search.at_edge & (search.bandwidth >= top * 0.999)
+            lower = search.at_edge & (search.bandwidth <= low * 1.001)
+            self.effective_dof_ = self._binned_trace(X, Y, weights, search.bandwidth, degree)
+            if np.any(lower):
+                features = self._feature_labels(np.flatnonzero(lower))
+                warnings.warn(
+                    edge_message(self.bandwidth, features, "lower"),
+                    BandwidthWarning,
+                    stacklevel=4,
+                )
+            return search.bandwidth, degree
+        h = self._rule_bandwidth(X, Y, sample_weight)
+        if len(candidates) == 1:
+            return h, candidates[0]
+        # degree="auto" at a given bandwidth: the lower binned leave-one-out error.
+        losses = []
+        for p in candidates:
+            criterion = BinnedCriterion(
+                X,
+                Y,
+                weights,
+                degree=p,
+                criterion="loo",
+                min_bandwidth=h,
+                levels=0,
+                tol=SEARCH_TOLERANCE,
+                n_jobs=self.n_jobs,
+            )
+            losses.append(criterion(h, SEARCH_TOLERANCE))
+        return h, candidates[_first_lowest(losses)]
+
+    def _binned_trace(self, X, Y, weights, h, degree):
+        """tr S, the effective degrees of freedom, at ``h`` on binned sums of the search's
+        tolerance."""
+        grid = make_grid(X, h, degree=degree, tol=SEARCH_TOLERANCE)
+        sums = grid_sums(bin_targets(X, Y[:, :1], grid, weights), h, degree)
+        return row_statistics(sums, X, Y[:, :1], weights, n_jobs=self.n_jobs).trace
+
+    def _rule_bandwidth(self, X, Y, sample_weight):
+        """A rule's, the plug-in's or the given bandwidth, one per feature."""
+        if isinstance(self.bandwidth, str) and self.bandwidth == "plugin":
+            return self._plugin_bandwidth(X, Y, sample_weight)
+        rules = BANDWIDTH_RULES + CRITERIA[1:]
+        return resolve_bandwidth(self.bandwidth, X, Y, sample_weight, self.kernel, rules=rules)[0]
+
+    def _plugin_bandwidth(self, X, Y, sample_weight):
+        """The direct plug-in bandwidth of local-linear regression (KernSmooth's dpill)."""
+        problems = []
+        if X.shape[1] != 1:
+            problems.append(f"one feature (X has {X.shape[1]})")
+        if Y.shape[1] != 1:
+            problems.append(f"one output (y has {Y.shape[1]})")
+        if not np.all(sample_weight == sample_weight[0]):
+            problems.append("no sample weights")
+        if problems:
+            raise ValueError(
+                "bandwidth='plugin' (the direct plug-in of local-linear regression, "
+                f"Ruppert, Sheather and Wand 1995) needs {', '.join(problems)}; use "
+                "bandwidth='loo', 'aic' or 'gcv' instead"
+            )
+        return np.array([plugin_bandwidth(X[:, 0], Y[:, 0])])
+
+    def _binned_held_back_share(self, X, sample_weight):
+        """``held_back_`` on the binned tier: the rows of :meth:`_held_back_share`, each
+        left out with its exact duplicates from the gridded sums
+        (:meth:`BinnedKernel.held_back_rows`)."""
+        n = len(X)
+        if n < 2:
+            return 0.0
+        rows = np.unique(np.linspace(0, n - 1, min(n, HELD_BACK_ROWS)).round().astype(int))
+        # Exact duplicates are adjacent: the rows are in canonical order, sorted by inputs.
+        first = np.ones(n, dtype=bool)
+        first[1:] = np.any(X[1:] != X[:-1], axis=1)
+        group = np.cumsum(first) - 1
+        values = self._values / self._value_scale
+        own_weight = np.bincount(group, sample_weight)[group[rows]]
+        own_values = np.column_stack(
+            [
+                np.bincount(group, sample_weight * values[:, o])[group[rows]]
+                for o in range(values.shape[1])
+            ]
+        )
+        held_back, alone = self._binned.held_back_rows(X[rows], own_weight, own_values)
+        counted = ~alone
+        return float(held_back[counted].mean()) if np.any(counted) else 0.0
+
+    def _head_moments(self, X, h, return_std, exact=None):
+        """The engine's hook: on the binned tier the local fit from the gridded sums, the
+        rows the grid does not serve (far from the data, held back or near the bound of
+        the variance rule) from the exact kernel."""
+        binned = getattr(self, "_binned", None)
+        if binned is None or exact is not None:
+            return super()._head_moments(X, h, return_std, exact)
+        mean, second, ybar, redo = binned.moments(X)
+        spread = None
+        if return_std:
+            spread = np.maximum(second - ybar**2 + (ybar - mean) ** 2, 0.0)
+            served = np.flatnonzero(~redo)
+            if len(served):
+                spread[served] = self._accurate_spread(
+                    X[served], h, mean[served], spread[served], second[served]
+                )
+        held_back = np.zeros(len(X), dtype=bool)
+        rows = np.flatnonzero(redo)
+        for block in iter_query_blocks(len(rows), self.kernel_.n_keys):
+            part = rows[block]
+            m, s, held = super()._head_moments(X[part], h, return_std)
+            mean[part] = m
+            if return_std:
+                spread[part] = s
+            if held is not None:
+                held_back[part] = held
+        return mean, spread, held_back
+
+    def _block_width(self):
+        binned = getattr(self, "_binned", None)
+        if binned is not None:
+            return 4 * binned.n_columns, None
+        return super()._block_width()
 
     def _degree_candidates(self):
         """The degrees the fit may take: ``degree`` itself, or 0 and 1 for ``"auto"``; a
@@ -465,8 +738,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         """The bandwidth and the degree (and, for the selectors, the fitted attributes they
         report)."""
         if not (isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA):
-            rules = BANDWIDTH_RULES + CRITERIA[1:]
-            h = resolve_bandwidth(self.bandwidth, X, Y, sample_weight, self.kernel, rules=rules)[0]
+            h = self._rule_bandwidth(X, Y, sample_weight)
             if len(candidates) == 1:
                 return h, candidates[0]
             objectives = [

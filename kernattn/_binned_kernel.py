@@ -1,0 +1,243 @@
+r"""The smoother's kernel sums on a grid, as a kernel-side object: what the estimator's binned
+tier holds between ``fit`` and ``predict``.
+
+:class:`BinnedKernel` bins the scaled, centered targets of the training rows and their
+squares (:mod:`kernattn._binned`) and keeps the gridded moments of a local polynomial of
+one degree,
+
+.. math::
+
+    S_e(g) = \sum_j s_j K(u_j)\, u_j^e, \qquad
+    T_e(g) = \sum_j s_j K(u_j)\, [v_j, v_j^2]\, u_j^e, \qquad u_j = (x_j - g)/h,
+
+for :math:`|e| \le 2p` and :math:`|e| \le p`. At a query they are interpolated and, read as
+sums over keys *about the query* (keys :math:`u_j`, query at 0), they are exactly the sums
+:func:`~kernattn._local_polynomial.polynomial_estimate` takes from the exact kernel: the
+local polynomial is solved by the same code, with the same rule that holds back a query
+whose local design cannot support it. That rule also needs the moments of the squared
+kernel weights divided by the precision weights, :math:`\sum_j s_j K(u_j)^2 u_j^e`; for the
+Gaussian :math:`K^2(u) = K(\sqrt2 u)`, so they are the weight moments at the bandwidth
+:math:`h/\sqrt2`, times :math:`2^{-|e|/2}` — a second, weights-only grid sum.
+
+Rows the grid does not serve well are left to the exact kernel (:meth:`BinnedKernel.
+moments` returns them): queries outside the data's range (where a local polynomial
+extrapolates and the binning error grows with the distance) or with next to no kernel
+mass on the grid (where the interpolated sums have lost their digits), and queries whose variance
+factor :math:`\sum_j l_j^2` is not well below the bound (held back, or near it: there the
+binning error could decide whether they are). A binned estimate therefore matches the
+exact one within the binning tolerance wherever it is given, and equals it (to rounding)
+on every row handed back.
+"""
+
+import math
+
+import numpy as np
+
+from kernattn._binned import (
+    TOLERANCE,
+    Bins,
+    basis_exponents,
+    bin_targets,
+    binning_error,
+    grid_sums,
+    interpolate,
+    locate,
+    make_grid,
+    moment_exponents,
+    own_moments,
+    sums_fit,
+)
+from kernattn._local_polynomial import (
+    VARIANCE_BOUND,
+    monomial_exponents,
+    polynomial_estimate,
+)
+
+#: Queries whose unregularized variance factor exceeds this share of the bound are
+#: recomputed exactly: the binned factor is within a few per cent of the exact one, so a
+#: query that the exact rule holds back is always among them.
+NEAR_BOUND = 0.5
+
+
+def _positions(source, target):
+    """Where each exponent of ``target`` (rows) sits among those of ``source``."""
+    lookup = {tuple(e): k for k, e in enumerate(np.asarray(source).tolist())}
+    return np.array([lookup[tuple(e)] for e in np.asarray(target).tolist()], dtype=int)
+
+
+class BinnedKernel:
+    """The binned local-polynomial sums of the training rows at one bandwidth.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), d ≤ 2
+        The training inputs (positive weight).
+    values : ndarray of shape (n, t)
+        The targets as the estimator sums them (centered and scaled).
+    sample_weight : ndarray of shape (n,)
+    bandwidth : ndarray of shape (d,)
+        The Gaussian kernel's standard deviation per input.
+    degree : int
+    tol : float
+        The binning tolerance, relative to the spread of the targets.
+
+    Attributes
+    ----------
+    grid_shape : tuple
+        Points per axis of the data's grid.
+    binning_error : float
+        The error bound of that grid (:func:`kernattn._binned.binning_error`).
+    """
+
+    def __init__(self, X, values, sample_weight, bandwidth, degree, tol=TOLERANCE):
+        X = np.asarray(X, dtype=float)
+        self.n_dims = X.shape[1]
+        self.n_outputs = values.shape[1]
+        self.degree = int(degree)
+        self.bandwidth = np.asarray(bandwidth, dtype=float)
+        grid = make_grid(X, self.bandwidth, degree=self.degree, tol=tol)
+        self.grid_shape = grid.shape
+        self.binning_error = float(binning_error(grid.spacing, self.bandwidth, self.degree))
+        bins = bin_targets(X, np.hstack([values, values**2]), grid, sample_weight)
+        self.sums = grid_sums(bins, self.bandwidth, self.degree)
+        self.squared = None
+        if self.degree:
+            # Weights only: the counts and one (unused) value column.
+            weights_only = Bins(grid, bins.counts[..., :2], bins.shift[:1])
+            self.squared = grid_sums(weights_only, self.bandwidth / math.sqrt(2.0), self.degree)
+        d, p, t = self.n_dims, self.degree, self.n_outputs
+        moments = moment_exponents(p, d)
+        basis = basis_exponents(p, d)
+        design = monomial_exponents(d, 2 * p)
+        fit = monomial_exponents(d, p)
+        # polynomial_estimate's layout: [Σv, Σv², Σ1, Σφ_γ (1 ≤ |γ| ≤ 2p), Σ v φ_α (α ≠ 0)].
+        self._design = _positions(moments, design)
+        self._fit = _positions(basis, fit)
+        self._n_moments = len(moments)
+        self._n_basis = len(basis)
+        self._halving = 2.0 ** (-0.5 * design.sum(axis=1))
+        self._shift = bins.shift  # (2t,)
+        self._t = t
+
+    @staticmethod
+    def fits(X, bandwidth, degree, n_outputs, tol=TOLERANCE):
+        """Whether the sums of ``X`` at ``bandwidth`` fit in ``working_memory``."""
+        grid = make_grid(X, bandwidth, degree=degree, tol=tol)
+        counts = np.zeros(grid.shape + (1 + 2 * n_outputs,))
+        return sums_fit(Bins(grid, counts, np.zeros(2 * n_outputs)), bandwidth, degree)
+
+    @property
+    def n_columns(self):
+        """Columns of the gridded sums (for the size of query blocks)."""
+        width = self.sums.table.shape[1]
+        return width if self.squared is None else width + self.squared.table.shape[1]
+
+    def _interpolated(self, sums, queries):
+        """The sums' columns at ``queries`` (m, k) and the rows the grid does not serve."""
+        # Beyond the data's range the local polynomial extrapolates and the binning error
+        # grows with the distance (like its degree's power): those queries go exact.
+        _, _, inside = locate(queries, sums.bins.grid)
+        table = sums.table.reshape(sums.grid.shape + (-1,))
+        columns = interpolate(table, sums.grid, queries)
+        with np.errstate(invalid="ignore"):
+            far = ~inside | ~(columns[:, 0] > sums.resolution)
+        return columns, far
+
+    def _layout(self, columns, squared):
+        """The interpolated columns in :func:`polynomial_estimate`'s layout, keys about
+        the query."""
+        t, Q = self._t, self._n_moments
+        S = columns[:, :Q]
+        T = columns[:, Q:].reshape(len(columns), self._n_basis, 2 * t)
+        # Undo the binning's shift of the targets: Σ s K y u^e = T_e + shift S_e.
+        T = T + self._shift[None, None, :] * S[:, self._fit_in_moments()][:, :, None]
+        parts = [T[:, 0, :t], T[:, 0, t:], S[:, :1], S[:, self._design[1:]]]
+        if self.degree:
+            products = np.moveaxis(T[:, self._fit[1:], :t], 1, 2).reshape(len(columns), -1)
+            parts.append(products)
+        sums = np.hstack(parts)
+        if squared is None:
+            return sums, None
+        squared_sums = squared[:, self._design] * self._halving
+        return sums, squared_sums
+
+    def _fit_in_moments(self):
+        return _positions(moment_exponents(self.degree, self.n_dims), self._basis())
+
+    def _basis(self):
+        return basis_exponents(self.degree, self.n_dims)
+
+    def moments(self, queries):
+        """The local fit at ``queries`` from the gridded sums.
+
+        Returns
+        -------
+        mean, second : ndarray of shape (m, t)
+            The estimate and the kernel average of the squared values (engine units).
+        ybar : ndarray of shape (m, t)
+            The kernel average of the values (the local constant).
+        exact : ndarray of bool, shape (m,)
+            The rows left to the exact kernel (their other entries are meaningless).
+        """
+        queries = np.asarray(queries, dtype=float)
+        columns, far = self._interpolated(self.sums, queries)
+        squared = None
+        if self.degree:
+            squared, far_squared = self._interpolated(self.squared, queries)
+            far |= far_squared
+        sums, squared_sums = self._layout(columns, squared)
+        t = self._t
+        safe = np.where(far[:, None], 1.0, sums)
+        if not self.degree:
+            ybar = safe[:, :t] / safe[:, 2 * t : 2 * t + 1]
+            second = safe[:, t : 2 * t] / safe[:, 2 * t : 2 * t + 1]
+            return ybar, second, ybar, far
+        safe_squared = np.where(far[:, None], 1.0, squared_sums)
+        # Keys about the query: the query sits at the origin of the polynomial's space.
+        origin = np.zeros((len(queries), self.n_dims))
+        fit = polynomial_estimate(safe, safe_squared, origin, t, self.n_dims, self.degree)
+        exact = far | fit.held_back | ~(fit.design.variance <= NEAR_BOUND * VARIANCE_BOUND)
+        exact |= ~np.all(np.isfinite(fit.mean), axis=1)
+        return fit.mean, fit.second_values, fit.ybar, exact
+
+    def held_back_rows(self, X, own_weight, own_values):
+        """Whether the left-out local polynomial of each of the training rows ``X`` is
+        held back (and which rows are alone: no other row within the kernel's reach).
+
+        The row's own contribution to the interpolated sums is known in closed form
+        (:func:`kernattn._binned.own_moments`): ``own_weight`` (the weights of the row and
+        its exact duplicates) times it comes off the weight moments, times ``own_values``
+        (their weighted values, (m, t)) off the value moments, as the exact estimator
+        leaves a row and its duplicates out.
+        """
+        if not self.degree:
+            return np.zeros(len(X), dtype=bool), np.zeros(len(X), dtype=bool)
+        X = np.asarray(X, dtype=float)
+        moments = moment_exponents(self.degree, self.n_dims)
+        t = self._t
+        out = []
+        for sums, scale in ((self.sums, 1.0), (self.squared, math.sqrt(2.0))):
+            _, fraction, _ = locate(X, sums.grid)
+            own = own_moments(
+                np.ascontiguousarray(fraction.T), sums.grid.spacing / sums.bandwidth, moments
+            ).T  # (m, Q)
+            columns, _ = self._interpolated(sums, X)
+            columns = columns.copy()
+            Q = self._n_moments
+            columns[:, :Q] -= own_weight[:, None] * own
+            if scale == 1.0:
+                # Value moments: own basis moments times the own (shifted) values.
+                basis_in = self._fit_in_moments()
+                shifted = own_values - own_weight[:, None] * self._shift[None, :t]
+                T = columns[:, Q:].reshape(len(X), self._n_basis, 2 * t)
+                T[:, :, :t] -= own[:, basis_in][:, :, None] * shifted[:, None, :]
+                columns[:, Q:] = T.reshape(len(X), -1)
+            out.append(columns)
+        plain, squared = out
+        alone = ~(plain[:, 0] > self.sums.resolution)
+        sums, squared_sums = self._layout(plain, squared)
+        sums = np.where(alone[:, None], 1.0, sums)
+        squared_sums = np.where(alone[:, None], 1.0, squared_sums)
+        origin = np.zeros((len(X), self.n_dims))
+        fit = polynomial_estimate(sums, squared_sums, origin, t, self.n_dims, self.degree)
+        return fit.held_back & ~alone, alone
