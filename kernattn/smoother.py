@@ -68,6 +68,9 @@ from kernattn.kernels import KERNELS
 
 #: The values of ``algorithm``.
 ALGORITHMS = ("auto", "exact", "binned")
+#: ``algorithm="auto"`` keeps the exact sums below this many training rows: they take well
+#: under a second there, and small fits stay exact to rounding.
+AUTO_MIN_ROWS = 10_000
 #: Up to this many training rows the binned tier measures ``held_back_`` on the exact
 #: kernel (at most 512 rows against every key); beyond, on the gridded sums.
 _EXACT_HELD_BACK_ROWS = 200_000
@@ -121,7 +124,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
     kernel : {"gaussian", "epanechnikov", "tricube"}, default="gaussian"
         The radial profile of the kernel (see :mod:`kernattn.kernels`). The compact ones give
         a query outside every training point's support its nearest training target.
-    bandwidth : float, array_like or {"scott", "silverman", "loo", "aic", "gcv"}, default="scott"
+    bandwidth : float, array_like or {"scott", "silverman", "loo", "aic", "gcv", "plugin"}, \
+            default="scott"
         A positive float (the same bandwidth for every feature), one positive float per
         feature, a normal-reference rule (one bandwidth per feature from its spread), or a
         selection criterion of the estimator actually fitted (the local polynomial of
@@ -129,8 +133,15 @@ class KernelSmoother(NadarayaWatsonRegressor):
         squared error, ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998),
         ``"gcv"`` generalized cross-validation (a grid over a common multiple of Scott's
         bandwidths, then all of them refined by gradient descent; see
-        :func:`~kernattn.bandwidth.select_bandwidth`). The selected bandwidths do not
-        depend on the units of ``X`` or ``y``. Features are not rescaled otherwise.
+        :func:`~kernattn.bandwidth.select_bandwidth`). On the binned tier (``algorithm_``)
+        the criteria are evaluated on binned sums at every training row (a curve over
+        1/16 to 4 times :math:`\sigma_j n^{-1/(d+4)}`, then Brent's search; see
+        :mod:`kernattn._binned_search`), at :math:`O(G \log G + n)` per bandwidth for a
+        grid of :math:`G` points. ``"plugin"``: the direct plug-in bandwidth of
+        local-linear regression (Ruppert, Sheather and Wand 1995; R KernSmooth's
+        ``dpill``), for one continuous feature, one output and no sample weights (a
+        ``ValueError`` otherwise); it is tuned for ``degree=1``. The selected bandwidths
+        do not depend on the units of ``X`` or ``y``. Features are not rescaled otherwise.
     degree : int or "auto", default=0
         The degree of the local polynomial: 0 for Nadaraya–Watson (local constant), 1 for
         local linear, 2 for local quadratic (with one feature also 3, local cubic). With
@@ -181,6 +192,27 @@ class KernelSmoother(NadarayaWatsonRegressor):
         (``"loo"`` leaves a row's exact duplicates out with it when there is a continuous
         feature; with discrete features only, the rows of a cell are neighbours, not copies,
         and only the row itself is left out).
+    algorithm : {"auto", "exact", "binned"}, default="auto"
+        How the kernel sums are evaluated. ``"exact"``: one kernel value per (query,
+        training row) pair. ``"binned"`` (one or two continuous features, Gaussian kernel):
+        the training rows are binned linearly onto a regular grid, the local-polynomial
+        moments at every grid point are convolutions of the bins with the sampled kernel
+        (FFT or direct), and a query interpolates them (Fan and Marron 1994; R
+        KernSmooth). The grid is chosen from the bandwidth so that the estimate's error
+        against the exact one is below 1e-3 times the local spread of the targets (bounded
+        in ``binning_error_``); queries outside the data's range, held back by (or near)
+        the variance rule, or with no kernel mass on the grid are computed exactly.
+        ``"binned"`` raises a ``ValueError`` saying why where it is not possible (three or
+        more features, discrete features, a compact kernel, a grid beyond
+        ``working_memory``). ``"auto"`` chooses the binned tier where it is possible and
+        the cost model of :func:`kernattn._binned.choose_algorithm` (for predicting the
+        training rows, at the normal-reference bandwidth and then at ``bandwidth_``) says
+        it is cheaper, from 10 000 training rows; the exact tier otherwise (below that the
+        exact sums are fast, and small fits stay exact to rounding). Only ``predict`` (with
+        ``return_std``, and ``score``) uses the binned sums: ``attention_weights``,
+        ``attention_entropy``, ``gradient`` and ``predict_interval`` need every weight and
+        use the exact kernel on either tier (:math:`O(n)` per query; ``predict_interval``'s
+        noise estimate :math:`O(n^2)`).
 
     Attributes
     ----------
@@ -189,7 +221,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
     loo_error_ : float
         Leave-one-out mean squared error of this estimator (of its ``degree``) at
         ``bandwidth_`` (only with ``bandwidth="loo"``; for more than 4 000 training rows, an
-        unbiased estimate from the last subset of queries of the search).
+        unbiased estimate from the last subset of queries of the search; on the binned tier
+        over every row, from the binned sums).
     criterion_ : float
         The AICc or GCV value reached (only with ``bandwidth="aic"`` or ``"gcv"``).
     effective_dof_ : float
@@ -211,8 +244,20 @@ class KernelSmoother(NadarayaWatsonRegressor):
         The share of the training rows (at most 512 of them, evenly spread in the order of
         their inputs) whose leave-one-out local polynomial is held back: each row fitted
         from the others (its exact duplicates left out with it), as the bandwidth criteria
-        see it. 0 for the local constant. The queries held back in a prediction are
-        counted by that call's :class:`~kernattn.LocalDesignWarning`.
+        see it. On the binned tier with more than 200 000 rows the left-out fits are taken
+        from the gridded sums (a row's own share removed in closed form). 0 for the local
+        constant. The queries held back in a prediction are counted by that call's
+        :class:`~kernattn.LocalDesignWarning`.
+    algorithm_ : {"exact", "binned"}
+        The tier ``predict`` uses (``algorithm`` with ``"auto"`` resolved).
+    grid_shape_ : tuple of int
+        Only on the binned tier: the points per feature of the grid over the data's range
+        (the sums are kept on it extended by two bandwidths on every side).
+    binning_error_ : float
+        Only on the binned tier: the first-order bound of the binned estimate's error
+        against the exact one at queries within the data's range, relative to the local
+        spread of the targets (at most the tolerance, 1e-3; see :mod:`kernattn._binned`).
+        Beyond the range the queries are exact.
     kernel_ : SoftmaxHeads
         The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
         the training mean and divided by ``bandwidth_``.
@@ -246,6 +291,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
     .. [3] J. Fan, I. Gijbels, "Local Polynomial Modelling and Its Applications" (1996).
     .. [4] B. Seifert, T. Gasser, "Finite-sample variance of local polynomials: analysis and
        solutions", J. Amer. Statist. Assoc. 91 (1996).
+    .. [5] J. Fan, J. S. Marron, "Fast implementations of nonparametric curve estimators",
+       J. Comput. Graph. Statist. 3 (1994).
+    .. [6] D. Ruppert, S. J. Sheather, M. P. Wand, "An effective bandwidth selector for
+       local least squares regression", J. Amer. Statist. Assoc. 90 (1995).
 
     Examples
     --------
@@ -289,6 +338,17 @@ class KernelSmoother(NadarayaWatsonRegressor):
     array([2.97])
     >>> [type(w.message).__name__ for w in caught]
     ['LocalDesignWarning']
+
+    Many rows in one or two features: the sums are binned onto a grid (``"auto"`` chooses
+    it where it is cheaper), the bandwidth searched on the bins:
+
+    >>> X = rng.uniform(0, 1, size=(200_000, 1))
+    >>> y = np.sin(2 * np.pi * X[:, 0]) + 0.3 * rng.normal(size=200_000)
+    >>> model = KernelSmoother(bandwidth="loo", degree=1).fit(X, y)
+    >>> model.algorithm_, bool(model.binning_error_ <= 1e-3)
+    ('binned', True)
+    >>> model.predict([[0.25]]).round(2)
+    array([1.])
     """
 
     _parameter_constraints: dict = {
@@ -542,6 +602,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
             return "exact"
         if self.algorithm == "binned":
             return "binned"
+        if len(X) < AUTO_MIN_ROWS:
+            return "exact"
         if isinstance(self.bandwidth, str):
             h = np.std(X, axis=0) * len(X) ** (-1.0 / (X.shape[1] + 4))
         else:
@@ -568,6 +630,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
             return "exact"
         t = Y.shape[1]
         if self.algorithm == "auto":
+            if len(X) < AUTO_MIN_ROWS:
+                return "exact"
             chosen = choose_algorithm(X, h, len(X), degree=degree, n_outputs=2 * t, tol=TOLERANCE)
             return chosen if chosen == "exact" else self._fits_or(X, h, degree, t, "exact")
         return self._fits_or(X, h, degree, t, None)
