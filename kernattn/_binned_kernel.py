@@ -10,14 +10,19 @@ one degree,
     S_e(g) = \sum_j s_j K(u_j)\, u_j^e, \qquad
     T_e(g) = \sum_j s_j K(u_j)\, [v_j, v_j^2]\, u_j^e, \qquad u_j = (x_j - g)/h,
 
-for :math:`|e| \le 2p` and :math:`|e| \le p`. At a query they are interpolated and, read as
-sums over keys *about the query* (keys :math:`u_j`, query at 0), they are exactly the sums
-:func:`~kernattn._local_polynomial.polynomial_estimate` takes from the exact kernel: the
-local polynomial is solved by the same code, with the same rule that holds back a query
-whose local design cannot support it. That rule also needs the moments of the squared
-kernel weights divided by the precision weights, :math:`\sum_j s_j K(u_j)^2 u_j^e`; for the
-Gaussian :math:`K^2(u) = K(\sqrt2 u)`, so they are the weight moments at the bandwidth
-:math:`h/\sqrt2`, times :math:`2^{-|e|/2}` — a second, weights-only grid sum.
+for :math:`|e| \le 2p` and :math:`|e| \le p`. At a query they are interpolated and the
+local polynomial is solved about the query from them (:func:`~kernattn._binned.
+solve_local_polynomial`): the weighted least-squares polynomial of the exact tier, up to
+the binning error. The rule that holds back a query whose local design cannot support
+its polynomial (:mod:`kernattn._local_polynomial`) needs the variance factor
+:math:`\sum_j l_j^2 / s_j = r^\top M_2 r` (:math:`r` the first row of the inverse Gram
+matrix, :math:`M_2` the Gram matrix of the squared kernel weights over the precision
+weights, :math:`\sum_j s_j K(u_j)^2 u_j^e`); for the Gaussian :math:`K^2(u) = K(\sqrt2
+u)`, so :math:`M_2` comes from the weight moments at the bandwidth :math:`h/\sqrt2`,
+times :math:`2^{-|e|/2}` — a second, weights-only grid sum. For the training rows' own
+left-out fits (``held_back_``) the same sums, a row's own share removed, go through the
+exact tier's :func:`~kernattn._local_polynomial.polynomial_estimate` (keys about the
+query, the query at the origin).
 
 Rows the grid does not serve well are left to the exact kernel (:meth:`BinnedKernel.
 moments` returns them): queries outside the data's range (where a local polynomial
@@ -30,6 +35,7 @@ on every row handed back.
 """
 
 import math
+from functools import cached_property
 
 import numpy as np
 
@@ -45,14 +51,19 @@ from kernattn._binned import (
     make_grid,
     moment_exponents,
     own_moments,
+    solve_local_polynomial,
     sums_fit,
 )
+from kernattn._local_fits import LocalPolynomials
 from kernattn._local_polynomial import (
     VARIANCE_BOUND,
     monomial_exponents,
     polynomial_estimate,
 )
 
+#: The most grid points the estimator's binned tier takes (beyond, the grid's cost
+#: outgrows the rows' in any case).
+MAX_GRID_POINTS = 2**24
 #: Queries whose unregularized variance factor exceeds this share of the bound are
 #: recomputed exactly: the binned factor is within a few per cent of the exact one, so a
 #: query that the exact rule holds back is always among them.
@@ -116,15 +127,29 @@ class BinnedKernel:
         self._n_moments = len(moments)
         self._n_basis = len(basis)
         self._halving = 2.0 ** (-0.5 * design.sum(axis=1))
+        # The Gram matrix of the basis, as positions among the moments.
+        pairs = basis[:, None, :] + basis[None, :, :]
+        self._pairs = _positions(moments, pairs.reshape(-1, d)).reshape(len(basis), -1)
+        self._pair_halving = 2.0 ** (-0.5 * pairs.sum(axis=2))
         self._shift = bins.shift  # (2t,)
         self._t = t
 
     @staticmethod
     def fits(X, bandwidth, degree, n_outputs, tol=TOLERANCE):
-        """Whether the sums of ``X`` at ``bandwidth`` fit in ``working_memory``."""
+        """Whether the sums of ``X`` at ``bandwidth`` (and those of the squared weights)
+        fit in ``working_memory``."""
+        bandwidth = np.asarray(bandwidth, dtype=float)
         grid = make_grid(X, bandwidth, degree=degree, tol=tol)
-        counts = np.zeros(grid.shape + (1 + 2 * n_outputs,))
-        return sums_fit(Bins(grid, counts, np.zeros(2 * n_outputs)), bandwidth, degree)
+        if grid.size > MAX_GRID_POINTS:
+            return False
+        # Zero-length columns: only the shapes matter to sums_fit.
+        counts = np.empty(grid.shape + (1 + 2 * n_outputs,))
+        if not sums_fit(Bins(grid, counts, np.zeros(2 * n_outputs)), bandwidth, degree):
+            return False
+        if not degree:
+            return True
+        squared = Bins(grid, counts[..., :2], np.zeros(1))
+        return sums_fit(squared, bandwidth / math.sqrt(2.0), degree)
 
     @property
     def n_columns(self):
@@ -168,7 +193,13 @@ class BinnedKernel:
         return basis_exponents(self.degree, self.n_dims)
 
     def moments(self, queries):
-        """The local fit at ``queries`` from the gridded sums.
+        r"""The local fit at ``queries`` from the gridded sums.
+
+        The polynomial is solved about each query (:func:`kernattn._binned.
+        solve_local_polynomial`); its variance factor is :math:`\sum_j l_j^2 / s_j =
+        r^\top M_2 r`, with :math:`r` the first row of the inverse Gram matrix (the
+        equivalent weights are :math:`l_j = s_j K_j\, r^\top U_j`) and :math:`M_2` the Gram
+        matrix of the squared kernel weights.
 
         Returns
         -------
@@ -181,24 +212,26 @@ class BinnedKernel:
         """
         queries = np.asarray(queries, dtype=float)
         columns, far = self._interpolated(self.sums, queries)
-        squared = None
-        if self.degree:
-            squared, far_squared = self._interpolated(self.squared, queries)
-            far |= far_squared
-        sums, squared_sums = self._layout(columns, squared)
-        t = self._t
-        safe = np.where(far[:, None], 1.0, sums)
+        t, Q = self._t, self._n_moments
+        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        T = columns[:, Q:].reshape(len(columns), self._n_basis, 2 * t)
+        S0 = S[:, :1]
+        ybar = T[:, 0, :t] / S0 + self._shift[:t]
+        second = T[:, 0, t:] / S0 + self._shift[t:]
         if not self.degree:
-            ybar = safe[:, :t] / safe[:, 2 * t : 2 * t + 1]
-            second = safe[:, t : 2 * t] / safe[:, 2 * t : 2 * t + 1]
             return ybar, second, ybar, far
-        safe_squared = np.where(far[:, None], 1.0, squared_sums)
-        # Keys about the query: the query sits at the origin of the polynomial's space.
-        origin = np.zeros((len(queries), self.n_dims))
-        fit = polynomial_estimate(safe, safe_squared, origin, t, self.n_dims, self.degree)
-        exact = far | fit.held_back | ~(fit.design.variance <= NEAR_BOUND * VARIANCE_BOUND)
-        exact |= ~np.all(np.isfinite(fit.mean), axis=1)
-        return fit.mean, fit.second_values, fit.ybar, exact
+        squared, far_squared = self._interpolated(self.squared, queries)
+        far |= far_squared
+        coefficients, first_row = solve_local_polynomial(
+            S, np.where(far[:, None, None], 0.0, T[:, :, :t]), self.degree, self.n_dims
+        )
+        mean = coefficients[:, 0] + self._shift[:t]
+        gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
+        variance = np.einsum("mp,mpq,mq->m", first_row, gram, first_row)
+        with np.errstate(invalid="ignore"):
+            exact = far | ~(variance <= NEAR_BOUND * VARIANCE_BOUND)
+        exact |= ~np.all(np.isfinite(mean), axis=1)
+        return mean, second, ybar, exact
 
     def held_back_rows(self, X, own_weight, own_values):
         """Whether the left-out local polynomial of each of the training rows ``X`` is
@@ -241,3 +274,47 @@ class BinnedKernel:
         origin = np.zeros((len(X), self.n_dims))
         fit = polynomial_estimate(sums, squared_sums, origin, t, self.n_dims, self.degree)
         return fit.held_back & ~alone, alone
+
+
+class DeferredLocalPolynomials(LocalPolynomials):
+    """:class:`~kernattn._local_fits.LocalPolynomials` whose per-key columns are built on
+    first use.
+
+    On the binned tier the exact kernel's local polynomials serve only the rows handed
+    back to the exact kernel and the methods that need every weight (``attention_weights``,
+    ``gradient``, ``predict_interval``); their columns (several per training row) would
+    cost more to build at fit than the whole binned fit, so they wait until asked for.
+    The build is the same object's, once (``cached_property`` locks it against the
+    threads of a prediction).
+    """
+
+    def __init__(self, keys, value_columns, values, degree, dims=None, sample_weight=None):
+        self.dims = np.arange(keys.shape[1]) if dims is None else np.asarray(dims, dtype=int)
+        self.degree = int(degree)
+        self.total = 2 * values.shape[1]
+        self._arguments = (keys, value_columns, values, sample_weight)
+
+    @cached_property
+    def _built(self):
+        keys, value_columns, values, sample_weight = self._arguments
+        return LocalPolynomials(keys, value_columns, values, self.degree, self.dims, sample_weight)
+
+    @property
+    def keys(self):
+        return self._built.keys
+
+    @property
+    def columns(self):
+        return self._built.columns
+
+    @property
+    def design_columns(self):
+        return self._built.design_columns
+
+    @property
+    def squared_columns(self):
+        return self._built.squared_columns
+
+    @property
+    def sample_weight(self):
+        return self._built.sample_weight

@@ -29,7 +29,7 @@ from kernattn._binned import (
     make_grid,
     row_statistics,
 )
-from kernattn._binned_kernel import BinnedKernel
+from kernattn._binned_kernel import BinnedKernel, DeferredLocalPolynomials
 from kernattn._binned_search import SEARCH_TOLERANCE, BinnedCriterion, search_bandwidth
 from kernattn._blocks import iter_query_blocks
 from kernattn._engine import HELD_BACK_ROWS, NadarayaWatsonRegressor
@@ -71,11 +71,16 @@ ALGORITHMS = ("auto", "exact", "binned")
 #: ``algorithm="auto"`` keeps the exact sums below this many training rows: they take well
 #: under a second there, and small fits stay exact to rounding.
 AUTO_MIN_ROWS = 10_000
+#: The binned tier's grid meets ``TOLERANCE`` (1e-3), or where that grid would exceed
+#: ``working_memory`` the smallest power-of-two multiple up to this that fits.
+MAX_TOLERANCE = 8e-3
 #: Beyond this many rows (one or two continuous features, Gaussian kernel) a criterion is
 #: searched on binned sums over every row even with ``algorithm="exact"``: the exact
 #: search on 2 400 sampled queries then picks bandwidths several times too small (at 10⁶
 #: rows of sin 2πx plus noise, 0.0014 and 0.00036 by seed against a best of 0.0035).
 EXACT_SEARCH_ROWS = 100_000
+#: ``effective_dof_`` on the binned tier sums the trace over at most this many rows.
+TRACE_ROWS = 50_000
 #: Up to this many training rows the binned tier measures ``held_back_`` on the exact
 #: kernel (at most 512 rows against every key); beyond, on the gridded sums.
 _EXACT_HELD_BACK_ROWS = 200_000
@@ -207,8 +212,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
         (FFT or direct), and a query interpolates them (Fan and Marron 1994; R
         KernSmooth). The grid is chosen from the bandwidth so that the estimate's error
         against the exact one is below 1e-3 times the local spread of the targets (bounded
-        in ``binning_error_``); queries outside the data's range, held back by (or near)
-        the variance rule, or with no kernel mass on the grid are computed exactly.
+        in ``binning_error_``; where that grid would exceed ``working_memory``, the
+        smallest of 2e-3, 4e-3, 8e-3 that fits); queries outside the data's range, held
+        back by (or near) the variance rule, or with no kernel mass on the grid are
+        computed exactly.
         ``"binned"`` raises a ``ValueError`` saying why where it is not possible (three or
         more features, discrete features, a compact kernel, a grid beyond
         ``working_memory``). ``"auto"`` chooses the binned tier where it is possible and
@@ -235,7 +242,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
     effective_dof_ : float
         The effective degrees of freedom, :math:`\mathrm{tr}(S)`, the trace of the smoother
         matrix at the training points (only with a selected bandwidth; an estimate from
-        the last subset of queries for more than 4 000 rows).
+        the last subset of queries for more than 4 000 rows; on the binned tier from the
+        binned sums, over at most 50 000 rows evenly spread in the order of the inputs).
     irrelevant_features_ : ndarray of bool, shape (n_features,)
         Only with a selected bandwidth: the features whose bandwidth ended on the upper
         edge of the search range (1000 times Scott's). The kernel ignores them: with
@@ -263,7 +271,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
     binning_error_ : float
         Only on the binned tier: the first-order bound of the binned estimate's error
         against the exact one at queries within the data's range, relative to the local
-        spread of the targets (at most the tolerance, 1e-3; see :mod:`kernattn._binned`).
+        spread of the targets (at most the tolerance: 1e-3, or up to 8e-3 where a finer
+        grid would not fit in ``working_memory``; see :mod:`kernattn._binned`).
         Beyond the range the queries are exact.
     kernel_ : SoftmaxHeads
         The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
@@ -542,7 +551,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
         self.algorithm_ = algorithm
         self.held_back_ = 0.0
         if degree > 0:
-            polynomials = LocalPolynomials(
+            local_polynomials = (
+                DeferredLocalPolynomials if algorithm == "binned" else LocalPolynomials
+            )
+            polynomials = local_polynomials(
                 kernel.keys(0),
                 self._value_columns,
                 self._values / self._value_scale,
@@ -553,7 +565,12 @@ class KernelSmoother(NadarayaWatsonRegressor):
             kernel = kernel.with_local([polynomials])
         if algorithm == "binned":
             self._binned = BinnedKernel(
-                X, self._values / self._value_scale, sample_weight, self.bandwidth_, degree
+                X,
+                self._values / self._value_scale,
+                sample_weight,
+                self.bandwidth_,
+                degree,
+                tol=self._tolerance,
             )
             self.grid_shape_ = self._binned.grid_shape
             self.binning_error_ = self._binned.binning_error
@@ -628,9 +645,19 @@ class KernelSmoother(NadarayaWatsonRegressor):
             h = self._given_bandwidth(X, Y)
             if h is None:
                 return "exact"
-        return choose_algorithm(
-            X, h, len(X), degree=max(candidates), n_outputs=Y.shape[1], tol=TOLERANCE
-        )
+        return self._cheaper(X, h, max(candidates), Y.shape[1])
+
+    @staticmethod
+    def _cheaper(X, h, degree, n_outputs):
+        """:func:`~kernattn._binned.choose_algorithm` for predicting the training rows, at
+        the tolerance or, where that grid does not fit in memory, at ``MAX_TOLERANCE``."""
+        for tol in (TOLERANCE, MAX_TOLERANCE):
+            choice = choose_algorithm(
+                X, h, len(X), degree=degree, n_outputs=2 * n_outputs, tol=tol
+            )
+            if choice == "binned":
+                return choice
+        return "exact"
 
     def _given_bandwidth(self, X, Y):
         """A numeric ``bandwidth`` as one per feature, or ``None`` if it is not valid (the
@@ -650,20 +677,27 @@ class KernelSmoother(NadarayaWatsonRegressor):
         if self.algorithm == "auto":
             if len(X) < AUTO_MIN_ROWS:
                 return "exact"
-            chosen = choose_algorithm(X, h, len(X), degree=degree, n_outputs=2 * t, tol=TOLERANCE)
+            chosen = self._cheaper(X, h, degree, t)
             return chosen if chosen == "exact" else self._fits_or(X, h, degree, t, "exact")
         return self._fits_or(X, h, degree, t, None)
 
     def _fits_or(self, X, h, degree, t, fallback):
-        if BinnedKernel.fits(X, h, degree, t):
-            return "binned"
+        """``"binned"`` with the smallest tolerance (``TOLERANCE`` times a power of two, at
+        most ``MAX_TOLERANCE``) whose grid fits in ``working_memory``, kept for the fit;
+        otherwise ``fallback``, or a ``ValueError`` without one."""
+        tol = TOLERANCE
+        while tol <= MAX_TOLERANCE * (1 + 1e-9):
+            if BinnedKernel.fits(X, h, degree, t, tol=tol):
+                self._tolerance = tol
+                return "binned"
+            tol *= 2.0
         if fallback is not None:
             return fallback
         raise ValueError(
             f"algorithm='binned' is not possible here: the grid for the bandwidth "
             f"{np.array2string(np.asarray(h), precision=4)} at the binning tolerance "
-            f"{TOLERANCE:g} needs more memory than working_memory allows (a bandwidth far "
-            "below the data's range). Use algorithm='exact' or 'auto', or raise "
+            f"{MAX_TOLERANCE:g} needs more memory than working_memory allows (a bandwidth "
+            "far below the data's range). Use algorithm='exact' or 'auto', or raise "
             "sklearn's working_memory."
         )
 
@@ -720,10 +754,16 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     def _binned_trace(self, X, Y, weights, h, degree):
         """tr S, the effective degrees of freedom, at ``h`` on binned sums of the search's
-        tolerance."""
+        tolerance: summed over at most ``TRACE_ROWS`` rows evenly spread in the order of
+        the inputs, scaled to all of them."""
         grid = make_grid(X, h, degree=degree, tol=SEARCH_TOLERANCE)
         sums = grid_sums(bin_targets(X, Y[:, :1], grid, weights), h, degree)
-        return row_statistics(sums, X, Y[:, :1], weights, n_jobs=self.n_jobs).trace
+        rows = np.unique(np.linspace(0, len(X) - 1, min(len(X), TRACE_ROWS)).round())
+        rows = rows.astype(int)
+        w = None if weights is None else weights[rows]
+        stats = row_statistics(sums, X[rows], Y[rows, :1], w, n_jobs=self.n_jobs)
+        total = len(X) if weights is None else float(weights.sum())
+        return stats.trace * total / stats.total
 
     def _rule_bandwidth(self, X, Y, sample_weight):
         """A rule's, the plug-in's or the given bandwidth, one per feature."""

@@ -24,8 +24,8 @@ Targets (issue 23): faster than KernSmooth at 10⁶ and 10⁷ rows in 1-D; 10⁷
 grid's best, stable across seeds.
 
 Run: ``python examples/benchmarks/bench_lowdim.py`` (``--quick`` for 10⁴–10⁵ rows only).
-The binned pipeline calls the math modules directly for now; ``BinnedLocalLinear`` has the
-estimator's interface, so that switching to the estimator is the one line marked below.
+The binned pipeline is the estimator, ``KernelSmoother(bandwidth="loo" or "plugin",
+degree=1, algorithm="binned")`` (``"auto"`` chooses the same tier at these sizes).
 """
 
 import argparse
@@ -37,9 +37,7 @@ import time
 
 import numpy as np
 
-from kernattn._binned import TOLERANCE, bin_targets, grid_sums, make_grid, predict, sums_fit
-from kernattn._binned_search import search_bandwidth
-from kernattn._plugin import plugin_bandwidth
+from kernattn import KernelSmoother
 
 NOISE = 0.3
 
@@ -58,42 +56,8 @@ def task(n, d, seed):
     return X, y
 
 
-class BinnedLocalLinear:
-    """A local-linear smoother on binned sums with the estimator's interface (``fit``,
-    ``predict``, ``bandwidth_``), until ``KernelSmoother(algorithm="binned")`` exists.
-
-    The fit uses the tolerance ``tol``, or, where that grid exceeds ``working_memory``,
-    the smallest of ``tol`` times a power of two that fits (``tol_``)."""
-
-    def __init__(self, bandwidth="loo", tol=TOLERANCE):
-        self.bandwidth = bandwidth
-        self.tol = tol
-
-    def fit(self, X, y):
-        if isinstance(self.bandwidth, str) and self.bandwidth == "loo":
-            self.bandwidth_ = search_bandwidth(X, y, degree=1).bandwidth
-        elif isinstance(self.bandwidth, str) and self.bandwidth == "plugin":
-            self.bandwidth_ = np.array([plugin_bandwidth(X[:, 0], y)])
-        else:
-            self.bandwidth_ = np.broadcast_to(np.asarray(self.bandwidth, float), X.shape[1:])
-        self.tol_ = self.tol
-        while True:
-            grid = make_grid(X, self.bandwidth_, degree=1, tol=self.tol_)
-            bins = bin_targets(X, y, grid)
-            if sums_fit(bins, self.bandwidth_, 1):
-                break
-            self.tol_ *= 2.0
-        self.sums_ = grid_sums(bins, self.bandwidth_, 1)
-        return self
-
-    def predict(self, X):
-        return predict(self.sums_, X)[:, 0]
-
-
 def make_model(bandwidth):
-    # When the estimator integrates the binned tier, this is the one line to change:
-    # return KernelSmoother(bandwidth=bandwidth, degree=1, algorithm="binned")
-    return BinnedLocalLinear(bandwidth)
+    return KernelSmoother(bandwidth=bandwidth, degree=1, algorithm="binned")
 
 
 def timed(function):
@@ -200,8 +164,8 @@ def run_size(n, d, seed, rng_queries, r_available):
     exact, t_exact = timed(lambda: exact_local_linear(X, y, X[subset], model.bandwidth_))
     diff = np.max(np.abs(model.predict(X[subset]) - exact)) / np.std(y)
     print(
-        f"  binned vs exact at 200 rows: max |Δ| / sd(y) = {diff:.2e} (tolerance "
-        f"{model.tol_:g}; exact took {t_exact:.2f} s)"
+        f"  binned vs exact at 200 rows: max |Δ| / sd(y) = {diff:.2e} (bound "
+        f"{model.binning_error_:.2g}; grid {model.grid_shape_}; exact took {t_exact:.2f} s)"
     )
     result = {"rows": rows, "best": best_err}
     if d == 1:
