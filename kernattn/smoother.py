@@ -526,7 +526,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         candidates = self._degree_candidates()
         if self._encoding is not None:
             self._check_binned_possible(X)
-            if self.bandwidth == "plugin":
+            if isinstance(self.bandwidth, str) and self.bandwidth == "plugin":
                 raise ValueError(
                     "bandwidth='plugin' (the direct plug-in of local-linear regression) "
                     "needs one continuous feature; categorical_features or "
