@@ -220,16 +220,24 @@ class BinnedKernel:
         second = T[:, 0, t:] / S0 + self._shift[t:]
         if not self.degree:
             return ybar, second, ybar, far
-        squared, far_squared = self._interpolated(self.squared, queries)
-        far |= far_squared
         coefficients, first_row = solve_local_polynomial(
             S, np.where(far[:, None, None], 0.0, T[:, :, :t]), self.degree, self.n_dims
         )
         mean = coefficients[:, 0] + self._shift[:t]
-        gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
-        variance = np.einsum("mp,mpq,mq->m", first_row, gram, first_row)
+        # K ≤ 1, so M₂ ≼ M ≼ M + Λ and the variance factor is at most rᵀ(M + Λ)r = r₀:
+        # only the rows where that bound is not already small need the squared sums.
+        bound = NEAR_BOUND * VARIANCE_BOUND
         with np.errstate(invalid="ignore"):
-            exact = far | ~(variance <= NEAR_BOUND * VARIANCE_BOUND)
+            check = np.flatnonzero(~far & ~(first_row[:, 0] <= bound))
+        if len(check):
+            squared, far_squared = self._interpolated(self.squared, queries[check])
+            gram = squared[:, self._pairs] * self._pair_halving  # (c, P, P)
+            r = first_row[check]
+            variance = np.einsum("mp,mpq,mq->m", r, gram, r)
+            with np.errstate(invalid="ignore"):
+                far[check] |= far_squared | ~(variance <= bound)
+        with np.errstate(invalid="ignore"):
+            exact = far.copy()
         exact |= ~np.all(np.isfinite(mean), axis=1)
         return mean, second, ybar, exact
 
