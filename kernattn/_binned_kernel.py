@@ -109,14 +109,16 @@ class BinnedKernel:
         grid = make_grid(X, self.bandwidth, degree=self.degree, tol=tol)
         self.grid_shape = grid.shape
         self.binning_error = float(binning_error(grid.spacing, self.bandwidth, self.degree))
-        bins = bin_targets(X, np.hstack([values, values**2]), grid, sample_weight)
-        self.sums = grid_sums(bins, self.bandwidth, self.degree)
-        self.squared = None
-        if self.degree:
-            # Weights only: the counts and one (unused) value column.
-            weights_only = Bins(grid, bins.counts[..., :2], bins.shift[:1])
-            self.squared = grid_sums(weights_only, self.bandwidth / math.sqrt(2.0), self.degree)
-        d, p, t = self.n_dims, self.degree, self.n_outputs
+        t = self.n_outputs
+        # One pass over the rows bins the values and their squares; the squares' sums
+        # (for return_std) and the squared weights' (for the variance rule) are taken
+        # on first use, from these bins.
+        both = bin_targets(X, np.hstack([values, values**2]), grid, sample_weight)
+        self._bins = Bins(grid, both.counts[..., : 1 + t], both.shift[:t])
+        squares = np.concatenate([both.counts[..., :1], both.counts[..., 1 + t :]], axis=-1)
+        self._square_bins = Bins(grid, squares, both.shift[t:])
+        self.sums = grid_sums(self._bins, self.bandwidth, self.degree)
+        d, p = self.n_dims, self.degree
         moments = moment_exponents(p, d)
         basis = basis_exponents(p, d)
         design = monomial_exponents(d, 2 * p)
@@ -124,6 +126,7 @@ class BinnedKernel:
         # polynomial_estimate's layout: [Σv, Σv², Σ1, Σφ_γ (1 ≤ |γ| ≤ 2p), Σ v φ_α (α ≠ 0)].
         self._design = _positions(moments, design)
         self._fit = _positions(basis, fit)
+        self._basis_in_moments = _positions(moments, basis)
         self._n_moments = len(moments)
         self._n_basis = len(basis)
         self._halving = 2.0 ** (-0.5 * design.sum(axis=1))
@@ -131,8 +134,22 @@ class BinnedKernel:
         pairs = basis[:, None, :] + basis[None, :, :]
         self._pairs = _positions(moments, pairs.reshape(-1, d)).reshape(len(basis), -1)
         self._pair_halving = 2.0 ** (-0.5 * pairs.sum(axis=2))
-        self._shift = bins.shift  # (2t,)
+        self._shift = self._bins.shift  # (t,)
         self._t = t
+
+    @cached_property
+    def squared(self):
+        r"""The weight moments at :math:`h/\sqrt2`: those of the squared kernel weights, up
+        to :math:`2^{-|e|/2}` (``None`` for the local constant)."""
+        if not self.degree:
+            return None
+        weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._shift[:1])
+        return grid_sums(weights_only, self.bandwidth / math.sqrt(2.0), self.degree)
+
+    @cached_property
+    def second(self):
+        """The kernel sums of the squared values (local constant's), for ``return_std``."""
+        return grid_sums(self._square_bins, self.bandwidth, 0)
 
     @staticmethod
     def fits(X, bandwidth, degree, n_outputs, tol=TOLERANCE):
@@ -143,8 +160,8 @@ class BinnedKernel:
         if grid.size > MAX_GRID_POINTS:
             return False
         # Zero-length columns: only the shapes matter to sums_fit.
-        counts = np.empty(grid.shape + (1 + 2 * n_outputs,))
-        if not sums_fit(Bins(grid, counts, np.zeros(2 * n_outputs)), bandwidth, degree):
+        counts = np.empty(grid.shape + (1 + n_outputs,))
+        if not sums_fit(Bins(grid, counts, np.zeros(n_outputs)), bandwidth, degree):
             return False
         if not degree:
             return True
@@ -154,8 +171,7 @@ class BinnedKernel:
     @property
     def n_columns(self):
         """Columns of the gridded sums (for the size of query blocks)."""
-        width = self.sums.table.shape[1]
-        return width if self.squared is None else width + self.squared.table.shape[1]
+        return self.sums.table.shape[1] + 2 * self.n_outputs
 
     def _interpolated(self, sums, queries):
         """The sums' columns at ``queries`` (m, k) and the rows the grid does not serve."""
@@ -170,29 +186,19 @@ class BinnedKernel:
 
     def _layout(self, columns, squared):
         """The interpolated columns in :func:`polynomial_estimate`'s layout, keys about
-        the query."""
+        the query (the squared values' column left 0: the variance rule does not read it)."""
         t, Q = self._t, self._n_moments
         S = columns[:, :Q]
-        T = columns[:, Q:].reshape(len(columns), self._n_basis, 2 * t)
+        T = columns[:, Q:].reshape(len(columns), self._n_basis, t)
         # Undo the binning's shift of the targets: Σ s K y u^e = T_e + shift S_e.
-        T = T + self._shift[None, None, :] * S[:, self._fit_in_moments()][:, :, None]
-        parts = [T[:, 0, :t], T[:, 0, t:], S[:, :1], S[:, self._design[1:]]]
+        T = T + self._shift[None, None, :] * S[:, self._basis_in_moments][:, :, None]
+        parts = [T[:, 0], np.zeros((len(columns), t)), S[:, :1], S[:, self._design[1:]]]
         if self.degree:
-            products = np.moveaxis(T[:, self._fit[1:], :t], 1, 2).reshape(len(columns), -1)
-            parts.append(products)
+            parts.append(np.moveaxis(T[:, self._fit[1:]], 1, 2).reshape(len(columns), -1))
         sums = np.hstack(parts)
-        if squared is None:
-            return sums, None
-        squared_sums = squared[:, self._design] * self._halving
-        return sums, squared_sums
+        return sums, squared[:, self._design] * self._halving
 
-    def _fit_in_moments(self):
-        return _positions(moment_exponents(self.degree, self.n_dims), self._basis())
-
-    def _basis(self):
-        return basis_exponents(self.degree, self.n_dims)
-
-    def moments(self, queries):
+    def moments(self, queries, return_second=False):
         r"""The local fit at ``queries`` from the gridded sums.
 
         The polynomial is solved about each query (:func:`kernattn._binned.
@@ -203,8 +209,10 @@ class BinnedKernel:
 
         Returns
         -------
-        mean, second : ndarray of shape (m, t)
-            The estimate and the kernel average of the squared values (engine units).
+        mean : ndarray of shape (m, t)
+            The estimate (engine units).
+        second : ndarray of shape (m, t) or None
+            The kernel average of the squared values (with ``return_second``).
         ybar : ndarray of shape (m, t)
             The kernel average of the values (the local constant).
         exact : ndarray of bool, shape (m,)
@@ -214,30 +222,32 @@ class BinnedKernel:
         columns, far = self._interpolated(self.sums, queries)
         t, Q = self._t, self._n_moments
         S = np.where(far[:, None], 1.0, columns[:, :Q])
-        T = columns[:, Q:].reshape(len(columns), self._n_basis, 2 * t)
-        S0 = S[:, :1]
-        ybar = T[:, 0, :t] / S0 + self._shift[:t]
-        second = T[:, 0, t:] / S0 + self._shift[t:]
+        T = columns[:, Q:].reshape(len(columns), self._n_basis, t)
+        ybar = T[:, 0] / S[:, :1] + self._shift
+        second = None
+        if return_second:
+            # The same bins and bandwidth: its S_0 is the sums' (to rounding).
+            squares, _ = self._interpolated(self.second, queries)
+            second = squares[:, 1:] / S[:, :1] + self.second.bins.shift
         if not self.degree:
             return ybar, second, ybar, far
         coefficients, first_row = solve_local_polynomial(
-            S, np.where(far[:, None, None], 0.0, T[:, :, :t]), self.degree, self.n_dims
+            S, np.where(far[:, None, None], 0.0, T), self.degree, self.n_dims
         )
-        mean = coefficients[:, 0] + self._shift[:t]
+        mean = coefficients[:, 0] + self._shift
         # K ≤ 1, so M₂ ≼ M ≼ M + Λ and the variance factor is at most rᵀ(M + Λ)r = r₀:
         # only the rows where that bound is not already small need the squared sums.
         bound = NEAR_BOUND * VARIANCE_BOUND
         with np.errstate(invalid="ignore"):
             check = np.flatnonzero(~far & ~(first_row[:, 0] <= bound))
+        exact = far.copy()
         if len(check):
             squared, far_squared = self._interpolated(self.squared, queries[check])
             gram = squared[:, self._pairs] * self._pair_halving  # (c, P, P)
             r = first_row[check]
             variance = np.einsum("mp,mpq,mq->m", r, gram, r)
             with np.errstate(invalid="ignore"):
-                far[check] |= far_squared | ~(variance <= bound)
-        with np.errstate(invalid="ignore"):
-            exact = far.copy()
+                exact[check] |= far_squared | ~(variance <= bound)
         exact |= ~np.all(np.isfinite(mean), axis=1)
         return mean, second, ybar, exact
 
@@ -251,37 +261,48 @@ class BinnedKernel:
         (their weighted values, (m, t)) off the value moments, as the exact estimator
         leaves a row and its duplicates out.
         """
+        held_back = np.zeros(len(X), dtype=bool)
         if not self.degree:
-            return np.zeros(len(X), dtype=bool), np.zeros(len(X), dtype=bool)
+            return held_back, held_back.copy()
         X = np.asarray(X, dtype=float)
-        moments = moment_exponents(self.degree, self.n_dims)
-        t = self._t
-        out = []
-        for sums, scale in ((self.sums, 1.0), (self.squared, math.sqrt(2.0))):
-            _, fraction, _ = locate(X, sums.grid)
-            own = own_moments(
-                np.ascontiguousarray(fraction.T), sums.grid.spacing / sums.bandwidth, moments
-            ).T  # (m, Q)
-            columns, _ = self._interpolated(sums, X)
-            columns = columns.copy()
-            Q = self._n_moments
-            columns[:, :Q] -= own_weight[:, None] * own
-            if scale == 1.0:
-                # Value moments: own basis moments times the own (shifted) values.
-                basis_in = self._fit_in_moments()
-                shifted = own_values - own_weight[:, None] * self._shift[None, :t]
-                T = columns[:, Q:].reshape(len(X), self._n_basis, 2 * t)
-                T[:, :, :t] -= own[:, basis_in][:, :, None] * shifted[:, None, :]
-                columns[:, Q:] = T.reshape(len(X), -1)
-            out.append(columns)
-        plain, squared = out
+        plain = self._left_out(self.sums, X, own_weight, own_values)
         alone = ~(plain[:, 0] > self.sums.resolution)
-        sums, squared_sums = self._layout(plain, squared)
-        sums = np.where(alone[:, None], 1.0, sums)
-        squared_sums = np.where(alone[:, None], 1.0, squared_sums)
-        origin = np.zeros((len(X), self.n_dims))
-        fit = polynomial_estimate(sums, squared_sums, origin, t, self.n_dims, self.degree)
-        return fit.held_back & ~alone, alone
+        # As in moments: the variance factor is at most r₀ (K ≤ 1); the squared weights'
+        # sums only where that bound is not already small.
+        Q = self._n_moments
+        S = np.where(alone[:, None], 1.0, plain[:, :Q])
+        T = np.zeros((len(X), self._n_basis, self._t))
+        _, first_row = solve_local_polynomial(S, T, self.degree, self.n_dims)
+        with np.errstate(invalid="ignore"):
+            rows = np.flatnonzero(~alone & ~(first_row[:, 0] <= NEAR_BOUND * VARIANCE_BOUND))
+        if len(rows):
+            squared = self._left_out(self.squared, X[rows], own_weight[rows], None)
+            sums, squared_sums = self._layout(plain[rows], squared)
+            origin = np.zeros((len(rows), self.n_dims))
+            fit = polynomial_estimate(
+                sums, squared_sums, origin, self._t, self.n_dims, self.degree
+            )
+            held_back[rows] = fit.held_back
+        return held_back, alone
+
+    def _left_out(self, sums, X, own_weight, own_values):
+        """The interpolated columns of ``sums`` at training rows with their own share
+        (``own_weight``; ``own_values`` for the value moments, if given) removed."""
+        moments = moment_exponents(self.degree, self.n_dims)
+        _, fraction, _ = locate(X, sums.grid)
+        ratio = sums.grid.spacing / sums.bandwidth
+        own = own_moments(np.ascontiguousarray(fraction.T), ratio, moments).T  # (m, Q)
+        columns, _ = self._interpolated(sums, X)
+        Q = self._n_moments
+        columns[:, :Q] -= own_weight[:, None] * own
+        if own_values is not None:
+            # Value moments: own basis moments times the own (shifted) values.
+            t = self._t
+            shifted = own_values - own_weight[:, None] * self._shift[None, :]
+            T = columns[:, Q:].reshape(len(X), self._n_basis, t)
+            T -= own[:, self._basis_in_moments][:, :, None] * shifted[:, None, :]
+            columns[:, Q:] = T.reshape(len(X), -1)
+        return columns
 
 
 class DeferredLocalPolynomials(LocalPolynomials):

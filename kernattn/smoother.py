@@ -83,7 +83,7 @@ EXACT_SEARCH_ROWS = 100_000
 TRACE_ROWS = 50_000
 #: Up to this many training rows the binned tier measures ``held_back_`` on the exact
 #: kernel (at most 512 rows against every key); beyond, on the gridded sums.
-_EXACT_HELD_BACK_ROWS = 200_000
+_EXACT_HELD_BACK_ROWS = 20_000
 
 
 class KernelSmoother(NadarayaWatsonRegressor):
@@ -259,7 +259,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         The share of the training rows (at most 512 of them, evenly spread in the order of
         their inputs) whose leave-one-out local polynomial is held back: each row fitted
         from the others (its exact duplicates left out with it), as the bandwidth criteria
-        see it. On the binned tier with more than 200 000 rows the left-out fits are taken
+        see it. On the binned tier with more than 20 000 rows the left-out fits are taken
         from the gridded sums (a row's own share removed in closed form). 0 for the local
         constant. The queries held back in a prediction are counted by that call's
         :class:`~kernattn.LocalDesignWarning`.
@@ -820,7 +820,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         binned = getattr(self, "_binned", None)
         if binned is None or exact is not None:
             return super()._head_moments(X, h, return_std, exact)
-        mean, second, ybar, redo = binned.moments(X)
+        mean, second, ybar, redo = binned.moments(X, return_second=return_std)
         spread = None
         if return_std:
             spread = np.maximum(second - ybar**2 + (ybar - mean) ** 2, 0.0)

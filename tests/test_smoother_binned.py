@@ -291,3 +291,15 @@ def test_gradient_and_interval_fall_back_to_the_exact_kernel():
     lower_e, upper_e = exact.predict_interval(Q[:2], noise="global")
     assert largest_error(upper_b - lower_b, upper_e - lower_e, y) < 1e-9
     assert largest_error(lower_b, lower_e, y) < TOLERANCE
+
+
+def test_held_back_share_from_the_gridded_sums_close_to_exact():
+    # More than 20 000 rows: the binned tier leaves each row out of the gridded sums.
+    rng = np.random.default_rng(1)
+    X = np.sort(rng.uniform(size=(25_000, 1)), axis=0) ** 6  # sparse toward x = 1
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.normal(size=len(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalDesignWarning)
+        binned, exact = both(X, y, bandwidth=0.0005, degree=2)
+    assert exact.held_back_ > 0
+    assert abs(binned.held_back_ - exact.held_back_) <= 2 / 512
