@@ -581,6 +581,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         elif degree > 0:
             inputs = X if self._encoding is None else self._encoding.transform(X)
             self.held_back_ = self._held_back_share(kernel, inputs)
+        if np.isnan(getattr(self, "effective_dof_", 0.0)):
+            self.effective_dof_ = self._binned_trace(X, sample_weight)
         return kernel
 
     # ------------------------------------------------------------ binned tier
@@ -723,7 +725,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
             low = search.factors[0] * search.reference
             self.irrelevant_features_ = search.at_edge & (search.bandwidth >= top * 0.999)
             lower = search.at_edge & (search.bandwidth <= low * 1.001)
-            self.effective_dof_ = self._binned_trace(X, Y, weights, search.bandwidth, degree)
+            # effective_dof_ once the tier is known (the binned fit's own sums serve it).
+            self.effective_dof_ = np.nan
             if np.any(lower):
                 features = self._feature_labels(np.flatnonzero(lower))
                 warnings.warn(
@@ -752,16 +755,24 @@ class KernelSmoother(NadarayaWatsonRegressor):
             losses.append(criterion(h, SEARCH_TOLERANCE))
         return h, candidates[_first_lowest(losses)]
 
-    def _binned_trace(self, X, Y, weights, h, degree):
-        """tr S, the effective degrees of freedom, at ``h`` on binned sums of the search's
-        tolerance: summed over at most ``TRACE_ROWS`` rows evenly spread in the order of
-        the inputs, scaled to all of them."""
-        grid = make_grid(X, h, degree=degree, tol=SEARCH_TOLERANCE)
-        sums = grid_sums(bin_targets(X, Y[:, :1], grid, weights), h, degree)
+    def _binned_trace(self, X, sample_weight):
+        """tr S, the effective degrees of freedom at ``bandwidth_``, from binned sums (the
+        fit's, or on the exact tier sums at the search's tolerance): summed over at most
+        ``TRACE_ROWS`` rows evenly spread in the order of the inputs, scaled to all of
+        them."""
+        values = self._values[:, :1] / self._value_scale[:1]
+        weights = None if np.all(sample_weight == sample_weight[0]) else sample_weight
+        h, degree = self.bandwidth_, self.degree_
+        if self._binned is not None:
+            sums = self._binned.sums
+            values = self._values / self._value_scale
+        else:
+            grid = make_grid(X, h, degree=degree, tol=SEARCH_TOLERANCE)
+            sums = grid_sums(bin_targets(X, values, grid, weights), h, degree)
         rows = np.unique(np.linspace(0, len(X) - 1, min(len(X), TRACE_ROWS)).round())
         rows = rows.astype(int)
         w = None if weights is None else weights[rows]
-        stats = row_statistics(sums, X[rows], Y[rows, :1], w, n_jobs=self.n_jobs)
+        stats = row_statistics(sums, X[rows], values[rows], w, n_jobs=self.n_jobs)
         total = len(X) if weights is None else float(weights.sum())
         return stats.trace * total / stats.total
 
