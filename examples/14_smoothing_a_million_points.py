@@ -221,7 +221,7 @@ ax_diff.semilogy(
     ".",
     color="C2",
     ms=4,
-    label="|binned − exact| / sd(y)",
+    label=f"|binned − exact| / sd(y), drawn at {floor:.0e} where below",
 )
 ax_diff.axhline(bound, color="C3", ls=":", label=f"bound of the grid ({bound:.0e})")
 ax_diff.set(
