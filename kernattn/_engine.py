@@ -78,6 +78,11 @@ def canonical_order(X, Y, sample_weight):
     whatever order the rows came in, and is the same to the last bit for any permutation
     of them: a leave-one-out optimization on degenerate data amplifies a rounding
     difference in its first sums into a different end point."""
+    # Without ties in the first input its order alone is the lexicographic one (and an
+    # argsort is several times faster than the lexsort of every column at 10⁶ rows).
+    order = np.argsort(X[:, 0]) if X.shape[1] and len(X) else None
+    if order is not None and np.all(np.diff(X[order, 0]) > 0):
+        return order
     return np.lexsort(np.column_stack([X, Y, sample_weight])[:, ::-1].T)
 
 

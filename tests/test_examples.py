@@ -28,6 +28,7 @@ FIGURES = {
     "11_confidence_bands.py": ["11_confidence_bands.png"],
     "12_streaming_from_disk.py": ["12_streaming_from_disk.png"],
     "13_balanced_weights.py": ["13_balanced_weights.png"],
+    "14_smoothing_a_million_points.py": ["14_smoothing_a_million_points.png"],
     "15_attention_maps_of_a_small_model.py": ["15_attention_maps_of_a_small_model.png"],
     "16_significance_test.py": ["16_significance_test.png"],
 }

@@ -1,0 +1,349 @@
+r"""The smoother's kernel sums on a grid, as a kernel-side object: what the estimator's binned
+tier holds between ``fit`` and ``predict``.
+
+:class:`BinnedKernel` bins the scaled, centered targets of the training rows and their
+squares (:mod:`kernattn._binned`) and keeps the gridded moments of a local polynomial of
+one degree,
+
+.. math::
+
+    S_e(g) = \sum_j s_j K(u_j)\, u_j^e, \qquad
+    T_e(g) = \sum_j s_j K(u_j)\, [v_j, v_j^2]\, u_j^e, \qquad u_j = (x_j - g)/h,
+
+for :math:`|e| \le 2p` and :math:`|e| \le p`. At a query they are interpolated and the
+local polynomial is solved about the query from them (:func:`~kernattn._binned.
+solve_local_polynomial`): the weighted least-squares polynomial of the exact tier, up to
+the binning error. The rule that holds back a query whose local design cannot support
+its polynomial (:mod:`kernattn._local_polynomial`) needs the variance factor
+:math:`\sum_j l_j^2 / s_j = r^\top M_2 r` (:math:`r` the first row of the inverse Gram
+matrix, :math:`M_2` the Gram matrix of the squared kernel weights over the precision
+weights, :math:`\sum_j s_j K(u_j)^2 u_j^e`); for the Gaussian :math:`K^2(u) = K(\sqrt2
+u)`, so :math:`M_2` comes from the weight moments at the bandwidth :math:`h/\sqrt2`,
+times :math:`2^{-|e|/2}` — a second, weights-only grid sum. For the training rows' own
+left-out fits (``held_back_``) the same sums, a row's own share removed, go through the
+exact tier's :func:`~kernattn._local_polynomial.polynomial_estimate` (keys about the
+query, the query at the origin).
+
+Rows the grid does not serve well are left to the exact kernel (:meth:`BinnedKernel.
+moments` returns them): queries outside the data's range (where a local polynomial
+extrapolates and the binning error grows with the distance) or with next to no kernel
+mass on the grid (where the interpolated sums have lost their digits), and queries whose variance
+factor :math:`\sum_j l_j^2` is not well below the bound (held back, or near it: there the
+binning error could decide whether they are). A binned estimate therefore matches the
+exact one within the binning tolerance wherever it is given, and equals it (to rounding)
+on every row handed back.
+"""
+
+import math
+from functools import cached_property
+
+import numpy as np
+
+from kernattn._binned import (
+    TOLERANCE,
+    Bins,
+    basis_exponents,
+    bin_targets,
+    binning_error,
+    grid_sums,
+    interpolate,
+    locate,
+    make_grid,
+    moment_exponents,
+    own_moments,
+    solve_local_polynomial,
+    sums_fit,
+)
+from kernattn._local_fits import LocalPolynomials
+from kernattn._local_polynomial import (
+    VARIANCE_BOUND,
+    monomial_exponents,
+    polynomial_estimate,
+)
+
+#: The most grid points the estimator's binned tier takes (beyond, the grid's cost
+#: outgrows the rows' in any case).
+MAX_GRID_POINTS = 2**24
+#: Queries whose unregularized variance factor exceeds this share of the bound are
+#: recomputed exactly: the binned factor is within a few per cent of the exact one, so a
+#: query that the exact rule holds back is always among them.
+NEAR_BOUND = 0.5
+
+
+def _positions(source, target):
+    """Where each exponent of ``target`` (rows) sits among those of ``source``."""
+    lookup = {tuple(e): k for k, e in enumerate(np.asarray(source).tolist())}
+    return np.array([lookup[tuple(e)] for e in np.asarray(target).tolist()], dtype=int)
+
+
+class BinnedKernel:
+    """The binned local-polynomial sums of the training rows at one bandwidth.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), d ≤ 2
+        The training inputs (positive weight).
+    values : ndarray of shape (n, t)
+        The targets as the estimator sums them (centered and scaled).
+    sample_weight : ndarray of shape (n,)
+    bandwidth : ndarray of shape (d,)
+        The Gaussian kernel's standard deviation per input.
+    degree : int
+    tol : float
+        The binning tolerance, relative to the spread of the targets.
+
+    Attributes
+    ----------
+    grid_shape : tuple
+        Points per axis of the data's grid.
+    binning_error : float
+        The error bound of that grid (:func:`kernattn._binned.binning_error`).
+    """
+
+    def __init__(self, X, values, sample_weight, bandwidth, degree, tol=TOLERANCE):
+        X = np.asarray(X, dtype=float)
+        self.n_dims = X.shape[1]
+        self.n_outputs = values.shape[1]
+        self.degree = int(degree)
+        self.bandwidth = np.asarray(bandwidth, dtype=float)
+        grid = make_grid(X, self.bandwidth, degree=self.degree, tol=tol)
+        self.grid_shape = grid.shape
+        self.binning_error = float(binning_error(grid.spacing, self.bandwidth, self.degree))
+        t = self.n_outputs
+        # One pass over the rows bins the values and their squares; the squares' sums
+        # (for return_std) and the squared weights' (for the variance rule) are taken
+        # on first use, from these bins.
+        both = bin_targets(X, np.hstack([values, values**2]), grid, sample_weight)
+        self._bins = Bins(grid, both.counts[..., : 1 + t], both.shift[:t])
+        squares = np.concatenate([both.counts[..., :1], both.counts[..., 1 + t :]], axis=-1)
+        self._square_bins = Bins(grid, squares, both.shift[t:])
+        self.sums = grid_sums(self._bins, self.bandwidth, self.degree)
+        d, p = self.n_dims, self.degree
+        moments = moment_exponents(p, d)
+        basis = basis_exponents(p, d)
+        design = monomial_exponents(d, 2 * p)
+        fit = monomial_exponents(d, p)
+        # polynomial_estimate's layout: [Σv, Σv², Σ1, Σφ_γ (1 ≤ |γ| ≤ 2p), Σ v φ_α (α ≠ 0)].
+        self._design = _positions(moments, design)
+        self._fit = _positions(basis, fit)
+        self._basis_in_moments = _positions(moments, basis)
+        self._n_moments = len(moments)
+        self._n_basis = len(basis)
+        self._halving = 2.0 ** (-0.5 * design.sum(axis=1))
+        # The Gram matrix of the basis, as positions among the moments.
+        pairs = basis[:, None, :] + basis[None, :, :]
+        self._pairs = _positions(moments, pairs.reshape(-1, d)).reshape(len(basis), -1)
+        self._pair_halving = 2.0 ** (-0.5 * pairs.sum(axis=2))
+        self._shift = self._bins.shift  # (t,)
+        self._t = t
+
+    @cached_property
+    def squared(self):
+        r"""The weight moments at :math:`h/\sqrt2`: those of the squared kernel weights, up
+        to :math:`2^{-|e|/2}` (``None`` for the local constant)."""
+        if not self.degree:
+            return None
+        weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._shift[:1])
+        return grid_sums(weights_only, self.bandwidth / math.sqrt(2.0), self.degree)
+
+    @cached_property
+    def second(self):
+        """The kernel sums of the squared values (local constant's), for ``return_std``."""
+        return grid_sums(self._square_bins, self.bandwidth, 0)
+
+    @staticmethod
+    def fits(X, bandwidth, degree, n_outputs, tol=TOLERANCE):
+        """Whether the sums of ``X`` at ``bandwidth`` (and those of the squared weights)
+        fit in ``working_memory``."""
+        bandwidth = np.asarray(bandwidth, dtype=float)
+        grid = make_grid(X, bandwidth, degree=degree, tol=tol)
+        if grid.size > MAX_GRID_POINTS:
+            return False
+        # Zero-length columns: only the shapes matter to sums_fit.
+        counts = np.empty(grid.shape + (1 + n_outputs,))
+        if not sums_fit(Bins(grid, counts, np.zeros(n_outputs)), bandwidth, degree):
+            return False
+        if not degree:
+            return True
+        squared = Bins(grid, counts[..., :2], np.zeros(1))
+        return sums_fit(squared, bandwidth / math.sqrt(2.0), degree)
+
+    @property
+    def n_columns(self):
+        """Columns of the gridded sums (for the size of query blocks)."""
+        return self.sums.table.shape[1] + 2 * self.n_outputs
+
+    def _interpolated(self, sums, queries):
+        """The sums' columns at ``queries`` (m, k) and the rows the grid does not serve."""
+        # Beyond the data's range the local polynomial extrapolates and the binning error
+        # grows with the distance (like its degree's power): those queries go exact.
+        _, _, inside = locate(queries, sums.bins.grid)
+        table = sums.table.reshape(sums.grid.shape + (-1,))
+        columns = interpolate(table, sums.grid, queries)
+        with np.errstate(invalid="ignore"):
+            far = ~inside | ~(columns[:, 0] > sums.resolution)
+        return columns, far
+
+    def _layout(self, columns, squared):
+        """The interpolated columns in :func:`polynomial_estimate`'s layout, keys about
+        the query (the squared values' column left 0: the variance rule does not read it)."""
+        t, Q = self._t, self._n_moments
+        S = columns[:, :Q]
+        T = columns[:, Q:].reshape(len(columns), self._n_basis, t)
+        # Undo the binning's shift of the targets: Σ s K y u^e = T_e + shift S_e.
+        T = T + self._shift[None, None, :] * S[:, self._basis_in_moments][:, :, None]
+        parts = [T[:, 0], np.zeros((len(columns), t)), S[:, :1], S[:, self._design[1:]]]
+        if self.degree:
+            parts.append(np.moveaxis(T[:, self._fit[1:]], 1, 2).reshape(len(columns), -1))
+        sums = np.hstack(parts)
+        return sums, squared[:, self._design] * self._halving
+
+    def moments(self, queries, return_second=False):
+        r"""The local fit at ``queries`` from the gridded sums.
+
+        The polynomial is solved about each query (:func:`kernattn._binned.
+        solve_local_polynomial`); its variance factor is :math:`\sum_j l_j^2 / s_j =
+        r^\top M_2 r`, with :math:`r` the first row of the inverse Gram matrix (the
+        equivalent weights are :math:`l_j = s_j K_j\, r^\top U_j`) and :math:`M_2` the Gram
+        matrix of the squared kernel weights.
+
+        Returns
+        -------
+        mean : ndarray of shape (m, t)
+            The estimate (engine units).
+        second : ndarray of shape (m, t) or None
+            The kernel average of the squared values (with ``return_second``).
+        ybar : ndarray of shape (m, t)
+            The kernel average of the values (the local constant).
+        exact : ndarray of bool, shape (m,)
+            The rows left to the exact kernel (their other entries are meaningless).
+        """
+        queries = np.asarray(queries, dtype=float)
+        columns, far = self._interpolated(self.sums, queries)
+        t, Q = self._t, self._n_moments
+        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        T = columns[:, Q:].reshape(len(columns), self._n_basis, t)
+        ybar = T[:, 0] / S[:, :1] + self._shift
+        second = None
+        if return_second:
+            # The same bins and bandwidth: its S_0 is the sums' (to rounding).
+            squares, _ = self._interpolated(self.second, queries)
+            second = squares[:, 1:] / S[:, :1] + self.second.bins.shift
+        if not self.degree:
+            return ybar, second, ybar, far
+        coefficients, first_row = solve_local_polynomial(
+            S, np.where(far[:, None, None], 0.0, T), self.degree, self.n_dims
+        )
+        mean = coefficients[:, 0] + self._shift
+        # K ≤ 1, so M₂ ≼ M ≼ M + Λ and the variance factor is at most rᵀ(M + Λ)r = r₀:
+        # only the rows where that bound is not already small need the squared sums.
+        bound = NEAR_BOUND * VARIANCE_BOUND
+        with np.errstate(invalid="ignore"):
+            check = np.flatnonzero(~far & ~(first_row[:, 0] <= bound))
+        exact = far.copy()
+        if len(check):
+            squared, far_squared = self._interpolated(self.squared, queries[check])
+            gram = squared[:, self._pairs] * self._pair_halving  # (c, P, P)
+            r = first_row[check]
+            variance = np.einsum("mp,mpq,mq->m", r, gram, r)
+            with np.errstate(invalid="ignore"):
+                exact[check] |= far_squared | ~(variance <= bound)
+        exact |= ~np.all(np.isfinite(mean), axis=1)
+        return mean, second, ybar, exact
+
+    def held_back_rows(self, X, own_weight, own_values):
+        """Whether the left-out local polynomial of each of the training rows ``X`` is
+        held back (and which rows are alone: no other row within the kernel's reach).
+
+        The row's own contribution to the interpolated sums is known in closed form
+        (:func:`kernattn._binned.own_moments`): ``own_weight`` (the weights of the row and
+        its exact duplicates) times it comes off the weight moments, times ``own_values``
+        (their weighted values, (m, t)) off the value moments, as the exact estimator
+        leaves a row and its duplicates out.
+        """
+        held_back = np.zeros(len(X), dtype=bool)
+        if not self.degree:
+            return held_back, held_back.copy()
+        X = np.asarray(X, dtype=float)
+        plain = self._left_out(self.sums, X, own_weight, own_values)
+        alone = ~(plain[:, 0] > self.sums.resolution)
+        # As in moments: the variance factor is at most r₀ (K ≤ 1); the squared weights'
+        # sums only where that bound is not already small.
+        Q = self._n_moments
+        S = np.where(alone[:, None], 1.0, plain[:, :Q])
+        T = np.zeros((len(X), self._n_basis, self._t))
+        _, first_row = solve_local_polynomial(S, T, self.degree, self.n_dims)
+        with np.errstate(invalid="ignore"):
+            rows = np.flatnonzero(~alone & ~(first_row[:, 0] <= NEAR_BOUND * VARIANCE_BOUND))
+        if len(rows):
+            squared = self._left_out(self.squared, X[rows], own_weight[rows], None)
+            sums, squared_sums = self._layout(plain[rows], squared)
+            origin = np.zeros((len(rows), self.n_dims))
+            fit = polynomial_estimate(
+                sums, squared_sums, origin, self._t, self.n_dims, self.degree
+            )
+            held_back[rows] = fit.held_back
+        return held_back, alone
+
+    def _left_out(self, sums, X, own_weight, own_values):
+        """The interpolated columns of ``sums`` at training rows with their own share
+        (``own_weight``; ``own_values`` for the value moments, if given) removed."""
+        moments = moment_exponents(self.degree, self.n_dims)
+        _, fraction, _ = locate(X, sums.grid)
+        ratio = sums.grid.spacing / sums.bandwidth
+        own = own_moments(np.ascontiguousarray(fraction.T), ratio, moments).T  # (m, Q)
+        columns, _ = self._interpolated(sums, X)
+        Q = self._n_moments
+        columns[:, :Q] -= own_weight[:, None] * own
+        if own_values is not None:
+            # Value moments: own basis moments times the own (shifted) values.
+            t = self._t
+            shifted = own_values - own_weight[:, None] * self._shift[None, :]
+            T = columns[:, Q:].reshape(len(X), self._n_basis, t)
+            T -= own[:, self._basis_in_moments][:, :, None] * shifted[:, None, :]
+            columns[:, Q:] = T.reshape(len(X), -1)
+        return columns
+
+
+class DeferredLocalPolynomials(LocalPolynomials):
+    """:class:`~kernattn._local_fits.LocalPolynomials` whose per-key columns are built on
+    first use.
+
+    On the binned tier the exact kernel's local polynomials serve only the rows handed
+    back to the exact kernel and the methods that need every weight (``attention_weights``,
+    ``gradient``, ``predict_interval``); their columns (several per training row) would
+    cost more to build at fit than the whole binned fit, so they wait until asked for.
+    The build is the same object's, once (``cached_property`` locks it against the
+    threads of a prediction).
+    """
+
+    def __init__(self, keys, value_columns, values, degree, dims=None, sample_weight=None):
+        self.dims = np.arange(keys.shape[1]) if dims is None else np.asarray(dims, dtype=int)
+        self.degree = int(degree)
+        self.total = 2 * values.shape[1]
+        self._arguments = (keys, value_columns, values, sample_weight)
+
+    @cached_property
+    def _built(self):
+        keys, value_columns, values, sample_weight = self._arguments
+        return LocalPolynomials(keys, value_columns, values, self.degree, self.dims, sample_weight)
+
+    @property
+    def keys(self):
+        return self._built.keys
+
+    @property
+    def columns(self):
+        return self._built.columns
+
+    @property
+    def design_columns(self):
+        return self._built.design_columns
+
+    @property
+    def squared_columns(self):
+        return self._built.squared_columns
+
+    @property
+    def sample_weight(self):
+        return self._built.sample_weight

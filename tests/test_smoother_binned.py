@@ -1,0 +1,305 @@
+"""KernelSmoother's binned tier (algorithm="binned"/"auto") against its exact tier."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from kernattn import KernelSmoother, LocalDesignWarning
+from kernattn._binned import TOLERANCE
+
+
+def sine(n, d=1, seed=0, noise=0.3):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, d))
+    y = np.sin(2 * np.pi * X[:, 0])
+    if d > 1:
+        y = y + np.cos(np.pi * X[:, 1])
+    return X, y + noise * rng.normal(size=n)
+
+
+def inside(X, m, seed=1):
+    """Queries within the data's range (where the binned tier interpolates)."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform(X.min(axis=0), X.max(axis=0), size=(m, X.shape[1]))
+
+
+def both(X, y, sample_weight=None, **params):
+    binned = KernelSmoother(algorithm="binned", **params).fit(X, y, sample_weight=sample_weight)
+    exact = KernelSmoother(algorithm="exact", **params).fit(X, y, sample_weight=sample_weight)
+    return binned, exact
+
+
+def largest_error(a, b, y):
+    """max |a − b| relative to the spread of each output."""
+    spread = np.std(np.asarray(y).reshape(len(y), -1), axis=0)
+    diff = np.abs(a - b).reshape(len(a), -1) / spread
+    return float(diff.max())
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+def test_binned_estimate_and_spread_within_tolerance_1d(degree):
+    X, y = sine(20_000)
+    binned, exact = both(X, y, bandwidth=0.02, degree=degree)
+    assert binned.algorithm_ == "binned" and exact.algorithm_ == "exact"
+    assert binned.binning_error_ <= TOLERANCE
+    Q = inside(X, 500)
+    if degree == 3:
+        # Within a bandwidth or so of the data's ends the exact tier's local cubic is
+        # ridged by its rounding floor (relative to the monomials about the training
+        # center) by up to 1e-2 sd(y); there both are checked against a direct solve.
+        Q = Q[(Q[:, 0] > 0.06) & (Q[:, 0] < 0.94)]
+    mean_b, std_b = binned.predict(Q, return_std=True)
+    mean_e, std_e = exact.predict(Q, return_std=True)
+    assert largest_error(mean_b, mean_e, y) < TOLERANCE
+    assert largest_error(std_b, std_e, y) < TOLERANCE
+    # Not identical: the binned path is really taken.
+    assert not np.array_equal(mean_b, mean_e)
+
+
+def direct_local_polynomial(X, y, q, h, degree):
+    """The local polynomial at ``q`` by weighted least squares about the query."""
+    u = (X[:, 0] - q) / h
+    k = np.exp(-0.5 * u * u)
+    U = np.vander(u, degree + 1, increasing=True)
+    return np.linalg.solve((U * k[:, None]).T @ U, (U * k[:, None]).T @ y)[0]
+
+
+@pytest.mark.parametrize("degree", [1, 2, 3])
+def test_binned_estimate_at_the_data_ends_is_the_local_polynomial(degree):
+    X, y = sine(20_000)
+    model = KernelSmoother(bandwidth=0.02, degree=degree, algorithm="binned").fit(X, y)
+    ends = np.r_[np.linspace(X.min(), X.min() + 0.04, 9), np.linspace(X.max() - 0.04, X.max(), 9)]
+    expected = [direct_local_polynomial(X, y, q, 0.02, degree) for q in ends]
+    assert largest_error(model.predict(ends[:, None]), np.array(expected), y) < TOLERANCE
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_binned_estimate_within_tolerance_2d(degree):
+    X, y = sine(8000, d=2)
+    binned, exact = both(X, y, bandwidth=[0.08, 0.12], degree=degree)
+    assert binned.grid_shape_ == binned._binned.grid_shape and len(binned.grid_shape_) == 2
+    Q = inside(X, 300)
+    assert largest_error(binned.predict(Q), exact.predict(Q), y) < TOLERANCE
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_sample_weights_and_several_outputs(d):
+    rng = np.random.default_rng(3)
+    X, y = sine(6000, d=d)
+    Y = np.column_stack([y, X[:, 0] ** 2 + 0.1 * rng.normal(size=len(X))])
+    weights = rng.uniform(0.2, 3.0, size=len(X))
+    weights[::7] = 0.0
+    binned, exact = both(X, Y, weights, bandwidth=0.08, degree=1)
+    Q = inside(X, 300)
+    mean_b, std_b = binned.predict(Q, return_std=True)
+    mean_e, std_e = exact.predict(Q, return_std=True)
+    assert mean_b.shape == (300, 2)
+    assert largest_error(mean_b, mean_e, Y) < TOLERANCE
+    assert largest_error(std_b, std_e, Y) < TOLERANCE
+    # An integer weight is a repeated row on this tier too.
+    counts = rng.integers(1, 4, size=len(X))
+    repeated = KernelSmoother(algorithm="binned", bandwidth=0.08, degree=1).fit(
+        np.repeat(X, counts, axis=0), np.repeat(Y, counts, axis=0)
+    )
+    weighted = KernelSmoother(algorithm="binned", bandwidth=0.08, degree=1).fit(
+        X, Y, sample_weight=counts
+    )
+    np.testing.assert_allclose(repeated.predict(Q), weighted.predict(Q), atol=1e-9)
+
+
+@pytest.mark.parametrize("degree", [1, 2, 3])
+def test_held_back_and_far_queries_equal_on_both_tiers(degree):
+    X, y = sine(20_000)
+    binned, exact = both(X, y, bandwidth=0.02, degree=degree)
+    far = np.array([[-0.03], [1.05], [1.3], [4.0], [-50.0]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mean_b = binned.predict(far)
+        mean_e = exact.predict(far)
+    held = [w for w in caught if issubclass(w.category, LocalDesignWarning)]
+    assert len(held) == 2 and str(held[0].message) == str(held[1].message)
+    np.testing.assert_allclose(mean_b, mean_e, rtol=1e-9, atol=1e-9)
+    # The far limit is the nearest data's local constant, never an extrapolation.
+    assert np.all(np.abs(mean_b) <= np.abs(y).max())
+    assert np.all(np.isfinite(mean_b))
+
+
+def test_held_back_share_on_a_sparse_design_matches_exact():
+    rng = np.random.default_rng(1)
+    X = np.sort(rng.uniform(size=(400, 1)), axis=0) ** 3
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.normal(size=400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalDesignWarning)
+        binned, exact = both(X, y, bandwidth=0.004, degree=2)
+    assert exact.held_back_ > 0
+    assert binned.held_back_ == exact.held_back_
+
+
+def test_auto_chooses_binned_for_many_rows_and_exact_for_few():
+    X, y = sine(60_000)
+    assert KernelSmoother(bandwidth=0.01, degree=1).fit(X, y).algorithm_ == "binned"
+    few = KernelSmoother(bandwidth=0.01, degree=1).fit(X[:2000], y[:2000])
+    assert few.algorithm_ == "exact"
+    assert not hasattr(few, "grid_shape_")
+    forced = KernelSmoother(bandwidth=0.01, degree=1, algorithm="exact").fit(X, y)
+    assert forced.algorithm_ == "exact"
+    # Three features: exact, whatever the size.
+    X3 = np.random.default_rng(0).uniform(size=(60_000, 3))
+    assert KernelSmoother(bandwidth=0.2).fit(X3, y).algorithm_ == "exact"
+
+
+@pytest.mark.parametrize("criterion", ["loo", "gcv"])
+def test_binned_search_close_to_the_exact_search(criterion):
+    # At most 4 000 rows the exact search evaluates the criterion on every row.
+    X, y = sine(3000, seed=5)
+    binned, exact = both(X, y, bandwidth=criterion, degree=1)
+    ratio = binned.bandwidth_[0] / exact.bandwidth_[0]
+    assert 0.9 < ratio < 1.1
+    if criterion == "loo":
+        assert np.isclose(binned.loo_error_, exact.loo_error_, rtol=5e-3)
+    assert np.isclose(binned.effective_dof_, exact.effective_dof_, rtol=0.05)
+
+
+def test_binned_search_2d_close_to_the_exact_search():
+    X, y = sine(3000, d=2, seed=2)
+    binned, exact = both(X, y, bandwidth="loo", degree=1)
+    np.testing.assert_allclose(binned.bandwidth_, exact.bandwidth_, rtol=0.15)
+
+
+def test_large_search_finds_the_best_bandwidth_of_a_grid():
+    X, y = sine(200_000, seed=11)
+    model = KernelSmoother(bandwidth="loo", degree=1).fit(X, y)
+    assert model.algorithm_ == "binned"
+    Q = np.linspace(0.01, 0.99, 2000)[:, None]
+    truth = np.sin(2 * np.pi * Q[:, 0])
+
+    def test_error(h):
+        fit = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y)
+        return np.mean((fit.predict(Q) - truth) ** 2)
+
+    best = min(test_error(c * model.bandwidth_[0]) for c in np.geomspace(0.4, 2.5, 9))
+    assert np.mean((model.predict(Q) - truth) ** 2) <= 1.1 * best
+
+
+def test_exact_tier_searches_many_rows_on_the_bins():
+    X, y = sine(120_000, seed=4)
+    exact = KernelSmoother(bandwidth="loo", algorithm="exact").fit(X, y)
+    auto = KernelSmoother(bandwidth="loo").fit(X, y)
+    assert exact.algorithm_ == "exact" and auto.algorithm_ == "binned"
+    np.testing.assert_allclose(exact.bandwidth_, auto.bandwidth_, rtol=1e-12)
+
+
+# R KernSmooth's dpill on the rows of tests/test_plugin.py's quasi_data("sine", 500).
+DPILL_SINE_500 = 0.0374010879868227
+
+
+def quasi_sine(n):
+    i = np.arange(1, n + 1)
+    u1 = (i * 0.6180339887498949) % 1.0
+    u2 = (i * 0.7548776662466927) % 1.0
+    u3 = (i * 0.5698402909980532) % 1.0
+    z = np.sqrt(-2.0 * np.log(1.0 - u2)) * np.cos(2.0 * np.pi * u3)
+    return u1, np.sin(2 * np.pi * u1) + 0.3 * z
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "binned"])
+def test_plugin_bandwidth_is_kernsmooth_dpill(algorithm):
+    x, y = quasi_sine(500)
+    model = KernelSmoother(bandwidth="plugin", degree=1, algorithm=algorithm).fit(x[:, None], y)
+    assert np.isclose(model.bandwidth_[0], DPILL_SINE_500, rtol=1e-6)
+    assert model.algorithm_ == algorithm
+
+
+def test_plugin_bandwidth_close_to_the_leave_one_out_at_many_rows():
+    X, y = sine(100_000, seed=6)
+    plugin = KernelSmoother(bandwidth="plugin", degree=1).fit(X, y)
+    loo = KernelSmoother(bandwidth="loo", degree=1).fit(X, y)
+    assert 0.8 < plugin.bandwidth_[0] / loo.bandwidth_[0] < 1.25
+
+
+@pytest.mark.parametrize(
+    "params, X_shape, message",
+    [
+        ({"algorithm": "fast"}, (50, 1), "algorithm"),
+        ({"algorithm": "binned"}, (50, 3), "1 or 2 features"),
+        ({"algorithm": "binned", "kernel": "epanechnikov"}, (50, 1), "Gaussian"),
+        ({"algorithm": "binned", "categorical_features": [1]}, (50, 2), "continuous"),
+        ({"bandwidth": "plugin"}, (50, 2), "one feature"),
+    ],
+)
+def test_clear_errors_leave_the_fitted_estimator_unchanged(params, X_shape, message):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=X_shape)
+    if "categorical_features" in params:
+        X[:, 1] = rng.integers(0, 3, size=len(X))
+    y = X[:, 0] + 0.1 * rng.normal(size=len(X))
+    model = KernelSmoother(bandwidth=0.2).fit(X[:, :1], y)
+    before = model.predict(X[:5, :1])
+    model.set_params(**params)
+    with pytest.raises(ValueError, match=message):
+        model.fit(X, y)
+    assert model.algorithm_ == "exact"
+    np.testing.assert_array_equal(model.predict(X[:5, :1]), before)
+
+
+def test_plugin_refuses_sample_weights_and_several_outputs():
+    X, y = sine(500)
+    with pytest.raises(ValueError, match="no sample weights"):
+        KernelSmoother(bandwidth="plugin").fit(X, y, sample_weight=np.arange(500) % 3 + 1.0)
+    with pytest.raises(ValueError, match="one output"):
+        KernelSmoother(bandwidth="plugin").fit(X, np.column_stack([y, y]))
+
+
+def test_binned_rejects_bad_queries():
+    X, y = sine(20_000)
+    model = KernelSmoother(bandwidth=0.02, algorithm="binned").fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict([[np.nan]])
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_attention_weights_on_the_binned_tier(degree):
+    X, y = sine(20_000)
+    model = KernelSmoother(bandwidth=0.02, degree=degree, algorithm="binned").fit(X, y)
+    Q = inside(X, 20)
+    weights = model.attention_weights(Q)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
+    if degree == 0:
+        assert np.all(weights >= 0)
+    # The exact weights reproduce the binned estimate within the tolerance.
+    assert largest_error(weights @ y, model.predict(Q), y) < TOLERANCE
+
+
+def test_local_constant_stays_within_the_range_of_the_targets():
+    X, y = sine(30_000, seed=8)
+    model = KernelSmoother(bandwidth=0.003, algorithm="binned").fit(X, y)
+    Q = np.linspace(-1.0, 2.0, 3001)[:, None]
+    pred = model.predict(Q)
+    assert np.all(np.isfinite(pred))
+    assert y.min() <= pred.min() and pred.max() <= y.max()
+
+
+def test_gradient_and_interval_fall_back_to_the_exact_kernel():
+    X, y = sine(4000)
+    binned, exact = both(X, y, bandwidth=0.05, degree=1)
+    Q = inside(X, 5)
+    np.testing.assert_allclose(binned.gradient(Q), exact.gradient(Q), rtol=1e-10)
+    lower_b, upper_b = binned.predict_interval(Q[:2], noise="global")
+    lower_e, upper_e = exact.predict_interval(Q[:2], noise="global")
+    assert largest_error(upper_b - lower_b, upper_e - lower_e, y) < 1e-9
+    assert largest_error(lower_b, lower_e, y) < TOLERANCE
+
+
+def test_held_back_share_from_the_gridded_sums_close_to_exact():
+    # More than 20 000 rows: the binned tier leaves each row out of the gridded sums.
+    rng = np.random.default_rng(1)
+    X = np.sort(rng.uniform(size=(25_000, 1)), axis=0) ** 6  # sparse toward x = 1
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.normal(size=len(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalDesignWarning)
+        binned, exact = both(X, y, bandwidth=0.0005, degree=2)
+    assert exact.held_back_ > 0
+    assert abs(binned.held_back_ - exact.held_back_) <= 2 / 512
