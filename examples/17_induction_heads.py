@@ -1,5 +1,5 @@
 """Induction heads in a two-layer attention-only model
-==================================================
+===================================================
 
 **The question.** The thread says heads "learn distinct, interpretable jobs", that
 "induction heads are concrete evidence" of it, and that "many are redundant (you can prune a
