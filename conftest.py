@@ -19,3 +19,9 @@ except ImportError:
     # The Dask path is imported only when a dask collection is passed; without the extra
     # its doctests are not collected (tests/test_dask.py skips itself).
     collect_ignore.append("kernattn/distributed")
+try:
+    import torch  # noqa: F401
+except ImportError:
+    # kernattn.torch is the torch extra's layer: without torch its doctests are not
+    # collected (tests/test_torch.py skips itself).
+    collect_ignore.append("kernattn/torch.py")

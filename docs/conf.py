@@ -59,6 +59,14 @@ numpydoc_class_members_toctree = False
 # doctests, not by numpydoc's style validation.
 
 # -- Gallery -------------------------------------------------------------------------------
+# The examples that train kernattn.torch models need the torch extra: without it they are
+# left out of the gallery rather than failing the build.
+_IGNORED = r"__init__\.py|[\\/]benchmarks[\\/]"
+try:
+    import torch  # noqa: F401
+except ImportError:
+    _IGNORED += r"|[\\/]1[789]_[^\\/]*\.py$"
+
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
@@ -66,7 +74,7 @@ sphinx_gallery_conf = {
     # has no GALLERY_HEADER file, so it is not part of the gallery (its scripts are long
     # timings, quoted in comparison.rst).
     "filename_pattern": r"[\\/]\d\d_[^\\/]*\.py$",
-    "ignore_pattern": r"__init__\.py|[\\/]benchmarks[\\/]",
+    "ignore_pattern": _IGNORED,
     "within_subsection_order": "FileNameSortKey",
     # The examples save their figures to --out (default: their own folder). Send them to the
     # build folder, so that a build leaves nothing in examples/; the gallery shows the

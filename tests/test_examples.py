@@ -31,6 +31,15 @@ FIGURES = {
     "14_smoothing_a_million_points.py": ["14_smoothing_a_million_points.png"],
     "15_attention_maps_of_a_small_model.py": ["15_attention_maps_of_a_small_model.png"],
     "16_significance_test.py": ["16_significance_test.png"],
+    "17_induction_heads.py": ["17_induction_heads.png"],
+    "18_in_context_regression.py": ["18_in_context_regression.png"],
+    "19_scale_on_a_token_model.py": ["19_scale_on_a_token_model.png"],
+}
+# Examples that train kernattn.torch models: skipped without torch (the torch extra).
+NEEDS_TORCH = {
+    "17_induction_heads.py",
+    "18_in_context_regression.py",
+    "19_scale_on_a_token_model.py",
 }
 
 
@@ -58,6 +67,8 @@ def test_every_example_is_listed():
 
 @pytest.mark.parametrize("script", sorted(FIGURES))
 def test_example_runs_and_writes_its_figures(script, tmp_path):
+    if script in NEEDS_TORCH:
+        pytest.importorskip("torch")
     done = _run(script, tmp_path)
     assert done.returncode == 0, done.stderr
     for name in FIGURES[script]:
