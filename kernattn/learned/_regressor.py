@@ -11,10 +11,12 @@ as a :class:`~kernattn._heads.SoftmaxHeads` kernel; the engine predicts.
 """
 
 import copy
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 from scipy.optimize import nnls
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -34,7 +36,8 @@ from kernattn._numerics import (
 from kernattn._rows import collection_predict
 from kernattn._tilt import PENALTY
 from kernattn._warp import InputWarp, quantile_knots
-from kernattn.learned._local import tune_tilt, tune_width
+from kernattn.bandwidth import select_bandwidth
+from kernattn.learned._local import held_out_estimates, tune_tilt, tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     calibrate_width,
@@ -45,8 +48,15 @@ from kernattn.learned._optimize import (
     validation_split,
     warn_if_saturated,
 )
+from kernattn.learned._shrinkage import (
+    MIN_GROUPS_PER_FOLD,
+    N_FOLDS,
+    fold_rows,
+    held_out_shrinkage,
+    shrink,
+)
 
-_INITS = ("identity", "pca", "random")
+_INITS = ("loo", "identity", "pca", "random")
 #: Above this many distinct training inputs, ``optimizer="auto"`` trains with Adam over
 #: mini-batches of queries against a random subsample of keys: a cost linear in n.
 LARGE_N = 10_000
@@ -438,13 +448,14 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         "similarity": [StrOptions({"dot", "cosine", "gaussian"})],
         "tie_qk": ["boolean"],
         "head_mixture": [StrOptions({"convex", "affine"})],
-        "degree": [Interval(Integral, 0, 1, closed="both")],
+        "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
         "tilt": ["boolean", StrOptions({"auto"})],
         "warp": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "leave_one_out": ["boolean"],
         "scale": [Interval(Real, 0, None, closed="neither"), StrOptions({"learned"}), None],
         "init": [StrOptions(set(_INITS)), "array-like"],
         "alpha": [Interval(Real, 0, None, closed="left")],
+        "shrinkage": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"}), None],
         "optimizer": [StrOptions({"auto", "lbfgs", "adam"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
@@ -468,13 +479,14 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         similarity="gaussian",
         tie_qk=True,
         head_mixture="convex",
-        degree=0,
+        degree="auto",
         tilt="auto",
         warp="auto",
         leave_one_out=True,
         scale=None,
-        init="identity",
+        init="loo",
         alpha=1.0,
+        shrinkage="auto",
         optimizer="auto",
         learning_rate=0.01,
         batch_size=256,
@@ -502,6 +514,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         self.scale = scale
         self.init = init
         self.alpha = alpha
+        self.shrinkage = shrinkage
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.batch_size = batch_size
@@ -610,8 +623,27 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         else:
             train, validation = np.arange(len(X)), None
         probe = sample_groups(groups, rng)
-        theta = self._initial_theta(objective, layout, scale, probe, rng, user_init, target_unit)
+        theta = self._warm_theta(layout, target_unit)
+        warm = theta is not None
+        if not warm:
+            theta = self._start(objective, layout, scale, probe, rng, user_init)
+        start = theta.copy()
+        settings = dict(
+            optimizer=optimizer,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            key_subsample=key_subsample,
+            # Heads first trained under a uniform convex mixture: a mixture learned from
+            # the start gives all the weight to the head that is best at the start, and
+            # a head of weight ~0 gets a gradient ~0 and never learns.
+            frozen_first=layout.slices["a"] if layout.convex and self.n_heads > 1 else None,
+            steps_per_iteration=steps_per_iteration,
+        )
         self.__dict__.pop("validation_scores_", None)
+        fits = None
         if self.max_iter > 0:
             if len(groups.valid_queries(train, train)) == 0:
                 raise ValueError(
@@ -619,28 +651,20 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                     f"2 distinct training inputs; got {len(X)} sample(s) with 1 distinct "
                     "input. Use max_iter=0 to keep the initial kernel."
                 )
-            query, key, log_scale, _, _ = layout.unpack(theta)
-            start_scale = scale if log_scale is None else np.exp(log_scale)
-            warn_if_saturated(objective, query, key, start_scale, probe)
+            if warm or self.init != "loo":
+                # The leave-one-out bandwidths may be narrow on purpose (targets without
+                # noise): only an arbitrary start is warned about.
+                query, key, log_scale, _, _ = layout.unpack(theta)
+                start_scale = scale if log_scale is None else np.exp(log_scale)
+                warn_if_saturated(objective, query, key, start_scale, probe)
             theta, self.n_iter_, monitor = optimize(
                 objective,
                 theta,
-                optimizer=optimizer,
                 train=train,
                 validation=validation,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                n_iter_no_change=self.n_iter_no_change,
-                learning_rate=self.learning_rate,
-                batch_size=self.batch_size,
-                key_subsample=key_subsample,
                 rng=rng,
                 verbose=self.verbose,
-                # Heads first trained under a uniform convex mixture: a mixture learned from
-                # the start gives all the weight to the head that is best at the start, and
-                # a head of weight ~0 gets a gradient ~0 and never learns.
-                frozen_first=layout.slices["a"] if layout.convex and self.n_heads > 1 else None,
-                steps_per_iteration=steps_per_iteration,
+                **settings,
             )
             if steps_per_iteration is not None and self.similarity != "cosine":
                 # Trained against a key subsample: the width for all keys (a cosine head's
@@ -654,8 +678,44 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             self.loss_curve_ = monitor.loss_curve
             if validation is not None:
                 self.validation_scores_ = monitor.validation_scores
+            validate = (
+                self.shrinkage == "auto"
+                and not warm
+                and steps_per_iteration is None
+                and groups.n_groups >= N_FOLDS * MIN_GROUPS_PER_FOLD
+            )
+            if validate:
+
+                def train_part(theta, rows):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        return optimize(
+                            objective,
+                            theta,
+                            train=rows,
+                            validation=None,
+                            rng=rng,
+                            verbose=0,
+                            **settings,
+                        )[0]
+
+                def start_part(rows):
+                    return self._start(objective, layout, scale, probe, rng, user_init, rows)
+
+                def errors(theta, rows, held):
+                    residual = held_out_estimates(objective, theta, held, rows)
+                    residual -= objective.Y[held]
+                    return np.einsum("ij,ij->i", residual, residual)
+
+                self.shrinkage_, fits = held_out_shrinkage(
+                    fold_rows(groups, rng), start_part, train_part, errors, objective.sw
+                )
+            else:
+                self.shrinkage_ = float(self.shrinkage or 0.0) if self.shrinkage != "auto" else 0.0
+            theta = shrink(start, theta, self.shrinkage_)
         else:
             self.n_iter_ = 0
+            self.shrinkage_ = 0.0
             self.loss_curve_ = [float(objective.loss(theta, train, train))]
         query, key, log_scale, a, b = layout.unpack(theta)
         scale = scale if log_scale is None else np.exp(log_scale)
@@ -669,16 +729,13 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             self.warp_slopes_ = np.exp(layout.log_slopes(theta))
             # The kernel warps every input it compares, keys and queries alike.
             warp = InputWarp(center, input_scale, knots, layout.log_slopes(theta))
-        if self.degree == 1 or self.tilt_:
-            # A line needs more distinct neighbors than its head_dim + 1 parameters; a tilt
-            # two to balance.
-            log_factor = 0.0
+        self.degree_, log_factor, penalty = self._choose_degree(
+            objective, theta, groups.n_groups, head_dim, rng, fits
+        )
+        self.tilt_ = penalty is not None
+        if self.degree_ == 1 or self.tilt_:
             if self.tilt_:
-                self.tilt_penalty_ = PENALTY
-                if groups.n_groups > 2:
-                    log_factor, self.tilt_penalty_ = tune_tilt(objective, theta, rng)
-            elif groups.n_groups > head_dim + 1:
-                log_factor, _ = tune_width(objective, theta, rng)
+                self.tilt_penalty_ = penalty
             self.width_factor_ = float(np.exp(log_factor))
             scale = scale * self.width_factor_
         kernel = SoftmaxHeads(
@@ -696,7 +753,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             warp=warp,
         )
         self.held_back_ = 0.0
-        if self.degree == 1:
+        if self.degree_ == 1:
             kernel = kernel.with_local(self._local_lines(kernel))
             self.held_back_ = self._held_back_share(kernel, X)
         elif self.tilt_:
@@ -730,7 +787,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         if isinstance(tilt, str):
             tilt = (
                 exact
-                and self.degree == 0
+                and self.degree != 1
                 and n_features <= AUTO_TILT_FEATURES
                 and n_groups >= AUTO_TILT_INPUTS * (n_features + 1)
             )
@@ -757,8 +814,59 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             key_subsample = AUTO_KEY_SUBSAMPLE if large else None
         return optimizer, key_subsample, steps
 
-    def _initial_theta(self, objective, layout, scale, probe, rng, user_init, target_unit=1.0):
-        """The parameters to start from: the previous fit's (``warm_start``) or new ones."""
+    def _choose_degree(self, objective, theta, n_groups, head_dim, rng, fits):
+        """The degree, the log-factor of the logits and the tilt's penalty (``None``: no
+        tilt) of the fitted estimate.
+
+        A line needs more distinct neighbors than its ``head_dim + 1`` parameters; a tilt
+        two to balance. Each candidate's width (and penalty) is tuned by leave-one-out on
+        all rows; ``degree="auto"`` then keeps the local constant (tilted or not) unless
+        the local line has the lower held-out squared error: on the inner validation's
+        folds (``fits``, each fold's kernel at the chosen shrinkage, its held-out queries
+        against its other rows) when there are some, else by leave-one-out on all rows.
+        """
+        candidates = {}
+        if self.degree != 1:
+            if self.tilt_:
+                candidates[0] = (0.0, PENALTY)
+                if n_groups > 2:
+                    candidates[0] = tune_tilt(objective, theta, rng)
+            else:
+                candidates[0] = (0.0, None)
+        if self.degree != 0 and (self.degree == 1 or n_groups > head_dim + 1):
+            log_factor = 0.0
+            if n_groups > head_dim + 1:
+                log_factor, _ = tune_width(objective, theta, rng)
+            candidates[1] = (log_factor, None)
+        if len(candidates) == 1:
+            ((degree, (log_factor, penalty)),) = candidates.items()
+            return degree, log_factor, penalty
+        if fits:
+            parts = [
+                (shrink(theta0, theta1, self.shrinkage_), rows, held)
+                for rows, held, theta0, theta1 in fits
+            ]
+        else:
+            parts = [(theta, None, np.arange(len(objective.Z)))]
+        errors = {degree: [] for degree in candidates}
+        weights = []
+        for part_theta, rows, held in parts:
+            for degree, (log_factor, penalty) in candidates.items():
+                residual = held_out_estimates(
+                    objective, part_theta, held, rows, degree, log_factor, penalty
+                )
+                residual -= objective.Y[held]
+                errors[degree].append(np.einsum("ij,ij->i", residual, residual))
+            weights.append(objective.sw[held])
+        weights = np.concatenate(weights)
+        errors = {degree: np.concatenate(e) for degree, e in errors.items()}
+        ok = np.isfinite(errors[0]) & np.isfinite(errors[1])
+        degree = 1 if weights[ok] @ errors[1][ok] < weights[ok] @ errors[0][ok] else 0
+        return (degree, *candidates[degree])
+
+    def _warm_theta(self, layout, target_unit):
+        """The previous fit's parameters (``warm_start``, when their shapes match), or
+        ``None``."""
         previous = getattr(self, "kernel_", None) if self.warm_start else None
         if (
             previous is not None
@@ -780,15 +888,50 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 previous.head_bias / target_unit,
                 np.log(slopes) if keep_warp else None,
             )
-        if user_init is None:
-            W = initial_projections(
-                self.init, objective.Z, objective.sw, self.n_heads, layout.shape[2], rng
-            )
-            W = scale_to_unit_variance(objective, W, scale, probe)
-        else:
+        return None
+
+    def _start(self, objective, layout, scale, probe, rng, user_init, rows=None):
+        """New parameters to start from, chosen on the training ``rows`` (all for
+        ``None``)."""
+        if user_init is not None:
             W = user_init
+        else:
+            head_dim = layout.shape[2]
+            base = None
+            if self.init == "loo":
+                base = self._bandwidth_projection(objective, head_dim, scale[0], rng, rows)
+            init = "identity" if self.init == "loo" else self.init
+            W = initial_projections(
+                init, objective.Z, objective.sw, self.n_heads, head_dim, rng, base=base
+            )
+            if base is None or self.similarity != "gaussian":
+                W = scale_to_unit_variance(objective, W, scale, probe)
         a = np.full(self.n_heads, 1.0 / self.n_heads)
         return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
+
+    def _bandwidth_projection(self, objective, head_dim, scale, rng, rows=None):
+        r"""The projection of the smoother with leave-one-out bandwidths :math:`h_j` (in
+        standardized units) on the training ``rows``: :math:`W = \mathrm{diag}(1/h) /
+        \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
+        u'_j)/h_j)^2`. With ``head_dim < n_features`` the features of the smallest
+        bandwidths get a column each; ``None`` when the rows hold one distinct input."""
+        rows = np.arange(len(objective.Z)) if rows is None else rows
+        if len(np.unique(objective.groups.ids[rows])) < 2:
+            return None
+        selection = select_bandwidth(
+            objective.Z[rows],
+            objective.Y[rows],
+            objective.sw[rows],
+            criterion="loo",
+            n_jobs=self.n_jobs,
+            random_state=rng.randint(2**31 - 1),
+        )
+        h = selection.bandwidth
+        d = len(h)
+        base = np.zeros((d, head_dim))
+        order = np.argsort(h, kind="stable")[: min(d, head_dim)]
+        base[order, np.arange(len(order))] = 1.0 / h[order]
+        return base / np.sqrt(scale)
 
     # ------------------------------------------------------ fitted attributes
 
