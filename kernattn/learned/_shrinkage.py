@@ -29,7 +29,7 @@ LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: Folds of the inner validation.
 N_FOLDS = 3
 #: The inner validation needs at least this many distinct training inputs per fold.
-MIN_GROUPS_PER_FOLD = 10
+MIN_GROUPS_PER_FOLD = 5
 
 
 def shrink(start, trained, shrinkage):
