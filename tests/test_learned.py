@@ -563,7 +563,7 @@ def test_n_jobs_does_not_change_the_fit():
     X, y = X[:400, :2], y[:400]
     fits = []
     for n_jobs in (1, 2):
-        model = AttentionRegressor(max_iter=4, random_state=0, n_jobs=n_jobs)
+        model = AttentionRegressor(max_iter=4, random_state=0, n_jobs=n_jobs, degree=0)
         with config_context(working_memory=1):
             fits.append(fit_quiet(model, X, y))
     one, two = fits
@@ -618,7 +618,12 @@ def test_convex_mixture_is_a_nadaraya_watson_estimate(n_heads, problem):
     y = rng.normal(size=n) * size + rng.normal() * size
     queries = np.vstack([X[:3], rng.normal(size=(4, d)) * 3 * size])
     model = AttentionRegressor(
-        n_heads=n_heads, similarity=similarity, head_mixture="convex", max_iter=5, random_state=0
+        n_heads=n_heads,
+        similarity=similarity,
+        head_mixture="convex",
+        max_iter=5,
+        random_state=0,
+        degree=0,
     )
     fit_quiet(model, X, y)
     assert np.all(model.head_weights_ >= 0)

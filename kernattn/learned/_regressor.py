@@ -860,8 +860,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         two to balance. Each candidate's width (and penalty) is tuned by leave-one-out on
         all rows; ``degree="auto"`` then keeps the local constant (tilted or not) unless
         the local line has the lower held-out squared error: on the inner validation's
-        folds (``fits``, each fold's kernel at the chosen shrinkage, its held-out queries
-        against its other rows) when there are some, else by leave-one-out on all rows.
+        folds (``fits``, each fold's kernel at the chosen shrinkage, the line's width tuned
+        again on the fold's rows, its held-out queries against those rows) when there are
+        some, else by leave-one-out on all rows.
         """
         candidates = {}
         if self.degree != 1:
@@ -889,7 +890,16 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         errors = {degree: [] for degree in candidates}
         weights = []
         for part_theta, rows, held in parts:
-            for degree, (log_factor, penalty) in candidates.items():
+            widths = dict(candidates)
+            if rows is not None:
+                # The line's width tuned on the fold's own rows: one tuned on every row
+                # has seen the held-out targets.
+                part = objective.restricted(rows)
+                width = 0.0
+                if part.groups.n_groups > head_dim + 1:
+                    width, _ = tune_width(part, part_theta, rng)
+                widths[1] = (width, None)
+            for degree, (log_factor, penalty) in widths.items():
                 residual = held_out_estimates(
                     objective, part_theta, held, rows, degree, log_factor, penalty
                 )
