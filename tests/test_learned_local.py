@@ -110,7 +110,7 @@ def test_objective_with_warp_is_the_objective_of_the_warped_inputs(similarity, t
 
 def test_warped_model_stays_nadaraya_watson():
     X, y = bumpy_data()
-    model = AttentionRegressor(warp=6, random_state=0).fit(X, y)
+    model = AttentionRegressor(warp=6, degree=0, random_state=0).fit(X, y)
     queries = np.linspace(-1, 4, 60)[:, None]
     weights = model.attention_weights(queries)
     assert np.all(weights >= 0)

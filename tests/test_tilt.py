@@ -236,6 +236,8 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
     def fitted(d, **params):
         X = rng.uniform(-1, 1, size=(60, d))
         y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=60)
+        # The tilt "auto" resolves for the local constant (degree="auto" may choose a line).
+        params = {"degree": 0, **params}
         return AttentionRegressor(max_iter=20, random_state=0, **params).fit(X, y), X, y
 
     for d, tilt, warp in [(1, True, 8), (2, True, 0), (3, True, 0), (4, False, 0)]:
@@ -245,7 +247,7 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
         assert hasattr(model, "warp_slopes_") is bool(warp)
     # Too few distinct inputs for a leave-one-out choice of the tilt: 9 < 5 · (1 + 1).
     X = np.repeat(np.linspace(-1, 1, 9), 4)[:, None]
-    few = AttentionRegressor(max_iter=20, random_state=0).fit(X, np.sin(3 * X[:, 0]))
+    few = AttentionRegressor(max_iter=20, random_state=0, degree=0).fit(X, np.sin(3 * X[:, 0]))
     assert (few.tilt_, few.warp_) == (False, 8)
     # A local line is balanced already: "auto" does not tilt it, and still warps one input.
     line, _, _ = fitted(1, degree=1)
@@ -257,7 +259,8 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
     assert model.tilt_ and model.warp_ == 0
     # The default in one dimension is the explicit tilt with an 8-piece warp.
     auto, X, y = fitted(1)
-    explicit = AttentionRegressor(tilt=True, warp=8, max_iter=20, random_state=0).fit(X, y)
+    explicit = AttentionRegressor(tilt=True, warp=8, degree=0, max_iter=20, random_state=0)
+    explicit.fit(X, y)
     np.testing.assert_array_equal(auto.predict(X), explicit.predict(X))
 
 
