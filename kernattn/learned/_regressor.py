@@ -168,7 +168,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     :math:`s W W^\top`, a local kernel (chosen by 5-fold cross-validation on the package's
     tasks and on real data, against the dot product); with :math:`W = \mathrm{diag}(1/h)`,
     ``scale=1.0``, ``standardize=False`` and ``max_iter=0`` it is exactly
-    :class:`~kernattn.KernelSmoother` with bandwidth :math:`h`. The ``"dot"`` kernel
+    :class:`~kernattn.KernelSmoother` with bandwidth :math:`h`. By default training starts
+    there, at the smoother's leave-one-out bandwidths (``init="loo"``), the trained metric is
+    taken back toward that start as far as an inner validation says (``shrinkage="auto"``:
+    the leave-one-out loss of a full metric is optimistic), and the local line replaces the
+    kernel average where held-out errors prefer it (``degree="auto"``). The ``"dot"`` kernel
     :math:`\exp(s\, q^\top k)` with :math:`W_q \ne W_k` is asymmetric and not local by
     itself (it prefers keys far along :math:`q`): in low dimension it misses local
     structure (on the motorcycle data it is about 3× worse than the Gaussian kernel).
@@ -455,25 +459,33 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     >>> model = AttentionRegressor(random_state=0).fit(X, y)
     >>> bool(model.score(X, y) > 0.9)
     True
-    >>> model.tilt_, model.warp_  # three features: tilted weights, no warp
-    (True, 0)
+    >>> model.degree_, model.tilt_, model.warp_  # a smooth target: local lines chosen
+    (1, False, 0)
+    >>> 0.0 <= model.shrinkage_ <= 1.0  # how far the metric went back to its start
+    True
     >>> model.attention_weights(X[:2]).sum(axis=1).round(12)
     array([1., 1.])
 
-    The plain softmax of the scaled Gaussian score, the tilt and the warp turned off:
+    The local constant (``degree=0``): with three features its weights are tilted.
 
-    >>> plain = AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y)
+    >>> constant = AttentionRegressor(degree=0, random_state=0).fit(X, y)
+    >>> constant.tilt_, constant.warp_
+    (True, 0)
+
+    The plain softmax of the scaled Gaussian score, the tilt, the warp and the line turned
+    off:
+
+    >>> plain = AttentionRegressor(tilt=False, warp=0, degree=0, random_state=0).fit(X, y)
     >>> plain.scale_.round(4)
     array([0.5774])
 
-    One input: by default a learned warp (a variable bandwidth) and tilted weights; local
-    lines on the warp instead of the tilt:
+    One input: by default a learned warp (a variable bandwidth); local lines on the warp:
 
     >>> x = np.sort(rng.uniform(0, 3, size=(150, 1)), axis=0)
     >>> y = np.where(x[:, 0] < 1.5, 0.0, np.sin(6 * x[:, 0])) + 0.1 * rng.normal(size=150)
     >>> warped = AttentionRegressor(random_state=0).fit(x, y)
-    >>> warped.warp_slopes_.shape, warped.tilt_
-    ((1, 8), True)
+    >>> warped.warp_slopes_.shape
+    (1, 8)
     >>> lines = AttentionRegressor(degree=1, random_state=0).fit(x, y)
     >>> lines.warp_, lines.tilt_, bool(lines.width_factor_ > 0)
     (8, False, True)
