@@ -676,7 +676,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         theta = self._warm_theta(layout, target_unit)
         warm = theta is not None
         if not warm:
-            theta = self._start(objective, layout, scale, probe, rng, user_init)
+            theta = self._start(objective, layout, scale, probe, rng, user_init, sample_weight)
         start = theta.copy()
         settings = dict(
             optimizer=optimizer,
@@ -750,7 +750,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                         )[0]
 
                 def start_part(rows):
-                    return self._start(objective, layout, scale, probe, rng, user_init, rows)
+                    return self._start(
+                        objective, layout, scale, probe, rng, user_init, sample_weight, rows
+                    )
 
                 def errors(theta, rows, held):
                     residual = held_out_estimates(objective, theta, held, rows)
@@ -758,7 +760,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                     return np.einsum("ij,ij->i", residual, residual)
 
                 self.shrinkage_, fits = held_out_shrinkage(
-                    fold_rows(groups, rng), start_part, train_part, errors, objective.sw
+                    fold_rows(groups, rng),
+                    start_part,
+                    train_part,
+                    errors,
+                    objective.sw,
+                    groups.ids,
                 )
             else:
                 self.shrinkage_ = float(self.shrinkage or 0.0) if self.shrinkage != "auto" else 0.0
@@ -952,7 +959,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             )
         return None
 
-    def _start(self, objective, layout, scale, probe, rng, user_init, rows=None):
+    def _start(self, objective, layout, scale, probe, rng, user_init, sample_weight, rows=None):
         """New parameters to start from, chosen on the training ``rows`` (all for
         ``None``)."""
         if user_init is not None:
@@ -961,7 +968,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             head_dim = layout.shape[2]
             base = None
             if self.init == "loo":
-                base = self._bandwidth_projection(objective, head_dim, scale[0], rng, rows)
+                base = self._bandwidth_projection(
+                    objective, head_dim, scale[0], rng, sample_weight, rows
+                )
             init = "identity" if self.init == "loo" else self.init
             W = initial_projections(
                 init, objective.Z, objective.sw, self.n_heads, head_dim, rng, base=base
@@ -971,19 +980,21 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         a = np.full(self.n_heads, 1.0 / self.n_heads)
         return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
 
-    def _bandwidth_projection(self, objective, head_dim, scale, rng, rows=None):
+    def _bandwidth_projection(self, objective, head_dim, scale, rng, sample_weight, rows=None):
         r"""The projection of the smoother with leave-one-out bandwidths :math:`h_j` (in
         standardized units) on the training ``rows``: :math:`W = \mathrm{diag}(1/h) /
         \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
         u'_j)/h_j)^2`. With ``head_dim < n_features`` the features of the smallest
-        bandwidths get a column each; ``None`` when the rows hold one distinct input."""
+        bandwidths get a column each; ``None`` when the rows hold one distinct input.
+        ``sample_weight`` as given (the search's start, Scott's rule, counts them as
+        repeated rows: the objective's are rescaled)."""
         rows = np.arange(len(objective.Z)) if rows is None else rows
         if len(np.unique(objective.groups.ids[rows])) < 2:
             return None
         selection = select_bandwidth(
             objective.Z[rows],
             objective.Y[rows],
-            objective.sw[rows],
+            np.asarray(sample_weight, dtype=float)[rows],
             criterion="loo",
             n_jobs=self.n_jobs,
             random_state=rng.randint(2**31 - 1),

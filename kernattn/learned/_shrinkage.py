@@ -74,7 +74,9 @@ def one_standard_error_choice(errors, sample_weight, levels=LEVELS):
     return float(levels[best])
 
 
-def held_out_shrinkage(folds, start, train, held_out_errors, sample_weight, levels=LEVELS):
+def held_out_shrinkage(
+    folds, start, train, held_out_errors, sample_weight, groups=None, levels=LEVELS
+):
     """The shrinkage chosen by the inner validation, and what each fold trained.
 
     Parameters
@@ -89,6 +91,10 @@ def held_out_shrinkage(folds, start, train, held_out_errors, sample_weight, leve
         ``(theta, training rows, held-out rows) → ndarray``: the squared error of each
         held-out query, predicted from the training rows' keys.
     sample_weight : ndarray of shape (n_samples,)
+    groups : ndarray of int of shape (n_samples,), optional
+        Ids of the duplicate groups: the errors of a group's rows are pooled (weighted
+        mean, summed weight) before the standard error, so that a row of weight 3 and
+        three copies of it count as the same evidence.
     levels : sequence of float
 
     Returns
@@ -97,7 +103,7 @@ def held_out_shrinkage(folds, start, train, held_out_errors, sample_weight, leve
     fits : list of (ndarray, ndarray, ndarray, ndarray)
         Per fold: its training rows, held-out rows, start and trained parameters.
     """
-    errors, weights, fits = [], [], []
+    errors, weights, ids, fits = [], [], [], []
     for rows, held in folds:
         theta0 = start(rows)
         theta1 = train(theta0, rows)
@@ -108,8 +114,15 @@ def held_out_shrinkage(folds, start, train, held_out_errors, sample_weight, leve
             )
         )
         weights.append(sample_weight[held])
-    errors, weights = np.vstack(errors), np.concatenate(weights)
+        ids.append(held if groups is None else groups[held])
+    errors, weights, ids = np.vstack(errors), np.concatenate(weights), np.concatenate(ids)
     ok = np.all(np.isfinite(errors), axis=1)
     if not np.any(ok):
         return 0.0, fits
-    return one_standard_error_choice(errors[ok], weights[ok], levels), fits
+    _, ids = np.unique(ids[ok], return_inverse=True)
+    pooled_weight = np.bincount(ids, weights=weights[ok])
+    pooled = (
+        np.column_stack([np.bincount(ids, weights=weights[ok] * e) for e in errors[ok].T])
+        / pooled_weight[:, None]
+    )
+    return one_standard_error_choice(pooled, pooled_weight, levels), fits
