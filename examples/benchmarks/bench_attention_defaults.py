@@ -41,12 +41,16 @@ from kernattn.datasets import load_task
 SMOKE = os.environ.get("KERNATTN_SMOKE") == "1"
 N_FOLDS = 2 if SMOKE else 5
 
-# The kernels compare the plain softmax: no tilt, no warp.
-PLAIN = dict(tilt=False, warp=0)
+# The kernels compare the plain softmax: no tilt, no warp, no local line.
+PLAIN = dict(tilt=False, warp=0, degree=0)
 OPTIONS = {
-    # The default: the Gaussian score with tied projections, tilted in one to three
-    # dimensions and warped in one (tilt="auto", warp="auto").
+    # The default: the Gaussian score with tied projections, started at the smoother's
+    # leave-one-out bandwidths (init="loo"), shrunk back toward them by an inner
+    # validation (shrinkage="auto"), local lines where held-out errors prefer them
+    # (degree="auto"), tilted in one to three dimensions and warped in one.
     "default": dict(),
+    # The default of 0.6: from the identity, as trained, the local constant.
+    "0.6 default": dict(init="identity", shrinkage=None, degree=0),
     "dot": dict(similarity="dot", tie_qk=False, **PLAIN),
     "dot pca": dict(similarity="dot", tie_qk=False, init="pca", **PLAIN),
     "gauss": dict(similarity="gaussian", tie_qk=False, **PLAIN),
