@@ -79,6 +79,18 @@ def expected_failed_checks(estimator):
                 "sums are divided by the precision weights, tested in test_smoother.py)"
             )
         }
+    if isinstance(estimator, AttentionRegressor) and isinstance(estimator.init, str):
+        if estimator.init == "loo":
+            return {
+                "check_sample_weight_equivalence_on_dense_data": (
+                    "15 rows in 30 dimensions: the start at the leave-one-out bandwidths is "
+                    "a search over 30 bandwidths on the standardized inputs, whose weighted "
+                    "and repeated-row standardizations differ by rounding, and it ends at "
+                    "another of its many near-equal optima (KernelSmoother(bandwidth='loo') "
+                    "on the raw inputs passes; so does init='identity', and "
+                    "test_learned.py's test of integer weights against repeated rows)"
+                )
+            }
     return {}
 
 

@@ -15,9 +15,13 @@ from kernattn._loo import DuplicateGroups
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import validation_split
 
-#: The plain softmax average: no tilted weights and no warp (the defaults tilt data of
-#: three features).
-PLAIN = dict(tilt=False, warp=0)
+#: The plain softmax average: no tilted weights, no warp and no local line (the defaults
+#: tilt data of three features and choose the line by held-out error).
+PLAIN = dict(tilt=False, warp=0, degree=0)
+#: Training from an arbitrary start, kept as trained: the identity start scaled to unit
+#: logit variance, no shrinkage toward it (the default starts at the smoother's
+#: leave-one-out bandwidths, which leaves little to train on these smooth tasks).
+TRAINED = dict(init="identity", shrinkage=None)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +86,9 @@ def test_learned_kernel_beats_loo_smoother_on_projected_task():
 @pytest.mark.parametrize("similarity", ["dot", "gaussian"])
 def test_lbfgs_loss_curve_decreases(smooth_task, similarity):
     X, y = smooth_task
-    model = fit_quiet(AttentionRegressor(similarity=similarity, max_iter=30), X, y)
+    model = fit_quiet(
+        AttentionRegressor(similarity=similarity, max_iter=30, degree=0, **TRAINED), X, y
+    )
     curve = np.array(model.loss_curve_)
     assert len(curve) == model.n_iter_ >= 5
     assert np.all(np.diff(curve) <= 1e-12)
@@ -92,7 +98,13 @@ def test_lbfgs_loss_curve_decreases(smooth_task, similarity):
 def test_adam_loss_curve_decreases(smooth_task):
     X, y = smooth_task
     model = AttentionRegressor(
-        optimizer="adam", learning_rate=0.05, batch_size=32, max_iter=40, random_state=0
+        optimizer="adam",
+        learning_rate=0.05,
+        batch_size=32,
+        max_iter=40,
+        random_state=0,
+        degree=0,
+        **TRAINED,
     )
     fit_quiet(model, X, y)
     curve = np.array(model.loss_curve_)
@@ -214,7 +226,7 @@ def test_learned_scale_moves(smooth_task):
 @pytest.fixture(scope="module")
 def three_heads(smooth_task):
     X, y = smooth_task
-    model = AttentionRegressor(n_heads=3, max_iter=15, random_state=0)
+    model = AttentionRegressor(n_heads=3, max_iter=15, random_state=0, degree=0, **TRAINED)
     return fit_quiet(model, X, np.column_stack([y, y**2]))
 
 
@@ -305,7 +317,7 @@ def test_prune_heads_refit_ignores_the_anticorrelation_of_a_uniform_head(smooth_
 
 def test_return_std_is_weighted_spread(smooth_task, three_heads):
     X, y = smooth_task
-    single = fit_quiet(AttentionRegressor(max_iter=5), X, y)
+    single = fit_quiet(AttentionRegressor(max_iter=5, degree=0), X, y)
     queries = np.vstack([X[:10], [[50.0, -50.0, 50.0]]])
     mean, std = single.predict(queries, return_std=True)
     # One head: the softmax weights' spread of the targets around the (affine) estimate.
@@ -371,7 +383,7 @@ def test_integer_sample_weight_equals_repeated_rows(smooth_task):
     X, y = smooth_task
     X, y = X[:40], y[:40]
     counts = np.random.default_rng(2).integers(0, 3, size=40)
-    params = dict(n_heads=2, max_iter=5, random_state=0)
+    params = dict(n_heads=2, max_iter=5, random_state=0, degree=0, **TRAINED)
     weighted = fit_quiet(AttentionRegressor(**params), X, y, sample_weight=counts)
     repeated = fit_quiet(
         AttentionRegressor(**params), np.repeat(X, counts, axis=0), np.repeat(y, counts)
@@ -382,7 +394,7 @@ def test_integer_sample_weight_equals_repeated_rows(smooth_task):
 
 def test_warm_start_continues(smooth_task):
     X, y = smooth_task
-    model = fit_quiet(AttentionRegressor(max_iter=5, warm_start=True), X, y)
+    model = fit_quiet(AttentionRegressor(max_iter=5, warm_start=True, **TRAINED), X, y)
     first = model.loss_curve_
     fit_quiet(model, X, y)
     assert model.loss_curve_[0] < first[0]
@@ -391,7 +403,9 @@ def test_warm_start_continues(smooth_task):
 
 def test_early_stopping_keeps_best_validation_loss(smooth_task):
     X, y = smooth_task
-    model = AttentionRegressor(early_stopping=True, n_iter_no_change=3, random_state=0, **PLAIN)
+    model = AttentionRegressor(
+        early_stopping=True, n_iter_no_change=3, random_state=0, **PLAIN, **TRAINED
+    )
     fit_quiet(model, X, y)
     assert len(model.validation_scores_) == len(model.loss_curve_)
     # The validation loss of the kept parameters, recomputed from the fitted kernel: the
@@ -536,7 +550,9 @@ def test_n_jobs_does_not_change_the_fit():
     y = np.sin(X[:, 0]) + X[:, 1] ** 2
     fits = []
     for n_jobs in (1, 2):
-        model = AttentionRegressor(n_heads=2, max_iter=4, random_state=0, n_jobs=n_jobs)
+        model = AttentionRegressor(
+            n_heads=2, max_iter=4, random_state=0, n_jobs=n_jobs, degree=0, **TRAINED
+        )
         with config_context(working_memory=4):
             fits.append(fit_quiet(model, X, y))
     one, two = fits
@@ -547,7 +563,7 @@ def test_n_jobs_does_not_change_the_fit():
     X, y = X[:400, :2], y[:400]
     fits = []
     for n_jobs in (1, 2):
-        model = AttentionRegressor(max_iter=4, random_state=0, n_jobs=n_jobs)
+        model = AttentionRegressor(max_iter=4, random_state=0, n_jobs=n_jobs, degree=0)
         with config_context(working_memory=1):
             fits.append(fit_quiet(model, X, y))
     one, two = fits
@@ -602,7 +618,12 @@ def test_convex_mixture_is_a_nadaraya_watson_estimate(n_heads, problem):
     y = rng.normal(size=n) * size + rng.normal() * size
     queries = np.vstack([X[:3], rng.normal(size=(4, d)) * 3 * size])
     model = AttentionRegressor(
-        n_heads=n_heads, similarity=similarity, head_mixture="convex", max_iter=5, random_state=0
+        n_heads=n_heads,
+        similarity=similarity,
+        head_mixture="convex",
+        max_iter=5,
+        random_state=0,
+        degree=0,
     )
     fit_quiet(model, X, y)
     assert np.all(model.head_weights_ >= 0)
@@ -652,7 +673,9 @@ def test_convex_refit_of_pruned_heads_stays_convex(smooth_task):
 @pytest.mark.parametrize("c", [1e-3, 7.0, 1e4])
 def test_training_does_not_depend_on_the_units_of_X_and_y(smooth_task, head_mixture, c):
     X, y = smooth_task
-    params = dict(n_heads=2, head_mixture=head_mixture, max_iter=30, random_state=0)
+    params = dict(
+        n_heads=2, head_mixture=head_mixture, max_iter=30, random_state=0, degree=0, **TRAINED
+    )
     reference = fit_quiet(AttentionRegressor(**params), X, y)
     scaled_y = fit_quiet(AttentionRegressor(**params), X, c * y)
     np.testing.assert_allclose(scaled_y.predict(X), c * reference.predict(X), rtol=1e-6)
@@ -668,7 +691,9 @@ def test_resubstitution_loss_collapses_the_kernel_onto_each_training_point():
     X = rng.uniform(-2, 2, size=(400, 2))
     y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=400)
     train, test = slice(0, 200), slice(200, None)
-    params = dict(similarity="gaussian", tie_qk=True, max_iter=100, random_state=0)
+    params = dict(
+        similarity="gaussian", tie_qk=True, max_iter=100, random_state=0, degree=0, **TRAINED
+    )
     loo = fit_quiet(AttentionRegressor(**params), X[train], y[train])
     resub = fit_quiet(AttentionRegressor(leave_one_out=False, **params), X[train], y[train])
     # Training loss towards 0: each training point attends to itself only.
@@ -717,13 +742,15 @@ def test_two_heads_end_on_the_two_relevant_directions():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     y = np.sin(2 * X[:, 0]) + np.sin(2 * X[:, 1]) + 0.1 * rng.normal(size=300)
-    model = fit_quiet(AttentionRegressor(n_heads=2, head_dim=1, random_state=0), X, y)
+    model = fit_quiet(
+        AttentionRegressor(n_heads=2, head_dim=1, random_state=0, degree=0, **TRAINED), X, y
+    )
     directions = model.query_projection_[:, :, 0]
     directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
     assert abs(directions[0] @ directions[1]) < 0.5
     assert set(np.argmax(np.abs(directions), axis=1)) == {0, 1}
     assert np.all(model.head_weights_ > 0.3)
-    one = fit_quiet(AttentionRegressor(head_dim=1, random_state=0), X, y)
+    one = fit_quiet(AttentionRegressor(head_dim=1, random_state=0, degree=0, **TRAINED), X, y)
     assert model.loss_curve_[-1] < 0.8 * one.loss_curve_[-1]
 
 

@@ -110,7 +110,7 @@ def test_objective_with_warp_is_the_objective_of_the_warped_inputs(similarity, t
 
 def test_warped_model_stays_nadaraya_watson():
     X, y = bumpy_data()
-    model = AttentionRegressor(warp=6, random_state=0).fit(X, y)
+    model = AttentionRegressor(warp=6, degree=0, random_state=0).fit(X, y)
     queries = np.linspace(-1, 4, 60)[:, None]
     weights = model.attention_weights(queries)
     assert np.all(weights >= 0)
@@ -125,13 +125,16 @@ def test_warped_model_stays_nadaraya_watson():
 
 def test_warp_learns_a_narrower_bandwidth_where_the_target_moves():
     X, y = bumpy_data(n=200)
-    model = AttentionRegressor(warp=6, tilt=False, random_state=0).fit(X, y)
+    # Kept as trained, from the identity: the default start at the smoother's bandwidths
+    # and its shrinkage would measure something else.
+    trained = dict(init="identity", shrinkage=None, degree=0)
+    model = AttentionRegressor(warp=6, tilt=False, random_state=0, **trained).fit(X, y)
     knots = model.warp_knots_[0] * model.input_scale_[0] + model.center_[0]
     middle = 0.5 * (knots[:-1] + knots[1:])
     slopes = model.warp_slopes_[0]
     # Steeper warp (narrower kernel) over the oscillation than over the flat part.
     assert slopes[middle > 1.8].min() > slopes[middle < 1.2].max()
-    plain = AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y)
+    plain = AttentionRegressor(tilt=False, warp=0, random_state=0, **trained).fit(X, y)
     assert model.loss_curve_[-1] < plain.loss_curve_[-1]
 
 
@@ -149,7 +152,10 @@ def test_degree_one_is_weighted_least_squares_at_the_query(warp):
     X = rng.uniform(-2, 2, size=(80, 2))
     y = np.sin(X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=80)
     sw = rng.uniform(0.5, 2.0, 80)
-    model = AttentionRegressor(degree=1, warp=warp, random_state=0).fit(X, y, sample_weight=sw)
+    # From the identity, as trained: a wide kernel, whose lines no query holds back.
+    model = AttentionRegressor(
+        degree=1, warp=warp, random_state=0, init="identity", shrinkage=None
+    ).fit(X, y, sample_weight=sw)
     queries = rng.uniform(-2.5, 2.5, size=(7, 2))
     # The kernel as a formula: warped, standardized inputs, the head's projection and scale.
     W, s = model.query_projection_[0], model.scale_[0]
@@ -253,7 +259,10 @@ def test_invariant_to_the_units_of_x_and_y(options):
     queries = rng.uniform(0, 1, size=(9, 2))
     # A short training: the optimizer's path is the same up to rounding, which a long run
     # can amplify.
-    params = dict(max_iter=30, random_state=0, **options)
+    # From the identity and without the shrinkage's inner validation (a bandwidth search
+    # and three trainings, each another chance for rounding to change a discrete choice).
+    params = dict(max_iter=30, random_state=0, init="identity", shrinkage=None, **options)
+    params.setdefault("degree", 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = AttentionRegressor(**params).fit(X, y)
@@ -268,7 +277,7 @@ def test_degree_one_widens_the_kernel_and_fits_a_trend_better():
     rng = np.random.default_rng(7)
     X = rng.uniform(0, 1, size=(150, 1))
     y = 3 * X[:, 0] + 0.1 * rng.normal(size=150)
-    average = AttentionRegressor(random_state=0).fit(X, y)
+    average = AttentionRegressor(degree=0, random_state=0).fit(X, y)
     line = AttentionRegressor(degree=1, random_state=0).fit(X, y)
     assert line.width_factor_ < 1.0
     # At the edges the kernel average is pulled inwards; the line is not.
@@ -279,7 +288,9 @@ def test_degree_one_widens_the_kernel_and_fits_a_trend_better():
 
 def test_fitted_attributes_only_with_their_option():
     X, y = bumpy_data(n=40)
-    plain = AttentionRegressor(tilt=False, warp=0, max_iter=5, random_state=0)
+    plain = AttentionRegressor(
+        tilt=False, warp=0, degree=0, init="identity", shrinkage=None, max_iter=5, random_state=0
+    )
     with pytest.warns(Warning):
         plain.fit(X, y)
     for name in ("warp_knots_", "warp_slopes_", "width_factor_", "tilt_penalty_"):

@@ -103,7 +103,7 @@ def test_tilted_estimator_is_nadaraya_watson():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(120, 2))
     y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.2 * rng.normal(size=120)
-    model = AttentionRegressor(tilt=True, warp=0, n_heads=2, random_state=0).fit(X, y)
+    model = AttentionRegressor(tilt=True, warp=0, degree=0, n_heads=2, random_state=0).fit(X, y)
     queries = np.vstack([rng.normal(size=(30, 2)), 5 * rng.normal(size=(10, 2))])
     weights = model.attention_weights(queries)
     assert np.all(weights >= 0)
@@ -119,8 +119,8 @@ def test_tilted_estimator_is_nadaraya_watson():
 
 def test_tilt_removes_the_bias_of_an_uneven_design():
     X, y = uneven_trend()
-    average = AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y)
-    tilted = AttentionRegressor(tilt=True, warp=0, random_state=0).fit(X, y)
+    average = AttentionRegressor(tilt=False, warp=0, degree=0, random_state=0).fit(X, y)
+    tilted = AttentionRegressor(tilt=True, warp=0, degree=0, random_state=0).fit(X, y)
     queries = np.linspace(0.1, 2.0, 12)[:, None]
     truth = 2.0 * queries[:, 0] + 1.0
     error_average = np.abs(average.predict(queries) - truth)
@@ -130,8 +130,8 @@ def test_tilt_removes_the_bias_of_an_uneven_design():
 
 def test_width_and_penalty_are_tuned_by_the_leave_one_out_error_of_the_tilted_estimate():
     X, y = uneven_trend(n=150, noise=0.3)
-    model = AttentionRegressor(tilt=True, warp=0, random_state=0).fit(X, y)
-    plain = AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y)
+    model = AttentionRegressor(tilt=True, warp=0, degree=0, random_state=0).fit(X, y)
+    plain = AttentionRegressor(tilt=False, warp=0, degree=0, random_state=0).fit(X, y)
     np.testing.assert_allclose(model.scale_, plain.scale_ * model.width_factor_, rtol=1e-12)
     assert model.tilt_penalty_ in PENALTIES
     # The chosen pair beats the learned width (factor 1) at every penalty on the tilted
@@ -165,7 +165,7 @@ def test_a_width_too_narrow_to_balance_is_not_chosen():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(60, 5))
     y = X @ [1.0, -1.0, 0.5, 0.0, 2.0] + 0.5 * rng.normal(size=60)
-    model = AttentionRegressor(tilt=True, warp=0, random_state=0).fit(X, y)
+    model = AttentionRegressor(tilt=True, warp=0, degree=0, random_state=0).fit(X, y)
     keys = (X - model.center_) / model.input_scale_ @ model.query_projection_[0]
     logits = -0.5 * model.scale_[0] * np.sum((keys[:, None] - keys[None]) ** 2, axis=2)
     np.fill_diagonal(logits, -np.inf)
@@ -219,13 +219,13 @@ def test_tilt_with_local_lines_is_rejected():
 
 def test_a_refit_without_the_tilt_drops_its_width():
     X, y = uneven_trend(n=60, noise=0.1)
-    model = AttentionRegressor(tilt=True, warp=0, random_state=0).fit(X, y)
+    model = AttentionRegressor(tilt=True, warp=0, degree=0, random_state=0).fit(X, y)
     assert model.width_factor_ > 0
     model.set_params(tilt=False).fit(X, y)
     assert not hasattr(model, "width_factor_")
     np.testing.assert_allclose(
         model.predict(X[:5]),
-        AttentionRegressor(tilt=False, warp=0, random_state=0).fit(X, y).predict(X[:5]),
+        AttentionRegressor(tilt=False, warp=0, degree=0, random_state=0).fit(X, y).predict(X[:5]),
     )
 
 
@@ -236,6 +236,8 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
     def fitted(d, **params):
         X = rng.uniform(-1, 1, size=(60, d))
         y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=60)
+        # The tilt "auto" resolves for the local constant (degree="auto" may choose a line).
+        params = {"degree": 0, **params}
         return AttentionRegressor(max_iter=20, random_state=0, **params).fit(X, y), X, y
 
     for d, tilt, warp in [(1, True, 8), (2, True, 0), (3, True, 0), (4, False, 0)]:
@@ -245,7 +247,7 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
         assert hasattr(model, "warp_slopes_") is bool(warp)
     # Too few distinct inputs for a leave-one-out choice of the tilt: 9 < 5 · (1 + 1).
     X = np.repeat(np.linspace(-1, 1, 9), 4)[:, None]
-    few = AttentionRegressor(max_iter=20, random_state=0).fit(X, np.sin(3 * X[:, 0]))
+    few = AttentionRegressor(max_iter=20, random_state=0, degree=0).fit(X, np.sin(3 * X[:, 0]))
     assert (few.tilt_, few.warp_) == (False, 8)
     # A local line is balanced already: "auto" does not tilt it, and still warps one input.
     line, _, _ = fitted(1, degree=1)
@@ -257,7 +259,8 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
     assert model.tilt_ and model.warp_ == 0
     # The default in one dimension is the explicit tilt with an 8-piece warp.
     auto, X, y = fitted(1)
-    explicit = AttentionRegressor(tilt=True, warp=8, max_iter=20, random_state=0).fit(X, y)
+    explicit = AttentionRegressor(tilt=True, warp=8, degree=0, max_iter=20, random_state=0)
+    explicit.fit(X, y)
     np.testing.assert_array_equal(auto.predict(X), explicit.predict(X))
 
 

@@ -48,7 +48,9 @@ TILT_QUERIES = 1024
 MAX_FALLBACK = 0.01
 
 
-def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fallback=None):
+def leave_one_out_lines(
+    objective, theta, log_factor, queries, tilt=None, max_fallback=None, keys=None
+):
     """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
     head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
     the mask of the queries for which some head had too few neighbors for a line (they got
@@ -57,8 +59,9 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fa
     the queries whose weights rest on too few keys to balance (as few as for a line).
 
     Each query attends to every training row outside its duplicate group (as in the
-    leave-one-out loss of :mod:`kernattn.learned._objective`); the line of head ``h`` is
-    fitted in its key space.
+    leave-one-out loss of :mod:`kernattn.learned._objective`), or to the rows ``keys``
+    only (held-out queries against a training part); the line of head ``h`` is fitted in
+    its key space.
 
     With ``tilt`` and ``max_fallback``, the mask is found first (from the kernel weights
     alone): if the queries it holds carry more than that share of the sample weight, the
@@ -67,23 +70,27 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fa
     """
     layout = objective.layout
     _, _, _, a, b = layout.unpack(theta)
-    heads = objective._heads(theta, None)
+    heads = objective._heads(theta, keys)
     factor = np.exp(log_factor)
-    Y = objective.Y
+    every = slice(None) if keys is None else keys
+    Y = objective.Y[every]
+    log_sw = objective.log_sw[every]
     groups = objective.groups
-    ids = groups.ids
+    ids = groups.ids[every]
     out = np.empty((len(queries), Y.shape[1]))
     fell_back = np.zeros(len(queries), dtype=bool)
-    n_params = [n_line_parameters(head.Pk) for head in heads]
-    spreads = [key_spread(head.Pk, objective.sw) if tilt is not None else None for head in heads]
+    key_points = [head.Pk[every] for head in heads]
+    n_params = [n_line_parameters(P) for P in key_points]
+    sw = objective.sw[every]
+    spreads = [key_spread(P, sw) if tilt is not None else None for P in key_points]
 
     def kernel_weights(rows, head):
         logits = head.queries[rows] @ head.keys.T
         # Only the similarity is scaled; the sample weights' log stays.
-        logits -= objective.log_sw
+        logits -= log_sw
         logits *= factor
-        logits += objective.log_sw
-        groups.leave_out(logits, rows)
+        logits += log_sw
+        groups.leave_out(logits, rows, keys)
         weights = shifted_exp(logits)
         weights /= weights.sum(axis=1, keepdims=True)
         return weights
@@ -101,13 +108,13 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fa
             weights = kernel_weights(rows, head)
             if tilt is not None:
                 lines = tilted_weights(
-                    weights, head.Pk, head.Pk[rows], spread=spreads[h], penalty=tilt
+                    weights, key_points[h], head.Pk[rows], spread=spreads[h], penalty=tilt
                 )
                 if not checked:
                     fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
             else:
                 lines, fallback = equivalent_weights(
-                    weights, head.Pk, head.Pk[rows], n_params[h], ids
+                    weights, key_points[h], head.Pk[rows], n_params[h], ids
                 )
                 fell_back[span] |= fallback
             estimate += a[h] * (lines @ Y)
@@ -118,8 +125,8 @@ def leave_one_out_lines(objective, theta, log_factor, queries, tilt=None, max_fa
     checked = tilt is not None and max_fallback is not None
     if checked:
         map_query_blocks(sparse, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=2)
-        sw = objective.sw[queries]
-        if sw[fell_back].sum() > max_fallback * sw.sum():
+        query_weights = objective.sw[queries]
+        if query_weights[fell_back].sum() > max_fallback * query_weights.sum():
             return None, fell_back
     map_query_blocks(
         block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=4 if tilt is None else 8
@@ -214,3 +221,28 @@ def tune_tilt(objective, theta, rng):
         i, j = np.unravel_index(_first_best(coarse), coarse.shape)
         log_factor, _ = _refine(losses[PENALTIES[i]], COARSE_GRID[j])
     return log_factor, PENALTIES[i]
+
+
+def held_out_estimates(objective, theta, queries, keys=None, degree=0, log_factor=0.0, tilt=None):
+    """Estimates of the head mixture at ``theta`` for ``queries`` from the rows ``keys``
+    (``None``: leave-one-out against every other row), shape (len(queries), n_outputs).
+
+    ``degree=0`` is the kernel average at the learned width (tilted, with the penalty
+    ``tilt``), ``degree=1`` the local line; a tilt's or a line's logits are multiplied by
+    ``exp(log_factor)``. Rows without a key outside their duplicate group get ``nan``.
+    """
+    queries = np.asarray(queries)
+    if degree == 1 or tilt is not None:
+        n = len(objective.Z)
+        valid = objective.groups.valid_queries(queries, np.arange(n) if keys is None else keys)
+        out = np.full((len(queries), objective.Y.shape[1]), np.nan)
+        index = np.flatnonzero(np.isin(queries, valid))
+        with single_threaded_blas():
+            estimates, _ = leave_one_out_lines(
+                objective, theta, log_factor, queries[index], tilt=tilt, keys=keys
+            )
+        out[index] = estimates
+        return out
+    _, _, _, a, b = objective.layout.unpack(theta)
+    heads = objective.head_estimates(theta, queries, keys)
+    return np.einsum("h,iht->it", a, heads) + b

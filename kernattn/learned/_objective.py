@@ -499,13 +499,13 @@ class LeaveOneOutObjective:
                 if 2 * len(rows) < len(self.Z):
                     # A mini-batch against a key subsample: the projections of the other
                     # rows are not needed, and computing them would make every step O(n).
-                    sub = self._restricted(rows)
+                    sub = self.restricted(rows)
                     local_queries = np.searchsorted(rows, queries)
                     local_keys = np.searchsorted(rows, keys)
                     return sub._loss_and_grad(theta, local_queries, local_keys, gradient)
             return self._loss_and_grad(theta, queries, keys, gradient)
 
-    def _restricted(self, rows):
+    def restricted(self, rows):
         """The same objective over ``rows`` only (the same normalization, weights and
         penalty): its loss and gradient for queries and keys among them are this one's."""
         sub = object.__new__(type(self))

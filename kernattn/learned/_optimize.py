@@ -56,9 +56,9 @@ def validation_split(groups, fraction, rng):
     return np.flatnonzero(~held[groups.ids]), np.flatnonzero(held[groups.ids])
 
 
-def initial_projections(init, Z, sample_weight, n_heads, head_dim, rng):
+def initial_projections(init, Z, sample_weight, n_heads, head_dim, rng, base=None):
     """Unscaled initial projections (n_heads, d, head_dim) for ``"identity"``, ``"pca"`` or
-    ``"random"``.
+    ``"random"``, or from the first head's projection ``base`` (``init="loo"``).
 
     Heads after the first start elsewhere: identical heads would receive identical
     gradients and never become different. Head ``h ≥ 1`` starts from
@@ -70,7 +70,9 @@ def initial_projections(init, Z, sample_weight, n_heads, head_dim, rng):
     d = Z.shape[1]
     if init == "random":
         return rng.standard_normal((n_heads, d, head_dim)) / np.sqrt(d)
-    if init == "identity":
+    if base is not None:
+        base = np.asarray(base, dtype=float)
+    elif init == "identity":
         base = np.eye(d, head_dim)
     else:
         mean = np.average(Z, axis=0, weights=sample_weight)
