@@ -176,8 +176,9 @@ def test_loo_bandwidth_weighs_outputs_of_different_scales_as_they_are(problem):
 def test_pruned_heads_of_rescaled_targets_predict_rescaled(problem, c):
     X, _, queries = problem
     Y = np.c_[np.sin(2 * X[:, 0]) + X[:, 1], 3.0 * X[:, 0]]
-    # max_iter=0: the kernel does not depend on the targets, only the refitted mixture.
-    params = {"n_heads": 3, "max_iter": 0, "random_state": 0}
+    # max_iter=0 from the identity start, the local constant: the kernel does not depend on
+    # the targets, only the refitted mixture.
+    params = {"n_heads": 3, "max_iter": 0, "init": "identity", "degree": 0, "random_state": 0}
     expected = AttentionRegressor(**params).fit(X, Y).prune_heads([0, 2])
     pruned = AttentionRegressor(**params).fit(X, Y * c).prune_heads([0, 2])
     np.testing.assert_allclose(
@@ -279,12 +280,16 @@ def test_linear_attention_with_a_tiny_bandwidth_is_finite(problem, bandwidth):
 @pytest.mark.parametrize("name", ESTIMATORS)
 def test_huge_sample_weights_count_as_equal_weights(problem, name):
     X, y, queries = problem
-    # A given bandwidth: the rules read the sample size from the sum of the weights.
-    params = {} if name == "attention" else {"bandwidth": 0.5}
+    # A given bandwidth: the rules read the sample size from the sum of the weights. The
+    # local constant: local lines read sample weights as precisions (a key of weight 2 is
+    # the mean of two observations), so their held-back queries depend on the weights' unit.
+    params = {"degree": 0} if name == "attention" else {"bandwidth": 0.5}
     expected = make(name, **params).fit(X, y).predict(queries, return_std=True)
     model = make(name, **params).fit(X, y, sample_weight=np.full(len(X), 1e308))
+    # The learned kernel starts from a bandwidth search: equal to the search's tolerance.
+    rtol = 1e-7 if name == "attention" else 1e-9
     for got, want in zip(quiet_predict(model, queries, return_std=True), expected, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-12)
 
 
 @pytest.mark.parametrize("rule", ["scott", "silverman"])
@@ -299,7 +304,8 @@ def test_bandwidth_rule_with_huge_weights_is_finite(problem, rule):
 def test_trained_attention_with_huge_weights_is_the_unpenalized_fit(problem):
     X, y, queries = problem
     # alpha is weighed against the sum of the weights: against 40 · 2^1020 it is nothing.
-    params = {"max_iter": 3, "random_state": 0}
+    # (The local constant, as above.)
+    params = {"max_iter": 3, "degree": 0, "random_state": 0}
     expected = AttentionRegressor(alpha=0.0, **params).fit(X, y).predict(queries)
     model = AttentionRegressor(**params).fit(X, y, sample_weight=np.full(len(X), 2.0**1020))
     np.testing.assert_allclose(quiet_predict(model, queries), expected, rtol=1e-9)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sklearn.base import clone
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
 
@@ -92,9 +93,16 @@ def make_estimator(name, problem, options):
     if name == "smoother":
         return KernelSmoother(kernel=kernel, bandwidth=bandwidth)
     if name == "attention":
+        # The Nadaraya-Watson properties are those of the local constant (the default may
+        # choose local lines); with max_iter=0 the start must not look at the targets.
         max_iter, n_heads, similarity = options
         return AttentionRegressor(
-            n_heads=n_heads, similarity=similarity, max_iter=max_iter, random_state=0
+            n_heads=n_heads,
+            similarity=similarity,
+            max_iter=max_iter,
+            degree=0,
+            init="loo" if max_iter else "identity",
+            random_state=0,
         )
     return LinearAttentionRegressor(feature_map="positive", n_components=64, random_state=0)
 
@@ -183,7 +191,7 @@ def test_initial_attention_kernel_ignores_the_order_of_rows_with_two_distinct_in
     "options",
     [
         dict(n_heads=1, similarity="gaussian", max_iter=3),
-        dict(n_heads=2, similarity="dot", max_iter=0, tilt=False, warp=0),
+        dict(n_heads=2, similarity="dot", max_iter=0, tilt=False, warp=0, degree=0),
         dict(n_heads=1, similarity="gaussian", tilt=True),
     ],
 )
@@ -234,9 +242,10 @@ def test_every_estimator_maps_an_affine_map_of_the_targets(name, problem, option
 def test_training_attention_does_not_depend_on_the_units_of_the_targets(problem, a, b):
     assume(distinct_inputs(problem))
     X, y, queries, _, _ = problem
-    options = (3, 1, "dot")
-    expected = make_estimator("attention", problem, options).fit(X, y).predict(queries)
-    mapped = make_estimator("attention", problem, options).fit(X, a * y + b)
+    # The defaults: the start, the shrinkage and the degree are chosen from the targets too.
+    model = AttentionRegressor(similarity="dot", max_iter=3, random_state=0)
+    expected = clone(model).fit(X, y).predict(queries)
+    mapped = clone(model).fit(X, a * y + b)
     scale = 1 + np.abs(a * y + b).max()
     np.testing.assert_allclose(mapped.predict(queries), a * expected + b, atol=1e-6 * scale)
 

@@ -986,15 +986,18 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
         u'_j)/h_j)^2`. With ``head_dim < n_features`` the features of the smallest
         bandwidths get a column each; ``None`` when the rows hold one distinct input.
-        ``sample_weight`` as given (the search's start, Scott's rule, counts them as
-        repeated rows: the objective's are rescaled)."""
+        ``sample_weight`` relative: rescaled to a mean of 1, so that the search's start
+        (Scott's rule, which counts weights as repeated rows) reads the number of rows and
+        the start does not depend on the weights' unit."""
         rows = np.arange(len(objective.Z)) if rows is None else rows
         if len(np.unique(objective.groups.ids[rows])) < 2:
             return None
+        weights = np.asarray(sample_weight, dtype=float)[rows]
+        weights = weights / weights.max()
         selection = select_bandwidth(
             objective.Z[rows],
             objective.Y[rows],
-            np.asarray(sample_weight, dtype=float)[rows],
+            weights / weights.mean(),
             criterion="loo",
             n_jobs=self.n_jobs,
             random_state=rng.randint(2**31 - 1),
