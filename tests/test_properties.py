@@ -242,8 +242,10 @@ def test_every_estimator_maps_an_affine_map_of_the_targets(name, problem, option
 def test_training_attention_does_not_depend_on_the_units_of_the_targets(problem, a, b):
     assume(distinct_inputs(problem))
     X, y, queries, _, _ = problem
-    # The defaults: the start, the shrinkage and the degree are chosen from the targets too.
-    model = AttentionRegressor(similarity="dot", max_iter=3, random_state=0)
+    # The shrinkage and the degree are chosen from the targets too. The identity start: the
+    # leave-one-out start's search can end at either of two near-equal optima on inputs
+    # with two distinct values, as rounding in the targets' units tips it.
+    model = AttentionRegressor(similarity="dot", max_iter=3, init="identity", random_state=0)
     expected = clone(model).fit(X, y).predict(queries)
     mapped = clone(model).fit(X, a * y + b)
     scale = 1 + np.abs(a * y + b).max()
