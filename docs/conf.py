@@ -107,4 +107,15 @@ html_theme_options = {
 html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
 
 # -- Doctest (``python -m sphinx -b doctest docs docs/_build/doctest``) ---------------------
-doctest_global_setup = "import numpy as np"
+# The API pages' examples come from docstrings, which run in their module's namespace
+# (as ``pytest --doctest-modules`` runs them): the public names of those modules.
+doctest_global_setup = """
+import numpy as np
+from kernattn import *
+from kernattn.attention import *
+from kernattn.bandwidth import *
+from kernattn.compare import *
+from kernattn.datasets import *
+from kernattn.feature_maps import *
+from kernattn.kernels import *
+"""

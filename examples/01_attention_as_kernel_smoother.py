@@ -91,8 +91,18 @@ print(f"max |KernelSmoother(h={h}) - softmax_attention(x/h, x_i/h, y)| = {gap:.1
 linear = LinearAttentionRegressor(
     feature_map="optimal", n_components=1024, bandwidth=h, random_state=0
 ).fit(X, y)
+# The plain softmax average of one head, trained from the identity start and kept as trained.
 common = dict(
-    n_heads=1, head_mixture="convex", scale=None, alpha=0.0, tilt=False, warp=0, random_state=0
+    n_heads=1,
+    head_mixture="convex",
+    scale=None,
+    alpha=0.0,
+    tilt=False,
+    warp=0,
+    degree=0,
+    init="identity",
+    shrinkage=None,
+    random_state=0,
 )
 dot = AttentionRegressor(similarity="dot", tie_qk=False, **common).fit(X, y)
 gaussian = AttentionRegressor(similarity="gaussian", tie_qk=True, **common).fit(X, y)

@@ -301,13 +301,21 @@ print(f"wrote {path}")
 # temperature per head. The same saturated start as above at d_k = 128 (one projection for
 # queries and keys, with unit-variance components: ``init`` is used as given), with
 # ``scale=None`` (1/√d_k), ``scale=1.0`` (none) and ``scale="learned"``: held-out 1 − R² and
-# the training loss per L-BFGS iteration.
+# the training loss per L-BFGS iteration. The trained kernel as it ends, in the softmax
+# average (``shrinkage=None``: no step back toward the start; ``degree=0``: no local lines).
 head_dim = 128 if not SMOKE else 32
 init = np.random.default_rng(0).normal(scale=1 / np.sqrt(X.shape[1]), size=(X.shape[1], head_dim))
 absorbed = {}
 for scale in (None, 1.0, "learned"):
     model = AttentionRegressor(
-        similarity="dot", tie_qk=False, head_dim=head_dim, scale=scale, init=init, random_state=0
+        similarity="dot",
+        tie_qk=False,
+        head_dim=head_dim,
+        scale=scale,
+        init=init,
+        shrinkage=None,
+        degree=0,
+        random_state=0,
     )
     with warnings.catch_warnings():
         # The saturated start is the point here; so is a fit that may end at max_iter.

@@ -117,9 +117,14 @@ for task, y in targets.items():
             head_mixture=mixture,
             scale="learned",
             alpha=0.0,
-            # The plain softmax of the scores (the default would tilt 2-D data's weights).
+            # The plain softmax of the scores as trained (the default would tilt 2-D data's
+            # weights, start at the smoother's bandwidths and step back toward them, and
+            # choose local lines where they predict better).
             tilt=False,
             warp=0,
+            degree=0,
+            init="identity",
+            shrinkage=None,
             max_iter=30 if SMOKE else 200,
             random_state=0,
         )

@@ -63,9 +63,18 @@ TRAININGS = {"leave-one-out": True, "resubstitution": False}
 
 
 def fit(X, y, leave_one_out, **params):
-    # The plain softmax kernel (the default would tilt and warp the 1-D curve's weights).
+    # The plain softmax kernel as trained (the default would tilt and warp the 1-D curve's
+    # weights, start at the smoother's bandwidth, step back toward it by an inner validation
+    # that the collapse cannot fool, and choose local lines).
     model = AttentionRegressor(
-        leave_one_out=leave_one_out, tilt=False, warp=0, random_state=0, **params
+        leave_one_out=leave_one_out,
+        tilt=False,
+        warp=0,
+        degree=0,
+        init="identity",
+        shrinkage=None,
+        random_state=0,
+        **params,
     )
     with warnings.catch_warnings():
         # Fits stopped at a small max_iter on purpose (the held-out curve below).

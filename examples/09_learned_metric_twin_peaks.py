@@ -100,6 +100,10 @@ learned = AttentionRegressor(
     scale=None,
     alpha=1e-3,
     max_iter=30 if SMOKE else 200,
+    # The metric as trained from the identity, in the softmax average.
+    init="identity",
+    shrinkage=None,
+    degree=0,
     random_state=0,
 )
 with warnings.catch_warnings():

@@ -104,7 +104,18 @@ queries = np.array([[1.0], [2.5], [4.2]])
 # The weights are the plain softmax of the scores (``tilt=False, warp=0``): by default the
 # 1-D and 2-D data here would get tilted weights, and the 1-D input a warp.
 max_iter = 30 if SMOKE else 200
-learned = dict(n_heads=1, alpha=0.0, tilt=False, warp=0, max_iter=max_iter, random_state=0)
+# Each kernel as trained from the identity start, in the plain softmax average.
+learned = dict(
+    n_heads=1,
+    alpha=0.0,
+    tilt=False,
+    warp=0,
+    degree=0,
+    init="identity",
+    shrinkage=None,
+    max_iter=max_iter,
+    random_state=0,
+)
 
 
 def make_models():

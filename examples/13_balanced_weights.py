@@ -74,10 +74,13 @@ def sample(seed):
 # No warp of the input (one bandwidth for every query), so the three differ in their weights
 # alone: the plain softmax, the same kernel tilted, a local line. On this 1-D input the
 # default (tilt="auto", warp="auto") would tilt the weights and warp the input.
+# Each kernel as trained from the identity start (no step back toward the smoother's
+# bandwidth), the first two the local constant.
+PLAIN = dict(warp=0, init="identity", shrinkage=None)
 MODELS = {
-    "softmax (tilt=False)": dict(tilt=False, warp=0),
-    "tilted average (tilt=True)": dict(tilt=True, warp=0),
-    "local line (degree=1)": dict(degree=1, warp=0),
+    "softmax (tilt=False)": dict(tilt=False, degree=0, **PLAIN),
+    "tilted average (tilt=True)": dict(tilt=True, degree=0, **PLAIN),
+    "local line (degree=1)": dict(degree=1, **PLAIN),
 }
 COLORS = ["tab:blue", "tab:red", "tab:green"]
 
