@@ -162,35 +162,25 @@ plt.rcParams.update({"font.size": 10})
 figure = plt.figure(figsize=(14, 8.4), dpi=110, layout="constrained")
 grid = figure.add_gridspec(2, 3, width_ratios=[1, 1.3, 1.3])
 styles = {"1/√d_k": dict(color="tab:blue", marker="o"), "none": dict(color="tab:red", marker="s")}
-ax = figure.add_subplot(grid[0, 0])
-for label in SCALES:
-    ax.plot(
-        HEAD_DIMS,
-        [runs[d, label]["spread"] for d in HEAD_DIMS],
-        label=f"scale {label}",
-        **styles[label],
-    )
-ax.set_xscale("log", base=2)
-ax.set_xticks(HEAD_DIMS, [str(d) for d in HEAD_DIMS])
-ax.set_xlabel("head dimension d_k")
-ax.set_ylabel("std of the logits at init")
-ax.set_title("Logit size at initialisation")
-ax.legend(fontsize=9)
-
-ax = figure.add_subplot(grid[1, 0])
-for label in SCALES:
-    ax.plot(
-        HEAD_DIMS,
-        [runs[d, label]["n_eff"] for d in HEAD_DIMS],
-        label=f"scale {label}",
-        **styles[label],
-    )
-ax.set_xscale("log", base=2)
-ax.set_xticks(HEAD_DIMS, [str(d) for d in HEAD_DIMS])
-ax.set_xlabel("head dimension d_k")
-ax.set_ylabel("effective neighbours at init")
-ax.set_title("Saturation of the softmax")
-ax.legend(fontsize=9)
+panels = [
+    ("spread", "std of the logits at init", "Logit size at initialisation"),
+    ("n_eff", "effective neighbours at init", "Saturation of the softmax"),
+]
+for row, (key, ylabel, title) in enumerate(panels):
+    ax = figure.add_subplot(grid[row, 0])
+    for label in SCALES:
+        ax.plot(
+            HEAD_DIMS,
+            [runs[d, label][key] for d in HEAD_DIMS],
+            label=f"scale {label}",
+            **styles[label],
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(HEAD_DIMS, [str(d) for d in HEAD_DIMS])
+    ax.set_xlabel("head dimension d_k")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=9)
 
 steps = np.arange(1, STEPS + 1)
 for i, d in enumerate(HEAD_DIMS):

@@ -740,13 +740,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             lower = search.at_edge & (search.bandwidth <= low * 1.001)
             # effective_dof_ once the tier is known (the binned fit's own sums serve it).
             self.effective_dof_ = np.nan
-            if np.any(lower):
-                features = self._feature_labels(np.flatnonzero(lower))
-                warnings.warn(
-                    edge_message(self.bandwidth, features, "lower"),
-                    BandwidthWarning,
-                    stacklevel=4,
-                )
+            self._warn_lower_edge(lower)
             return search.bandwidth, degree
         h = self._rule_bandwidth(X, Y, sample_weight)
         if len(candidates) == 1:
@@ -918,12 +912,17 @@ class KernelSmoother(NadarayaWatsonRegressor):
             self.criterion_ = selection.value
         self.effective_dof_ = selection.effective_dof
         self.irrelevant_features_ = selection.upper_edge
-        if np.any(selection.lower_edge):
-            features = self._feature_labels(np.flatnonzero(selection.lower_edge))
-            warnings.warn(
-                edge_message(self.bandwidth, features, "lower"), BandwidthWarning, stacklevel=4
-            )
+        self._warn_lower_edge(selection.lower_edge)
         return selection.bandwidth
+
+    def _warn_lower_edge(self, lower):
+        """A ``BandwidthWarning`` naming the features whose selected bandwidth ended on the
+        lower edge of the search (``lower``: a boolean per feature), if any."""
+        if np.any(lower):
+            features = self._feature_labels(np.flatnonzero(lower))
+            warnings.warn(
+                edge_message(self.bandwidth, features, "lower"), BandwidthWarning, stacklevel=5
+            )
 
     def _feature_labels(self, indices):
         """Feature indices, with their names where ``X`` had column names."""
@@ -1215,14 +1214,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             self.irrelevant_features_ = selection.upper_edge
             # λ = 0 (no smoothing across levels) is an answer; a continuous bandwidth on
             # the lower edge is not.
-            too_small = selection.lower_edge & ~encoding.discrete
-            if np.any(too_small):
-                features = self._feature_labels(np.flatnonzero(too_small))
-                warnings.warn(
-                    edge_message(self.bandwidth, features, "lower"),
-                    BandwidthWarning,
-                    stacklevel=4,
-                )
+            self._warn_lower_edge(selection.lower_edge & ~encoding.discrete)
         else:
             self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
             if len(candidates) > 1:
