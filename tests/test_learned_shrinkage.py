@@ -153,6 +153,16 @@ def test_one_standard_error_rule_prefers_more_shrinkage_within_noise():
     assert one_standard_error_choice(errors, np.ones(400), (0.0, 0.5, 1.0)) == 0.0
 
 
+def test_a_fraction_of_a_standard_error_asks_less_of_the_lower_level():
+    # Two levels whose paired differences have mean 0.7 and standard error exactly 1:
+    # within one standard error, beyond half of one.
+    difference = np.resize([0.7 + np.sqrt(399), 0.7 - np.sqrt(399)], 400)
+    errors = np.column_stack([np.full(400, 10.0), 10.0 + difference])
+    sample_weight = np.ones(400)
+    assert one_standard_error_choice(errors, sample_weight, (0.0, 1.0)) == 1.0
+    assert one_standard_error_choice(errors, sample_weight, (0.0, 1.0), multiple=0.5) == 0.0
+
+
 def test_folds_hold_out_whole_duplicate_groups():
     X = np.repeat(np.arange(30.0), 2)[:, None]
     groups = DuplicateGroups(X)

@@ -23,26 +23,28 @@ warp, and the local-linear correction (``degree=1``, beyond Nadaraya–Watson), 
 with the warp.
 The second column, ``"0.6 default"``, is the default of 0.6 (``init="identity"``,
 ``shrinkage=None``, ``degree=0``); the default now starts at the leave-one-out
-bandwidths, shrinks toward them by an inner validation and chooses the local line by
-held-out error. Measured for this version (the ratio to the smoother's test MSE; those two
-columns only, on a shared 2-core machine)::
+bandwidths, shrinks toward them by an inner validation and chooses the local line where
+its held-out error is lower by more than half a standard error (where it was merely lower,
+the default's friedman1 ratio was 0.730 and its geometric mean 0.719). Measured for this
+version (the ratio to the smoother's test MSE; those two columns only, on a 2-core
+machine)::
 
     data set               ref MSE       default   0.6 default
     task curve              0.2465         0.987         0.992
-    task friedman1           3.765         0.730         0.927
+    task friedman1           3.765         0.827         0.927
     task friedman2       1.817e+04         0.924         1.018
     task friedman3         0.02413         0.780         0.856
-    task projection         0.5751         0.136         0.153
+    task projection         0.5751         0.138         0.153
     task irrelevant        0.03614         0.999         1.070
     diabetes (10-D)           3419         0.851         1.112
-    mcycle (1-D)             635.7         0.902         0.898
+    mcycle (1-D)             635.7         0.898         0.898
     GAGurine (1-D)           23.69         0.874         0.840
     ethanol (2-D)          0.05348         0.693         0.649
     airquality (3-D)         403.8         0.786         0.867
     Boston (13-D)            13.28         0.734         1.190
-    geometric mean ratio 0.719 0.805
+    geometric mean ratio 0.727 0.805
     worst ratio 0.999 1.190
-    mean fit time (s) 1.40 0.26
+    mean fit time (s) 1.04 0.26
 
 Run from the repository root:
 ``PYTHONPATH=. python examples/benchmarks/bench_attention_defaults.py``

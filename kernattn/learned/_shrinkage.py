@@ -45,9 +45,10 @@ def fold_rows(groups, rng, n_folds=N_FOLDS):
     return [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(n_folds)]
 
 
-def one_standard_error_choice(errors, sample_weight, levels=LEVELS):
-    """The largest level whose mean held-out error is within one standard error of the
-    lowest mean (the standard error of the weighted mean of the paired differences).
+def one_standard_error_choice(errors, sample_weight, levels=LEVELS, multiple=1.0):
+    """The largest level whose mean held-out error is within one standard error (or
+    ``multiple`` of one) of the lowest mean (the standard error of the weighted mean of the
+    paired differences).
 
     Parameters
     ----------
@@ -56,6 +57,8 @@ def one_standard_error_choice(errors, sample_weight, levels=LEVELS):
     sample_weight : ndarray of shape (n_queries,)
     levels : sequence of float
         Increasing.
+    multiple : float
+        How many standard errors a lower level must gain to be chosen.
 
     Returns
     -------
@@ -69,7 +72,7 @@ def one_standard_error_choice(errors, sample_weight, levels=LEVELS):
         difference = errors[:, j] - errors[:, best]
         excess = p @ difference
         spread = np.sqrt(max(p @ (difference - excess) ** 2, 0.0) / max(n_eff - 1.0, 1.0))
-        if excess <= spread:
+        if excess <= multiple * spread:
             return float(levels[j])
     return float(levels[best])
 
