@@ -235,8 +235,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         measured on the folds of the inner validation of ``shrinkage`` (each fold's kernel
         predicting its held-out queries; by leave-one-out on all rows when there is none);
         ``degree_`` records the choice.
-        On scikit-learn's diabetes data (75/25 split) it chose the line and reached a test
-        MSE of 3 163, against 3 360 for ``degree=0`` and 3 512 for
+        On scikit-learn's diabetes data (75/25 split, standardized) it chose the line and
+        reached a test MSE of 3 168, against 3 512 for ``degree=0`` (whose inner validation
+        takes the metric back to the smoother's bandwidths) and for
         ``KernelSmoother(bandwidth="loo")``.
     tilt : bool or "auto", default="auto"
         Tilt each head's weights at each query, :math:`\tilde w_i \propto w_i
