@@ -246,3 +246,11 @@ def held_out_estimates(objective, theta, queries, keys=None, degree=0, log_facto
     _, _, _, a, b = objective.layout.unpack(theta)
     heads = objective.head_estimates(theta, queries, keys)
     return np.einsum("h,iht->it", a, heads) + b
+
+
+def held_out_errors(objective, theta, queries, keys=None, degree=0, log_factor=0.0, tilt=None):
+    """Each query's squared error (summed over the outputs) of :func:`held_out_estimates`
+    with the same arguments; ``nan`` where it has no estimate."""
+    residual = held_out_estimates(objective, theta, queries, keys, degree, log_factor, tilt)
+    residual -= objective.Y[queries]
+    return np.einsum("ij,ij->i", residual, residual)

@@ -37,7 +37,7 @@ from kernattn._rows import collection_predict
 from kernattn._tilt import PENALTY
 from kernattn._warp import InputWarp, quantile_knots
 from kernattn.bandwidth import select_bandwidth
-from kernattn.learned._local import held_out_estimates, tune_tilt, tune_width
+from kernattn.learned._local import held_out_errors, tune_tilt, tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     calibrate_width,
@@ -767,9 +767,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                     )
 
                 def errors(theta, rows, held):
-                    residual = held_out_estimates(objective, theta, held, rows)
-                    residual -= objective.Y[held]
-                    return np.einsum("ij,ij->i", residual, residual)
+                    return held_out_errors(objective, theta, held, rows)
 
                 self.shrinkage_, fits = held_out_shrinkage(
                     fold_rows(groups, rng),
@@ -890,10 +888,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         A line needs more distinct neighbors than its ``head_dim + 1`` parameters; a tilt
         two to balance. Each candidate's width (and penalty) is tuned by leave-one-out on
         all rows; ``degree="auto"`` then keeps the local constant (tilted or not) unless
-        the local line has the lower held-out squared error: on the inner validation's
-        folds (``fits``, each fold's kernel at the chosen shrinkage, the line's width tuned
-        again on the fold's rows, its held-out queries against those rows) when there are
-        some, else by leave-one-out on all rows.
+        the local line's held-out squared error is lower by more than
+        ``DEGREE_STANDARD_ERRORS`` standard errors of the paired differences: on the inner
+        validation's folds (``fits``, each fold's kernel at the chosen shrinkage, the line's
+        width tuned again on the fold's rows, its held-out queries against those rows) when
+        there are some, else by leave-one-out on all rows.
         """
         candidates = {}
         if self.degree != 1:
@@ -931,11 +930,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                     width, _ = tune_width(part, part_theta, rng)
                 widths[1] = (width, None)
             for degree, (log_factor, penalty) in widths.items():
-                residual = held_out_estimates(
-                    objective, part_theta, held, rows, degree, log_factor, penalty
+                errors[degree].append(
+                    held_out_errors(objective, part_theta, held, rows, degree, log_factor, penalty)
                 )
-                residual -= objective.Y[held]
-                errors[degree].append(np.einsum("ij,ij->i", residual, residual))
             weights.append(objective.sw[held])
         weights = np.concatenate(weights)
         errors = {degree: np.concatenate(e) for degree, e in errors.items()}
