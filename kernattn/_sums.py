@@ -144,6 +144,7 @@ def kernel_sums(
     tile=None,
     precision=None,
     squared_columns=None,
+    fresh=False,
     xp=None,
 ):
     r"""Shifted kernel sums :math:`\Sigma_i = \sum_j e^{\ell_{ij} - c_i} C_j` of a block of
@@ -188,6 +189,9 @@ def kernel_sums(
         needs: a local polynomial's held-back rule, :mod:`kernattn._local_polynomial`).
         When the running maximum moves by :math:`\Delta` these sums are rescaled by
         :math:`e^{-2\Delta}`, the square of the plain sums' factor.
+    fresh : bool
+        The callable ``columns`` returns a new array of its own at every call: the first
+        tile's is the accumulator (no copy).
 
     Returns
     -------
@@ -220,7 +224,9 @@ def kernel_sums(
         if sums is None:
             # The accumulator is updated in place below, where it may be: it must not be
             # the caller's array.
-            if numpy:
+            if fresh:
+                sums = part
+            elif numpy:
                 sums = np.array(part, copy=True)
             else:
                 sums = xp.asarray(part, copy=True) if updatable(part) else part

@@ -818,6 +818,7 @@ def softmax_attention(
                     removed=removed,
                     exponent=unit_exponent,
                     tile=tile,
+                    fresh=not numpy,
                     xp=xp,
                 )
             part = xp.broadcast_to(part, (n_heads, n_rows, d_v + 1))
