@@ -60,6 +60,7 @@ from kernattn._local_polynomial import (
     monomial_exponents,
     polynomial_estimate,
 )
+from kernattn._numerics import value_columns
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
 #: outgrows the rows' in any case).
@@ -306,27 +307,45 @@ class BinnedKernel:
 
 
 class DeferredLocalPolynomials(LocalPolynomials):
-    """:class:`~kernattn._local_fits.LocalPolynomials` whose per-key columns are built on
-    first use.
+    """:class:`~kernattn._local_fits.LocalPolynomials` of the exact kernel ``heads``'s
+    keys, built on first use.
 
     On the binned tier the exact kernel's local polynomials serve only the rows handed
     back to the exact kernel and the methods that need every weight (``attention_weights``,
-    ``gradient``, ``predict_interval``); their columns (several per training row) would
-    cost more to build at fit than the whole binned fit, so they wait until asked for.
-    The build is the same object's, once (``cached_property`` locks it against the
-    threads of a prediction).
+    ``gradient``, ``predict_interval``); their columns (several per training row), and the
+    kernel's projected keys they are built from, would cost more to build at fit than the
+    whole binned fit, so they wait until asked for. The build is the same object's, once
+    (two threads that both build it build the same).
+
+    Parameters
+    ----------
+    heads : SoftmaxHeads
+        The exact kernel (one head); its keys are taken when the build needs them.
+    values : ndarray of shape (n_keys, n_outputs)
+        The values in the engine's units (centered, divided by its value scale).
+    degree, dims, sample_weight
+        As :class:`~kernattn._local_fits.LocalPolynomials`'s.
+    dtype : numpy dtype
+        The precision of the value columns (the predictions').
     """
 
-    def __init__(self, keys, value_columns, values, degree, dims=None, sample_weight=None):
-        self.dims = np.arange(keys.shape[1]) if dims is None else np.asarray(dims, dtype=int)
+    def __init__(self, heads, values, degree, dims, sample_weight=None, dtype=np.float64):
+        self.dims = np.asarray(dims, dtype=int)
         self.degree = int(degree)
         self.total = 2 * values.shape[1]
-        self._arguments = (keys, value_columns, values, sample_weight)
+        self._arguments = (heads, values, sample_weight, np.dtype(dtype))
 
     @cached_property
     def _built(self):
-        keys, value_columns, values, sample_weight = self._arguments
-        return LocalPolynomials(keys, value_columns, values, self.degree, self.dims, sample_weight)
+        heads, values, sample_weight, dtype = self._arguments
+        return LocalPolynomials(
+            heads.keys(0),
+            value_columns(values, dtype),
+            values,
+            self.degree,
+            self.dims,
+            sample_weight,
+        )
 
     @property
     def keys(self):

@@ -46,6 +46,7 @@ from kernattn._namespaces import from_caller, in_caller_library
 from kernattn._numerics import (
     normalized_weights,
     power_of_two_scale,
+    value_columns,
     weighted_mean,
 )
 from kernattn._rows import Rows, collection_predict, collection_rows
@@ -80,9 +81,11 @@ def canonical_order(X, Y, sample_weight):
     difference in its first sums into a different end point."""
     # Without ties in the first input its order alone is the lexicographic one (and an
     # argsort is several times faster than the lexsort of every column at 10⁶ rows).
-    order = np.argsort(X[:, 0]) if X.shape[1] and len(X) else None
-    if order is not None and np.all(np.diff(X[order, 0]) > 0):
-        return order
+    if X.shape[1] and len(X):
+        order = np.argsort(X[:, 0])
+        first = X[order, 0]
+        if np.all(first[1:] > first[:-1]):
+            return order
     return np.lexsort(np.column_stack([X, Y, sample_weight])[:, ::-1].T)
 
 
@@ -161,11 +164,20 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """The fit on arrays in memory (``options`` go to ``_fit_kernel``)."""
         X, y, sample_weight = self._validate_training_data(X, y, sample_weight)
         Y = y.reshape(len(y), -1)
-        active = np.flatnonzero(sample_weight > 0)
-        if self._canonical_rows:
-            active = active[canonical_order(X[active], Y[active], sample_weight[active])]
-        self._set_training_set(X, y, sample_weight, active)
-        self.kernel_ = self._fit_kernel(X[active], Y[active], sample_weight[active], **options)
+        positive = sample_weight > 0
+        if np.all(positive):
+            active = canonical_order(X, Y, sample_weight) if self._canonical_rows else None
+        else:
+            active = np.flatnonzero(positive)
+            if self._canonical_rows:
+                active = active[canonical_order(X[active], Y[active], sample_weight[active])]
+        if active is None:
+            active = np.arange(len(X))
+            kept = X, Y, sample_weight
+        else:
+            kept = X[active], Y[active], sample_weight[active]
+        self._set_training_set(X, y, sample_weight, active, *kept[1:])
+        self.kernel_ = self._fit_kernel(*kept, **options)
 
     def _fit_rows(self, rows):
         """The fit on training rows in parts (:class:`~kernattn._rows.Rows`, e.g. the
@@ -217,16 +229,21 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("sample_weight must have at least one positive entry")
         return X, y, sample_weight
 
-    def _set_training_set(self, X, y, sample_weight, active):
+    def _set_training_set(self, X, y, sample_weight, active, Y, kept_weight):
+        """Store the training set (``X``, ``y``, ``sample_weight`` as given) and what the
+        kept rows ``active`` (their targets ``Y``, 2-D, and weights ``kept_weight``) give
+        the engine: centered values, their scale, the log weights."""
         self.X_fit_ = X
         self.y_fit_ = y
         self.sample_weight_ = sample_weight
-        Y = y.reshape(len(y), -1)[active]
         # Divided by a power of two near the largest weight: the sums of weights of 1e308
         # each stay finite, and the ratios of sums do not change by a bit.
-        sw = normalized_weights(sample_weight[active])
+        sw = normalized_weights(kept_weight)
         self._active = active
-        self._log_sample_weight = np.log(sw / sw.max())
+        if np.all(sw == sw[0]):
+            self._log_sample_weight = np.zeros(len(sw))
+        else:
+            self._log_sample_weight = np.log(sw / sw.max())
         # Targets are stored centered: the weighted second moment used by return_std then
         # does not cancel catastrophically for targets far from zero. The mean is taken of
         # the targets divided by a power of two, which cannot overflow.
@@ -239,9 +256,22 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         # and multiplied back only at the end (a variance of 1e400 has no float, its square
         # root has).
         self._value_scale = power_of_two_scale(self._values, axis=0)
-        scaled = self._values / self._value_scale
-        columns = np.hstack([scaled, scaled**2, np.ones((len(Y), 1))])
-        self._value_columns = columns.astype(self._dtype, copy=False)
+        # Built on first use (a fit on the binned tier may never need them).
+        self._value_columns_built = None
+
+    @property
+    def _value_columns(self):
+        """The value columns ``[v, v², 1]`` of the kept keys in the engine's units, in the
+        precision of predictions: built on first use, then kept (two threads that both
+        build them build the same array). No attribute when no keys are kept."""
+        try:
+            columns = self.__dict__["_value_columns_built"]
+        except KeyError:
+            raise AttributeError("_value_columns") from None
+        if columns is None:
+            columns = value_columns(self._values / self._value_scale, self._dtype)
+            self.__dict__["_value_columns_built"] = columns
+        return columns
 
     # ------------------------------------------------------------------- hooks
 

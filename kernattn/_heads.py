@@ -32,6 +32,8 @@ positive, which lets the exact path skip the row maximum). A learned attention k
 same object with learned :math:`W_q, W_k, s`.
 """
 
+import threading
+
 import numpy as np
 
 from kernattn._blocks import query_block_size
@@ -51,6 +53,9 @@ LARGE = 1e150
 _EXACT_REACH = 1e8
 # Entries of the (rows × keys × head_dim) differences of a chunk of far rows.
 _FAR_ENTRIES = 2**18
+
+# What :meth:`SoftmaxHeads._bind` computes per head from the keys, built on first use.
+_BOUND = ("_inputs", "_keys", "_keys_aug", "_keys_sq", "_key_radius", "_unit_keys", "_far_only")
 
 # Added to ‖u‖² before the square root of the cosine normalization: a zero projection then
 # has a zero (not NaN) direction and the normalization stays differentiable.
@@ -138,7 +143,17 @@ class SoftmaxHeads:
         self._floor = exp_floor(self.dtype)
         self.warp = warp
         self.local = [None] * len(self.scale) if local is None else list(local)
-        self._bind(self.warped(np.asarray(keys, dtype=float)))
+        self._binding = _DeferredBinding(self, keys)
+
+    def __getattr__(self, name):
+        # The keys' per-head arrays (``_BOUND``) are built when a method first needs them
+        # (a binned fit may never), once for this kernel and the copies that share them.
+        binding = self.__dict__.get("_binding")
+        if name not in _BOUND or binding is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        bound = binding.bound()
+        self.__dict__.update(bound)
+        return bound[name]
 
     def warped(self, X):
         """The inputs as the heads compare them: through the warp, if any."""
@@ -231,49 +246,46 @@ class SoftmaxHeads:
         return P / unit[:, None], log_size + np.log(unit)
 
     def _bind(self, X):
-        """Per head, what every query block meets: the keys and their biases."""
+        """Per head, what every query block meets: the keys and their biases (the
+        attributes ``_BOUND``, as a dict)."""
         # The inputs themselves, for the far path's exact differences.
-        self._inputs = X if self.nonpositive else None
-        self._keys = []
-        self._keys_aug = []
-        self._keys_sq = []
-        self._key_radius = []
-        self._unit_keys = []
-        self._far_only = []
+        bound = {"_inputs": X if self.nonpositive else None}
+        bound.update({name: [] for name in _BOUND[1:]})
         for h in range(self.n_heads):
             K = self._project(X, h, "key")
-            self._bind_unit_keys(X, K, h)
+            unit_keys, far_only = self._bind_unit_keys(X, K, h)
+            bound["_unit_keys"].append(unit_keys)
+            bound["_far_only"].append(far_only)
             with np.errstate(over="ignore"):
                 sq = np.einsum("ij,ij->i", K, K)
-            self._keys.append(K)
-            self._keys_sq.append(sq)
+            bound["_keys"].append(K)
+            bound["_keys_sq"].append(sq)
             with np.errstate(invalid="ignore"):
-                self._key_radius.append(np.sqrt(sq.max(initial=0.0)))
+                bound["_key_radius"].append(np.sqrt(sq.max(initial=0.0)))
+            aug = None
             if self.similarity in ("dot", "cosine", "gaussian"):
                 # [q, −½‖q‖², 1] · [k, 1, −½‖k‖² + log s]: the logits in one product.
                 with np.errstate(over="ignore", invalid="ignore"):
                     bias = key_bias(K, self.similarity) + self.log_sample_weight
                 aug = np.hstack([K, np.ones((len(K), 1)), bias[:, None]])
-                self._keys_aug.append(np.ascontiguousarray(aug, dtype=self.dtype))
-            else:
-                self._keys_aug.append(None)
+                aug = np.ascontiguousarray(aug, dtype=self.dtype)
+            bound["_keys_aug"].append(aug)
+        return bound
 
     def _bind_unit_keys(self, X, K, h):
-        """The keys in units of a power of two near their extent, for the far path.
+        """The keys in units of a power of two near their extent, for the far path, with
+        their log unit; and whether the head is far only.
 
         Keys whose squares could overflow (a tiny ``input_scale``) make every logit of
         the one-product path lose its meaning: such a head sends every query through the
-        far path (``_far_only``).
+        far path.
         """
         if np.all(np.abs(K) < LARGE):
             unit = power_of_two_scale(K)
-            self._unit_keys.append((K / unit, float(np.log(unit))))
-            self._far_only.append(False)
-            return
+            return (K / unit, float(np.log(unit))), False
         unit, log_size = self._project_scaled(X, h, "key")
         log_unit = float(log_size.max(initial=0.0))
-        self._unit_keys.append((unit * np.exp(log_size - log_unit)[:, None], log_unit))
-        self._far_only.append(True)
+        return (unit * np.exp(log_size - log_unit)[:, None], log_unit), True
 
     def far_only(self, h):
         """Whether head ``h``'s keys are too large for the one-product path."""
@@ -639,3 +651,33 @@ def _times_exp(a, log_factor):
         half = np.exp(0.5 * log_factor)
         out = a * half * half
     return np.where(a == 0, 0.0, out)
+
+
+class _DeferredBinding:
+    """The keys of a :class:`SoftmaxHeads` and, once asked for, what its ``_bind`` makes
+    of them: built once, under a lock (a prediction asks from several threads), and
+    shared by the copies made before the build (``with_local``, ``with_mixture``).
+    Pickled without the lock (and as built, when it was)."""
+
+    def __init__(self, heads, keys):
+        self._heads = heads
+        self._keys = keys
+        self._bound = None
+        self._lock = threading.Lock()
+
+    def bound(self):
+        with self._lock:
+            if self._bound is None:
+                heads = self._heads
+                self._bound = heads._bind(heads.warped(np.asarray(self._keys, dtype=float)))
+                self._keys = None
+            return self._bound
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()

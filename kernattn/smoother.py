@@ -558,17 +558,20 @@ class KernelSmoother(NadarayaWatsonRegressor):
         self.algorithm_ = algorithm
         self.held_back_ = 0.0
         if degree > 0:
-            local_polynomials = (
-                DeferredLocalPolynomials if algorithm == "binned" else LocalPolynomials
-            )
-            polynomials = local_polynomials(
-                kernel.keys(0),
-                self._value_columns,
-                self._values / self._value_scale,
-                degree,
-                dims=self._line,
-                sample_weight=sample_weight,
-            )
+            values = self._values / self._value_scale
+            if algorithm == "binned":
+                polynomials = DeferredLocalPolynomials(
+                    kernel, values, degree, self._line, sample_weight, dtype=self._dtype
+                )
+            else:
+                polynomials = LocalPolynomials(
+                    kernel.keys(0),
+                    self._value_columns,
+                    values,
+                    degree,
+                    dims=self._line,
+                    sample_weight=sample_weight,
+                )
             kernel = kernel.with_local([polynomials])
         if algorithm == "binned":
             self._binned = BinnedKernel(

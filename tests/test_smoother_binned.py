@@ -303,3 +303,42 @@ def test_held_back_share_from_the_gridded_sums_close_to_exact():
         binned, exact = both(X, y, bandwidth=0.0005, degree=2)
     assert exact.held_back_ > 0
     assert abs(binned.held_back_ - exact.held_back_) <= 2 / 512
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_exact_kernel_built_on_first_use_pickles_and_copies(degree):
+    # A binned fit builds the exact kernel's keys (and the local polynomials' columns) only
+    # when a method needs every weight: a pickle taken before that first use, and one taken
+    # after, give the same weights, gradients and predictions as the fit itself.
+    import copy
+    import pickle
+
+    X, y = sine(5000, seed=3)
+    model = KernelSmoother(bandwidth=0.03, degree=degree, algorithm="binned").fit(X, y)
+    Q = inside(X, 7, seed=4)
+    before = pickle.loads(pickle.dumps(model))
+    copied = copy.deepcopy(model)
+    weights = model.attention_weights(Q)
+    after = pickle.loads(pickle.dumps(model))
+    for other in (before, copied, after):
+        np.testing.assert_array_equal(other.attention_weights(Q), weights)
+        np.testing.assert_array_equal(other.predict(Q), model.predict(Q))
+        np.testing.assert_array_equal(other.gradient(Q), model.gradient(Q))
+    # The exact weights are those of the same smoother fitted on the exact tier.
+    exact = KernelSmoother(bandwidth=0.03, degree=degree, algorithm="exact").fit(X, y)
+    np.testing.assert_allclose(weights, exact.attention_weights(Q), rtol=1e-10, atol=1e-300)
+
+
+def test_exact_kernel_first_used_from_several_threads_at_once():
+    # The first use builds the keys once, under a lock: threads that all ask at the same
+    # moment get the weights of a single-threaded call.
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = sine(20_000, seed=5)
+    params = dict(bandwidth=0.01, degree=1, algorithm="binned")
+    serial = KernelSmoother(**params).fit(X, y).attention_weights(inside(X, 4, seed=6))
+    model = KernelSmoother(**params).fit(X, y)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: model.attention_weights(inside(X, 4, seed=6)), range(8)))
+    for weights in results:
+        np.testing.assert_array_equal(weights, serial)

@@ -740,7 +740,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _keep_no_keys(self, kernel):
         """Fitted with ``kernel`` (its sums taken) and no training keys kept: no training
         set, no values to attend to, no near field."""
-        for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_value_columns"):
+        for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_value_columns_built"):
             self.__dict__.pop(name, None)
         if not isinstance(kernel, NearFieldKernel):
             # Attributes of a near field, which a fit without keys does not have.
