@@ -23,30 +23,31 @@ Targets (issue 23): faster than KernSmooth at 10⁶ and 10⁷ rows in 1-D; 10⁷
 30 s; 2-D 10⁶ rows in at most 30 s; the chosen bandwidth's test error within 10 % of the
 grid's best, stable across seeds.
 
-Measured (2026-12-05, 2 shared CPU cores, 23 GiB; R 4.2 with KernSmooth 2.23; seconds for
-bandwidth selection + fit + prediction at every training row; test MSE as a multiple of
-the best of a 15-point grid 0.4–2.5 × the leave-one-out bandwidth):
+Measured (2 shared CPU cores, 23 GiB; R 4.2 with KernSmooth 2.23; seconds for bandwidth
+selection + fit + prediction at every training row; test MSE as a multiple of the best of a
+15-point grid 0.4–2.5 × the leave-one-out bandwidth):
 
 =============  ===================  ===================  ====================
 rows           binned, loo          binned, plug-in      KernSmooth
 =============  ===================  ===================  ====================
-1-D 10⁵        0.42 s, 1.007 ×      0.08 s, 1.001 ×      0.13 s, 1.000 ×
-1-D 10⁶        1.47 s, 1.083 ×      1.11 s, 1.072 ×      1.43 s, 1.042 ×
-1-D 10⁷        18.7 s, 1.025 ×      14.3 s, 1.020 ×      22.7 s, 1.138 ×
-2-D 10⁶        21.9 s, 1.000 ×      —                    —
+1-D 10⁵        0.14 s, 1.007 ×      0.08 s, 1.001 ×      0.07 s, 1.000 ×
+1-D 10⁶        0.82 s, 1.083 ×      0.55 s, 1.072 ×      1.22 s, 1.042 ×
+1-D 10⁷        9.00 s, 1.025 ×      7.56 s, 1.020 ×      13.68 s, 1.138 ×
+2-D 10⁶        12.42 s, 1.000 ×     —                    —
 =============  ===================  ===================  ====================
 
 Binned against exact at 200 training rows: max |Δ|/sd(y) = 8.1e-5, 6.8e-6, 2.5e-5 (1-D
-10⁵, 10⁶, 10⁷) and 3.8e-5 (2-D 10⁶), against the grid's bound 1e-3. Targets: 10⁷ rows in
-at most 30 s and faster than KernSmooth there, met (both selectors); at 10⁶ rows the
-plug-in is faster than KernSmooth and the leave-one-out search (over every row) ties with
-it (1.47 s against 1.43 s); 2-D 10⁶ rows take 21.9 s (``--only-2d``; the search, on grids
-for 3e-2, takes most of it; the fit's grid is 2958 × 1547), within the 30 s target
-(39 s with the search on grids for 1e-2, the same bandwidths to 0.2 %); the chosen bandwidth's
-test error is within 10 % of the grid's best everywhere, and over seeds (``--only-seeds``:
-seeds 1, 2 at 10⁵ rows loo 1.016, 1.002 ×, plug-in 1.006, 1.013 ×; at 10⁶ rows loo 1.000,
-1.046 ×, plug-in 1.001, 1.000 ×). The sizes were run before the effective degrees of
-freedom were taken from the fit's own sums (a little faster now).
+10⁵, 10⁶, 10⁷) and 3.8e-5 (2-D 10⁶), against the grid's bound 1e-3. Targets: faster than
+KernSmooth at 10⁶ and 10⁷ rows with either selector (1.5 times with the leave-one-out
+search over every row, 1.8 to 2.2 times with the plug-in), met; 10⁷ rows in at most 30 s,
+met (9.0 s); 2-D 10⁶ rows in at most 30 s, met (12.4 s; the search, on grids for 3e-2,
+takes most of it; the fit's grid is 2958 × 1547; with the search on grids for 1e-2, the
+same bandwidths to 0.2 %, about twice as long); the chosen bandwidth's test error is within
+10 % of the grid's best everywhere, and over seeds (``--only-seeds``: seeds 1, 2 at 10⁵ rows
+loo 1.016, 1.002 ×, plug-in 1.006, 1.013 ×; at 10⁶ rows loo 1.000, 1.046 ×, plug-in 1.001,
+1.000 ×). Of the 10⁷-row leave-one-out fit's 7.4 s, ordering the rows (for fits that do not
+depend on the order of the rows) takes 2 s, the search 1.9 s and the fit's binned sums
+1.4 s; a binned fit builds the exact kernel's keys only when a method needs every weight.
 
 Run: ``python examples/benchmarks/bench_lowdim.py`` (``--quick`` for 10⁴–10⁵ rows only).
 The binned pipeline is the estimator, ``KernelSmoother(bandwidth="loo" or "plugin",
