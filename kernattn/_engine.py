@@ -30,6 +30,7 @@ approximates.
 
 import warnings
 from contextlib import contextmanager
+from functools import cached_property
 from numbers import Integral
 
 import numpy as np
@@ -87,6 +88,22 @@ def canonical_order(X, Y, sample_weight):
         if np.all(first[1:] > first[:-1]):
             return order
     return np.lexsort(np.column_stack([X, Y, sample_weight])[:, ::-1].T)
+
+
+class DeferredValueColumns:
+    """The value columns ``[v, v², 1]`` of the values ``v`` (centered, divided by
+    ``scale``), built on first use and kept: a fit whose predictions never meet the exact
+    kernel (the binned tier) does not build them, and the estimator's state is the same
+    object before and after they are built (two threads that both build them build the
+    same array)."""
+
+    def __init__(self, values, scale, dtype):
+        self._arguments = (values, scale, dtype)
+
+    @cached_property
+    def columns(self):
+        values, scale, dtype = self._arguments
+        return value_columns(values / scale, dtype)
 
 
 class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
@@ -257,21 +274,19 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         # root has).
         self._value_scale = power_of_two_scale(self._values, axis=0)
         # Built on first use (a fit on the binned tier may never need them).
-        self._value_columns_built = None
+        self._value_columns_built = DeferredValueColumns(
+            self._values, self._value_scale, self._dtype
+        )
 
     @property
     def _value_columns(self):
         """The value columns ``[v, v², 1]`` of the kept keys in the engine's units, in the
-        precision of predictions: built on first use, then kept (two threads that both
-        build them build the same array). No attribute when no keys are kept."""
+        precision of predictions (:class:`DeferredValueColumns`). No attribute when no
+        keys are kept."""
         try:
-            columns = self.__dict__["_value_columns_built"]
+            return self.__dict__["_value_columns_built"].columns
         except KeyError:
             raise AttributeError("_value_columns") from None
-        if columns is None:
-            columns = value_columns(self._values / self._value_scale, self._dtype)
-            self.__dict__["_value_columns_built"] = columns
-        return columns
 
     # ------------------------------------------------------------------- hooks
 
