@@ -76,6 +76,12 @@ The rule is invariant to shifts and to the units of the inputs and of the bandwi
 with squared weights (:math:`\sum_j w_j^2 \phi(k_j)` up to degree :math:`2p`), from which
 :math:`V_\lambda = a_0 + 2 u^\top g + g^\top M g` follows for every :math:`\lambda`.
 
+*In a bandwidth search.* The criteria are those of the held-back estimator, which keeps
+them finite at every bandwidth; below the spacing of the inputs, where most leave-one-out
+queries are held back, the fit nearly interpolates its training targets and a criterion's
+minimum there can undercut the supported one by chance. The search therefore keeps
+:math:`\mathrm{tr}(S)` at most half the rows (:func:`kernattn.bandwidth.select_bandwidth`).
+
 References
 ----------
 .. [1] J. Fan, I. Gijbels, "Local Polynomial Modelling and Its Applications", Chapman & Hall

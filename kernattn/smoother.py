@@ -148,7 +148,12 @@ class KernelSmoother(NadarayaWatsonRegressor):
         squared error, ``"aic"`` the corrected AIC of Hurvich, Simonoff and Tsai (1998),
         ``"gcv"`` generalized cross-validation (a grid over a common multiple of Scott's
         bandwidths, then all of them refined by gradient descent; see
-        :func:`~kernattn.bandwidth.select_bandwidth`). On the binned tier (``algorithm_``)
+        :func:`~kernattn.bandwidth.select_bandwidth`). For ``degree ≥ 1`` that search keeps
+        ``effective_dof_`` at most half the training rows: below it, on small samples with
+        few distinct values per feature, the criterion's minimum can fall among bandwidths
+        where most leave-one-out polynomials are held back and the fit nearly interpolates
+        (on R's ``MASS::cpus`` with 1.6 to 1.9 times the test error of the supported one).
+        On the binned tier (``algorithm_``)
         the criteria are evaluated on binned sums at every training row (a curve over
         1/16 to 4 times :math:`\sigma_j n^{-1/(d+4)}`, then Brent's search; see
         :mod:`kernattn._binned_search`), at :math:`O(G \log G + n)` per bandwidth for a

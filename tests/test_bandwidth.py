@@ -6,11 +6,13 @@ import itertools
 import numpy as np
 import pytest
 
+from kernattn import KernelSmoother
 from kernattn._local_polynomial import equivalent_weights
 from kernattn._loo import DuplicateGroups
-from kernattn.bandwidth import CRITERIA, resolve_bandwidth
+from kernattn.bandwidth import CRITERIA, resolve_bandwidth, select_bandwidth
 from kernattn.bandwidth._criterion import Criterion
 from kernattn.bandwidth._rules import check_bandwidth
+from kernattn.bandwidth._search import MAX_DOF_SHARE
 from kernattn.kernels import KERNELS
 
 PROFILES = {
@@ -280,6 +282,69 @@ def test_effective_dof_is_the_trace_of_the_smoother_matrix():
         objective = Criterion(X, Y, sample_weight, "gaussian", degree, "loo")
         S = direct_smoother_matrix(X, sample_weight, h, "gaussian", degree)
         np.testing.assert_allclose(objective.effective_dof(np.log(h)), np.trace(S), rtol=1e-9)
+
+
+@pytest.mark.parametrize("h", [[0.6, 0.8], [0.1, 0.12]], ids=["supported", "held-back"])
+def test_effective_dof_gradient_matches_central_differences(h):
+    # (At the smaller bandwidths some rows are held back: their share of the gradient is a
+    # central difference of their own weights.)
+    X, Y, sample_weight = make_problem(23, n=60, d=2)
+    objective = Criterion(X, Y, sample_weight, "gaussian", 1, "loo")
+    log_h = np.log(h)
+    trace, grad = objective.effective_dof_and_grad(log_h)
+    assert trace == pytest.approx(objective.effective_dof(log_h), rel=1e-12)
+    step = 1e-5
+    numeric = [
+        (objective.effective_dof(log_h + step * e) - objective.effective_dof(log_h - step * e))
+        / (2 * step)
+        for e in np.eye(2)
+    ]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-6)
+
+
+def integer_levels_problem():
+    """60 rows of 3 features taking the values 0 to 5, a smooth target and noise (sd 0.3):
+    the local line's leave-one-out criterion has its lowest point at bandwidths below the
+    spacing of the values (about 0.02, against Scott's 1.3), where 9 rows in 10 are held
+    back and tr(S) is 0.9 n."""
+    rng = np.random.default_rng(1)
+    X = rng.integers(0, 6, size=(60, 3)).astype(float)
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.3 * rng.normal(size=60)
+    return X, y, rng
+
+
+def test_local_line_selection_keeps_half_the_degrees_of_freedom_for_the_error():
+    X, y, rng = integer_levels_problem()
+    n = len(X)
+    for criterion in CRITERIA:
+        selection = select_bandwidth(X, y, criterion=criterion, degree=1)
+        assert selection.effective_dof <= MAX_DOF_SHARE * n * (1 + 1e-9)
+    # The near-interpolating bandwidths predict new inputs of the same levels worse than
+    # the local constant; within the limit the line is well ahead of it.
+    line = KernelSmoother(bandwidth="loo", degree=1).fit(X, y)
+    constant = KernelSmoother(bandwidth="loo").fit(X, y)
+    assert line.effective_dof_ <= MAX_DOF_SHARE * n * (1 + 1e-9)
+    assert line.held_back_ < 0.1
+    new = rng.integers(0, 6, size=(2000, 3)).astype(float)
+    truth = np.sin(new[:, 0]) + 0.5 * new[:, 1]
+    line_error = np.mean((line.predict(new) - truth) ** 2)
+    constant_error = np.mean((constant.predict(new) - truth) ** 2)
+    assert line_error < 0.5 * constant_error
+
+
+def test_dof_limit_leaves_selections_within_it_unchanged():
+    # The local constant has no limit; a local line whose search ends within it is the
+    # criterion's own minimum (R np's cv.ls bandwidths, pinned in test_smoother, are such).
+    X, Y, _ = make_problem(0, n=40, d=3)
+    constant = select_bandwidth(X, Y, degree=0)
+    assert constant.effective_dof > MAX_DOF_SHARE * len(X)
+    X, Y, _ = make_problem(3, n=80, d=2)
+    selection = select_bandwidth(X, Y, degree=1)
+    assert selection.effective_dof < MAX_DOF_SHARE * len(X)
+    objective = Criterion(X, Y, np.ones(len(X)), "gaussian", 1, "loo")
+    _, grad = objective.scaled_loss_and_grad(np.log(selection.bandwidth))
+    inside = ~(selection.lower_edge | selection.upper_edge)
+    assert np.abs(grad[inside]).max() < 1e-4
 
 
 @pytest.mark.parametrize("criterion", CRITERIA)

@@ -826,6 +826,16 @@ class Criterion:
         finally:
             self.loo = loo
 
+    def effective_dof_and_grad(self, log_bandwidth, rows=None):
+        """tr(S) and its gradient in the log-bandwidths (the in-sample pass of AICc and
+        GCV, whatever the criterion)."""
+        loo, self.loo = self.loo, False
+        try:
+            _, trace, _, d_trace = self._statistics(log_bandwidth, rows)
+            return float(trace), np.asarray(d_trace, dtype=float)
+        finally:
+            self.loo = loo
+
 
 def prepare_part(X, y, w, part, center, y_offset, y_scale, max_weight, queries):
     """One part of the keys as :meth:`Criterion.on_parts` reads it: its rows of positive
