@@ -17,9 +17,9 @@ The question it answers: should ``degree="auto"`` be the default? It should if i
 least as accurate as ``degree=0`` overall (geometric mean) and not much worse anywhere.
 
 Measured (two cores, this version): geometric means of the ratios 1.276 (``degree=0``),
-1.087 (``degree=1``), 1.034 (``degree=2``, 12 sets) and 1.174 (``"auto"``), which was at
-least as good as ``degree=0`` on 11 of the 17 sets and fitted 10 to 80 times slower: the
-default stays ``degree=0``.
+1.052 (``degree=1``, at most 1.256: airquality; Rubber 1.254, Boston 1.201), 1.015
+(``degree=2``, 12 sets) and 1.159 (``"auto"``), which was at least as good as ``degree=0``
+on 10 of the 17 sets and fitted 10 to 80 times slower: the default stays ``degree=0``.
 
 Run from the repository root: ``PYTHONPATH=. python examples/benchmarks/bench_degree.py``
 (about half an hour on two cores, most of it the tuned references; ``--no-references``
