@@ -21,14 +21,16 @@ Times are the best of several runs, the two functions alternating. Run from the 
 root: ``python examples/benchmarks/bench_attention_functions.py`` (about 3 minutes on two
 cores, 1 on sixteen; ``KERNATTN_SMOKE=1`` for a quick run at small sizes).
 
-Measured (forward, plain; kernattn's time over SDPA's): 1.33 on one thread of a two-core
-AMD EPYC with torch 2.13 (1.21 to 1.31 on both cores when nothing else ran; torch's threads
-wait for each other at every one of kernattn's few hundred operations when another process
-takes a core, SDPA's single parallel loop does not); 1.6 on one thread and 1.7 on 16 threads of an
-Intel Xeon with torch 2.11; 3.3 on an NVIDIA H200 in float32 (kernattn computes float16 in
-float32: 13 times). The 1.25 target is not met. Memory at L = 16 384: 15 to 80 MiB. Causal
-linear attention: 3 to 6 µs per token up to L = 65 536 on 16 threads; causal softmax 1.3 to
-21 µs.
+Measured (forward, plain; kernattn's time over SDPA's; two runs on a quiet two-core AMD
+EPYC with torch 2.13): 1.16 and 1.24 on one thread, 1.13 and 1.15 on both cores, within the
+1.25 target (before the unmasked blocks grew to 4 MiB per thread: 1.23 and 1.39); causal
+1.3 to 1.4 on one thread and 1.7 to 1.9 on both (its blocks stay small, to skip the keys
+past the diagonal); forward + backward 1.4. Earlier, with smaller blocks: 1.6 on one thread
+and 1.7 on 16 threads of an Intel Xeon with torch 2.11; 3.3 on an NVIDIA H200 in float32
+(kernattn computes float16 in float32: 13 times), short of the GPU target of half SDPA's
+throughput; the GPU path has not been measured since. Memory at L = 16 384: 16 to 80 MiB.
+Causal linear attention: 2.7 to 4 µs per token up to L = 65 536 on two cores (3 to 6 on 16
+threads); causal softmax 3 to 77 µs.
 """
 
 import os
