@@ -60,7 +60,6 @@ from kernattn._local_polynomial import (
     monomial_exponents,
     polynomial_estimate,
 )
-from kernattn._numerics import value_columns
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
 #: outgrows the rows' in any case).
@@ -321,30 +320,23 @@ class DeferredLocalPolynomials(LocalPolynomials):
     ----------
     heads : SoftmaxHeads
         The exact kernel (one head); its keys are taken when the build needs them.
-    values : ndarray of shape (n_keys, n_outputs)
-        The values in the engine's units (centered, divided by its value scale).
-    degree, dims, sample_weight
+    value_columns : DeferredValueColumns
+        The estimator's value columns, built when the build needs them.
+    values, degree, dims, sample_weight
         As :class:`~kernattn._local_fits.LocalPolynomials`'s.
-    dtype : numpy dtype
-        The precision of the value columns (the predictions').
     """
 
-    def __init__(self, heads, values, degree, dims, sample_weight=None, dtype=np.float64):
+    def __init__(self, heads, value_columns, values, degree, dims, sample_weight=None):
         self.dims = np.asarray(dims, dtype=int)
         self.degree = int(degree)
         self.total = 2 * values.shape[1]
-        self._arguments = (heads, values, sample_weight, np.dtype(dtype))
+        self._arguments = (heads, value_columns, values, sample_weight)
 
     @cached_property
     def _built(self):
-        heads, values, sample_weight, dtype = self._arguments
+        heads, value_columns, values, sample_weight = self._arguments
         return LocalPolynomials(
-            heads.keys(0),
-            value_columns(values, dtype),
-            values,
-            self.degree,
-            self.dims,
-            sample_weight,
+            heads.keys(0), value_columns.columns, values, self.degree, self.dims, sample_weight
         )
 
     @property

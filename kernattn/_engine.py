@@ -47,7 +47,6 @@ from kernattn._namespaces import from_caller, in_caller_library
 from kernattn._numerics import (
     normalized_weights,
     power_of_two_scale,
-    value_columns,
     weighted_mean,
 )
 from kernattn._rows import Rows, collection_predict, collection_rows
@@ -103,7 +102,9 @@ class DeferredValueColumns:
     @cached_property
     def columns(self):
         values, scale, dtype = self._arguments
-        return value_columns(values / scale, dtype)
+        scaled = values / scale
+        columns = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
+        return columns.astype(dtype, copy=False)
 
 
 class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):

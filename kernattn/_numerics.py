@@ -98,10 +98,3 @@ def weighted_mean(X, sample_weight, axis=0):
     unit = power_of_two_scale(X, axis=axis)
     weights = normalized_weights(sample_weight)
     return np.average(X / unit, axis=axis, weights=weights) * unit
-
-
-def value_columns(scaled, dtype):
-    """The columns ``[v, v², 1]`` of the values ``v`` (one row per key, in the engine's
-    units), in ``dtype``: the kernel sums of one reduction give every estimate and spread."""
-    columns = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
-    return columns.astype(dtype, copy=False)

@@ -566,7 +566,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             values = self._values / self._value_scale
             if algorithm == "binned":
                 polynomials = DeferredLocalPolynomials(
-                    kernel, values, degree, self._line, sample_weight, dtype=self._dtype
+                    kernel, self._value_columns_built, values, degree, self._line, sample_weight
                 )
             else:
                 polynomials = LocalPolynomials(
