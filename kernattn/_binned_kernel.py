@@ -54,6 +54,7 @@ from kernattn._binned import (
     solve_local_polynomial,
     sums_fit,
 )
+from kernattn._inference import LinearSmootherInference
 from kernattn._local_fits import LocalPolynomials
 from kernattn._local_polynomial import (
     VARIANCE_BOUND,
@@ -140,9 +141,7 @@ class BinnedKernel:
     @cached_property
     def squared(self):
         r"""The weight moments at :math:`h/\sqrt2`: those of the squared kernel weights, up
-        to :math:`2^{-|e|/2}` (``None`` for the local constant)."""
-        if not self.degree:
-            return None
+        to :math:`2^{-|e|/2}` (for the local constant, the sum of the squared weights)."""
         weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._shift[:1])
         return grid_sums(weights_only, self.bandwidth / math.sqrt(2.0), self.degree)
 
@@ -251,6 +250,45 @@ class BinnedKernel:
         exact |= ~np.all(np.isfinite(mean), axis=1)
         return mean, second, ybar, exact
 
+    def hat_values(self, X):
+        r"""What the noise estimate needs at the training rows ``X``: the fit there, the
+        row's own equivalent weight per unit of its sample weight, :math:`l_i(x_i)/s_i =
+        \text{first\_row}_0` (its kernel value is 1 and its monomials about itself are
+        :math:`e_0`), and the variance factor :math:`\sum_j l_j(x_i)^2/s_j = r^\top M_2 r`
+        (as in :meth:`moments`).
+
+        Returns
+        -------
+        mean : ndarray of shape (m, t)
+            The estimate (engine units).
+        own : ndarray of shape (m,)
+        spread : ndarray of shape (m,)
+        exact : ndarray of bool, shape (m,)
+            The rows the grid does not serve (outside it, or whose variance factor is
+            beyond the variance rule's reach: their fit may be held back): to be computed
+            from the exact kernel.
+        """
+        X = np.asarray(X, dtype=float)
+        columns, far = self._interpolated(self.sums, X)
+        squared, far_squared = self._interpolated(self.squared, X)
+        Q = self._n_moments
+        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        T = np.where(far[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1))
+        if self.degree:
+            coefficients, r = solve_local_polynomial(S, T, self.degree, self.n_dims)
+            mean = coefficients[:, 0] + self._shift
+            gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
+            spread = np.einsum("mp,mpq,mq->m", r, gram, r)
+            own = r[:, 0]
+        else:
+            own = 1.0 / S[:, 0]
+            mean = T[:, 0] * own[:, None] + self._shift
+            spread = squared[:, 0] * own**2
+        with np.errstate(invalid="ignore"):
+            exact = far | far_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
+        exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
+        return mean, own, spread, exact
+
     def held_back_rows(self, X, own_weight, own_values):
         """Whether the left-out local polynomial of each of the training rows ``X`` is
         held back (and which rows are alone: no other row within the kernel's reach).
@@ -358,3 +396,56 @@ class DeferredLocalPolynomials(LocalPolynomials):
     @property
     def sample_weight(self):
         return self._built.sample_weight
+
+
+class BinnedInference(LinearSmootherInference):
+    r""":class:`~kernattn._inference.LinearSmootherInference` of a fit on the binned tier.
+
+    The noise estimate needs the residual and the factor :math:`\delta_i = 1 - 2 l_i(x_i)
+    + s_i \sum_j l_j(x_i)^2 / s_j` at every training row, and for ``noise="local"`` their
+    kernel averages at every training row: from every row's exact weights that is
+    :math:`O(n^2)`, here :math:`O(n)` plus the grid (:meth:`BinnedKernel.hat_values`, and
+    a local-constant :class:`BinnedKernel` of the averaged columns), within the binning
+    tolerance. Rows the grid does not serve are computed from their exact weights, and so
+    is everything per query (variances, gradients, the bootstrap): those cost
+    :math:`O(n)` per query.
+
+    Parameters
+    ----------
+    binned : BinnedKernel
+        The fit's gridded sums (of the same ``keys`` and ``values``).
+    binned_weight : ndarray of shape (n,)
+        The sample weights the grid was binned with.
+    tolerance : float
+        The binning tolerance of the kernel averages' grid.
+    **kwargs
+        As :class:`~kernattn._inference.LinearSmootherInference`'s.
+    """
+
+    def __init__(self, *, binned, binned_weight, tolerance, **kwargs):
+        super().__init__(**kwargs)
+        self.binned = binned
+        self.binned_weight = np.asarray(binned_weight, dtype=float)
+        self.tolerance = tolerance
+
+    def residuals(self):
+        mean, own, spread, exact = self.binned.hat_values(self.keys)
+        s = self.binned_weight
+        residual = self.values - mean
+        with np.errstate(invalid="ignore"):
+            delta = np.maximum(1.0 - 2.0 * s * own + s * spread, 0.0)
+        rows = np.flatnonzero(exact)
+        if len(rows):
+            residual[rows], delta[rows] = self._residuals_of(rows)
+        return residual, delta
+
+    def _kernel_averages(self, columns):
+        averages = BinnedKernel(
+            self.keys, columns, self.binned_weight, self.binned.bandwidth, 0, self.tolerance
+        )
+        out, _, _, exact = averages.moments(self.keys)
+        rows = np.flatnonzero(exact)
+        if len(rows):
+            K = np.asarray(self.kernel_weights(self.keys[rows]), dtype=np.float64)
+            out[rows] = K @ columns
+        return out

@@ -172,20 +172,24 @@ class LinearSmootherInference:
         residual : ndarray of shape (n, n_outputs)
         delta : ndarray of shape (n,)
         """
-        n = len(self.keys)
-        s = self.sample_weight
-        residual = np.empty_like(self.values)
-        delta = np.empty(n)
+        return self._residuals_of(np.arange(len(self.keys)))
 
-        def block(rows):
-            W = np.asarray(self.weights(self.keys[rows]), dtype=np.float64)
-            residual[rows] = self.values[rows] - W @ self.values
-            own = W[np.arange(W.shape[0]), np.arange(rows.start, rows.stop)]
+    def _residuals_of(self, rows):
+        """:meth:`residuals` at the training ``rows`` (indices), from their exact weights."""
+        s = self.sample_weight
+        residual = np.empty((len(rows), self.values.shape[1]))
+        delta = np.empty(len(rows))
+
+        def block(part):
+            index = rows[part]
+            W = np.asarray(self.weights(self.keys[index]), dtype=np.float64)
+            residual[part] = self.values[index] - W @ self.values
+            own = W[np.arange(W.shape[0]), index]
             spread = (W * W) @ (1.0 / s)
             # Rounding can leave a reproduced target's δ at −1e-17: it is 0.
-            delta[rows] = np.maximum(1.0 - 2.0 * own + s[rows] * spread, 0.0)
+            delta[part] = np.maximum(1.0 - 2.0 * own + s[index] * spread, 0.0)
 
-        self._map(block, n, n)
+        self._map(block, len(rows), len(self.keys))
         return residual, delta
 
     def noise_variance(self, noise="local"):
@@ -209,23 +213,25 @@ class LinearSmootherInference:
         pooled = squared.sum(axis=0) / dof
         if noise == "global":
             return np.broadcast_to(pooled, residual.shape).copy()
+        sums = self._kernel_averages(np.hstack([squared, delta[:, None]]))
+        local_dof = sums[:, -1:]
+        # A neighbourhood whose rows all reproduce their own targets says nothing about its
+        # noise: it gets the pooled estimate.
+        enough = local_dof > _MIN_DOF
+        return np.where(enough, sums[:, :-1] / np.where(enough, local_dof, 1.0), pooled)
+
+    def _kernel_averages(self, columns):
+        """The kernel averages of ``columns`` (one row per training row) at every training
+        row, with the kernel weights."""
         n = len(self.keys)
-        variance = np.empty_like(residual)
-        moments = np.hstack([squared, delta[:, None]])
+        out = np.empty_like(columns)
 
         def block(rows):
             K = np.asarray(self.kernel_weights(self.keys[rows]), dtype=np.float64)
-            sums = K @ moments
-            local_dof = sums[:, -1:]
-            # A neighbourhood whose rows all reproduce their own targets says nothing about
-            # its noise: it gets the pooled estimate.
-            enough = local_dof > _MIN_DOF
-            variance[rows] = np.where(
-                enough, sums[:, :-1] / np.where(enough, local_dof, 1.0), pooled
-            )
+            out[rows] = K @ columns
 
         self._map(block, n, n)
-        return variance
+        return out
 
     def _scaled_noise(self, noise):
         """``σ²(x_i) / s_i``: each training target's own noise variance."""

@@ -29,7 +29,7 @@ from kernattn._binned import (
     make_grid,
     row_statistics,
 )
-from kernattn._binned_kernel import BinnedKernel, DeferredLocalPolynomials
+from kernattn._binned_kernel import BinnedInference, BinnedKernel, DeferredLocalPolynomials
 from kernattn._binned_search import (
     COARSE_TOLERANCE,
     SEARCH_TOLERANCE,
@@ -87,7 +87,9 @@ EXACT_SEARCH_ROWS = 100_000
 #: ``effective_dof_`` on the binned tier sums the trace over at most this many rows.
 TRACE_ROWS = 50_000
 #: Up to this many training rows the binned tier measures ``held_back_`` on the exact
-#: kernel (at most 512 rows against every key); beyond, on the gridded sums.
+#: kernel (at most 512 rows against every key), and the noise estimate of
+#: ``predict_interval`` and ``gradient`` from every row's exact weights; beyond, both on
+#: the gridded sums.
 _EXACT_HELD_BACK_ROWS = 20_000
 
 
@@ -943,14 +945,22 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     def _inference(self):
         """The fitted smoother as a linear smoother of its training targets (in the engine's
-        units: centered targets divided by ``_value_scale``)."""
-        return LinearSmootherInference(
+        units: centered targets divided by ``_value_scale``); on the binned tier beyond
+        ``_EXACT_HELD_BACK_ROWS`` rows, with the noise estimate from the gridded sums."""
+        sample_weight = self.sample_weight_[self._active]
+        common = dict(
             weights=lambda X: self._head_weights(X, 0),
             kernel_weights=lambda X: self.kernel_.weights(X, 0),
             keys=self._training_inputs(),
             values=self._values / self._value_scale,
-            sample_weight=self.sample_weight_[self._active],
+            sample_weight=sample_weight,
             n_jobs=self.n_jobs,
+        )
+        binned = getattr(self, "_binned", None)
+        if binned is None or len(sample_weight) <= _EXACT_HELD_BACK_ROWS:
+            return LinearSmootherInference(**common)
+        return BinnedInference(
+            binned=binned, binned_weight=sample_weight, tolerance=self._tolerance, **common
         )
 
     def _target_units(self, a, trailing=()):

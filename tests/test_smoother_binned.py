@@ -342,3 +342,30 @@ def test_exact_kernel_first_used_from_several_threads_at_once():
         results = list(pool.map(lambda _: model.attention_weights(inside(X, 4, seed=6)), range(8)))
     for weights in results:
         np.testing.assert_array_equal(weights, serial)
+
+
+@pytest.mark.parametrize(
+    "degree, d, weighted",
+    [(0, 1, False), (1, 1, True), (2, 1, False), (1, 2, False), (0, 2, True)],
+)
+def test_noise_estimate_from_the_gridded_sums_matches_exact(monkeypatch, degree, d, weighted):
+    # Beyond _EXACT_HELD_BACK_ROWS rows the binned tier takes the training residuals, their
+    # factors δ and the local noise's kernel averages from the gridded sums (O(n), not
+    # O(n²)): intervals and standard errors agree with the exact tier's.
+    import kernattn.smoother as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(5000, d=d, seed=11)
+    y = y + 0.5 * X[:, 0] * np.random.default_rng(12).normal(size=len(y))  # uneven noise
+    w = np.random.default_rng(13).integers(1, 4, size=len(y)).astype(float) if weighted else None
+    h = 0.05 if d == 1 else 0.1
+    binned, exact = both(X, y, sample_weight=w, bandwidth=h, degree=degree)
+    assert isinstance(binned._inference(), smoother.BinnedInference)
+    Q = inside(X, 9, seed=14)
+    for noise in ("global", "local"):
+        low_b, high_b = binned.predict_interval(Q, noise=noise)
+        low_e, high_e = exact.predict_interval(Q, noise=noise)
+        np.testing.assert_allclose(high_b - low_b, high_e - low_e, rtol=2e-3)
+    _, sd_b = binned.gradient(Q, return_std=True)
+    _, sd_e = exact.gradient(Q, return_std=True)
+    np.testing.assert_allclose(sd_b, sd_e, rtol=2e-3)
