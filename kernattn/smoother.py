@@ -239,8 +239,9 @@ class KernelSmoother(NadarayaWatsonRegressor):
         exact sums are fast, and small fits stay exact to rounding). Only ``predict`` (with
         ``return_std``, and ``score``) uses the binned sums: ``attention_weights``,
         ``attention_entropy``, ``gradient`` and ``predict_interval`` need every weight and
-        use the exact kernel on either tier (:math:`O(n)` per query; ``predict_interval``'s
-        noise estimate :math:`O(n^2)`).
+        use the exact kernel on either tier (:math:`O(n)` per query; the noise estimate of
+        ``predict_interval`` and of ``gradient``'s standard errors comes from the gridded
+        sums beyond 20 000 rows, :math:`O(n)`, and from every row's exact weights below).
 
     Attributes
     ----------
