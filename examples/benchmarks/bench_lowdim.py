@@ -17,7 +17,11 @@ deviation). Every figure is measured in this run:
 3. the binned estimate against the exact local-linear estimate (every row within the
    kernel's float64 reach, 8.5 h) at 200 random training rows: the largest difference
    relative to sd(y), against the binning tolerance;
-4. the chosen bandwidths over several seeds (``--seeds``, at 10⁵ and 10⁶ rows in 1-D).
+4. the chosen bandwidths over several seeds (``--seeds``, at 10⁵ and 10⁶ rows in 1-D);
+5. ``predict_interval`` on the binned tier, whose noise estimate comes from the gridded
+   sums beyond 20 000 rows (``--only-intervals`` for this part alone): at 30 000 rows
+   against the exact tier (seconds, largest relative difference of the widths, pooled and
+   local noise), and at 10⁶ rows the seconds for 201 intervals.
 
 Targets (issue 23): faster than KernSmooth at 10⁶ and 10⁷ rows in 1-D; 10⁷ rows in at most
 30 s; 2-D 10⁶ rows in at most 30 s; the chosen bandwidth's test error within 10 % of the
@@ -48,6 +52,10 @@ loo 1.016, 1.002 ×, plug-in 1.006, 1.013 ×; at 10⁶ rows loo 1.000, 1.046 ×,
 1.000 ×). Of the 10⁷-row leave-one-out fit's 7.4 s, ordering the rows (for fits that do not
 depend on the order of the rows) takes 2 s, the search 1.9 s and the fit's binned sums
 1.4 s; a binned fit builds the exact kernel's keys only when a method needs every weight.
+
+Intervals (``--only-intervals``, local-linear, h = 0.02): at 30 000 rows the binned tier
+took 0.02 s (pooled noise) and 0.04 s (local) against 8.9 s and 11.1 s on the exact tier,
+widths within 2.7e-7 and 1.6e-5 of the exact ones; at 10⁶ rows 201 intervals took 3.1 s.
 
 Run: ``python examples/benchmarks/bench_lowdim.py`` (``--quick`` for 10⁴–10⁵ rows only).
 The binned pipeline is the estimator, ``KernelSmoother(bandwidth="loo" or "plugin",
@@ -213,13 +221,41 @@ def run_size(n, d, seed, rng_queries, r_available):
     return result
 
 
+def intervals():
+    """predict_interval on the binned tier against the exact tier, and at 10⁶ rows."""
+    print("\n== predict_interval (local linear, h = 0.02) ==")
+    X, y = task(30_000, 1, 0)
+    queries = np.linspace(0.01, 0.99, 21)[:, None]
+    binned = KernelSmoother(bandwidth=0.02, degree=1, algorithm="binned").fit(X, y)
+    exact = KernelSmoother(bandwidth=0.02, degree=1, algorithm="exact").fit(X, y)
+    for noise in ("global", "local"):
+        (low_b, high_b), t_b = timed(lambda n=noise: binned.predict_interval(queries, noise=n))
+        (low_e, high_e), t_e = timed(lambda n=noise: exact.predict_interval(queries, noise=n))
+        diff = np.max(np.abs((high_b - low_b) / (high_e - low_e) - 1.0))
+        print(
+            f"  n = 30,000, noise={noise}: binned {t_b:.2f} s, exact {t_e:.2f} s; widths "
+            f"differ by at most {diff:.1e} (relative)"
+        )
+    X, y = task(10**6, 1, 0)
+    model = KernelSmoother(bandwidth=0.02, degree=1, algorithm="binned").fit(X, y)
+    grid = np.linspace(0, 1, 201)[:, None]
+    _, seconds = timed(lambda: model.predict_interval(grid))
+    print(f"  n = 1,000,000: 201 intervals in {seconds:.2f} s")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10⁴ and 10⁵ rows only")
     parser.add_argument("--seeds", type=int, default=3, help="seeds at 10⁵ and 10⁶ rows")
     parser.add_argument("--only-2d", action="store_true", help="the 2-D size only")
     parser.add_argument("--only-seeds", action="store_true", help="the seeds section only")
+    parser.add_argument(
+        "--only-intervals", action="store_true", help="the predict_interval section only"
+    )
     args = parser.parse_args()
+    if args.only_intervals:
+        intervals()
+        return
     r_available = (
         shutil.which("Rscript") is not None
         and subprocess.run(
@@ -261,6 +297,7 @@ def main():
 
     if args.only_seeds:
         return
+    intervals()
     print("\n== Targets ==")
     for n in sizes_1d[1:]:
         res = results[1, n]
