@@ -241,10 +241,7 @@ class BinnedKernel:
             check = np.flatnonzero(~far & ~(first_row[:, 0] <= bound))
         exact = far.copy()
         if len(check):
-            squared, far_squared = self._interpolated(self.squared, queries[check])
-            gram = squared[:, self._pairs] * self._pair_halving  # (c, P, P)
-            r = first_row[check]
-            variance = np.einsum("mp,mpq,mq->m", r, gram, r)
+            variance, far_squared = self._variance_factor(queries[check], first_row[check])
             with np.errstate(invalid="ignore"):
                 exact[check] |= far_squared | ~(variance <= bound)
         exact |= ~np.all(np.isfinite(mean), axis=1)
@@ -270,24 +267,28 @@ class BinnedKernel:
         """
         X = np.asarray(X, dtype=float)
         columns, far = self._interpolated(self.sums, X)
-        squared, far_squared = self._interpolated(self.squared, X)
         Q = self._n_moments
         S = np.where(far[:, None], 1.0, columns[:, :Q])
         T = np.where(far[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1))
         if self.degree:
             coefficients, r = solve_local_polynomial(S, T, self.degree, self.n_dims)
             mean = coefficients[:, 0] + self._shift
-            gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
-            spread = np.einsum("mp,mpq,mq->m", r, gram, r)
-            own = r[:, 0]
         else:
-            own = 1.0 / S[:, 0]
-            mean = T[:, 0] * own[:, None] + self._shift
-            spread = squared[:, 0] * own**2
+            r = 1.0 / S[:, :1]
+            mean = T[:, 0] * r + self._shift
+        spread, far_squared = self._variance_factor(X, r)
+        own = r[:, 0]
         with np.errstate(invalid="ignore"):
             exact = far | far_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
         exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
         return mean, own, spread, exact
+
+    def _variance_factor(self, queries, first_row):
+        r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is
+        :math:`r`, (m, P)), with the rows the squared weights' grid does not serve."""
+        squared, far_squared = self._interpolated(self.squared, queries)
+        gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
+        return np.einsum("mp,mpq,mq->m", first_row, gram, first_row), far_squared
 
     def held_back_rows(self, X, own_weight, own_values):
         """Whether the left-out local polynomial of each of the training rows ``X`` is

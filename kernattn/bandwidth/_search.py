@@ -257,15 +257,7 @@ def search_criterion(
         ftol = 1e-9 if rows is None else _SUBSET_FTOL
 
         def refine(log_h, maxiter, evaluate=evaluate, ftol=ftol):
-            result = minimize(
-                evaluate,
-                log_h,
-                jac=True,
-                method="L-BFGS-B",
-                bounds=bounds,
-                options={"maxiter": maxiter, "ftol": ftol, "gtol": 1e-7},
-            )
-            return result.x, float(result.fun)
+            return minimize_bounded(evaluate, log_h, bounds, maxiter=maxiter, ftol=ftol)
 
         if first:
             factors = _SUBSET_GRID
@@ -367,6 +359,20 @@ def _restart(objective, refine, best, log_h, loss, bounds, screen=True):
     return log_h, loss, n_starts
 
 
+def minimize_bounded(function, x0, bounds, maxiter=100, ftol=1e-9):
+    """L-BFGS-B on ``function`` (its value and gradient) from ``x0`` within ``bounds``: the
+    refinement of every bandwidth search. Returns the end and the value there."""
+    result = minimize(
+        function,
+        x0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": maxiter, "ftol": ftol, "gtol": 1e-7},
+    )
+    return result.x, float(result.fun)
+
+
 def _within_dof(objective, log_h, bounds, max_dof, rows=None):
     """The search's end moved to bandwidths whose tr(S) is at most ``max_dof``.
 
@@ -416,15 +422,8 @@ def _within_dof(objective, log_h, bounds, max_dof, rows=None):
             grad = grad + 2.0 * _DOF_PENALTY * excess * d_trace / n
         return value, grad
 
-    result = minimize(
-        penalized,
-        start,
-        jac=True,
-        method="L-BFGS-B",
-        bounds=list(zip(lower, upper, strict=True)),
-        options={"maxiter": 100, "ftol": 1e-9, "gtol": 1e-7},
-    )
-    end = onto_limit(result.x)
+    end, _ = minimize_bounded(penalized, start, list(zip(lower, upper, strict=True)))
+    end = onto_limit(end)
     if end is None:
         end = start
     return end, objective.scaled_loss(end, rows), dof(end)

@@ -2,11 +2,10 @@ r"""Bandwidths of columns tied in groups (the encoded columns of a discrete feat
 scale), selected by a criterion of the smoother."""
 
 import numpy as np
-from scipy.optimize import minimize
 
 from kernattn._blocks import single_threaded_blas
 from kernattn.bandwidth._criterion import Criterion
-from kernattn.bandwidth._search import LOO_GRID, BandwidthSelection
+from kernattn.bandwidth._search import LOO_GRID, BandwidthSelection, minimize_bounded
 
 
 def select_tied_bandwidth(
@@ -104,15 +103,7 @@ def select_tied_bandwidth(
             best, best_value = candidates[int(np.argmin(values))], float(np.min(values))
 
         def refine(theta):
-            result = minimize(
-                loss_and_grad,
-                theta,
-                jac=True,
-                method="L-BFGS-B",
-                bounds=list(zip(lower, upper, strict=True)),
-                options={"maxiter": 100, "ftol": 1e-9, "gtol": 1e-7},
-            )
-            return result.x, float(result.fun)
+            return minimize_bounded(loss_and_grad, theta, list(zip(lower, upper, strict=True)))
 
         theta, value = refine(best)
         if best_value < value:
