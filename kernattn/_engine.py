@@ -40,7 +40,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
-from kernattn._local_fits import LocalPolynomials, TiltedWeights
+from kernattn._local_fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local_polynomial import held_back_message
 from kernattn._loo import DuplicateGroups
 from kernattn._namespaces import from_caller, in_caller_library
@@ -304,12 +304,15 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
         A head with a local fit (``kernel_.local[h]``) gives that fit's estimate instead:
         local polynomials (:meth:`_polynomial_moments`, the mask then holds the queries held
-        back) or tilted weights (:meth:`_tilted_moments`)."""
+        back), tilted weights (:meth:`_tilted_moments`) or a blend of the local constant and
+        a line (:meth:`_blended_moments`)."""
         local = self._local_fit(h)
         if isinstance(local, LocalPolynomials):
             return self._polynomial_moments(X, h, return_std, local, exact)
         if isinstance(local, TiltedWeights):
             return self._tilted_moments(X, h, return_std)
+        if isinstance(local, BlendedLine):
+            return self._blended_moments(X, h, return_std, local)
         return self._kernel_moments(X, h, return_std, exact)
 
     def _local_fit(self, h):
@@ -340,15 +343,48 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         the queries held back; the spread is that of the values under the non-negative
         kernel weights around the estimate.
         """
-        Q = local.queries(self.kernel_, X, h)
-        fit = local.estimate(local.sums(self.kernel_, X, h), Q, self._values.shape[1])
+        fit = self._polynomial_fit(X, h, local)
         if not return_std:
             return fit.mean, None, fit.held_back
-        # Var_w(v) + (v̄ − ŷ)², redone from the deviations where the difference cancels.
+        return fit.mean, self._spread_about(X, h, fit, fit.mean, exact), fit.held_back
+
+    def _polynomial_fit(self, X, h, local, kernel=None):
+        """Head ``h``'s local polynomial ``local`` at a block of queries, on ``kernel``
+        (default ``kernel_``): its :class:`~kernattn._local_polynomial.LocalPolynomialFit`."""
+        kernel = self.kernel_ if kernel is None else kernel
+        Q = local.queries(kernel, X, h)
+        return local.estimate(local.sums(kernel, X, h), Q, self._values.shape[1])
+
+    def _spread_about(self, X, h, fit, center, exact=None):
+        """``E_w[(v − center)²]`` under head ``h``'s kernel weights from a local fit's
+        kernel averages: ``Var_w(v) + (v̄ − center)²``, redone from the deviations where the
+        difference cancels (``exact``: the kernel, as in :meth:`_accurate_spread`)."""
         ybar, second = fit.ybar, fit.second_values
-        spread = second - ybar**2 + (ybar - fit.mean) ** 2
-        spread = self._accurate_spread(X, h, fit.mean, spread, second, exact)
-        return fit.mean, np.maximum(spread, 0.0), fit.held_back
+        spread = second - ybar**2 + (ybar - center) ** 2
+        return np.maximum(self._accurate_spread(X, h, center, spread, second, exact), 0.0)
+
+    def _blended_moments(self, X, h, return_std, local):
+        r""":meth:`_head_moments` for a head that blends its local constant and a line
+        (:class:`~kernattn._local_fits.BlendedLine`): :math:`\hat y = (1 - s)\,\hat y_0 + s\,
+        \hat y_1`, the constant on the head, the line on the blend's own kernel (the line's
+        width); the spread is that of the values around :math:`\hat y` under the mixture
+        :math:`(1 - s)\,w_0 + s\,w_1` of the two non-negative weights (the constant's,
+        tilted or not, and the line's kernel weights). The mask holds the queries whose line
+        is held back."""
+        s = local.share
+        if local.constant is None:
+            first, spread, _ = self._kernel_moments(X, h, return_std)
+        else:
+            weights = local.constant_weights(self.kernel_.weights(X, h), self.kernel_, X, h)
+            first, spread, _ = self._weighted_moments(weights, return_std)
+        line = self._polynomial_fit(X, 0, local.line, local.kernel)
+        mean = (1.0 - s) * first + s * line.mean
+        if not return_std:
+            return mean, None, line.held_back
+        spread = (1.0 - s) * (spread + (first - mean) ** 2) + s * self._spread_about(
+            X, 0, line, mean, local.kernel
+        )
+        return mean, spread, line.held_back
 
     def _accurate_spread(self, X, h, first, spread, second, exact=None):
         """The spread ``E_w[v²] − E_w[v]²``, redone around each row's own estimate where
@@ -390,7 +426,11 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     def _tilted_moments(self, X, h, return_std):
         """The estimate of head ``h``'s tilted weights and the spread of the values under
         them (a pass per Newton step over the block's weights)."""
-        weights = self._head_weights(X, h)
+        return self._weighted_moments(self._head_weights(X, h), return_std)
+
+    def _weighted_moments(self, weights, return_std):
+        """The estimate of a block's weights against the kept keys (rows summing to 1) and,
+        with ``return_std``, the spread of the values around it under them."""
         values = self._centered_values()
         first = weights @ values
         if not return_std:
@@ -417,7 +457,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     def _block_width(self):
         """Keys a query meets (for the work estimate and block size) and the key tile."""
-        if any(isinstance(local, TiltedWeights) for local in getattr(self.kernel_, "local", ())):
+        local = getattr(self.kernel_, "local", ())
+        if any(isinstance(getattr(f, "constant", f), TiltedWeights) for f in local):
             # A tilted block holds its weights against every key, several times over.
             return 8 * self.kernel_.n_keys, None
         return self.kernel_.n_keys, KEY_TILE
@@ -521,7 +562,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     def _local_degree(self):
         """The highest degree of the heads' local polynomials (0 without any)."""
         local = getattr(self.kernel_, "local", ())
-        return max((f.degree for f in local if isinstance(f, LocalPolynomials)), default=0)
+        return max(
+            (f.degree for f in local if isinstance(f, LocalPolynomials | BlendedLine)), default=0
+        )
 
     def _held_back_share(self, kernel, inputs):
         """The share of the training rows whose leave-one-out local polynomial is held back
@@ -531,9 +574,16 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         their order).
         Each row is fitted from the others, its exact duplicates left out with it, as the
         bandwidth criteria do; a row with no other input is not counted."""
-        heads = [h for h in range(kernel.n_heads) if isinstance(kernel.local[h], LocalPolynomials)]
+        # Each line with the kernel it is fitted on and its head there (a blend's line is
+        # head 0 of its own kernel).
+        lines = []
+        for h, local in enumerate(kernel.local):
+            if isinstance(local, LocalPolynomials):
+                lines.append((kernel, h, local))
+            elif isinstance(local, BlendedLine):
+                lines.append((local.kernel, 0, local.line))
         n = len(inputs)
-        if not heads or n < 2:
+        if not lines or n < 2:
             return 0.0
         rows = np.unique(np.linspace(0, n - 1, min(n, HELD_BACK_ROWS)).round().astype(int))
         ids = DuplicateGroups(inputs).ids
@@ -549,11 +599,10 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                 np.repeat(np.arange(len(queries)), [len(m) for m in members]),
                 np.concatenate(members),
             )
-            for h in heads:
-                local = kernel.local[h]
-                sums = local.sums(kernel, inputs[queries], h, left_out=left_out)
+            for line_kernel, h, local in lines:
+                sums = local.sums(line_kernel, inputs[queries], h, left_out=left_out)
                 alone = ~(sums[:, local.total] > 0)
-                fit = local.estimate(sums, local.queries(kernel, inputs[queries], h), t)
+                fit = local.estimate(sums, local.queries(line_kernel, inputs[queries], h), t)
                 held_back[block] |= fit.held_back & ~alone
                 counted[block] &= ~alone
         return float(held_back[counted].mean()) if np.any(counted) else 0.0

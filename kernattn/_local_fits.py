@@ -12,7 +12,10 @@ kernel the same way (:class:`~kernattn._heads.SoftmaxHeads` holds one per head):
   estimate needs only kernel sums of the columns :math:`[v, v^2, 1, \phi(k), v\,\phi(k)]`
   and of the design's monomials with the squared weights, in one pass of the one reduction;
 - :class:`TiltedWeights`: non-negative weights whose centroid is the query
-  (:mod:`kernattn._tilt`) — still Nadaraya–Watson.
+  (:mod:`kernattn._tilt`) — still Nadaraya–Watson;
+- :class:`BlendedLine`: a share of a local line, at its own width, mixed with the head's
+  local constant (its kernel average, or its tilted weights): equivalent weights
+  :math:`(1 - s)\,w_j + s\,l_j`, which sum to 1.
 """
 
 import numpy as np
@@ -153,3 +156,54 @@ class TiltedWeights:
             penalty=self.penalty,
         )
         return tilted, np.zeros(len(tilted), dtype=bool)
+
+
+class BlendedLine:
+    r"""A head's local constant and a local line mixed: the estimate :math:`(1 - s)\,\hat
+    y_0 + s\,\hat y_1`, the weights :math:`(1 - s)\,w + s\,l`.
+
+    The constant is the head's own (its kernel average at the head's width, or
+    ``constant``'s weights: :class:`TiltedWeights`); the line is fitted on ``kernel``, a
+    copy of the head alone whose logits carry the line's own width factor (a line wants
+    more neighbours than an average), by its local fit ``kernel.local[0]``
+    (:class:`LocalPolynomials`). Both stay bound to the keys, so the blend is applied to
+    any query as the other local fits are; its queries held back are the line's.
+
+    Parameters
+    ----------
+    kernel : SoftmaxHeads
+        One head, at the line's width, with its :class:`LocalPolynomials`.
+    share : float
+        :math:`s` in (0, 1), the line's share.
+    constant : TiltedWeights, optional
+        The constant's weights (``None``: the kernel average).
+    """
+
+    def __init__(self, kernel, share, constant=None):
+        self.kernel = kernel
+        self.share = float(share)
+        self.constant = constant
+
+    @property
+    def line(self):
+        """The line's :class:`LocalPolynomials` (on :attr:`kernel`'s head 0)."""
+        return self.kernel.local[0]
+
+    @property
+    def degree(self):
+        return self.line.degree
+
+    def constant_weights(self, kernel_weights, kernel, X, h):
+        """The constant's weights (rows sum to 1) from the head's kernel weights."""
+        if self.constant is None:
+            return np.asarray(kernel_weights, dtype=np.float64)
+        return self.constant.weights(kernel_weights, kernel, X, h)[0]
+
+    def weights(self, kernel_weights, kernel, X, h):
+        """The blended weights (rows sum to 1) and the rows whose line is held back."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            # A far query's kernel weights come from its far-field logits.
+            line_kernel_weights = self.kernel.weights(X, 0)
+        line, held_back = self.line.weights(line_kernel_weights, self.kernel, X, 0)
+        constant = self.constant_weights(kernel_weights, kernel, X, h)
+        return (1.0 - self.share) * constant + self.share * line, held_back

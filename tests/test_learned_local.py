@@ -2,6 +2,7 @@
 correction (``degree=1``): the warp against its formula, the objective's gradient with a
 warp, the local line against a brute-force weighted least-squares fit, invariances."""
 
+import pickle
 import warnings
 
 import numpy as np
@@ -10,7 +11,8 @@ from scipy.optimize import check_grad
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
-from kernattn import AttentionRegressor, LocalDesignWarning
+from kernattn import AttentionRegressor, KernelSmoother, LocalDesignWarning
+from kernattn._engine import canonical_order
 from kernattn._loo import DuplicateGroups
 from kernattn._warp import apply_warp, quantile_knots, warp_basis
 from kernattn.learned._local import leave_one_out_lines
@@ -293,9 +295,15 @@ def test_fitted_attributes_only_with_their_option():
     )
     with pytest.warns(Warning):
         plain.fit(X, y)
-    for name in ("warp_knots_", "warp_slopes_", "width_factor_", "tilt_penalty_"):
+    for name in (
+        "warp_knots_",
+        "warp_slopes_",
+        "width_factor_",
+        "line_width_factor_",
+        "tilt_penalty_",
+    ):
         assert not hasattr(plain, name)
-    assert plain.held_back_ == 0.0
+    assert plain.held_back_ == 0.0 and plain.line_share_ == 0.0
     # A refit without the options drops the attributes of a fit with them.
     plain.set_params(warp=3, degree=1, max_iter=200).fit(X, y)
     assert hasattr(plain, "warp_slopes_") and hasattr(plain, "width_factor_")
@@ -320,6 +328,85 @@ def test_pruned_local_linear_heads_keep_their_lines():
     np.testing.assert_allclose(
         pruned.predict(queries), pruned.attention_weights(queries) @ y, rtol=1e-7, atol=1e-9
     )
+
+
+def four_inputs(seed=2, n=120):
+    """Four standard normal inputs, two of them relevant, noisy: on seed 2 the inner
+    validation gives the local line half of the estimate."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    return X, np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.5 * rng.normal(size=n)
+
+
+def test_auto_degree_blends_the_constant_and_the_line_each_at_its_width():
+    X, y = four_inputs()
+    auto = AttentionRegressor(random_state=0).fit(X, y)
+    assert auto.degree_ == 1 and auto.line_share_ == 0.5
+    # The same kernel and widths as the constant and the line fitted alone (the random
+    # draws before the choice are the same).
+    constant = AttentionRegressor(degree=0, random_state=0).fit(X, y)
+    line = AttentionRegressor(degree=1, random_state=0).fit(X, y)
+    assert (constant.degree_, constant.line_share_, line.degree_, line.line_share_) == (
+        0,
+        0.0,
+        1,
+        1.0,
+    )
+    assert auto.line_width_factor_ == line.width_factor_ == line.line_width_factor_
+    assert auto.width_factor_ == 1.0  # the constant's own width
+    s = auto.line_share_
+    queries = np.random.default_rng(3).normal(size=(30, 4)) * 1.5
+    mean, std = auto.predict(queries, return_std=True)
+    np.testing.assert_allclose(
+        mean, (1 - s) * constant.predict(queries) + s * line.predict(queries), rtol=1e-10
+    )
+    # Its weights sum to 1 and reproduce it; the spread is the targets' around it under the
+    # mixture of the constant's and the line's kernel weights (both non-negative).
+    weights = auto.attention_weights(queries)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(weights @ y, mean, rtol=1e-9)
+    keys = canonical_order(X, y[:, None], np.ones(len(y)))  # the order of the kernel's keys
+    mixture = (1 - s) * constant.attention_weights(queries)[:, keys] + s * line.kernel_.weights(
+        queries, 0
+    )
+    np.testing.assert_allclose(
+        std, np.sqrt(np.sum(mixture * (y[keys] - mean[:, None]) ** 2, axis=1)), rtol=1e-9
+    )
+    # Bound to its keys: pickled, pruned and refitted warm, it predicts the same.
+    restored = pickle.loads(pickle.dumps(auto))
+    np.testing.assert_array_equal(restored.predict(queries), mean)
+    np.testing.assert_allclose(auto.prune_heads([0], refit_mixture=False).predict(queries), mean)
+    auto.set_params(warm_start=True, max_iter=0).fit(X, y + 10.0)
+    assert auto.line_share_ == s
+    np.testing.assert_allclose(auto.predict(queries), mean + 10.0, rtol=1e-10)
+
+
+def test_a_blend_with_tilted_weights_mixes_the_tilted_constant_and_the_line():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(80, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=80)
+    auto = AttentionRegressor(random_state=0).fit(X, y)
+    assert auto.tilt_ and auto.line_share_ == 0.25
+    constant = AttentionRegressor(degree=0, random_state=0).fit(X, y)
+    line = AttentionRegressor(degree=1, random_state=0).fit(X, y)
+    assert constant.tilt_ and auto.tilt_penalty_ == constant.tilt_penalty_
+    assert auto.width_factor_ == constant.width_factor_
+    queries = rng.normal(size=(20, 2))
+    s = auto.line_share_
+    expected = (1 - s) * constant.predict(queries) + s * line.predict(queries)
+    np.testing.assert_allclose(auto.predict(queries), expected, rtol=1e-9)
+    np.testing.assert_allclose(auto.attention_weights(queries) @ y, expected, rtol=1e-9)
+
+
+def test_full_shrinkage_is_the_smoother_with_leave_one_out_bandwidths():
+    # The start is KernelSmoother's own search on the same rows: shrinkage 1 is the
+    # smoother, to the last digits, where a search of the standardized targets can end in
+    # another of the criterion's minima.
+    X, y = four_inputs(seed=0)
+    model = AttentionRegressor(degree=0, shrinkage=1.0, random_state=0).fit(X, y)
+    smoother = KernelSmoother(bandwidth="loo").fit(X, y)
+    queries = np.random.default_rng(1).normal(size=(25, 4))
+    np.testing.assert_allclose(model.predict(queries), smoother.predict(queries), rtol=1e-9)
 
 
 def test_warm_start_continues_from_the_warp_and_the_learned_width():
