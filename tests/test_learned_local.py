@@ -11,7 +11,7 @@ from scipy.optimize import check_grad
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
-from kernattn import AttentionRegressor, KernelSmoother, LocalDesignWarning
+from kernattn import AttentionRegressor, LocalDesignWarning
 from kernattn._engine import canonical_order
 from kernattn._loo import DuplicateGroups
 from kernattn._warp import apply_warp, quantile_knots, warp_basis
@@ -396,17 +396,6 @@ def test_a_blend_with_tilted_weights_mixes_the_tilted_constant_and_the_line():
     expected = (1 - s) * constant.predict(queries) + s * line.predict(queries)
     np.testing.assert_allclose(auto.predict(queries), expected, rtol=1e-9)
     np.testing.assert_allclose(auto.attention_weights(queries) @ y, expected, rtol=1e-9)
-
-
-def test_full_shrinkage_is_the_smoother_with_leave_one_out_bandwidths():
-    # The start is KernelSmoother's own search on the same rows: shrinkage 1 is the
-    # smoother, to the last digits, where a search of the standardized targets can end in
-    # another of the criterion's minima.
-    X, y = four_inputs(seed=0)
-    model = AttentionRegressor(degree=0, shrinkage=1.0, random_state=0).fit(X, y)
-    smoother = KernelSmoother(bandwidth="loo").fit(X, y)
-    queries = np.random.default_rng(1).normal(size=(25, 4))
-    np.testing.assert_allclose(model.predict(queries), smoother.predict(queries), rtol=1e-9)
 
 
 def test_warm_start_continues_from_the_warp_and_the_learned_width():

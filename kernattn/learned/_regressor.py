@@ -85,8 +85,9 @@ AUTO_WARP = 8
 #: ``KernelSmoother(bandwidth="loo")``, the line alone 1.12); a share hedges between two
 #: estimates whose errors are not perfectly correlated, and on ``bench_attention.py``'s 17
 #: R data sets the one-standard-error share gives a geometric-mean ratio to the best
-#: reference of 0.960, against 1.008 for the all-or-nothing choice and 0.966 for half a
-#: standard error, and every data set with four or more inputs at most the smoother's error.
+#: reference of 0.966, against 1.016 for the all-or-nothing choice (0.972 for the plain
+#: lowest share in a prototype), and every data set with four or more inputs below the
+#: smoother's error.
 DEGREE_STANDARD_ERRORS = 1.0
 # Largest entry of a given init: the logits, quadratic in it, stay far from overflowing.
 _LARGEST_INIT = 1e100
@@ -244,7 +245,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         ``degree_`` is 1 when the line has a share. A share hedges where the two estimates
         are close: on R's ``ISLR::Auto`` (7 inputs, 5-fold cross-validation) choosing one
         of them outright took the line in three folds where it lost (1.07 times the error
-        of ``KernelSmoother(bandwidth="loo")``); the blend reaches 0.97 of it.
+        of ``KernelSmoother(bandwidth="loo")``); the blend reaches 0.99 of it.
         On scikit-learn's diabetes data (75/25 split, standardized) the default gives the
         line a share of 3/4 and reaches a test MSE of 3 210 (the line alone 3 168), against
         3 512 for ``degree=0`` (whose inner validation takes the metric back to the
@@ -704,11 +705,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         else:
             train, validation = np.arange(len(X)), None
         probe = sample_groups(groups, rng)
-        training = (X, Y, sample_weight, input_scale)
         theta = self._warm_theta(layout, target_unit)
         warm = theta is not None
         if not warm:
-            theta = self._start(objective, layout, scale, probe, rng, user_init, training)
+            theta = self._start(objective, layout, scale, probe, rng, user_init, sample_weight)
         start = theta.copy()
         settings = dict(
             optimizer=optimizer,
@@ -783,7 +783,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
                 def start_part(rows):
                     return self._start(
-                        objective, layout, scale, probe, rng, user_init, training, rows
+                        objective, layout, scale, probe, rng, user_init, sample_weight, rows
                     )
 
                 def errors(theta, rows, held):
@@ -1034,10 +1034,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             )
         return None
 
-    def _start(self, objective, layout, scale, probe, rng, user_init, training, rows=None):
+    def _start(self, objective, layout, scale, probe, rng, user_init, sample_weight, rows=None):
         """New parameters to start from, chosen on the training ``rows`` (all for
-        ``None``) of ``training``, ``(X, Y, sample_weight, input_scale)`` as given to the
-        kernel's fit."""
+        ``None``)."""
         if user_init is not None:
             W = user_init
         else:
@@ -1045,7 +1044,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             base = None
             if self.init == "loo":
                 base = self._bandwidth_projection(
-                    objective, head_dim, scale[0], rng, training, rows
+                    objective, head_dim, scale[0], rng, sample_weight, rows
                 )
             init = "identity" if self.init == "loo" else self.init
             W = initial_projections(
@@ -1056,40 +1055,29 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         a = np.full(self.n_heads, 1.0 / self.n_heads)
         return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
 
-    def _bandwidth_projection(self, objective, head_dim, scale, rng, training, rows=None):
+    def _bandwidth_projection(self, objective, head_dim, scale, rng, sample_weight, rows=None):
         r"""The projection of the smoother with leave-one-out bandwidths :math:`h_j` (in
         standardized units) on the training ``rows``: :math:`W = \mathrm{diag}(1/h) /
         \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
         u'_j)/h_j)^2`. With ``head_dim < n_features`` the features of the smallest
         bandwidths get a column each; ``None`` when the rows hold one distinct input.
-
-        The search is :class:`~kernattn.KernelSmoother`'s, on the same inputs and targets
-        (``training``: the kernel fit's ``X``, ``Y``, ``sample_weight`` and the inputs'
-        standard deviations, which turn its bandwidths into standardized units). The
-        criterion has several local minima on a few hundred rows in many dimensions, and
-        which one a local search reaches can turn on a rounding error in its path (R's
-        ``ISLR::Auto``: one in five training folds ends in another minimum when the targets
-        are divided by their standard deviation): on the same arithmetic, the start (and the
-        shrinkage's end, ``shrinkage_ = 1``) is exactly ``KernelSmoother(bandwidth="loo")``.
-        Sample weights are rescaled to a mean of 1, so that the search's start (Scott's
-        rule, which counts weights as repeated rows) reads the number of rows and the start
-        does not depend on the weights' unit (the same search as the smoother's for unit
-        weights)."""
-        X, Y, sample_weight, input_scale = training
+        ``sample_weight`` relative: rescaled to a mean of 1, so that the search's start
+        (Scott's rule, which counts weights as repeated rows) reads the number of rows and
+        the start does not depend on the weights' unit."""
         rows = np.arange(len(objective.Z)) if rows is None else rows
         if len(np.unique(objective.groups.ids[rows])) < 2:
             return None
         weights = np.asarray(sample_weight, dtype=float)[rows]
         weights = weights / weights.max()
         selection = select_bandwidth(
-            X[rows],
-            Y[rows],
+            objective.Z[rows],
+            objective.Y[rows],
             weights / weights.mean(),
             criterion="loo",
             n_jobs=self.n_jobs,
             random_state=rng.randint(2**31 - 1),
         )
-        h = selection.bandwidth / input_scale
+        h = selection.bandwidth
         d = len(h)
         if head_dim >= d:
             # Diagonal (the penalty on off-diagonal entries leaves it alone), padded.
