@@ -388,9 +388,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     random_state : int, RandomState instance or None, default=None
         For the initial projections, the validation split and Adam's batches.
     warm_start : bool, default=False
-        Start from the previous fit's parameters (when their shapes match), keeping its
-        ``shrinkage_`` step undone (no inner validation) and, with ``degree="auto"``, its
-        share of the local line (``line_share_``); the widths are tuned again.
+        Start from the previous fit's parameters (when their shapes match). A warm fit
+        runs no inner validation: ``shrinkage="auto"`` keeps the parameters where training
+        ends (``shrinkage_ = 0``) and ``degree="auto"`` keeps the previous fit's share of
+        the local line (``line_share_``); the widths are tuned again.
     verbose : int, default=0
         Print a progress line at every iteration or epoch: its number out of ``max_iter``,
         the loss, the gradient norm and the time elapsed.
