@@ -325,7 +325,7 @@ def test_far_queries_stay_between_the_local_constant_and_a_bounded_extrapolation
 
 
 def test_a_data_entry_zero_is_held_back_by_the_local_line():
-    """The issue's failure: six inputs, three nearly collinear, a query with one of those
+    """Six inputs, three nearly collinear, a query with one of those
     recorded as 0, far outside the training cloud. The plain local line lands many standard
     deviations of the targets away; the fitted one stays near the local constant and warns."""
     rng = np.random.default_rng(1)

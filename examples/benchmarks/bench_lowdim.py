@@ -23,7 +23,7 @@ deviation). Every figure is measured in this run:
    against the exact tier (seconds, largest relative difference of the widths, pooled and
    local noise), and at 10⁶ rows the seconds for 201 intervals.
 
-Targets (issue 23): faster than KernSmooth at 10⁶ and 10⁷ rows in 1-D; 10⁷ rows in at most
+Targets: faster than KernSmooth at 10⁶ and 10⁷ rows in 1-D; 10⁷ rows in at most
 30 s; 2-D 10⁶ rows in at most 30 s; the chosen bandwidth's test error within 10 % of the
 grid's best, stable across seeds.
 
