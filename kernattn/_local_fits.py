@@ -27,7 +27,7 @@ from kernattn._local_polynomial import (
     polynomial_estimate,
     slope_weights,
 )
-from kernattn._tilt import key_spread, tilted_weights
+from kernattn._tilt import KINDS, key_spread, tilt_weights, trend_direction
 
 
 class LocalPolynomials:
@@ -135,12 +135,22 @@ class LocalPolynomials:
 
 
 class TiltedWeights:
-    """Kernel weights tilted to balance the keys about each query (:mod:`kernattn._tilt`),
-    with the keys' covariance of the penalty's floor (``key_spread``) and the penalty."""
+    """Kernel weights tilted to balance the keys about each query (:mod:`kernattn._tilt`):
+    in every direction of the key space (``kind="balance"``), along each query's local
+    slope of the ``values`` (``"slope"``) or along their linear trend over all keys
+    (``"trend"``), with the keys' covariance of the penalty's floor (``key_spread``) and the
+    penalty."""
 
-    def __init__(self, keys, sample_weight, penalty):
+    def __init__(self, keys, sample_weight, penalty, kind="balance", values=None):
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+        self.kind = kind
         self.spread = key_spread(keys, sample_weight)
         self.penalty = float(penalty)
+        self.values = np.asarray(values, dtype=np.float64) if kind == "slope" else None
+        self.direction = (
+            trend_direction(keys, values, sample_weight) if kind == "trend" else None
+        )
 
     def weights(self, kernel_weights, kernel, X, h):
         """The tilted weights (rows sum to 1, non-negative); no row keeps the kernel
@@ -148,12 +158,15 @@ class TiltedWeights:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             # A projection beyond the float range is inf or NaN: such a query is not tilted.
             Q = kernel.project(X, h, side="key")
-        tilted = tilted_weights(
+        tilted = tilt_weights(
+            self.kind,
             np.asarray(kernel_weights, dtype=np.float64),
             kernel.keys(h),
             Q,
             spread=self.spread,
             penalty=self.penalty,
+            values=self.values,
+            direction=self.direction,
         )
         return tilted, np.zeros(len(tilted), dtype=bool)
 

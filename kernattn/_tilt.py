@@ -49,7 +49,13 @@ solved by Newton's method with backtracking, from the sums
 
 import numpy as np
 
-from kernattn._local_linear import key_columns, solve_covariance, unpack_second
+from kernattn._local_linear import (
+    key_columns,
+    solve_covariance,
+    unpack_second,
+    value_key_columns,
+)
+from kernattn._sums import softmax_weights
 
 #: The default penalty on the tilt, ``PENALTY/2 · λᵀC₀λ``: half the variance of the tilt's
 #: log-factors under the kernel weights, times 1/16.
@@ -219,3 +225,181 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
         keep[trying] = False
         active, value = active[keep], value[keep]
     return tilted
+
+
+# ----------------------------------------------------------- tilts along one direction
+
+#: The tilts: ``"balance"`` balances the keys about the query in every direction of the
+#: key space (:func:`tilted_weights`); ``"slope"`` along each query's local slope of the
+#: targets, ``"trend"`` along the targets' linear trend over all keys
+#: (:func:`directional_tilt`).
+KINDS = ("balance", "slope", "trend")
+#: Newton steps at most of a tilt along one direction (safeguarded by bisection: each
+#: step at least halves the bracket of the tilt, so this many reach any precision).
+DIRECTION_MAX_ITER = 60
+#: Converged when the centroid's gap (with the penalty's pull) is below this share of the
+#: scores' local spread.
+DIRECTION_TOLERANCE = 1e-10
+
+
+def _unit_rows(G):
+    """``G`` with each row scaled to unit length (zero rows stay zero)."""
+    norm = np.linalg.norm(G, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(norm > 0, G / np.where(norm > 0, norm, 1.0), 0.0)
+
+
+def _leading_direction(B, C):
+    r"""The direction :math:`B v` of the linear predictors :math:`B` (…, d, t) that varies
+    most under the covariance :math:`C` (…, d, d): :math:`v` the leading eigenvector of
+    :math:`B^\top C B`. One output: :math:`B` itself."""
+    if B.shape[-1] == 1:
+        return B[..., 0]
+    M = np.swapaxes(B, -1, -2) @ C @ B
+    _, vectors = np.linalg.eigh(M)
+    return np.einsum("...dt,...t->...d", B, vectors[..., -1])
+
+
+def trend_direction(keys, values, sample_weight=None):
+    r"""The unit direction :math:`g` of the targets' linear trend over the keys: the
+    weighted least-squares slope of the values on the keys (for several outputs, the
+    direction of the slopes that varies most over the keys); zeros where the values do not
+    depend linearly on the keys."""
+    keys = np.asarray(keys, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64).reshape(len(keys), -1)
+    w = np.ones(len(keys)) if sample_weight is None else np.asarray(sample_weight, float)
+    w = w / w.sum()
+    centered = keys - w @ keys
+    root = np.sqrt(w)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        B = np.linalg.lstsq(centered * root, (values - w @ values) * root, rcond=None)[0]
+    if not np.all(np.isfinite(B)):
+        return np.zeros(keys.shape[1])
+    return _unit_rows(_leading_direction(B, key_spread(keys, sample_weight)))
+
+
+def slope_directions(weights, keys, Q, values, columns=None):
+    r"""Each query's unit direction of the local slope: the weighted least-squares slope
+    of the values on the keys under the query's kernel weights (solved as a local line's,
+    :func:`~kernattn._local_linear.solve_covariance`), shape (b, d); zeros where the
+    weights see no slope."""
+    d = keys.shape[1]
+    values = np.asarray(values, dtype=np.float64).reshape(len(keys), -1)
+    t = values.shape[1]
+    columns = key_columns(keys) if columns is None else columns
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = weights @ np.hstack([columns, values, value_key_columns(values, keys)])
+    mean = sums[:, :d]
+    second = unpack_second(sums[:, d : columns.shape[1]], d)
+    ybar = sums[:, columns.shape[1] : columns.shape[1] + t]
+    cross = sums[:, columns.shape[1] + t :].reshape(len(Q), t, d)
+    cross = (cross - ybar[:, :, None] * mean[:, None, :]).transpose(0, 2, 1)
+    cross[~np.isfinite(cross)] = 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        B, _ = solve_covariance(mean, second, cross)
+        C = second - mean[:, :, None] * mean[:, None, :]
+    B[~np.isfinite(B)] = 0.0
+    return _unit_rows(_leading_direction(B, C))
+
+
+def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
+    r"""Weights tilted along one direction: :math:`\tilde w_j \propto w_j e^{\lambda s_j}`
+    with the scalar :math:`\lambda` that balances the scores about the query's,
+    :math:`\sum_j \tilde w_j s_j = s(q)`, up to the penalty :math:`\tfrac{\varepsilon}{2}
+    \lambda^2 v` (:math:`v` the scores' variance under :math:`w`, floored by ``FLOOR``
+    times ``spread``, as for :func:`tilted_weights`).
+
+    The scores are the keys' coordinates along the direction, :math:`s_j = g^\top k_j`. Along
+    the targets' slope :math:`g = \beta`, the tilt reproduces the local line's correction to
+    first order — :math:`\tilde w_j \approx w_j (1 + \lambda (s_j - \bar s))` with
+    :math:`\lambda = (s(q) - \bar s) / \mathrm{Var}_w(s)`, so
+    :math:`\sum_j \tilde w_j y_j \approx \bar y + \beta^\top (k(q) - m)` — with weights that
+    stay non-negative and sum to 1.
+
+    The minimum of the convex :math:`\log \sum_j w_j e^{\lambda (s_j - s(q))} +
+    \tfrac{\varepsilon}{2} \lambda^2 v` is found by Newton's method safeguarded by
+    bisection: its second derivative is at least :math:`\varepsilon v`, so the minimum lies
+    between 0 and :math:`-f'(0) / (\varepsilon v)`, a bracket that every step narrows.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (b, n)
+        Normalized kernel weights; zeros stay zero.
+    scores : ndarray of shape (b, n) or (n,)
+        Each key's score, per query or shared.
+    query_scores : ndarray of shape (b,)
+    spread : ndarray of shape (b,) or float
+        The scores' variance over all keys (the penalty's floor).
+    penalty : float
+
+    Returns
+    -------
+    tilted : ndarray of shape (b, n)
+        Non-negative, rows summing to 1. Rows without spread in the scores, or with a
+        score that is not finite, keep their kernel weights.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    scores = np.broadcast_to(np.asarray(scores, dtype=np.float64), weights.shape)
+    b = len(weights)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = np.einsum("bn,bn->b", weights, scores)
+        local = np.einsum("bn,bn->b", weights, (scores - mean[:, None]) ** 2)
+        variance = local + FLOOR * np.broadcast_to(spread, (b,))
+        gap = mean - query_scores
+    tilted = weights.copy()
+    active = np.flatnonzero(
+        np.isfinite(gap) & np.isfinite(variance) & (variance > 0) & (local > 0)
+        & np.all(np.isfinite(scores), axis=1)
+    )
+    if not len(active):
+        return tilted
+    pull = penalty * variance[active]
+    target = query_scores[active]
+    # f'(0) = gap: the minimum lies between 0 and -gap / pull.
+    end = -gap[active] / pull
+    low, high = np.minimum(0.0, end), np.maximum(0.0, end)
+    lam = np.zeros(len(active))
+    with np.errstate(divide="ignore"):
+        log_weights = np.log(weights[active])
+    rows = np.arange(len(active))
+    for _ in range(DIRECTION_MAX_ITER):
+        logits = log_weights[rows] + lam[rows, None] * scores[active[rows]]
+        current = softmax_weights(logits, removed=True)
+        s = scores[active[rows]]
+        centroid = np.einsum("bn,bn->b", current, s)
+        curvature = np.einsum("bn,bn->b", current, (s - centroid[:, None]) ** 2) + pull[rows]
+        slope = centroid - target[rows] + pull[rows] * lam[rows]
+        tilted[active[rows]] = current
+        done = np.abs(slope) <= DIRECTION_TOLERANCE * np.sqrt(variance[active[rows]])
+        done |= high[rows] - low[rows] <= 1e-15 * np.maximum(np.abs(low[rows]), np.abs(high[rows]))
+        high[rows] = np.where(slope > 0, lam[rows], high[rows])
+        low[rows] = np.where(slope < 0, lam[rows], low[rows])
+        step = lam[rows] - slope / curvature
+        inside = (step > low[rows]) & (step < high[rows])
+        lam[rows] = np.where(inside, step, 0.5 * (low[rows] + high[rows]))
+        rows = rows[~done]
+        if not len(rows):
+            break
+    return tilted
+
+
+def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direction=None):
+    """The tilted weights of ``kind`` (:data:`KINDS`) of a block of queries: for
+    ``"balance"`` :func:`tilted_weights`; along each query's local slope of ``values``
+    (``"slope"``) or along the fixed unit ``direction`` (``"trend"``,
+    :func:`trend_direction`) :func:`directional_tilt`. ``spread`` is the keys' covariance
+    over the training set (:func:`key_spread`)."""
+    if kind == "balance":
+        return tilted_weights(weights, keys, Q, spread=spread, penalty=penalty)
+    keys = np.asarray(keys, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if kind == "slope":
+            G = slope_directions(weights, keys, np.asarray(Q, dtype=np.float64), values)
+            scores = G @ keys.T
+            floor = np.einsum("bd,de,be->b", G, spread, G)
+        else:
+            G = np.broadcast_to(direction, Q.shape)
+            scores = keys @ direction
+            floor = float(direction @ spread @ direction)
+        query_scores = np.einsum("bd,bd->b", G, Q)
+    return directional_tilt(weights, scores, query_scores, floor, penalty)

@@ -340,11 +340,11 @@ def four_inputs(seed=2, n=120):
 
 def test_auto_degree_blends_the_constant_and_the_line_each_at_its_width():
     X, y = four_inputs()
-    auto = AttentionRegressor(random_state=0).fit(X, y)
+    auto = AttentionRegressor(degree="auto", tilt=False, random_state=0).fit(X, y)
     assert auto.degree_ == 1 and auto.line_share_ == 0.5
     # The same kernel and widths as the constant and the line fitted alone (the random
     # draws before the choice are the same).
-    constant = AttentionRegressor(degree=0, random_state=0).fit(X, y)
+    constant = AttentionRegressor(degree=0, tilt=False, random_state=0).fit(X, y)
     line = AttentionRegressor(degree=1, random_state=0).fit(X, y)
     assert (constant.degree_, constant.line_share_, line.degree_, line.line_share_) == (
         0,
@@ -385,9 +385,9 @@ def test_a_blend_with_tilted_weights_mixes_the_tilted_constant_and_the_line():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(80, 2))
     y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=80)
-    auto = AttentionRegressor(random_state=0).fit(X, y)
-    assert auto.tilt_ and auto.line_share_ == 0.25
-    constant = AttentionRegressor(degree=0, random_state=0).fit(X, y)
+    auto = AttentionRegressor(degree="auto", tilt="balance", random_state=0).fit(X, y)
+    assert auto.tilt_ == "balance" and auto.line_share_ == 0.25
+    constant = AttentionRegressor(degree=0, tilt="balance", random_state=0).fit(X, y)
     line = AttentionRegressor(degree=1, random_state=0).fit(X, y)
     assert constant.tilt_ and auto.tilt_penalty_ == constant.tilt_penalty_
     assert auto.width_factor_ == constant.width_factor_

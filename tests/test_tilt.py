@@ -146,10 +146,12 @@ def test_width_and_penalty_are_tuned_by_the_leave_one_out_error_of_the_tilted_es
     queries = np.arange(len(X))
 
     def loss(log_factor, penalty):
-        estimate, _ = leave_one_out_lines(objective, theta, log_factor, queries, tilt=penalty)
+        estimate, _ = leave_one_out_lines(
+            objective, theta, log_factor, queries, tilt=("balance", penalty)
+        )
         return np.mean((estimate - Y) ** 2)
 
-    chosen, penalty = tune_tilt(objective, theta, np.random.RandomState(0))
+    chosen, penalty = tune_tilt(objective, theta, np.random.RandomState(0), "balance")
     assert chosen == pytest.approx(np.log(model.width_factor_), abs=1e-12)
     assert penalty == model.tilt_penalty_
     best = loss(chosen, penalty)
@@ -185,7 +187,7 @@ def test_leave_one_out_tilted_estimates_leave_the_query_out():
         X, Y, np.ones(30), DuplicateGroups(X), layout, "gaussian", np.array([0.7]), 0.0
     )
     theta = layout.pack(np.eye(2)[None], None, None, np.ones(1), np.zeros(1))
-    estimate, fell_back = leave_one_out_lines(objective, theta, -0.3, np.arange(30), tilt=PENALTY)
+    estimate, fell_back = leave_one_out_lines(objective, theta, -0.3, np.arange(30), tilt=("balance", PENALTY))
     assert not np.any(fell_back)
     width = 1.0 / np.sqrt(0.7 * np.exp(-0.3))
     for i in range(30):
@@ -196,14 +198,14 @@ def test_leave_one_out_tilted_estimates_leave_the_query_out():
     # With a bound on the share of queries without a balance: the same estimates where the
     # bound holds; where it does not (a narrow kernel), the same mask and no estimates.
     bounded, mask = leave_one_out_lines(
-        objective, theta, -0.3, np.arange(30), tilt=PENALTY, max_fallback=0.01
+        objective, theta, -0.3, np.arange(30), tilt=("balance", PENALTY), max_fallback=0.01
     )
     np.testing.assert_array_equal(bounded, estimate)
     np.testing.assert_array_equal(mask, fell_back)
-    narrow, mask = leave_one_out_lines(objective, theta, 4.0, np.arange(30), tilt=PENALTY)
+    narrow, mask = leave_one_out_lines(objective, theta, 4.0, np.arange(30), tilt=("balance", PENALTY))
     assert mask.mean() > 0.01
     skipped, same = leave_one_out_lines(
-        objective, theta, 4.0, np.arange(30), tilt=PENALTY, max_fallback=0.01
+        objective, theta, 4.0, np.arange(30), tilt=("balance", PENALTY), max_fallback=0.01
     )
     assert skipped is None
     np.testing.assert_array_equal(same, mask)
@@ -240,10 +242,17 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
         params = {"degree": 0, **params}
         return AttentionRegressor(max_iter=20, random_state=0, **params).fit(X, y), X, y
 
-    for d, tilt, warp in [(1, True, 8), (2, True, 0), (3, True, 0), (4, False, 0)]:
+    # Up to three features along each query's local slope; beyond, along the targets' trend
+    # unless the slope wins the leave-one-out comparison clearly.
+    for d, tilts, warp in [
+        (1, {"slope"}, 8),
+        (2, {"slope"}, 0),
+        (3, {"slope"}, 0),
+        (4, {"trend", "slope"}, 0),
+    ]:
         model, _, _ = fitted(d)
-        assert (model.tilt_, model.warp_) == (tilt, warp)
-        assert hasattr(model, "tilt_penalty_") is tilt
+        assert model.tilt_ in tilts and model.warp_ == warp
+        assert hasattr(model, "tilt_penalty_")
         assert hasattr(model, "warp_slopes_") is bool(warp)
     # Too few distinct inputs for a leave-one-out choice of the tilt: 9 < 5 · (1 + 1).
     X = np.repeat(np.linspace(-1, 1, 9), 4)[:, None]
@@ -256,10 +265,10 @@ def test_auto_tilts_up_to_three_features_and_warps_one():
     model, _, _ = fitted(1, tilt=False, warp=3)
     assert (model.tilt_, model.warp_) == (False, 3)
     model, _, _ = fitted(5, tilt=True)
-    assert model.tilt_ and model.warp_ == 0
-    # The default in one dimension is the explicit tilt with an 8-piece warp.
+    assert (model.tilt_, model.warp_) == ("balance", 0)
+    # The default in one dimension is the explicit tilt along the slope with an 8-piece warp.
     auto, X, y = fitted(1)
-    explicit = AttentionRegressor(tilt=True, warp=8, degree=0, max_iter=20, random_state=0)
+    explicit = AttentionRegressor(tilt="slope", warp=8, degree=0, max_iter=20, random_state=0)
     explicit.fit(X, y)
     np.testing.assert_array_equal(auto.predict(X), explicit.predict(X))
 

@@ -1,5 +1,5 @@
 r"""The local corrections of :class:`~kernattn.AttentionRegressor`: local lines
-(``degree=1``) and tilted weights (``tilt=True``).
+(``degree=1``) and tilted weights (``tilt``).
 
 A head's softmax weights :math:`w_j(x)` define, at each query, a weighted least-squares line
 in the head's key space: with the query's key-side projection :math:`k(x)`, the keys
@@ -31,7 +31,8 @@ import numpy as np
 from kernattn._blocks import map_query_blocks, single_threaded_blas
 from kernattn._local_linear import equivalent_weights, n_line_parameters, sparse_neighborhoods
 from kernattn._numerics import shifted_exp
-from kernattn._tilt import PENALTIES, key_spread, tilted_weights
+from kernattn._tilt import PENALTIES, PENALTY, key_spread, tilt_weights, trend_direction
+from kernattn.learned._shrinkage import one_standard_error_choice
 
 #: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
 #: points: the kernel as learned), then a fine one around its best point. A fixed grid, not a
@@ -54,9 +55,10 @@ def leave_one_out_lines(
     """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
     head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
     the mask of the queries for which some head had too few neighbors for a line (they got
-    its kernel average). With ``tilt`` (the penalty :math:`\varepsilon` of
-    :mod:`kernattn._tilt`), the estimates of the tilted weights instead, and the mask of
-    the queries whose weights rest on too few keys to balance (as few as for a line).
+    its kernel average). With ``tilt``, a pair ``(kind, penalty)`` (the kind of
+    :mod:`kernattn._tilt` and its penalty :math:`\varepsilon`), the estimates of the tilted
+    weights instead, and the mask of the queries whose weights rest on too few keys to
+    balance (in every direction as few as for a line, along one direction two).
 
     Each query attends to every training row outside its duplicate group (as in the
     leave-one-out loss of :mod:`kernattn.learned._objective`), or to the rows ``keys``
@@ -83,6 +85,10 @@ def leave_one_out_lines(
     n_params = [n_line_parameters(P) for P in key_points]
     sw = objective.sw[every]
     spreads = [key_spread(P, sw) if tilt is not None else None for P in key_points]
+    kind, penalty = (None, None) if tilt is None else tilt
+    directions = [trend_direction(P, Y, sw) if kind == "trend" else None for P in key_points]
+    if kind in ("slope", "trend"):
+        n_params = [2] * len(key_points)  # a balance along one direction: two keys
 
     def kernel_weights(rows, head):
         logits = head.queries[rows] @ head.keys.T
@@ -107,8 +113,15 @@ def leave_one_out_lines(
         for h, head in enumerate(heads):
             weights = kernel_weights(rows, head)
             if tilt is not None:
-                lines = tilted_weights(
-                    weights, key_points[h], head.Pk[rows], spread=spreads[h], penalty=tilt
+                lines = tilt_weights(
+                    kind,
+                    weights,
+                    key_points[h],
+                    head.Pk[rows],
+                    spread=spreads[h],
+                    penalty=penalty,
+                    values=Y,
+                    direction=directions[h],
                 )
                 if not checked:
                     fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
@@ -149,16 +162,23 @@ def _first_best(losses):
     return int(np.flatnonzero(losses <= best + TIE * abs(best))[0])
 
 
-def _width_loss(objective, theta, rng, tilt, max_queries=WIDTH_QUERIES):
-    """The leave-one-out loss of the local-linear (or, with the penalty ``tilt``, tilted)
-    mixture as a function of the log-factor of the logits: ``np.inf`` at widths where more
-    than ``MAX_FALLBACK`` of the queries lack the neighbors of a line or a balance."""
+def _tuning_queries(objective, rng, max_queries):
+    """The rows whose leave-one-out errors tune a width: every row with a key outside its
+    duplicate group, or those of ``max_queries`` random groups."""
     n = len(objective.Z)
     queries = objective.groups.valid_queries(np.arange(n), np.arange(n))
     if objective.groups.n_groups > max_queries:
         chosen = np.zeros(objective.groups.n_groups, dtype=bool)
         chosen[rng.choice(objective.groups.n_groups, max_queries, replace=False)] = True
         queries = queries[chosen[objective.groups.ids[queries]]]
+    return queries
+
+
+def _width_loss(objective, theta, rng, tilt, max_queries=WIDTH_QUERIES):
+    """The leave-one-out loss of the local-linear (or, with ``tilt`` = ``(kind, penalty)``,
+    tilted) mixture as a function of the log-factor of the logits: ``np.inf`` at widths where more
+    than ``MAX_FALLBACK`` of the queries lack the neighbors of a line or a balance."""
+    queries = _tuning_queries(objective, rng, max_queries)
     sw = objective.sw[queries]
 
     def loss(log_factor):
@@ -188,8 +208,8 @@ def _refine(loss, coarse_best):
 
 def tune_width(objective, theta, rng, tilt=None):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
-    squared error of the local-linear mixture, or of the tilted one with the penalty
-    ``tilt`` (over ``COARSE_GRID``, then ``FINE_GRID`` around its best point; the queries
+    squared error of the local-linear mixture, or of the tilted one with ``tilt`` =
+    ``(kind, penalty)`` (over ``COARSE_GRID``, then ``FINE_GRID`` around its best point; the queries
     are at most ``WIDTH_QUERIES`` duplicate groups).
 
     Only widths at which at most ``MAX_FALLBACK`` of the queries lack the neighbors of a
@@ -206,29 +226,77 @@ def tune_width(objective, theta, rng, tilt=None):
         return _refine(loss, COARSE_GRID[_first_best(coarse)])
 
 
-def tune_tilt(objective, theta, rng):
-    """The width (log-factor of the logits) and the penalty of the tilt (among
-    :data:`~kernattn._tilt.PENALTIES`) of the lowest leave-one-out error of the tilted
-    estimate: every penalty on ``COARSE_GRID``, then ``FINE_GRID`` around the best pair's
-    width at its penalty (the same ``TILT_QUERIES`` queries at most throughout)."""
+#: The log-factors of the logits a tilt along one direction is tried at: the kernel as
+#: learned and six widenings by √2 (a tilt, like a line, wants more neighbours than an
+#: average; it never wants fewer).
+DIRECTION_WIDTHS = -0.5 * np.log(2.0) * np.arange(7)
+#: The penalties of a tilt along the targets' trend; one along each query's local slope
+#: keeps :data:`~kernattn._tilt.PENALTY` (on R's data sets with one to three inputs, a
+#: second penalty chosen by leave-one-out lost more to the noise of the choice than it
+#: gained).
+TREND_PENALTIES = (1.0 / 16.0, 1.0)
+
+
+def tune_tilt(objective, theta, rng, kind="balance"):
+    """The width (log-factor of the logits) and the penalty of the tilt of ``kind``
+    (:data:`~kernattn._tilt.KINDS`) of the lowest leave-one-out error of the tilted
+    estimate, over the same ``TILT_QUERIES`` queries at most throughout.
+
+    ``"balance"``: every penalty of :data:`~kernattn._tilt.PENALTIES` on ``COARSE_GRID``,
+    then ``FINE_GRID`` around the best pair's width at its penalty. Along one direction
+    (``"slope"``, ``"trend"``): ``DIRECTION_WIDTHS``, at ``PENALTY`` for the slope and at
+    each of ``TREND_PENALTIES`` for the trend."""
     seed = rng.randint(2**31 - 1)
+    if kind == "balance":
+        penalties, grid = PENALTIES, COARSE_GRID
+    else:
+        penalties = (PENALTY,) if kind == "slope" else TREND_PENALTIES
+        grid = DIRECTION_WIDTHS
     losses = {
-        penalty: _width_loss(objective, theta, np.random.RandomState(seed), penalty, TILT_QUERIES)
-        for penalty in PENALTIES
+        penalty: _width_loss(
+            objective, theta, np.random.RandomState(seed), (kind, penalty), TILT_QUERIES
+        )
+        for penalty in penalties
     }
     with single_threaded_blas():
-        coarse = np.array([[losses[p](x) for x in COARSE_GRID] for p in PENALTIES])
+        coarse = np.array([[losses[p](x) for x in grid] for p in penalties])
         i, j = np.unravel_index(_first_best(coarse), coarse.shape)
-        log_factor, _ = _refine(losses[PENALTIES[i]], COARSE_GRID[j])
-    return log_factor, PENALTIES[i]
+        if kind != "balance":
+            return (float(grid[j]) if np.isfinite(coarse[i, j]) else 0.0), penalties[i]
+        log_factor, _ = _refine(losses[penalties[i]], grid[j])
+    return log_factor, penalties[i]
+
+
+def choose_tilt(objective, theta, rng, kinds):
+    """The kind of tilt (of ``kinds``, in order of preference), its log-factor and its
+    penalty: each kind tuned by :func:`tune_tilt` on the same queries; a later kind is
+    taken only where its leave-one-out error is below the first's by more than one
+    standard error of their paired differences (on a small sample the two are within
+    the noise of the choice, and the first is the safer)."""
+    seed = rng.randint(2**31 - 1)
+    tuned = {kind: tune_tilt(objective, theta, np.random.RandomState(seed), kind) for kind in kinds}
+    if len(kinds) == 1:
+        return (kinds[0], *tuned[kinds[0]])
+    queries = _tuning_queries(objective, np.random.RandomState(seed), TILT_QUERIES)
+    errors = np.column_stack(
+        [
+            held_out_errors(objective, theta, queries, None, 0, tuned[kind][0], (kind, tuned[kind][1]))
+            for kind in reversed(kinds)
+        ]
+    )
+    ok = np.all(np.isfinite(errors), axis=1)
+    levels = np.arange(len(kinds))
+    choice = one_standard_error_choice(errors[ok], objective.sw[queries][ok], levels=levels)
+    kind = kinds[len(kinds) - 1 - int(choice)]
+    return (kind, *tuned[kind])
 
 
 def held_out_estimates(objective, theta, queries, keys=None, degree=0, log_factor=0.0, tilt=None):
     """Estimates of the head mixture at ``theta`` for ``queries`` from the rows ``keys``
     (``None``: leave-one-out against every other row), shape (len(queries), n_outputs).
 
-    ``degree=0`` is the kernel average at the learned width (tilted, with the penalty
-    ``tilt``), ``degree=1`` the local line; a tilt's or a line's logits are multiplied by
+    ``degree=0`` is the kernel average at the learned width (tilted, with ``tilt`` =
+    ``(kind, penalty)``), ``degree=1`` the local line; a tilt's or a line's logits are multiplied by
     ``exp(log_factor)``. Rows without a key outside their duplicate group get ``nan``.
     """
     queries = np.asarray(queries)

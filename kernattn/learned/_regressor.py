@@ -37,7 +37,7 @@ from kernattn._rows import collection_predict
 from kernattn._tilt import PENALTY
 from kernattn._warp import InputWarp, quantile_knots
 from kernattn.bandwidth import select_bandwidth
-from kernattn.learned._local import held_out_errors, held_out_estimates, tune_tilt, tune_width
+from kernattn.learned._local import choose_tilt, held_out_errors, held_out_estimates, tune_width
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     calibrate_width,
@@ -532,7 +532,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         "tie_qk": ["boolean"],
         "head_mixture": [StrOptions({"convex", "affine"})],
         "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
-        "tilt": ["boolean", StrOptions({"auto"})],
+        "tilt": ["boolean", StrOptions({"auto", "balance", "slope", "trend"})],
         "warp": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "leave_one_out": ["boolean"],
         "scale": [Interval(Real, 0, None, closed="neither"), StrOptions({"learned"}), None],
@@ -562,7 +562,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         similarity="gaussian",
         tie_qk=True,
         head_mixture="convex",
-        degree="auto",
+        degree=0,
         tilt="auto",
         warp="auto",
         leave_one_out=True,
@@ -617,10 +617,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     def _check_params(self):
         super()._check_params()
-        if not isinstance(self.tilt, str) and self.tilt and self.degree == 1:
+        if self.tilt is not False and self.tilt != "auto" and self.degree == 1:
             raise InvalidParameterError(
-                "tilt=True balances the kernel average (degree=0); a local line (degree=1) "
-                "is balanced already. Use one of them."
+                f"tilt={self.tilt!r} balances the kernel average (degree=0); a local line "
+                "(degree=1) is balanced already. Use one of them."
             )
         if not isinstance(self.init, str):
             try:
@@ -670,7 +670,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         center, input_scale = _standardization(X, sample_weight, self.standardize)
         Z = (X - center) / input_scale
         groups = DuplicateGroups(X)
-        self.tilt_, self.warp_ = self._resolved_options(d, groups.n_groups)
+        tilts, self.warp_ = self._resolved_options(d, groups.n_groups)
         learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
         layout = Layout(
             self.n_heads,
@@ -820,9 +820,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         previous_share = getattr(self, "line_share_", None) if warm else None
         self.__dict__.pop("line_width_factor_", None)
         self.degree_, self.line_share_, constant, line = self._choose_degree(
-            objective, theta, groups.n_groups, head_dim, rng, fits, previous_share
+            objective, theta, groups.n_groups, head_dim, rng, fits, tilts, previous_share
         )
-        self.tilt_ = constant is not None and constant[1] is not None
+        self.tilt_ = False if constant is None or constant[1] is None else constant[2]
 
         def heads(log_factor):
             """The heads, every one's logits multiplied by ``exp(log_factor)``."""
@@ -853,7 +853,13 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         if self.tilt_:
             self.tilt_penalty_ = constant[1]
             tilts = [
-                TiltedWeights(kernel.keys(h), weights, self.tilt_penalty_)
+                TiltedWeights(
+                    kernel.keys(h),
+                    weights,
+                    self.tilt_penalty_,
+                    kind=self.tilt_,
+                    values=self._values / self._value_scale,
+                )
                 for h in range(kernel.n_heads)
             ]
         self.held_back_ = 0.0
@@ -888,24 +894,24 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         ]
 
     def _resolved_options(self, n_features, n_groups):
-        """``tilt`` and ``warp`` as fitted: ``"auto"`` tilts data of at most
-        ``AUTO_TILT_FEATURES`` features and at least ``AUTO_TILT_INPUTS * (n_features + 1)``
-        distinct inputs (with ``degree=0``) and warps one-dimensional
-        inputs with ``AUTO_WARP`` pieces, both only up to ``LARGE_N`` distinct training
-        inputs (fitted exactly)."""
+        """``tilt`` (``False`` or a kind of :mod:`kernattn._tilt`) and ``warp`` as fitted:
+        ``"auto"`` tilts the weights of data with at least ``AUTO_TILT_INPUTS *
+        (n_features + 1)`` distinct inputs (unless ``degree=1``) along each query's local
+        slope for at most ``AUTO_TILT_FEATURES`` features and along the targets' trend
+        beyond, and warps one-dimensional inputs with ``AUTO_WARP`` pieces, both only up to
+        ``LARGE_N`` distinct training inputs (fitted exactly); ``True`` is ``"balance"``."""
         exact = n_groups <= LARGE_N
         tilt = self.tilt
-        if isinstance(tilt, str):
-            tilt = (
-                exact
-                and self.degree != 1
-                and n_features <= AUTO_TILT_FEATURES
-                and n_groups >= AUTO_TILT_INPUTS * (n_features + 1)
-            )
+        if tilt == "auto":
+            tilts = ()
+            if exact and self.degree != 1 and n_groups >= AUTO_TILT_INPUTS * (n_features + 1):
+                tilts = ("slope",) if n_features <= AUTO_TILT_FEATURES else ("trend", "slope")
+        else:
+            tilts = () if tilt is False else ("balance" if tilt is True else tilt,)
         warp = self.warp
         if isinstance(warp, str):
             warp = AUTO_WARP if exact and n_features == 1 else 0
-        return bool(tilt), int(warp)
+        return tilts, int(warp)
 
     def _training_plan(self, n_groups):
         """The optimizer, the keys per step and the Adam steps per iteration.
@@ -925,7 +931,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             key_subsample = AUTO_KEY_SUBSAMPLE if large else None
         return optimizer, key_subsample, steps
 
-    def _choose_degree(self, objective, theta, n_groups, head_dim, rng, fits, previous=None):
+    def _choose_degree(
+        self, objective, theta, n_groups, head_dim, rng, fits, tilts=(), previous=None
+    ):
         r"""The degree and the local line's share of the fitted estimate, the constant's
         ``(log_factor, penalty)`` (``None``: no constant, a line alone; penalty ``None``: not
         tilted) and the line's log-factor (``None``: no line).
@@ -945,17 +953,18 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         """
         candidates = {}
         if self.degree != 1:
-            if self.tilt_:
-                candidates[0] = (0.0, PENALTY)
+            if tilts:
+                candidates[0] = (0.0, PENALTY, tilts[0])
                 if n_groups > 2:
-                    candidates[0] = tune_tilt(objective, theta, rng)
+                    kind, log_factor, penalty = choose_tilt(objective, theta, rng, tilts)
+                    candidates[0] = (log_factor, penalty, kind)
             else:
-                candidates[0] = (0.0, None)
+                candidates[0] = (0.0, None, None)
         if self.degree != 0 and (self.degree == 1 or n_groups > head_dim + 1):
             log_factor = 0.0
             if n_groups > head_dim + 1:
                 log_factor, _ = tune_width(objective, theta, rng)
-            candidates[1] = (log_factor, None)
+            candidates[1] = (log_factor, None, None)
         if 1 not in candidates:
             return 0, 0.0, candidates[0], None
         if 0 not in candidates:
@@ -980,10 +989,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 width = 0.0
                 if part.groups.n_groups > head_dim + 1:
                     width, _ = tune_width(part, part_theta, rng)
-                widths[1] = (width, None)
-            for degree, (log_factor, penalty) in widths.items():
+                widths[1] = (width, None, None)
+            for degree, (log_factor, penalty, kind) in widths.items():
+                tilt = None if penalty is None else (kind, penalty)
                 estimates = held_out_estimates(
-                    objective, part_theta, held, rows, degree, log_factor, penalty
+                    objective, part_theta, held, rows, degree, log_factor, tilt
                 )
                 residuals[degree].append(estimates - objective.Y[held])
             weights.append(objective.sw[held])
