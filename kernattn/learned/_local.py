@@ -134,8 +134,9 @@ def leave_one_out_lines(
         out[span] = estimate
         return None
 
-    # The mask found first is not found again with the estimates.
-    checked = tilt is not None and max_fallback is not None
+    # The mask found first is not found again with the estimates. (A tilt along one
+    # direction needs two keys: the mask is found with the estimates, from the same weights.)
+    checked = kind == "balance" and max_fallback is not None
     if checked:
         map_query_blocks(sparse, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=2)
         query_weights = objective.sw[queries]
@@ -230,13 +231,6 @@ def tune_width(objective, theta, rng, tilt=None):
 #: learned and six widenings by √2 (a tilt, like a line, wants more neighbours than an
 #: average; it never wants fewer).
 DIRECTION_WIDTHS = -0.5 * np.log(2.0) * np.arange(7)
-#: The penalties of a tilt along the targets' trend; one along each query's local slope
-#: keeps :data:`~kernattn._tilt.PENALTY` (on R's data sets with one to three inputs, a
-#: second penalty chosen by leave-one-out lost more to the noise of the choice than it
-#: gained).
-TREND_PENALTIES = (1.0 / 16.0, 1.0)
-
-
 def tune_tilt(objective, theta, rng, kind="balance"):
     """The width (log-factor of the logits) and the penalty of the tilt of ``kind``
     (:data:`~kernattn._tilt.KINDS`) of the lowest leave-one-out error of the tilted
@@ -244,14 +238,14 @@ def tune_tilt(objective, theta, rng, kind="balance"):
 
     ``"balance"``: every penalty of :data:`~kernattn._tilt.PENALTIES` on ``COARSE_GRID``,
     then ``FINE_GRID`` around the best pair's width at its penalty. Along one direction
-    (``"slope"``, ``"trend"``): ``DIRECTION_WIDTHS``, at ``PENALTY`` for the slope and at
-    each of ``TREND_PENALTIES`` for the trend."""
+    (``"slope"``, ``"trend"``): ``DIRECTION_WIDTHS`` at ``PENALTY`` (on R's data sets a
+    second penalty chosen by leave-one-out lost more to the noise of the choice than it
+    gained)."""
     seed = rng.randint(2**31 - 1)
     if kind == "balance":
         penalties, grid = PENALTIES, COARSE_GRID
     else:
-        penalties = (PENALTY,) if kind == "slope" else TREND_PENALTIES
-        grid = DIRECTION_WIDTHS
+        penalties, grid = (PENALTY,), DIRECTION_WIDTHS
     losses = {
         penalty: _width_loss(
             objective, theta, np.random.RandomState(seed), (kind, penalty), TILT_QUERIES
