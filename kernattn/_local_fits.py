@@ -158,7 +158,7 @@ class TiltedWeights:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             # A projection beyond the float range is inf or NaN: such a query is not tilted.
             Q = kernel.project(X, h, side="key")
-        tilted = tilt_weights(
+        tilted, _ = tilt_weights(
             self.kind,
             np.asarray(kernel_weights, dtype=np.float64),
             kernel.keys(h),

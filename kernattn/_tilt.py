@@ -249,15 +249,25 @@ def _unit_rows(G):
         return np.where(norm > 0, G / np.where(norm > 0, norm, 1.0), 0.0)
 
 
-def _leading_direction(B, C):
+#: A linear predictor whose spread over the keys is below this share of the values' size
+#: is rounding noise (constant values, say): it gives no direction.
+ROUNDING = 1e-12
+
+
+def _leading_direction(B, C, size):
     r"""The direction :math:`B v` of the linear predictors :math:`B` (…, d, t) that varies
     most under the covariance :math:`C` (…, d, d): :math:`v` the leading eigenvector of
-    :math:`B^\top C B`. One output: :math:`B` itself."""
-    if B.shape[-1] == 1:
-        return B[..., 0]
+    :math:`B^\top C B` (one output: :math:`B` itself); zero where the predictor's spread,
+    :math:`\sqrt{v^\top B^\top C B v}`, is below ``ROUNDING`` times ``size``."""
     M = np.swapaxes(B, -1, -2) @ C @ B
-    _, vectors = np.linalg.eigh(M)
-    return np.einsum("...dt,...t->...d", B, vectors[..., -1])
+    if B.shape[-1] == 1:
+        G, spread = B[..., 0], M[..., 0, 0]
+    else:
+        values, vectors = np.linalg.eigh(M)
+        G, spread = np.einsum("...dt,...t->...d", B, vectors[..., -1]), values[..., -1]
+    with np.errstate(invalid="ignore"):
+        noise = ~(np.sqrt(np.maximum(spread, 0.0)) > ROUNDING * size)
+    return np.where(noise[..., None], 0.0, G)
 
 
 def trend_direction(keys, values, sample_weight=None):
@@ -275,7 +285,8 @@ def trend_direction(keys, values, sample_weight=None):
         B = np.linalg.lstsq(centered * root, (values - w @ values) * root, rcond=None)[0]
     if not np.all(np.isfinite(B)):
         return np.zeros(keys.shape[1])
-    return _unit_rows(_leading_direction(B, key_spread(keys, sample_weight)))
+    size = np.max(np.abs(values), initial=0.0)
+    return _unit_rows(_leading_direction(B, key_spread(keys, sample_weight), size))
 
 
 def slope_directions(weights, keys, Q, values, columns=None):
@@ -299,7 +310,8 @@ def slope_directions(weights, keys, Q, values, columns=None):
         B, _ = solve_covariance(mean, second, cross)
         C = second - mean[:, :, None] * mean[:, None, :]
     B[~np.isfinite(B)] = 0.0
-    return _unit_rows(_leading_direction(B, C))
+    C[~np.isfinite(C)] = 0.0
+    return _unit_rows(_leading_direction(B, C, np.max(np.abs(values), initial=0.0)))
 
 
 def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
@@ -383,18 +395,38 @@ def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
     return tilted
 
 
+#: A tilt that leaves more than this share of its kernel average's imbalance has not
+#: reached its balance (a query beyond the keys' reach: outside the data, or with too few
+#: keys about it).
+UNREACHED_SHARE = 0.5
+
+
+def _unreached(before, after, scale):
+    """Rows whose gap after the tilt is above ``UNREACHED_SHARE`` of the gap before (gaps
+    below 1e-8 of ``scale`` count as balanced)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (after > UNREACHED_SHARE * before) & (before > 1e-8 * scale)
+
+
 def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direction=None):
-    """The tilted weights of ``kind`` (:data:`KINDS`) of a block of queries: for
-    ``"balance"`` :func:`tilted_weights`; along each query's local slope of ``values``
+    """The tilted weights of ``kind`` (:data:`KINDS`) of a block of queries, and the mask of
+    the queries whose balance was out of reach (their tilt left more than
+    ``UNREACHED_SHARE`` of the kernel average's imbalance).
+
+    ``"balance"``: :func:`tilted_weights`; along each query's local slope of ``values``
     (``"slope"``) or along the fixed unit ``direction`` (``"trend"``,
-    :func:`trend_direction`) :func:`directional_tilt`. ``spread`` is the keys' covariance
+    :func:`trend_direction`): :func:`directional_tilt`. ``spread`` is the keys' covariance
     over the training set (:func:`key_spread`)."""
-    if kind == "balance":
-        return tilted_weights(weights, keys, Q, spread=spread, penalty=penalty)
     keys = np.asarray(keys, dtype=np.float64)
+    Q = np.asarray(Q, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
+        if kind == "balance":
+            tilted = tilted_weights(weights, keys, Q, spread=spread, penalty=penalty)
+            before = np.linalg.norm(weights @ keys - Q, axis=1)
+            after = np.linalg.norm(tilted @ keys - Q, axis=1)
+            return tilted, _unreached(before, after, np.sqrt(np.trace(spread)))
         if kind == "slope":
-            G = slope_directions(weights, keys, np.asarray(Q, dtype=np.float64), values)
+            G = slope_directions(weights, keys, Q, values)
             scores = G @ keys.T
             floor = np.einsum("bd,de,be->b", G, spread, G)
         else:
@@ -402,4 +434,7 @@ def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direct
             scores = keys @ direction
             floor = float(direction @ spread @ direction)
         query_scores = np.einsum("bd,bd->b", G, Q)
-    return directional_tilt(weights, scores, query_scores, floor, penalty)
+        tilted = directional_tilt(weights, scores, query_scores, floor, penalty)
+        before = np.abs(np.einsum("bn,bn->b", weights, np.broadcast_to(scores, weights.shape)) - query_scores)
+        after = np.abs(np.einsum("bn,bn->b", tilted, np.broadcast_to(scores, weights.shape)) - query_scores)
+    return tilted, _unreached(before, after, np.sqrt(np.maximum(floor, 0.0)))

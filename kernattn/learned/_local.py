@@ -50,7 +50,7 @@ MAX_FALLBACK = 0.01
 
 
 def leave_one_out_lines(
-    objective, theta, log_factor, queries, tilt=None, max_fallback=None, keys=None
+    objective, theta, log_factor, queries, tilt=None, max_fallback=None, keys=None, unreached=None
 ):
     """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
     head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
@@ -64,6 +64,9 @@ def leave_one_out_lines(
     leave-one-out loss of :mod:`kernattn.learned._objective`), or to the rows ``keys``
     only (held-out queries against a training part); the line of head ``h`` is fitted in
     its key space.
+
+    With ``tilt``, ``unreached`` (a boolean array of ``len(queries)``, optional) is set
+    where some head's tilt could not reach its balance (:func:`kernattn._tilt.tilt_weights`).
 
     With ``tilt`` and ``max_fallback``, the mask is found first (from the kernel weights
     alone): if the queries it holds carry more than that share of the sample weight, the
@@ -113,7 +116,7 @@ def leave_one_out_lines(
         for h, head in enumerate(heads):
             weights = kernel_weights(rows, head)
             if tilt is not None:
-                lines = tilt_weights(
+                lines, missed = tilt_weights(
                     kind,
                     weights,
                     key_points[h],
@@ -123,6 +126,8 @@ def leave_one_out_lines(
                     values=Y,
                     direction=directions[h],
                 )
+                if unreached is not None:
+                    unreached[span] |= missed
                 if not checked:
                     fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
             else:

@@ -37,7 +37,13 @@ from kernattn._rows import collection_predict
 from kernattn._tilt import PENALTY
 from kernattn._warp import InputWarp, quantile_knots
 from kernattn.bandwidth import select_bandwidth
-from kernattn.learned._local import choose_tilt, held_out_errors, held_out_estimates, tune_width
+from kernattn.learned._local import (
+    choose_tilt,
+    held_out_errors,
+    held_out_estimates,
+    leave_one_out_lines,
+    tune_width,
+)
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     calibrate_width,
@@ -141,6 +147,23 @@ def _convex_least_squares(F, Y, sample_weight, unit):
     b = np.append(b, weight)
     a = nnls(A, b)[0]
     return a / a.sum() if a.sum() > 0 else np.full(H, 1.0 / H)
+
+
+#: Rows (at most) whose leave-one-out tilt measures ``unbalanced_``.
+UNBALANCED_ROWS = 512
+
+
+def _unbalanced_share(objective, theta, log_factor, tilt):
+    """The share of the training rows (at most ``UNBALANCED_ROWS``, evenly spread) whose
+    leave-one-out tilt could not reach its balance in some head (``unbalanced_``)."""
+    n = len(objective.Z)
+    queries = objective.groups.valid_queries(np.arange(n), np.arange(n))
+    if not len(queries):
+        return 0.0
+    queries = queries[np.unique(np.linspace(0, len(queries) - 1, UNBALANCED_ROWS).astype(int))]
+    unreached = np.zeros(len(queries), dtype=bool)
+    leave_one_out_lines(objective, theta, log_factor, queries, tilt=tilt, unreached=unreached)
+    return float(unreached.mean())
 
 
 def _read_only(array):
@@ -670,7 +693,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         center, input_scale = _standardization(X, sample_weight, self.standardize)
         Z = (X - center) / input_scale
         groups = DuplicateGroups(X)
-        tilts, self.warp_ = self._resolved_options(d, groups.n_groups)
+        tilt_kinds, self.warp_ = self._resolved_options(d, groups.n_groups)
         learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
         layout = Layout(
             self.n_heads,
@@ -832,7 +855,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         previous_share = getattr(self, "line_share_", None) if warm else None
         self.__dict__.pop("line_width_factor_", None)
         self.degree_, self.line_share_, constant, line = self._choose_degree(
-            objective, theta, groups.n_groups, head_dim, rng, fits, tilts, previous_share
+            objective, theta, groups.n_groups, head_dim, rng, fits, tilt_kinds, previous_share
         )
         self.tilt_ = False if constant is None or constant[1] is None else constant[2]
 
@@ -893,6 +916,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             kernel = kernel.with_local(tilts)
         if self.degree_ == 1:
             self.held_back_ = self._held_back_share(kernel, X)
+        self.unbalanced_ = 0.0
+        if self.tilt_:
+            self.unbalanced_ = _unbalanced_share(
+                objective, theta, constant[0], (self.tilt_, self.tilt_penalty_)
+            )
         return kernel
 
     def _local_lines(self, kernel):
