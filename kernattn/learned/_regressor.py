@@ -208,8 +208,11 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     :class:`~kernattn.KernelSmoother` with bandwidth :math:`h`. By default training starts
     there, at the smoother's leave-one-out bandwidths (``init="loo"``), the trained metric is
     taken back toward that start as far as an inner validation says (``shrinkage="auto"``:
-    the leave-one-out loss of a full metric is optimistic), and the local line replaces the
-    kernel average where held-out errors prefer it (``degree="auto"``). The ``"dot"`` kernel
+    the leave-one-out loss of a full metric is optimistic), and each query's weights are
+    tilted until the keys balance about it along the local slope of the targets or along
+    their linear trend (``tilt="auto"``): the kernel average's bias from a denser side of
+    the data or a slope is removed with weights that stay non-negative and sum to 1, so the
+    default is Nadaraya–Watson in every dimension, with any number of heads. The ``"dot"`` kernel
     :math:`\exp(s\, q^\top k)` with :math:`W_q \ne W_k` is asymmetric and not local by
     itself (it prefers keys far along :math:`q`): in low dimension it misses local
     structure (on the motorcycle data it is about 3× worse than the Gaussian kernel).
@@ -237,9 +240,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         the analogue of a transformer's output projection; this goes beyond Nadaraya–Watson
         (the weights need not sum to 1, the prediction can leave the targets' range, and
         the output can stretch small differences between heads).
-    degree : {0, 1} or "auto", default="auto"
-        0: each head's estimate is the softmax average of the targets (Nadaraya–Watson).
-        1: each head fits a weighted least-squares line at the query, in the head's key
+    degree : {0, 1} or "auto", default=0
+        0: each head's estimate is the softmax average of the targets (Nadaraya–Watson),
+        tilted as ``tilt`` says: the default, and the only degree whose weights are a
+        distribution.
+        1 and ``"auto"`` leave the Nadaraya–Watson family: their equivalent weights can be
+        negative and their predictions can leave ``[min y, max y]``. 1: each head fits a weighted least-squares line at the query, in the head's key
         space (the query's key projection against the keys, weighted by the head's
         softmax weights), and predicts its value there: the local-linear estimate, whose
         equivalent weights :math:`l_i = w_i (1 + (k_i - m)^\top C^{-1}(k(x) - m))` sum to 1
@@ -269,35 +275,54 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         are close: on R's ``ISLR::Auto`` (7 inputs, 5-fold cross-validation) choosing one
         of them outright took the line in three folds where it lost (1.07 times the error
         of ``KernelSmoother(bandwidth="loo")``); the blend reaches 0.99 of it.
-        On scikit-learn's diabetes data (75/25 split, standardized) the default gives the
+        On scikit-learn's diabetes data (75/25 split, standardized) the blend gives the
         line a share of 3/4 and reaches a test MSE of 3 210 (the line alone 3 168), against
-        3 512 for ``degree=0`` (whose inner validation takes the metric back to the
-        smoother's bandwidths) and for ``KernelSmoother(bandwidth="loo")``.
-    tilt : bool or "auto", default="auto"
+        3 202 for the default (``degree=0``, tilted along the targets' trend) and 3 512 for
+        ``KernelSmoother(bandwidth="loo")``; ``"auto"`` was the default of version 0.7.
+    tilt : {"auto", "slope", "trend", "balance"} or bool, default="auto"
         Tilt each head's weights at each query, :math:`\tilde w_i \propto w_i
-        e^{\lambda^\top k_i}`, with :math:`\lambda` chosen so that the keys' weighted
-        mean is the query's key, :math:`\sum_i \tilde w_i k_i = k(x)` (the weights closest
-        to the softmax's in Kullback–Leibler divergence with that balance; see
-        :mod:`kernattn._tilt`). The tilted weights are still a softmax (of the logits plus
-        :math:`\lambda^\top k_i`): non-negative, summing to 1, so the estimate is still
-        Nadaraya–Watson and stays inside ``[min y, max y]``. Balanced weights remove the
-        kernel average's bias from a denser side of the data or a slope, as a local line
-        does, without negative weights; beyond the edge of the data the balance cannot be
-        reached and a penalty on the tilt, :math:`\varepsilon/2` times the variance of the
-        log-factors :math:`\lambda^\top k_i` under the softmax weights, keeps it bounded.
-        As for ``degree=1``, the projections are learned untilted; then every head's
-        logits are multiplied by a factor (``width_factor_``) and :math:`\varepsilon` is
-        picked among 1/16, 1 and 16 (``tilt_penalty_``), the pair minimizing the
-        leave-one-out error of the tilted estimate, over the widths at which at most 1 %
-        of the queries have fewer keys with weight than a balance needs (``head_dim +
-        1``, as for a line). Needs ``degree`` 0 or ``"auto"``. The balance is a condition in every
-        direction of the key space: it helps most in one to three dimensions, and its
-        cost grows with ``head_dim`` squared (a Newton solve per query). ``"auto"``: tilt
-        when ``degree`` is not 1, ``n_features <= 3``, there are at least ``5 * (n_features + 1)``
-        distinct training inputs and the fit is exact (at most ``LARGE_N``); ``tilt_``
-        records the choice. Measured on 17 of R's data sets, the tilt beat the plain
-        softmax on most with one to three features; with five or more it was mixed and
-        slow (the documentation's comparison page).
+        e^{\lambda^\top k_i}`, with :math:`\lambda` chosen so that the keys balance about the
+        query's key (the weights closest to the softmax's in Kullback–Leibler divergence
+        with that balance; :mod:`kernattn._tilt`). The tilted weights are still a softmax
+        (of the logits plus :math:`\lambda^\top k_i`): non-negative, summing to 1, so the
+        estimate is still Nadaraya–Watson and stays inside ``[min y, max y]``. A kernel
+        average's leading bias has a slope term wherever the keys about a query are not
+        balanced (a denser side, the edge of the data); a local line removes it with
+        signed weights, the tilt with non-negative ones.
+
+        ``"slope"``: the balance along one direction, each query's local slope of the
+        targets :math:`\beta(x)` (the weighted least-squares slope in the head's key space
+        under its softmax weights): :math:`\sum_i \tilde w_i \beta^\top k_i = \beta^\top
+        k(x)`. To first order this is the local line's correction, :math:`\hat y \approx
+        \bar y + \beta^\top (k(x) - m)`, made by non-negative weights; a balance along one
+        direction needs two keys, not ``head_dim + 1``. ``"trend"``: the balance along one
+        fixed direction, the targets' linear trend over all keys (their least-squares
+        slope): less local, far less noisy with many features and few rows. ``"balance"``
+        (or ``True``): the balance in every direction of the key space,
+        :math:`\sum_i \tilde w_i k_i = k(x)`, as a local line has (its cost grows with
+        ``head_dim`` squared, a Newton solve per query, and with many features few queries
+        can be balanced in every direction). Beyond
+        the edge of the data no balance can be reached; a penalty, :math:`\varepsilon/2`
+        times the variance of the log-factors under the softmax weights, keeps the tilt
+        bounded and the weights on the outermost keys (``unbalanced_`` counts the training
+        rows left unbalanced). As for ``degree=1``, the projections are learned untilted;
+        then every head's logits are multiplied by a factor (``width_factor_``; a balance
+        wants more neighbours than an average), chosen by the leave-one-out error of the
+        tilted estimate among seven widenings by :math:`\sqrt 2` at :math:`\varepsilon =
+        1/16` (along one direction), or with :math:`\varepsilon` among 1/16, 1 and 16
+        (``tilt_penalty_``, for ``"balance"``).
+
+        ``"auto"``: ``"slope"`` with one to three features; beyond, ``"trend"``, or
+        ``"slope"`` where its leave-one-out error is below the trend's by more than one
+        standard error of their paired differences (on the same queries). Measured on 17
+        of R's data sets (``examples/benchmarks/bench_attention.py``), the local slope is
+        the better direction with few features, and with more features on few rows the
+        trend (its leave-one-out choice against the slope was noisier than the gain); with
+        many rows the slope can win clearly (Friedman #1, 10 inputs and 1 500 rows: test MSE
+        1.39 against 1.69 for the trend, and 1.82 untilted). ``"auto"`` tilts when
+        ``degree`` is not 1, there are at least ``5 * (n_features + 1)`` distinct training
+        inputs and the fit is exact (at most ``LARGE_N``); ``tilt_`` records the kind (or
+        ``False``). Needs ``degree`` 0 or ``"auto"``.
     warp : int or "auto", default="auto"
         Number of pieces of a learned monotone warp of each standardized input (0: no
         warp). Each feature goes through an increasing, continuous, piecewise-linear
@@ -446,8 +471,15 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     shrinkage_ : float
         :math:`\lambda`, the share of the way from the trained parameters back to the
         start (``shrinkage``, with ``"auto"`` resolved; 0 without training).
-    tilt_ : bool
-        Whether the weights are tilted (``tilt``, with ``"auto"`` resolved).
+    tilt_ : str or False
+        The kind of tilt of the weights, ``"slope"``, ``"trend"`` or ``"balance"``, or
+        ``False`` (``tilt``, with ``"auto"`` resolved and ``True`` read as ``"balance"``).
+    unbalanced_ : float
+        The share of the training rows (at most 512 of them, evenly spread) whose
+        leave-one-out tilt could not reach its balance in some head: it left more than half
+        of the kernel average's imbalance (a row at the edge of the data, or with too few
+        keys about it). Those rows keep weights on their outermost keys: their estimates
+        stay inside the targets' range. 0 without a tilt.
     warp_ : int
         :math:`P`, the number of pieces of the warp (``warp``, with ``"auto"`` resolved; 0:
         none).
@@ -515,18 +547,24 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     >>> model = AttentionRegressor(random_state=0).fit(X, y)
     >>> bool(model.score(X, y) > 0.9)
     True
-    >>> model.line_share_, model.tilt_, model.warp_  # smooth: 3/4 local line, 1/4 tilted
-    (0.75, True, 0)
+    >>> model.degree_, model.tilt_, model.warp_  # NW, balanced along each local slope
+    (0, 'slope', 0)
     >>> 0.0 <= model.shrinkage_ <= 1.0  # how far the metric went back to its start
     True
-    >>> model.attention_weights(X[:2]).sum(axis=1).round(12)
-    array([1., 1.])
+    >>> weights = model.attention_weights(X[:2])
+    >>> bool(weights.min() >= 0), weights.sum(axis=1).round(12)
+    (True, array([1., 1.]))
+    >>> bool(np.allclose(weights @ y, model.predict(X[:2])))
+    True
 
-    The local constant (``degree=0``): with three features its weights are tilted.
+    The local line blended with the constant (``degree="auto"``) leaves Nadaraya–Watson:
+    its equivalent weights can be negative.
 
-    >>> constant = AttentionRegressor(degree=0, random_state=0).fit(X, y)
-    >>> constant.tilt_, constant.warp_
-    (True, 0)
+    >>> blend = AttentionRegressor(degree="auto", random_state=0).fit(X, y)
+    >>> blend.degree_, blend.line_share_
+    (1, 1.0)
+    >>> bool(blend.attention_weights(X).min() < 0)
+    True
 
     The plain softmax of the scaled Gaussian score, the tilt, the warp and the line turned
     off:
