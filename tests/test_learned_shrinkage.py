@@ -112,16 +112,21 @@ def test_auto_chooses_the_line_for_a_trend_and_records_it():
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(200, 4))
     y = 3.0 * X[:, 0] - 2.0 * X[:, 1] + 0.1 * rng.normal(size=200)
-    model = fit_quiet(AttentionRegressor(random_state=0), X, y)
+    model = fit_quiet(AttentionRegressor(degree="auto", tilt=False, random_state=0), X, y)
     assert model.degree_ == 1 and model.tilt_ is False
     assert 0.0 <= model.shrinkage_ <= 1.0
-    constant = fit_quiet(AttentionRegressor(degree=0, random_state=0), X, y)
+    constant = fit_quiet(AttentionRegressor(degree=0, tilt=False, random_state=0), X, y)
     assert constant.degree_ == 0
+    # The default stays Nadaraya–Watson: its weights balanced along the trend.
+    tilted = fit_quiet(AttentionRegressor(random_state=0), X, y)
+    assert tilted.degree_ == 0 and tilted.tilt_
     X_test = rng.uniform(-1, 1, size=(200, 4))
     y_test = 3.0 * X_test[:, 0] - 2.0 * X_test[:, 1]
     line_mse = np.mean((model.predict(X_test) - y_test) ** 2)
     constant_mse = np.mean((constant.predict(X_test) - y_test) ** 2)
+    tilted_mse = np.mean((tilted.predict(X_test) - y_test) ** 2)
     assert line_mse < 0.5 * constant_mse
+    assert tilted_mse < 0.5 * constant_mse
 
 
 def test_auto_keeps_the_constant_when_lines_do_not_help():

@@ -120,7 +120,6 @@ def select_bandwidth(
     n_jobs=None,
     random_state=None,
     verbose=0,
-    start=None,
 ):
     r"""Per-feature bandwidths that minimize a selection criterion of the smoother.
 
@@ -181,12 +180,6 @@ def select_bandwidth(
         The subsets of queries of a large search.
     verbose : int
         1: a line per stage of the search; 2: also a line per evaluation.
-    start : ndarray of shape (n_features,), optional
-        A warm start: bandwidths found on similar data (the same inputs with some rows
-        left out, say). The search then only refines them by L-BFGS-B (within the same
-        bounds around Scott's rule), without the grid, the restarts and the tries of
-        each feature's largest bandwidth: a local search from a point already in the
-        basin of its optimum.
 
     Returns
     -------
@@ -209,10 +202,10 @@ def select_bandwidth(
     if len(X) < 2:
         raise ValueError(f"bandwidth={criterion!r} needs at least 2 samples; got {len(X)} sample")
     with single_threaded_blas():
-        return _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose, start)
+        return _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose)
 
 
-def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose, warm=None):
+def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
     objective = Criterion(X, Y, sw, kernel, degree, criterion, n_jobs)
     if objective.n_groups < 2:
         raise ValueError(
@@ -222,18 +215,11 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose, 
     start = rule_of_thumb_bandwidth(X, sw, "scott")
     stages = _subset_stages(len(X), check_random_state(random_state))
     max_dof = MAX_DOF_SHARE * objective.n if degree else None
-    return search_criterion(objective, start, stages, criterion, kernel, verbose, max_dof, warm)
+    return search_criterion(objective, start, stages, criterion, kernel, verbose, max_dof)
 
 
 def search_criterion(
-    objective,
-    start,
-    stages,
-    criterion="loo",
-    kernel="gaussian",
-    verbose=0,
-    max_dof=None,
-    warm=None,
+    objective, start, stages, criterion="loo", kernel="gaussian", verbose=0, max_dof=None
 ):
     """The search of :func:`select_bandwidth` on a criterion object, from Scott's ``start``.
 
@@ -244,8 +230,7 @@ def search_criterion(
     rows; otherwise a subset of the queries the objective understands, of ``len`` queries).
     :class:`~kernattn.bandwidth._criterion.Criterion` is one, in memory or with its keys
     in parts. With ``max_dof``, the largest tr(S) the selection may have, it also needs
-    ``effective_dof_and_grad(log_h, rows)`` (see :func:`_within_dof`). With ``warm``
-    (bandwidths), the first stage only refines them.
+    ``effective_dof_and_grad(log_h, rows)`` (see :func:`_within_dof`).
     """
     started = time.perf_counter()
 
@@ -274,10 +259,7 @@ def search_criterion(
         def refine(log_h, maxiter, evaluate=evaluate, ftol=ftol):
             return minimize_bounded(evaluate, log_h, bounds, maxiter=maxiter, ftol=ftol)
 
-        if first and warm is not None:
-            log_h, loss = refine(np.clip(np.log(warm), lower, upper), 100)
-            say(1, f"{n_queries} queries: refined from the warm start, {loss:.6g}")
-        elif first:
+        if first:
             factors = _SUBSET_GRID
             grid = objective.scaled_grid_losses(start, factors, rows)
             best = np.log(start) + np.log(factors[np.argmin(grid)])

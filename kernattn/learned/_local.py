@@ -42,8 +42,10 @@ COARSE_GRID = np.linspace(-5.0, 3.0, 17)
 FINE_GRID = np.linspace(-0.4, 0.4, 9)
 #: Queries (duplicate groups) whose leave-one-out error sets the width for large n.
 WIDTH_QUERIES = 2048
-#: The same for the tilt (every width it tries is a Newton solve per query).
+#: The same for the tilt (every width it tries is a Newton solve per query); half as many
+#: for a tilt along one direction, tried at more widths, and of one parameter per head.
 TILT_QUERIES = 1024
+DIRECTION_QUERIES = 512
 #: A width at which more than this share of the leave-one-out queries have too few neighbors
 #: for a line (and fall back on the kernel average) is not a width for local lines.
 MAX_FALLBACK = 0.01
@@ -239,7 +241,8 @@ DIRECTION_WIDTHS = -0.5 * np.log(2.0) * np.arange(7)
 def tune_tilt(objective, theta, rng, kind="balance"):
     """The width (log-factor of the logits) and the penalty of the tilt of ``kind``
     (:data:`~kernattn._tilt.KINDS`) of the lowest leave-one-out error of the tilted
-    estimate, over the same ``TILT_QUERIES`` queries at most throughout.
+    estimate, over the same ``TILT_QUERIES`` queries at most throughout
+    (``DIRECTION_QUERIES`` along one direction).
 
     ``"balance"``: every penalty of :data:`~kernattn._tilt.PENALTIES` on ``COARSE_GRID``,
     then ``FINE_GRID`` around the best pair's width at its penalty. Along one direction
@@ -251,19 +254,36 @@ def tune_tilt(objective, theta, rng, kind="balance"):
         penalties, grid = PENALTIES, COARSE_GRID
     else:
         penalties, grid = (PENALTY,), DIRECTION_WIDTHS
+    queries = TILT_QUERIES if kind == "balance" else DIRECTION_QUERIES
     losses = {
         penalty: _width_loss(
-            objective, theta, np.random.RandomState(seed), (kind, penalty), TILT_QUERIES
+            objective, theta, np.random.RandomState(seed), (kind, penalty), queries
         )
         for penalty in penalties
     }
     with single_threaded_blas():
+        if kind != "balance":
+            return _widest_best(losses[PENALTY], grid), PENALTY
         coarse = np.array([[losses[p](x) for x in grid] for p in penalties])
         i, j = np.unravel_index(_first_best(coarse), coarse.shape)
-        if kind != "balance":
-            return (float(grid[j]) if np.isfinite(coarse[i, j]) else 0.0), penalties[i]
         log_factor, _ = _refine(losses[penalties[i]], grid[j])
     return log_factor, penalties[i]
+
+
+def _widest_best(loss, grid):
+    """The point of ``grid`` (widths in increasing order) of the lowest ``loss``, the
+    widths tried in turn until the loss has risen twice in a row above the best so far (it
+    is unimodal in the width on all but degenerate data); 0 when none is finite."""
+    best, best_loss, rises = 0, np.inf, 0
+    for j, x in enumerate(grid):
+        value = loss(x)
+        if value < best_loss - TIE * abs(best_loss) or not np.isfinite(best_loss):
+            best, best_loss, rises = j, value, 0
+        else:
+            rises += 1
+            if rises == 2:
+                break
+    return float(grid[best]) if np.isfinite(best_loss) else 0.0
 
 
 def choose_tilt(objective, theta, rng, kinds):
@@ -276,7 +296,7 @@ def choose_tilt(objective, theta, rng, kinds):
     tuned = {kind: tune_tilt(objective, theta, np.random.RandomState(seed), kind) for kind in kinds}
     if len(kinds) == 1:
         return (kinds[0], *tuned[kinds[0]])
-    queries = _tuning_queries(objective, np.random.RandomState(seed), TILT_QUERIES)
+    queries = _tuning_queries(objective, np.random.RandomState(seed), DIRECTION_QUERIES)
     errors = np.column_stack(
         [
             held_out_errors(objective, theta, queries, None, 0, tuned[kind][0], (kind, tuned[kind][1]))

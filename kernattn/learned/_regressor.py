@@ -562,7 +562,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
 
     >>> blend = AttentionRegressor(degree="auto", random_state=0).fit(X, y)
     >>> blend.degree_, blend.line_share_
-    (1, 1.0)
+    (1, 0.75)
     >>> bool(blend.attention_weights(X).min() < 0)
     True
 
@@ -769,12 +769,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         probe = sample_groups(groups, rng)
         theta = self._warm_theta(layout, target_unit)
         warm = theta is not None
-        # The start's bandwidths on all rows: the inner validation's folds refine them.
-        searched = {}
         if not warm:
-            theta = self._start(
-                objective, layout, scale, probe, rng, user_init, sample_weight, searched=searched
-            )
+            theta = self._start(objective, layout, scale, probe, rng, user_init, sample_weight)
         start = theta.copy()
         settings = dict(
             optimizer=optimizer,
@@ -834,6 +830,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             )
             if validate:
 
+                # Each fold trains as long as the fit on all rows did, at most: the same
+                # procedure on two thirds of the rows (a longer run would only polish).
+                fold_settings = {**settings, "max_iter": max(self.n_iter_, 1)}
+
                 def train_part(theta, rows):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -844,20 +844,12 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                             validation=None,
                             rng=rng,
                             verbose=0,
-                            **settings,
+                            **fold_settings,
                         )[0]
 
                 def start_part(rows):
                     return self._start(
-                        objective,
-                        layout,
-                        scale,
-                        probe,
-                        rng,
-                        user_init,
-                        sample_weight,
-                        rows,
-                        searched,
+                        objective, layout, scale, probe, rng, user_init, sample_weight, rows
                     )
 
                 def errors(theta, rows, held):
@@ -1123,21 +1115,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             )
         return None
 
-    def _start(
-        self,
-        objective,
-        layout,
-        scale,
-        probe,
-        rng,
-        user_init,
-        sample_weight,
-        rows=None,
-        searched=None,
-    ):
+    def _start(self, objective, layout, scale, probe, rng, user_init, sample_weight, rows=None):
         """New parameters to start from, chosen on the training ``rows`` (all for
-        ``None``). ``searched``: a dict that keeps the bandwidths of the start on all rows
-        (``"bandwidth"``), from which a start on some rows refines its own."""
+        ``None``)."""
         if user_init is not None:
             W = user_init
         else:
@@ -1145,7 +1125,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             base = None
             if self.init == "loo":
                 base = self._bandwidth_projection(
-                    objective, head_dim, scale[0], rng, sample_weight, rows, searched
+                    objective, head_dim, scale[0], rng, sample_weight, rows
                 )
             init = "identity" if self.init == "loo" else self.init
             W = initial_projections(
@@ -1156,9 +1136,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         a = np.full(self.n_heads, 1.0 / self.n_heads)
         return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
 
-    def _bandwidth_projection(
-        self, objective, head_dim, scale, rng, sample_weight, rows=None, searched=None
-    ):
+    def _bandwidth_projection(self, objective, head_dim, scale, rng, sample_weight, rows=None):
         r"""The projection of the smoother with leave-one-out bandwidths :math:`h_j` (in
         standardized units) on the training ``rows``: :math:`W = \mathrm{diag}(1/h) /
         \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
@@ -1166,12 +1144,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         bandwidths get a column each; ``None`` when the rows hold one distinct input.
         ``sample_weight`` relative: rescaled to a mean of 1, so that the search's start
         (Scott's rule, which counts weights as repeated rows) reads the number of rows and
-        the start does not depend on the weights' unit. With ``searched``, the bandwidths
-        on all rows are kept there (``rows=None``) or refined from there (a warm start of
-        the search: the inner validation's folds hold two thirds of the rows, and their
-        optimum is near it)."""
-        searched = {} if searched is None else searched
-        every = rows is None
+        the start does not depend on the weights' unit."""
         rows = np.arange(len(objective.Z)) if rows is None else rows
         if len(np.unique(objective.groups.ids[rows])) < 2:
             return None
@@ -1184,11 +1157,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             criterion="loo",
             n_jobs=self.n_jobs,
             random_state=rng.randint(2**31 - 1),
-            start=None if every else searched.get("bandwidth"),
         )
         h = selection.bandwidth
-        if every:
-            searched["bandwidth"] = h
         d = len(h)
         if head_dim >= d:
             # Diagonal (the penalty on off-diagonal entries leaves it alone), padded.
