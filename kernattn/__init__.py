@@ -22,7 +22,7 @@ from kernattn.smoother import KernelSmoother
 # The Dask backend registers itself here (dask is imported only when a collection arrives).
 from kernattn import distributed  # noqa: E402, F401  isort: skip
 
-__version__ = "0.7.0"
+__version__ = "0.8.0.dev0"
 
 __all__ = [
     "AttentionRegressor",
