@@ -353,9 +353,13 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         :class:`~kernattn.KernelSmoother` selects by leave-one-out
         (:func:`~kernattn.bandwidth.select_bandwidth` on the standardized inputs), as the
         diagonal projection :math:`W = \mathrm{diag}(1/h) / \sqrt{s}`: with the Gaussian
-        similarity the first head starts exactly at that smoother (with ``max_iter=0``,
-        ``degree=0``, ``tilt=False`` and ``warp=0`` it predicts as
-        ``KernelSmoother(bandwidth="loo")``), and training moves from there; with
+        similarity the first head starts at that smoother, and training moves from there
+        (with ``max_iter=0``, ``tilt=False`` and ``warp=0`` it predicts as the smoother with
+        those bandwidths). The search runs on the standardized inputs and targets: it is
+        ``KernelSmoother(bandwidth="loo")``'s search in other units, which ends at the same
+        bandwidths up to its tolerance where the criterion has one clear minimum, but can end
+        in another, nearly level minimum than the search on the raw data (a rounding
+        difference on the path decides; on R's ``ISLR::Auto`` one fold in five). With
         ``head_dim < n_features`` the features of the smallest bandwidths get a column
         each. Otherwise the identity (truncated or padded to ``head_dim``), the leading
         principal directions of the standardized inputs, or Gaussian; each scaled so that
