@@ -238,6 +238,12 @@ def tune_width(objective, theta, rng, tilt=None):
 #: learned and six widenings by √2 (a tilt, like a line, wants more neighbours than an
 #: average; it never wants fewer).
 DIRECTION_WIDTHS = -0.5 * np.log(2.0) * np.arange(7)
+#: The penalties of a tilt along the targets' trend; one along each query's local slope
+#: keeps :data:`~kernattn._tilt.PENALTY` (on R's data sets with one to three inputs a
+#: second penalty chosen by leave-one-out lost more to the noise of the choice than it
+#: gained; along the trend, with four or more, the larger penalty wins where the trend is
+#: weak, as on ``ISLR::Auto``).
+TREND_PENALTIES = (1.0 / 16.0, 1.0)
 def tune_tilt(objective, theta, rng, kind="balance"):
     """The width (log-factor of the logits) and the penalty of the tilt of ``kind``
     (:data:`~kernattn._tilt.KINDS`) of the lowest leave-one-out error of the tilted
@@ -245,15 +251,15 @@ def tune_tilt(objective, theta, rng, kind="balance"):
     (``DIRECTION_QUERIES`` along one direction).
 
     ``"balance"``: every penalty of :data:`~kernattn._tilt.PENALTIES` on ``COARSE_GRID``,
-    then ``FINE_GRID`` around the best pair's width at its penalty. Along one direction
-    (``"slope"``, ``"trend"``): ``DIRECTION_WIDTHS`` at ``PENALTY`` (on R's data sets a
-    second penalty chosen by leave-one-out lost more to the noise of the choice than it
-    gained)."""
+    then ``FINE_GRID`` around the best pair's width at its penalty. Along one direction:
+    ``DIRECTION_WIDTHS`` (:func:`_widest_best`), at ``PENALTY`` for the slope and at each of
+    ``TREND_PENALTIES`` for the trend."""
     seed = rng.randint(2**31 - 1)
     if kind == "balance":
         penalties, grid = PENALTIES, COARSE_GRID
     else:
-        penalties, grid = (PENALTY,), DIRECTION_WIDTHS
+        penalties = (PENALTY,) if kind == "slope" else TREND_PENALTIES
+        grid = DIRECTION_WIDTHS
     queries = TILT_QUERIES if kind == "balance" else DIRECTION_QUERIES
     losses = {
         penalty: _width_loss(
@@ -263,7 +269,9 @@ def tune_tilt(objective, theta, rng, kind="balance"):
     }
     with single_threaded_blas():
         if kind != "balance":
-            return _widest_best(losses[PENALTY], grid), PENALTY
+            tried = {penalty: _widest_best(losses[penalty], grid) for penalty in penalties}
+            penalty = min(penalties, key=lambda p: tried[p][1])
+            return tried[penalty][0], penalty
         coarse = np.array([[losses[p](x) for x in grid] for p in penalties])
         i, j = np.unravel_index(_first_best(coarse), coarse.shape)
         log_factor, _ = _refine(losses[penalties[i]], grid[j])
@@ -271,9 +279,10 @@ def tune_tilt(objective, theta, rng, kind="balance"):
 
 
 def _widest_best(loss, grid):
-    """The point of ``grid`` (widths in increasing order) of the lowest ``loss``, the
-    widths tried in turn until the loss has risen twice in a row above the best so far (it
-    is unimodal in the width on all but degenerate data); 0 when none is finite."""
+    """The point of ``grid`` (widths in increasing order) of the lowest ``loss`` and that
+    loss, the widths tried in turn until the loss has risen twice in a row above the best
+    so far (it is unimodal in the width on all but degenerate data); ``(0, inf)`` when none
+    is finite."""
     best, best_loss, rises = 0, np.inf, 0
     for j, x in enumerate(grid):
         value = loss(x)
@@ -283,7 +292,9 @@ def _widest_best(loss, grid):
             rises += 1
             if rises == 2:
                 break
-    return float(grid[best]) if np.isfinite(best_loss) else 0.0
+    if not np.isfinite(best_loss):
+        return 0.0, np.inf
+    return float(grid[best]), float(best_loss)
 
 
 def choose_tilt(objective, theta, rng, kinds):

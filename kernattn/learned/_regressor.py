@@ -308,9 +308,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         rows left unbalanced). As for ``degree=1``, the projections are learned untilted;
         then every head's logits are multiplied by a factor (``width_factor_``; a balance
         wants more neighbours than an average), chosen by the leave-one-out error of the
-        tilted estimate among seven widenings by :math:`\sqrt 2` at :math:`\varepsilon =
-        1/16` (along one direction), or with :math:`\varepsilon` among 1/16, 1 and 16
-        (``tilt_penalty_``, for ``"balance"``).
+        tilted estimate among seven widenings by :math:`\sqrt 2`, with the penalty
+        (``tilt_penalty_``) :math:`\varepsilon = 1/16` along the slope, among 1/16 and 1
+        along the trend, among 1/16, 1 and 16 for ``"balance"``.
 
         ``"auto"``: ``"slope"`` with one to three features; beyond, ``"trend"``, or
         ``"slope"`` where its leave-one-out error is below the trend's by more than one
