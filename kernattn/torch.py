@@ -90,6 +90,9 @@ class _TorchFeatures(nn.Module):
         feature_map = self.feature_map
         if isinstance(feature_map, PositiveRandomFeatures):
             logits = u @ self.omega + self.offset
+            if logits.numel() == 0:
+                # No keys (or queries): nothing to stabilise, and amax has no identity.
+                return torch.exp(logits)
             if keys:
                 logits = logits - 0.5 * torch.sum(u * u, dim=-1, keepdim=True)
                 top = torch.amax(logits.detach(), dim=(-2, -1), keepdim=True)

@@ -253,3 +253,24 @@ def test_import_without_torch_names_the_extra():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "kernattn[torch]" in done.stdout
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "gaussian", "positive", "elu", "trig"])
+@pytest.mark.parametrize("n_queries, n_keys", [(4, 0), (0, 5), (0, 0)])
+def test_empty_queries_or_keys_give_what_multihead_attention_gives(kernel, n_queries, n_keys):
+    # No keys: every head's output is 0, so the layer returns out_proj's bias, as
+    # torch.nn.MultiheadAttention does; no queries: empty outputs. Gradients flow.
+    mha, _ = _pair(torch.float64)
+    torch.manual_seed(1)
+    layer = KernelAttention(E, H, kernel=kernel, random_state=0).double()
+    state = {name: value for name, value in mha.state_dict().items()}
+    layer.load_state_dict(state, strict=False)
+    query = torch.randn(B, n_queries, E, dtype=torch.float64)
+    key = torch.randn(B, n_keys, E, dtype=torch.float64)
+    for is_causal in (False, True):
+        out, weights = layer(query, key, key, is_causal=is_causal)
+        expected, expected_weights = mha(query, key, key)
+        assert out.shape == expected.shape and weights.shape == expected_weights.shape
+        torch.testing.assert_close(out, expected, rtol=0, atol=1e-15)
+        out.sum().backward()
+        assert torch.all(torch.isfinite(layer.in_proj_weight.grad))
