@@ -980,7 +980,14 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
         If a query's denominator :math:`\phi(q)^\top z` is not positive (signed features,
         such as random Fourier features, can make it so; or it underflowed): the ratio
         would be meaningless; if it is so close to 0 that the ratio overflows; NaN or
-        infinity in an argument; mismatched shapes.
+        infinity in an argument; mismatched shapes. Features computed as ``exp`` of
+        log-features (positive random features, elu + 1) underflow for inputs of large
+        norm (the positive map's :math:`e^{-\|u\|^2/2}` below about 1e-308 for
+        :math:`\|u\|` above about 38): take them as :math:`\exp(\log\phi - c)`, ``c`` the
+        largest log-feature of each query row for queries and of each feature over the
+        keys for keys, with that per-feature constant added to the queries' log-features
+        first (it cancels in :math:`\phi(q)^\top\phi(k)`); then every query has a
+        feature of weight 1 whose key sum is at least 1, and no denominator is 0.
 
     Examples
     --------
@@ -1031,6 +1038,18 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
         numerator, denominator = xp.matmul(phi_q, state), xp.matmul(phi_q, z)
     bad = ~(denominator > 0)
     n_bad = int(xp.sum(xp.astype(bad, xp.int64)))
+    if n_bad and positive:
+        # Non-negative features: the denominator is a sum of non-negative products, 0 only
+        # where every product underflowed (or was 0 to begin with).
+        raise ValueError(
+            f"{n_bad} quer{'y has' if n_bad == 1 else 'ies have'} a linear-attention "
+            "denominator phi(q)ᵀ sum_j phi(k_j) of 0: no feature is positive for both the "
+            "query and the keys it sees, as happens when exp-based features (positive random "
+            "features, elu + 1) underflow for inputs of large norm. Divide each key feature "
+            "by its largest over the keys and multiply that into the query features before "
+            "exponentiating (kernattn.torch.KernelAttention does, where the keys are not "
+            "causal), scale the inputs down, or use softmax_attention"
+        )
     if n_bad:
         raise ValueError(
             f"{n_bad} quer{'y has' if n_bad == 1 else 'ies have'} a non-positive "

@@ -722,3 +722,16 @@ def test_empty_queries_or_keys_keep_the_dtype_and_the_batch(n_queries, n_keys, i
         assert result.dtype == np.float32 and result.shape == (2, 3, n_queries, 2)
         np.testing.assert_array_equal(result, 0.0)
     assert weights.dtype == np.float32 and weights.shape == (2, 3, n_queries, n_keys)
+
+
+def test_positive_features_that_underflow_are_named_in_the_error():
+    # φ(u) = exp(ωᵀu − ½‖u‖²) of inputs of norm 1e3 is 0 in every feature.
+    rng = np.random.default_rng(2)
+    omega = rng.normal(size=(16, 4))
+
+    def positive(u):
+        return np.exp(u @ omega.T - 0.5 * np.sum(u * u, axis=-1, keepdims=True))
+
+    Q, K = 1e3 * rng.normal(size=(5, 4)), 1e3 * rng.normal(size=(6, 4))
+    with pytest.raises(ValueError, match="of 0: no feature is positive .* underflow"):
+        linear_attention(positive(Q), positive(K), rng.normal(size=6))
