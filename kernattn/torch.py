@@ -29,8 +29,10 @@ and ``kernel`` chooses :math:`\kappa` with scale :math:`s`:
 
 The attention itself is computed by :func:`kernattn.attention.softmax_attention` and
 :func:`kernattn.attention.linear_attention` on torch tensors, so it differentiates through
-autograd. Install with ``pip install "kernattn[torch]"``; ``import kernattn`` does not import
-this module.
+autograd. Install with the torch extra, ``pip install ".[torch]"`` from a clone (the CPU
+build of torch is enough: ``pip install torch --index-url
+https://download.pytorch.org/whl/cpu`` first); ``import kernattn`` does not import this
+module.
 """
 
 import math
@@ -41,7 +43,9 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError(
         "kernattn.torch needs PyTorch; install it with the torch extra: "
-        'pip install "kernattn[torch]"'
+        'pip install "kernattn[torch]" (from a clone: pip install ".[torch]"). The CPU build '
+        "is enough and far smaller: pip install torch --index-url "
+        "https://download.pytorch.org/whl/cpu"
     ) from error
 
 import numpy as np
