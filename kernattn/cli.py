@@ -2,7 +2,9 @@
 
 ``kernattn compare`` cross-validates the kernattn estimators and two scikit-learn baselines on
 built-in regression tasks, prints a line per (task, estimator) and then the table, and writes
-``results.csv``, ``results.json`` and ``comparison.png``.
+``results.csv``, ``results.json`` and ``comparison.png``. A bare ``kernattn``, with no
+sub-command, prints the help and exits with status 2 (argparse's convention for a missing
+argument), as do bad option values, with a one-line message.
 """
 
 import argparse
