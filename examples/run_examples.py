@@ -110,6 +110,22 @@ def _children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def available_cores():
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def load_average():
+    """The machine's load average over the last minute (None where unknown)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def _text(output):
     if isinstance(output, bytes):
         return output.decode(errors="replace")
@@ -132,8 +148,11 @@ def check_example(script, smoke=False, factor=FACTOR):
         return f"{script}: {seconds:.1f} s{busy}, but its header states no run time", False
     passed = seconds <= limit
     verdict = "ok" if passed else f"TOO SLOW (more than {factor:g} × stated)"
-    # The processor time shows a loaded machine: wall time far above it per core in use.
+    # The processor time and the load show a busy machine: wall time far above the
+    # processor time per core in use.
     busy = "" if cpu is None else f", processor {cpu:.1f} s"
+    load = load_average()
+    busy += "" if load is None else f", load {load:.1f} on {available_cores()} cores"
     return f"{script}: {seconds:6.1f} s (stated {stated:g} s{busy})  {verdict}", passed
 
 
