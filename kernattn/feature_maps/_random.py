@@ -252,7 +252,7 @@ class PositiveRandomFeatures(FeatureMap):
         return logits
 
     def transform(self, U):
-        """φ(U), shape (n, r).
+        r"""φ(U), shape (n, r).
 
         The factor :math:`e^{-\|u\|^2/2}` underflows to 0 for inputs of norm above about
         38 (float64), and then every feature of the row is 0: for inputs of large norm use
