@@ -8,7 +8,9 @@ Build (offline) from the repository root::
 (``KERNATTN_SMOKE=1``), as CI does; without it they run at full size.
 """
 
+import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -59,13 +61,27 @@ numpydoc_class_members_toctree = False
 # doctests, not by numpydoc's style validation.
 
 # -- Gallery -------------------------------------------------------------------------------
-# The examples that train kernattn.torch models need the torch extra: without it they are
-# left out of the gallery rather than failing the build.
-_IGNORED = r"__init__\.py|[\\/]benchmarks[\\/]"
-try:
-    import torch  # noqa: F401
-except ImportError:
-    _IGNORED += r"|[\\/]1[789]_[^\\/]*\.py$"
+# An example whose optional dependency is missing (torch for the token models: the docs extra
+# does not bring it) is shown without being run: its code, a note in place of its output
+# (see _note_not_run), and the API page documents kernattn.torch from a mocked torch.
+_RUNNER = importlib.util.spec_from_file_location(
+    "_run_examples", ROOT / "examples" / "run_examples.py"
+)
+run_examples = importlib.util.module_from_spec(_RUNNER)
+_RUNNER.loader.exec_module(run_examples)
+NOT_RUN = {
+    script: module
+    for script in run_examples.example_scripts()
+    if (module := run_examples.missing_dependency(script)) is not None
+}
+_RUN_PATTERN = r"[\\/]\d\d_[^\\/]*\.py$"
+if NOT_RUN:
+    _skipped = "|".join(re.escape(script) for script in NOT_RUN)
+    _RUN_PATTERN = rf"[\\/](?!(?:{_skipped})$)\d\d_[^\\/]*\.py$"
+autodoc_mock_imports = sorted(set(NOT_RUN.values()))
+# The runner of the examples (examples/run_examples.py) is a tool, not a lesson. (The
+# pattern is matched against file names without their folder.)
+_IGNORED = r"__init__\.py|^run_examples\.py$"
 
 sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
@@ -73,7 +89,7 @@ sphinx_gallery_conf = {
     # The lessons are 01_*.py, 02_*.py, ... (two digits: 10_*.py too); examples/benchmarks/
     # has no GALLERY_HEADER file, so it is not part of the gallery (its scripts are long
     # timings, quoted in comparison.rst).
-    "filename_pattern": r"[\\/]\d\d_[^\\/]*\.py$",
+    "filename_pattern": _RUN_PATTERN,
     "ignore_pattern": _IGNORED,
     "within_subsection_order": "FileNameSortKey",
     # The examples save their figures to --out (default: their own folder). Send them to the
@@ -119,3 +135,33 @@ from kernattn.datasets import *
 from kernattn.feature_maps import *
 from kernattn.kernels import *
 """
+
+
+# -- Examples not run ------------------------------------------------------------------------
+
+
+def _note_not_run(app, docname, source):
+    """Under the title of an example that was not run, a note that says why."""
+    script = docname.rpartition("/")[2] + ".py"
+    if not docname.startswith("auto_examples/") or script not in NOT_RUN:
+        return
+    module = NOT_RUN[script]
+    note = (
+        "\n.. note::\n\n"
+        f"   This example was not run in this build of the documentation: it needs "
+        f"``{module}``, which is not installed, so its code is shown without its output and "
+        f"figures. Install ``{module}`` (for torch, the CPU build is enough: see the README) "
+        "and build again to run it.\n"
+    )
+    lines = source[0].split("\n")
+    label = f".. _sphx_glr_auto_examples_{script}:"
+    start = lines.index(label) if label in lines else 0
+    for i in range(start + 2, len(lines)):
+        if lines[i] and set(lines[i]) == {"="} and lines[i - 1].strip():
+            lines.insert(i + 1, note)
+            break
+    source[0] = "\n".join(lines)
+
+
+def setup(app):
+    app.connect("source-read", _note_not_run)

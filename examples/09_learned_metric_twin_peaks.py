@@ -37,6 +37,8 @@ so it is kept tiny (``alpha=1e-3``).
 
 Run ``python 09_learned_metric_twin_peaks.py [--out DIR]``; it writes
 ``09_learned_metric_twin_peaks.png``.
+
+**Run time.** About 5 s on 2 cores (5 s with ``KERNATTN_SMOKE=1``).
 """
 
 # %%

@@ -28,6 +28,8 @@ calls would fix all of that from the first chunk alone.
 The script prints the peak memory (traced, and the process's largest resident set) and the
 times. The file is deleted at the end. Run ``python 12_streaming_from_disk.py [--out DIR]``;
 ``KERNATTN_SMOKE=1`` streams 200 000 rows.
+
+**Run time.** About 15 s on 2 cores (5 s with ``KERNATTN_SMOKE=1``).
 """
 
 # %%

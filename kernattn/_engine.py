@@ -682,6 +682,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         Returns
         -------
         weights : ndarray of shape (n_queries, n_train)
+            In the precision of the training inputs (float32 stays float32).
         """
         X = self._validate_queries(X)
         if head is None:
@@ -690,7 +691,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             if not isinstance(head, Integral) or isinstance(head, bool):
                 raise ValueError(f"head must be None or one head index (an int); got {head!r}")
             heads = self._check_heads([head])
-        weights = np.zeros((len(X), len(self.X_fit_)))
+        # In the precision of the training inputs, as predict (float32 stays float32).
+        weights = np.zeros((len(X), len(self.X_fit_)), dtype=self._dtype)
         a = self.kernel_.head_weights
 
         def weigh_rows(rows):
@@ -730,8 +732,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
         columns = self._map_heads(X, heads, entropy)
         if not len(X):
-            return np.zeros((0, len(heads)))
-        return np.stack(columns, axis=1)
+            return np.zeros((0, len(heads)), dtype=self._dtype)
+        return np.stack(columns, axis=1).astype(self._dtype, copy=False)
 
     @in_caller_library
     def effective_neighbors(self, X):

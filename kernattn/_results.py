@@ -25,6 +25,9 @@ COLUMNS = {
     "n_warnings": int,
 }
 
+#: What :meth:`ComparisonResult.warnings_report` says when no pair warned or failed.
+NO_WARNINGS = "No estimator warned or failed on any task."
+
 # Per-split measurements kept alongside each row (JSON only).
 _SPLIT_KEYS = ("mse", "r2", "fit_time", "predict_time")
 
@@ -229,7 +232,9 @@ class ComparisonResult:
     def warnings_report(self):
         """The distinct warning (and error) messages of every (task, estimator), as text.
 
-        One block per pair that warned or failed, in table order; ``""`` when none did.
+        One block per pair that warned or failed, in table order; when none did, the one
+        line ``"No estimator warned or failed on any task."``, so that
+        ``print(result.warnings_report())`` always says something.
         """
         lines = []
         for row in self.rows:
@@ -249,7 +254,7 @@ class ComparisonResult:
                             subsequent_indent=" " * (len(kind) + 4),
                         )
                     )
-        return "\n".join(lines)
+        return "\n".join(lines) if lines else NO_WARNINGS
 
     def progress_line(self, row, index, total):
         """One line for a finished (task, estimator): ``[ 3/15] task  estimator  R² ...``."""

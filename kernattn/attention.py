@@ -27,7 +27,9 @@ results differentiate through autograd.
 **A query with no key to attend to** — every key masked out, every key's bias −inf, a
 causal row of an empty key set, or no keys at all — gets the output 0 and weights that are
 all 0 (both sums of the Nadaraya–Watson ratio are 0; PyTorch's
-``scaled_dot_product_attention`` gives the same). No result is ever NaN.
+``scaled_dot_product_attention`` gives the same). No queries (L = 0) give an empty result.
+On every library the empty results keep the batch shape and the dtype, and on torch they
+stay in the autograd graph (with zero gradients). No result is ever NaN.
 
 Nothing here holds state. The sums go through the one reduction the estimators use
 (:mod:`kernattn._sums`): keys in tiles with a running maximum, so that no (L × S) matrix
@@ -48,6 +50,7 @@ from array_api_compat import (
     is_torch_namespace,
 )
 from array_api_compat import device as device_of
+from array_api_compat import size as size_of
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
 from kernattn._sums import constant, kernel_sums, ldexp, updatable
@@ -178,7 +181,8 @@ def _magnitude(name, a, xp):
     """The largest ``|entry|`` of ``a`` (0 if empty), or a ValueError naming ``name`` if an
     entry is NaN or infinite: from the minimum and the maximum (NaN if an entry is), two
     reductions without a temporary array."""
-    if a.size == 0:
+    # Not ``a.size``: on a torch tensor that is a method, never 0.
+    if size_of(a) == 0:
         return 0.0
     a = constant(a)
     low, high = float(xp.min(a)), float(xp.max(a))
@@ -242,7 +246,7 @@ def _batch_shape(**shapes):
 def _exponent(a, xp, finite_only=False):
     """The exponent ``e`` of a power of two with ``|a| < 2**e`` (0 for an empty or zero array;
     with ``finite_only``, over the finite entries)."""
-    if a.size == 0:
+    if size_of(a) == 0:
         return 0
     a = constant(a)
     if finite_only:
@@ -358,7 +362,7 @@ def _masked_logits(name, logits, mask, xp):
     False set to −inf."""
     device = device_of(logits) if is_array_api_obj(logits) else None
     logits = _as_real(name, logits, xp, device, finite=False)
-    if logits.size and bool(xp.any(xp.isnan(logits) | (logits == math.inf))):
+    if size_of(logits) and bool(xp.any(xp.isnan(logits) | (logits == math.inf))):
         raise ValueError(f"{name} must be finite or -inf; got NaN or +inf")
     if mask is None:
         return logits
@@ -524,6 +528,22 @@ def _cache_entries(xp, device, causal=False):
     return _CACHE_ENTRIES * threads
 
 
+def _empty_attention(query, key, value, batch, dtype, xp):
+    """The output (…, L, d_v) and weights (…, L, S) when L, S or the batch is 0: empty, or
+    0 for S = 0 (a sum over no keys), as PyTorch's ``scaled_dot_product_attention`` gives.
+
+    Both are products of the inputs rather than new zeros, so that on torch they stay in
+    the autograd graph (their gradients are 0): ``out.sum().backward()`` works as for any
+    other shape. A product over an empty dimension is exactly 0, never NaN.
+    """
+    weights = xp.matmul(query, xp.matrix_transpose(key))
+    out = xp.matmul(weights, value)
+    n_queries, n_keys, d_v = query.shape[-2], key.shape[-2], value.shape[-1]
+    out = xp.broadcast_to(out, batch + (n_queries, d_v))
+    weights = xp.broadcast_to(weights, batch + (n_queries, n_keys))
+    return xp.astype(out, dtype), xp.astype(weights, dtype)
+
+
 def _value_columns(value, xp, numpy):
     """The columns the weights are summed against: ``[v, 1]`` for numpy (one product
     gives the numerator and the denominator), the values alone elsewhere (the row sum is
@@ -653,7 +673,7 @@ def softmax_attention(
     value, one_value = _as_columns(value, n_keys)
     # Per column: a weighted average lies within the range of the values (see below).
     lowest, highest, v_size = None, None, 0.0
-    if value.size:
+    if size_of(value):
         lowest = xp.min(value, axis=-2, keepdims=True)
         highest = xp.max(value, axis=-2, keepdims=True)
         v_size = _magnitude("value", xp.concat([lowest, highest], axis=-2), xp)
@@ -713,11 +733,9 @@ def softmax_attention(
         scale = 1.0 / math.sqrt(d)
     if n_keys == 0 or n_queries == 0 or math.prod(batch) == 0:
         # No key to attend to: the sums are 0 (see the module docstring).
-        out = xp.zeros(batch + (n_queries, d_v), dtype=dtype, device=device)
+        out, weights = _empty_attention(query, key, value, batch, dtype, xp)
         out = out[..., 0] if one_value else out
-        if return_weights:
-            return out, xp.zeros(batch + (n_queries, n_keys), dtype=dtype, device=device)
-        return out
+        return (out, weights) if return_weights else out
 
     numpy = is_numpy_namespace(xp)
     query, key_scaled, (bias, additive_mask), unit_exponent = _logit_units(
@@ -962,7 +980,14 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
         If a query's denominator :math:`\phi(q)^\top z` is not positive (signed features,
         such as random Fourier features, can make it so; or it underflowed): the ratio
         would be meaningless; if it is so close to 0 that the ratio overflows; NaN or
-        infinity in an argument; mismatched shapes.
+        infinity in an argument; mismatched shapes. Features computed as ``exp`` of
+        log-features (positive random features, elu + 1) underflow for inputs of large
+        norm (the positive map's :math:`e^{-\|u\|^2/2}` below about 1e-308 for
+        :math:`\|u\|` above about 38): take them as :math:`\exp(\log\phi - c)`, ``c`` the
+        largest log-feature of each query row for queries and of each feature over the
+        keys for keys, with that per-feature constant added to the queries' log-features
+        first (it cancels in :math:`\phi(q)^\top\phi(k)`); then every query has a
+        feature of weight 1 whose key sum is at least 1, and no denominator is 0.
 
     Examples
     --------
@@ -997,7 +1022,7 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
     )
     d_v = value.shape[-1]
     if n_keys == 0 or n_queries == 0 or math.prod(batch) == 0:
-        out = xp.zeros(batch + (n_queries, d_v), dtype=dtype, device=device)
+        out, _ = _empty_attention(phi_q, phi_k, value, batch, dtype, xp)
         return out[..., 0] if one_value else out
     # Powers of two: exact, so ordinary inputs give the same digits as the plain formula.
     value_exp = _power_of_two(value, xp, axis=-2)
@@ -1013,6 +1038,18 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
         numerator, denominator = xp.matmul(phi_q, state), xp.matmul(phi_q, z)
     bad = ~(denominator > 0)
     n_bad = int(xp.sum(xp.astype(bad, xp.int64)))
+    if n_bad and positive:
+        # Non-negative features: the denominator is a sum of non-negative products, 0 only
+        # where every product underflowed (or was 0 to begin with).
+        raise ValueError(
+            f"{n_bad} quer{'y has' if n_bad == 1 else 'ies have'} a linear-attention "
+            "denominator phi(q)ᵀ sum_j phi(k_j) of 0: no feature is positive for both the "
+            "query and the keys it sees, as happens when exp-based features (positive random "
+            "features, elu + 1) underflow for inputs of large norm. Divide each key feature "
+            "by its largest over the keys and multiply that into the query features before "
+            "exponentiating (kernattn.torch.KernelAttention does, where the keys are not "
+            "causal), scale the inputs down, or use softmax_attention"
+        )
     if n_bad:
         raise ValueError(
             f"{n_bad} quer{'y has' if n_bad == 1 else 'ies have'} a non-positive "

@@ -2,7 +2,9 @@
 
 ``kernattn compare`` cross-validates the kernattn estimators and two scikit-learn baselines on
 built-in regression tasks, prints a line per (task, estimator) and then the table, and writes
-``results.csv``, ``results.json`` and ``comparison.png``.
+``results.csv``, ``results.json`` and ``comparison.png``. A bare ``kernattn``, with no
+sub-command, prints the help and exits with status 2 (argparse's convention for a missing
+argument), as do bad option values, with a one-line message.
 """
 
 import argparse
@@ -266,7 +268,7 @@ def run_compare(args, out=None):
     print(result, file=out)
     if args.show_warnings:
         report = result.warnings_report()
-        print("\nwarnings:\n" + (report or "(none)"), file=out)
+        print("\nwarnings:\n" + report, file=out)
     os.makedirs(args.out, exist_ok=True)
     paths = [os.path.join(args.out, name) for name in ("results.csv", "results.json")]
     result.to_csv(paths[0])
@@ -284,8 +286,9 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return 0
+        # argparse's convention for a missing required argument: the usage, exit status 2.
+        parser.print_help(sys.stderr)
+        return 2
     try:
         run_compare(args)
     except (ValueError, TypeError) as exc:

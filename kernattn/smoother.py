@@ -176,7 +176,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         bandwidth criterion (``"loo"``, ``"aic"`` or ``"gcv"``), each at its own selected
         bandwidths, or, with a rule or given bandwidths, the lower leave-one-out error at
         them (on at most 2 400 training rows, each against every key); ties go to the local
-        constant. ``degree_`` records the choice.
+        constant, and so does a training set of fewer than 2 distinct inputs (leaving one
+        out leaves no key to compare on). ``degree_`` records the choice.
     n_jobs : int, default=None
         Threads for the leave-one-out search and for exact prediction and weights of large
         problems: ``None`` all cores (or the ``n_jobs`` of an enclosing
@@ -896,6 +897,9 @@ class KernelSmoother(NadarayaWatsonRegressor):
                 Criterion(X, Y, sample_weight, self.kernel, degree=p, n_jobs=self.n_jobs)
                 for p in candidates
             ]
+            if objectives[0].n_groups < 2:
+                # One distinct input: leaving it out leaves no key, and every error is 0/0.
+                return h, candidates[0]
             return h, _lowest_leave_one_out(objectives, np.log(h), candidates)
         random_state = _paired_random_state(self.random_state, len(candidates))
         selections = [

@@ -19,11 +19,20 @@ and ``kernel`` chooses :math:`\kappa` with scale :math:`s`:
   attention with the key bias :math:`-\tfrac12 s\|k\|^2`;
 - a feature map of :mod:`kernattn.feature_maps` (its name or the object):
   :math:`\phi(\sqrt s\, q)^\top \phi(\sqrt s\, k)`, linear attention, causal by running sums.
+  The exponential maps (``"positive"``, ``"hyperbolic"``, ``"elu"``) are evaluated from their
+  logs, each key feature divided by its largest over the keys and each query row by its
+  largest entry (factors that cancel in the ratio), so that no query's denominator
+  underflows to 0, however large the inputs. One limit remains, causally: the constants
+  are taken over all the keys, and a prefix whose keys' log-features all lie more than
+  about 700 below the later keys' (85 in float32; inputs of norm beyond about 30, or 10,
+  for ``"positive"``) underflows; that raises a ``ValueError`` that says so.
 
 The attention itself is computed by :func:`kernattn.attention.softmax_attention` and
 :func:`kernattn.attention.linear_attention` on torch tensors, so it differentiates through
-autograd. Install with ``pip install "kernattn[torch]"``; ``import kernattn`` does not import
-this module.
+autograd. Install with the torch extra, ``pip install ".[torch]"`` from a clone (the CPU
+build of torch is enough: ``pip install torch --index-url
+https://download.pytorch.org/whl/cpu`` first); ``import kernattn`` does not import this
+module.
 """
 
 import math
@@ -34,7 +43,9 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError(
         "kernattn.torch needs PyTorch; install it with the torch extra: "
-        'pip install "kernattn[torch]"'
+        'pip install "kernattn[torch]" (from a clone: pip install ".[torch]"). The CPU build '
+        "is enough and far smaller: pip install torch --index-url "
+        "https://download.pytorch.org/whl/cpu"
     ) from error
 
 import numpy as np
@@ -83,24 +94,45 @@ class _TorchFeatures(nn.Module):
             if hasattr(self, name):
                 setattr(self, name, getattr(self, name).to(torch.get_default_dtype()))
 
-    def forward(self, u, keys):
-        """φ(u) over the last axis. Positive random features are returned up to a constant
-        factor that cancels in the linear-attention ratio: per query row (``keys=False``) or
-        per batch entry over all keys (``keys=True``), so that ``exp`` cannot overflow."""
+    def forward(self, queries, keys):
+        """φ(queries) and φ(keys) over the last axis, each up to factors that cancel in the
+        linear-attention ratio, so that no feature overflows or underflows to 0 alone.
+
+        For the positive (log-domain) maps, feature ``j`` of every key is divided by the
+        largest over the keys, :math:`e^{c_j}`, and multiplied into the queries' feature
+        ``j`` instead (``φ(q)ᵀφ(k)`` is unchanged); each query row is then divided by its
+        largest entry. Every query keeps a feature of weight 1 whose key sum is at least 1,
+        so a denominator of non-causal attention is never 0, however large the inputs (the
+        estimate of random features is then that of the few largest features). ``c`` is
+        taken over all keys: a causal prefix whose keys are all far below the later ones
+        (their log-features ~700 lower in float64, ~85 in float32) can still underflow.
+        """
         feature_map = self.feature_map
-        if isinstance(feature_map, PositiveRandomFeatures):
-            logits = u @ self.omega + self.offset
-            if keys:
-                logits = logits - 0.5 * torch.sum(u * u, dim=-1, keepdim=True)
-                top = torch.amax(logits.detach(), dim=(-2, -1), keepdim=True)
-            else:
-                # −½‖q‖² depends on the query only: it cancels with the row's maximum.
-                top = torch.amax(logits.detach(), dim=-1, keepdim=True)
-            return torch.exp(logits - top)
-        if isinstance(feature_map, EluFeatureMap):
-            return nn.functional.elu(u) + 1.0
+        if isinstance(feature_map, TrigonometricRandomFeatures):
+            return self._trigonometric(queries), self._trigonometric(keys)
         if isinstance(feature_map, ReluFeatureMap):
-            return torch.relu(u)
+            return torch.relu(queries), torch.relu(keys)
+        log_q, log_k = self._log_features(queries), self._log_features(keys)
+        if log_k.numel() == 0 or log_q.numel() == 0:
+            # No keys (or queries): nothing to stabilise, and amax has no identity.
+            return torch.exp(log_q), torch.exp(log_k)
+        # Constants of the shift only: detached, their gradients cancel in the ratio.
+        top_k = torch.amax(log_k.detach(), dim=-2, keepdim=True)
+        log_q = log_q + top_k
+        top_q = torch.amax(log_q.detach(), dim=-1, keepdim=True)
+        return torch.exp(log_q - top_q), torch.exp(log_k - top_k)
+
+    def _log_features(self, u):
+        """log φ(u), up to a constant per row (which cancels)."""
+        if isinstance(self.feature_map, PositiveRandomFeatures):
+            # −½‖u‖² is the same for every feature of a row: it cancels for queries, and
+            # is kept for keys, where it weighs one key against another.
+            return u @ self.omega + self.offset - 0.5 * torch.sum(u * u, dim=-1, keepdim=True)
+        # elu(u) + 1: 1 + u above 0, exp(u) below, in logs without evaluating log1p below −1.
+        return torch.log1p(torch.clamp(u, min=0.0)) + torch.clamp(u, max=0.0)
+
+    def _trigonometric(self, u):
+        feature_map = self.feature_map
         angles = u @ self.omega
         pairs = feature_map.n_components_ // 2
         columns = [torch.cos(angles[..., :pairs]), torch.sin(angles[..., :pairs])]
@@ -416,8 +448,7 @@ class KernelAttention(nn.Module):
                     "kernel='softmax' or 'gaussian' for arbitrary masks)"
                 )
             root = math.sqrt(s) if isinstance(s, float) else torch.sqrt(s)
-            phi_q = self.features(q * root, keys=False)
-            phi_k = self.features(k * root, keys=True)
+            phi_q, phi_k = self.features(q * root, k * root)
             if key_padding_mask is not None:
                 kept = self._mask(None, key_padding_mask, batch, n_queries, n_keys, q.dtype)
                 if kept.dtype != torch.bool:

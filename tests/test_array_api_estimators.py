@@ -60,6 +60,8 @@ def test_float32_tensors_stay_float32():
     model = KernelSmoother(bandwidth=0.4).fit(torch.from_numpy(X), torch.from_numpy(y))
     prediction = model.predict(torch.from_numpy(X[:5]))
     assert prediction.dtype == torch.float32
+    assert model.predict(torch.from_numpy(X[:5]), return_std=True)[1].dtype == torch.float32
+    assert model.attention_weights(torch.from_numpy(X[:5])).dtype == torch.float32
     np.testing.assert_array_equal(
         prediction.numpy(), KernelSmoother(bandwidth=0.4).fit(X, y).predict(X[:5])
     )

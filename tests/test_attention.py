@@ -707,3 +707,31 @@ def test_permuting_the_keys_does_not_change_the_output(problem, random):
     out = softmax_attention(Q, K, V, mask, key_bias=bias)
     permuted = softmax_attention(Q, K[order], V[order], mask[:, order], key_bias=bias[order])
     np.testing.assert_allclose(permuted, out, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("n_queries, n_keys", [(4, 0), (0, 5), (0, 0)])
+def test_empty_queries_or_keys_keep_the_dtype_and_the_batch(n_queries, n_keys, is_causal):
+    rng = np.random.default_rng(3)
+    Q = rng.normal(size=(2, 1, n_queries, 4)).astype(np.float32)
+    K = rng.normal(size=(3, n_keys, 4)).astype(np.float32)
+    V = rng.normal(size=(n_keys, 2)).astype(np.float32)
+    out, weights = softmax_attention(Q, K, V, is_causal=is_causal, return_weights=True)
+    linear = linear_attention(np.exp(Q), np.exp(K), V, is_causal=is_causal)
+    for result in (out, linear):
+        assert result.dtype == np.float32 and result.shape == (2, 3, n_queries, 2)
+        np.testing.assert_array_equal(result, 0.0)
+    assert weights.dtype == np.float32 and weights.shape == (2, 3, n_queries, n_keys)
+
+
+def test_positive_features_that_underflow_are_named_in_the_error():
+    # φ(u) = exp(ωᵀu − ½‖u‖²) of inputs of norm 1e3 is 0 in every feature.
+    rng = np.random.default_rng(2)
+    omega = rng.normal(size=(16, 4))
+
+    def positive(u):
+        return np.exp(u @ omega.T - 0.5 * np.sum(u * u, axis=-1, keepdims=True))
+
+    Q, K = 1e3 * rng.normal(size=(5, 4)), 1e3 * rng.normal(size=(6, 4))
+    with pytest.raises(ValueError, match="of 0: no feature is positive .* underflow"):
+        linear_attention(positive(Q), positive(K), rng.normal(size=6))

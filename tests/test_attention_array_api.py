@@ -125,3 +125,20 @@ def test_jax_arrays_round_trip():
     assert type(out).__module__.startswith("jax")
     expected = softmax_attention(Q, K, V, mask).astype(np.asarray(out).dtype)
     np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("n_queries, n_keys", [(4, 0), (0, 5), (0, 0)])
+def test_empty_queries_or_keys_on_strict_arrays_give_empty_or_zero_results(
+    n_queries, n_keys, is_causal
+):
+    rng = np.random.default_rng(4)
+    shapes = [(2, 3, n_queries, 4), (2, 3, n_keys, 4), (2, 3, n_keys, 2)]
+    args = [_strict(rng.normal(size=shape), xps.float32) for shape in shapes]
+    out, weights = softmax_attention(*args, is_causal=is_causal, return_weights=True)
+    linear = linear_attention(*(xps.exp(a) for a in args[:2]), args[2], is_causal=is_causal)
+    for result in (out, linear):
+        assert isinstance(result, _ARRAY) and result.dtype == xps.float32
+        assert result.shape == (2, 3, n_queries, 2)
+        np.testing.assert_array_equal(_to_numpy(result), np.zeros((2, 3, n_queries, 2)))
+    assert isinstance(weights, _ARRAY) and weights.shape == (2, 3, n_queries, n_keys)

@@ -333,3 +333,36 @@ def test_entropy_of_tensor_weights_is_a_tensor():
     entropy = attention_entropy(weights)
     assert isinstance(entropy, torch.Tensor) and entropy.shape == (2, 5)
     assert torch.all((entropy >= 0) & (entropy <= math.log(8) + 1e-5))
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("n_queries, n_keys", [(4, 0), (0, 5), (0, 0)])
+def test_empty_queries_or_keys_give_what_scaled_dot_product_attention_gives(
+    n_queries, n_keys, is_causal
+):
+    # SDPA's convention: no queries, an empty result; no keys, an output of zeros (a sum
+    # over no keys). Both stay in the autograd graph, with zero gradients.
+    q, k, v = _tensors(
+        [(2, 3, n_queries, 4), (2, 3, n_keys, 4), (2, 3, n_keys, 5)], torch.float32, "cpu"
+    )
+    for t in (q, k, v):
+        t.requires_grad_()
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    out, weights = softmax_attention(q, k, v, is_causal=is_causal, return_weights=True)
+    assert out.dtype == torch.float32 and weights.shape == (2, 3, n_queries, n_keys)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    out.sum().backward()
+    for t in (q, k, v):
+        torch.testing.assert_close(t.grad, torch.zeros_like(t), rtol=0, atol=0)
+    linear = linear_attention(q.detach().exp(), k.detach().exp(), v, is_causal=is_causal)
+    torch.testing.assert_close(linear, expected.detach(), rtol=0, atol=0)
+    # A 1-D value of S entries, a key bias and a boolean mask of the empty shapes.
+    out = softmax_attention(
+        q,
+        k,
+        v[0, 0, :, 0],
+        torch.ones(n_queries, n_keys, dtype=torch.bool),
+        is_causal,
+        key_bias=torch.zeros(n_keys),
+    )
+    torch.testing.assert_close(out, torch.zeros(2, 3, n_queries), rtol=0, atol=0)

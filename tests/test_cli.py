@@ -120,6 +120,14 @@ def test_help_explains_every_option(capsys):
         assert option in text
 
 
+def test_no_sub_command_prints_the_help_and_exits_2(capsys):
+    # argparse's convention for a command line that says nothing to do.
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("usage: kernattn") and "compare" in captured.err
+
+
 def test_python_dash_m_runs_the_command_line():
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run(
@@ -176,7 +184,7 @@ def test_show_warnings_prints_each_pairs_messages_after_the_table(tmp_path, caps
     table, _, report = text.partition("\nwarnings:\n")
     assert "R² (held out)" in table and report
     loaded = ComparisonResult.from_json(tmp_path / "results.json")
-    assert report.strip().startswith(loaded.warnings_report() or "(none)")
+    assert report.strip().startswith(loaded.warnings_report())
     for row in loaded.rows:
         header = f"irrelevant / {row['estimator']}:"
         assert (header in report) == (row["n_warnings"] > 0)

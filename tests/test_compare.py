@@ -449,4 +449,4 @@ def test_warnings_report_lists_each_pairs_distinct_messages():
     ]
     assert ComparisonResult.from_json(result.to_json()).warnings_report() == report
     quiet = compare({"ridge": Ridge()}, {"plane": _tiny_tasks()["plane"]}, cv=3)
-    assert quiet.warnings_report() == ""
+    assert quiet.warnings_report() == "No estimator warned or failed on any task."

@@ -427,6 +427,27 @@ def test_float32_input_gives_float32_predictions_close_to_float64(data, similari
     np.testing.assert_allclose(std, expected_std, rtol=1e-4, atol=1e-4 * scale)
 
 
+@pytest.mark.parametrize(
+    "name", ["KernelSmoother", "AttentionRegressor", "LinearAttentionRegressor"]
+)
+def test_every_output_follows_the_fitted_dtype(name):
+    # As scikit-learn's array-API estimators: float32 in, float32 out, for the queries of
+    # either precision; a float64 fit stays float64.
+    import kernattn
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(80, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=80)
+    for dtype in (np.float32, np.float64):
+        model = getattr(kernattn, name)().fit(X.astype(dtype), y.astype(dtype))
+        for queries in (X[:7].astype(np.float32), X[:7]):
+            mean, std = model.predict(queries, return_std=True)
+            outputs = [model.predict(queries), mean, std, model.attention_weights(queries)]
+            outputs += [model.attention_weights(queries, head=0)]
+            outputs += [model.attention_entropy(queries), model.effective_neighbors(queries)]
+            assert [a.dtype for a in outputs] == [dtype] * len(outputs)
+
+
 @pytest.mark.parametrize("similarity", ["dot", "gaussian"])
 def test_far_float64_query_against_a_float32_fit_is_finite_and_quiet(data, similarity):
     X, y, sample_weight, queries = data

@@ -1,13 +1,22 @@
-"""Every example runs in smoke mode (KERNATTN_SMOKE=1: small sizes) and writes its figures."""
+"""Every example runs in smoke mode (KERNATTN_SMOKE=1: small sizes), writes its figures, and
+takes at most three times the smoke-mode run time its header states.
 
+The examples are run by ``examples/run_examples.py`` (``--smoke``), which reads the stated
+times; the same script checks the full-size times.
+"""
+
+import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
+_SPEC = importlib.util.spec_from_file_location(
+    "run_examples", os.path.join(EXAMPLES, "run_examples.py")
+)
+run_examples = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(run_examples)
 
 # Each example and the figures it writes, in order.
 FIGURES = {
@@ -35,41 +44,33 @@ FIGURES = {
     "18_in_context_regression.py": ["18_in_context_regression.png"],
     "19_scale_on_a_token_model.py": ["19_scale_on_a_token_model.png"],
 }
-# Examples that train kernattn.torch models: skipped without torch (the torch extra).
-NEEDS_TORCH = {
-    "17_induction_heads.py",
-    "18_in_context_regression.py",
-    "19_scale_on_a_token_model.py",
-}
-
-
-def _run(script, out):
-    env = dict(
-        os.environ,
-        KERNATTN_SMOKE="1",
-        MPLBACKEND="Agg",
-        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    )
-    return subprocess.run(
-        [sys.executable, os.path.join(EXAMPLES, script), "--out", str(out)],
-        cwd=out,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_every_example_is_listed():
     scripts = sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py") and f[0].isdigit())
-    assert scripts == sorted(FIGURES)
+    assert scripts == sorted(FIGURES) == run_examples.example_scripts()
 
 
 @pytest.mark.parametrize("script", sorted(FIGURES))
-def test_example_runs_and_writes_its_figures(script, tmp_path):
-    if script in NEEDS_TORCH:
-        pytest.importorskip("torch")
-    done = _run(script, tmp_path)
+def test_every_header_states_its_run_times(script):
+    full = run_examples.stated_seconds(script)
+    smoke = run_examples.stated_seconds(script, smoke=True)
+    assert full is not None and smoke is not None, f"{script} states no run time"
+    # The README's promise: no example over a minute on 2 cores.
+    assert 0 < smoke <= full <= 60
+
+
+@pytest.mark.parametrize("script", sorted(FIGURES))
+def test_example_runs_and_writes_its_figures_in_its_stated_time(script, tmp_path):
+    missing = run_examples.missing_dependency(script)
+    if missing is not None:
+        pytest.skip(f"{script} needs {missing}")
+    limit = run_examples.FACTOR * run_examples.stated_seconds(script, smoke=True)
+    # Stopped well past the limit only: the figures are checked even on a slow machine.
+    done, seconds, _ = run_examples.run_example(
+        script, tmp_path, smoke=True, timeout=max(120.0, 2 * limit)
+    )
+    assert done.returncode != -9, f"{script} was stopped after {seconds:.0f} s"
     assert done.returncode == 0, done.stderr
     for name in FIGURES[script]:
         path = tmp_path / name
@@ -77,3 +78,11 @@ def test_example_runs_and_writes_its_figures(script, tmp_path):
         with open(path, "rb") as handle:
             assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
         assert path.stat().st_size > 10_000
+    if seconds > limit:
+        load, cores = run_examples.load_average(), run_examples.available_cores()
+        if load is not None and load > 2 * cores:
+            # Other work holds the cores (more than twice as many runnable threads as
+            # cores): a wall time says nothing about the example then.
+            pytest.skip(f"{script} took {seconds:.0f} s, over {limit:g} s, at load {load:.1f}")
+        factor = run_examples.FACTOR
+        pytest.fail(f"{script} took {seconds:.1f} s, over {limit:g} s ({factor:g} × stated)")

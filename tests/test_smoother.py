@@ -459,6 +459,21 @@ def test_degree_auto_without_a_continuous_feature_is_the_local_constant():
     assert model.degree_ == 0
 
 
+@pytest.mark.parametrize("n", [1, 40])
+def test_degree_auto_on_one_distinct_input_is_the_local_constant_quietly(n):
+    # Leaving the one distinct input out leaves no key: there is nothing to compare, and
+    # the comparison must not divide 0 by 0 (a RuntimeWarning would escape to the user).
+    X = np.full((n, 2), 3.0)
+    y = np.random.default_rng(10).normal(size=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = KernelSmoother(degree="auto").fit(X, y)
+        mean, std = model.predict(X[:1] + 1.0, return_std=True)
+    assert model.degree_ == 0
+    np.testing.assert_allclose(mean, [y.mean()])
+    np.testing.assert_allclose(std, [y.std()])
+
+
 # ------------------------------------------------------------------------ numerics
 
 

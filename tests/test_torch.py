@@ -150,9 +150,8 @@ def test_causal_linear_kernel_equals_the_masked_quadratic_form(kernel):
     # The quadratic form: φ(q)ᵀφ(k) on every pair, the upper triangle set to 0, normalised.
     q, k, v = (layer._project(x, part) for part in range(3))
     root = math.sqrt(1.0 / math.sqrt(layer.head_dim))
-    kernel_matrix = layer.features(q * root, keys=False) @ layer.features(
-        k * root, keys=True
-    ).transpose(-1, -2)
+    phi_q, phi_k = layer.features(q * root, k * root)
+    kernel_matrix = phi_q @ phi_k.transpose(-1, -2)
     kernel_matrix = torch.tril(kernel_matrix)
     expected_weights = kernel_matrix / kernel_matrix.sum(-1, keepdim=True)
     expected = layer.out_proj((expected_weights @ v).transpose(1, 2).flatten(-2))
@@ -253,3 +252,51 @@ def test_import_without_torch_names_the_extra():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "kernattn[torch]" in done.stdout
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "gaussian", "positive", "elu", "trig"])
+@pytest.mark.parametrize("n_queries, n_keys", [(4, 0), (0, 5), (0, 0)])
+def test_empty_queries_or_keys_give_what_multihead_attention_gives(kernel, n_queries, n_keys):
+    # No keys: every head's output is 0, so the layer returns out_proj's bias, as
+    # torch.nn.MultiheadAttention does; no queries: empty outputs. Gradients flow.
+    mha, _ = _pair(torch.float64)
+    torch.manual_seed(1)
+    layer = KernelAttention(E, H, kernel=kernel, random_state=0).double()
+    state = {name: value for name, value in mha.state_dict().items()}
+    layer.load_state_dict(state, strict=False)
+    query = torch.randn(B, n_queries, E, dtype=torch.float64)
+    key = torch.randn(B, n_keys, E, dtype=torch.float64)
+    for is_causal in (False, True):
+        out, weights = layer(query, key, key, is_causal=is_causal)
+        expected, expected_weights = mha(query, key, key)
+        assert out.shape == expected.shape and weights.shape == expected_weights.shape
+        torch.testing.assert_close(out, expected, rtol=0, atol=1e-15)
+        out.sum().backward()
+        assert torch.all(torch.isfinite(layer.in_proj_weight.grad))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kernel", ["positive", "hyperbolic", "elu"])
+def test_exponential_features_of_large_inputs_keep_every_denominator_positive(kernel, dtype):
+    # Inputs scaled by 1e3: exp(ωᵀu − ½‖u‖²) and exp(u) underflow for every feature of
+    # most rows. From the logs, with the per-feature key maximum moved to the queries, the
+    # weights are those of the kernel computed in log space, log κ = logsumexp_f.
+    torch.manual_seed(0)
+    layer = KernelAttention(E, H, kernel=kernel, random_state=3).to(dtype)
+    x = 1e3 * torch.randn(B, L, E, dtype=dtype)
+    out, weights = layer(x, average_attn_weights=False)
+    assert torch.all(torch.isfinite(out))
+    q, k = (layer._project(x, part) for part in range(2))
+    root = math.sqrt(1.0 / math.sqrt(layer.head_dim))
+    log_q = layer.features._log_features(q * root).double()
+    log_k = layer.features._log_features(k * root).double()
+    log_kernel = torch.logsumexp(log_q[..., :, None, :] + log_k[..., None, :, :], dim=-1)
+    expected = torch.softmax(log_kernel, dim=-1).to(dtype)
+    torch.testing.assert_close(weights, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_causal_prefix_that_underflows_names_the_limit():
+    torch.manual_seed(0)
+    layer = KernelAttention(E, H, kernel="positive", random_state=3).double()
+    with pytest.raises(ValueError, match="underflow for inputs of large norm"):
+        layer(1e3 * torch.randn(B, 50, E, dtype=torch.float64), is_causal=True)

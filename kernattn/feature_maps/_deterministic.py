@@ -42,7 +42,12 @@ class EluFeatureMap(FeatureMap):
         return np.where(U > 0, np.log1p(np.maximum(U, 0.0)), U)
 
     def transform(self, U):
-        """φ(U), shape (n, d)."""
+        """φ(U), shape (n, d).
+
+        :math:`e^u` underflows to 0 below about −745 (float64): a row whose coordinates
+        are all below that has features that are all 0. For such inputs use
+        :meth:`log_transform` (see :func:`kernattn.attention.linear_attention`).
+        """
         U = self._check_input(U)
         return np.where(U > 0, U + 1.0, np.exp(np.minimum(U, 0.0)))
 

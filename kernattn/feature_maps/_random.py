@@ -252,7 +252,13 @@ class PositiveRandomFeatures(FeatureMap):
         return logits
 
     def transform(self, U):
-        """φ(U), shape (n, r). For inputs of large norm use :meth:`log_transform`."""
+        r"""φ(U), shape (n, r).
+
+        The factor :math:`e^{-\|u\|^2/2}` underflows to 0 for inputs of norm above about
+        38 (float64), and then every feature of the row is 0: for inputs of large norm use
+        :meth:`log_transform`, with the queries' and keys' constants taken out as
+        :func:`kernattn.attention.linear_attention` describes.
+        """
         return np.exp(self.log_transform(U))
 
 

@@ -205,11 +205,12 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         any other map, which may choose from the data (Nyström's landmarks), on the keys
         of at most ``n_subsample`` rows.
     n_components : int or "auto", default="auto"
-        r, the number of random features or landmarks (named maps only; even for
-        ``"trig"`` and ``"hyperbolic"``, whose features come in pairs; elu and relu have
-        r = p). ``"auto"``: 256 (at most n landmarks); with the near field and
-        ``n_near_keys="auto"``, chosen with the near field from ``tol`` (see "Rank and near
-        field from the accuracy target").
+        r, the number of random features or landmarks (named maps only; elu and relu have
+        r = p). ``"trig"`` and ``"hyperbolic"`` features come in pairs (cos and sin of one
+        frequency, ``exp(±ωᵀu)``); an odd r adds one unpaired feature (a cosine with a random
+        phase, or one of the last pair), which keeps the estimate unbiased. ``"auto"``: 256
+        (at most n landmarks); with the near field and ``n_near_keys="auto"``, chosen with
+        the near field from ``tol`` (see "Rank and near field from the accuracy target").
     n_near_keys : int or "auto", default="auto"
         (Named ``n_neighbors`` before 0.7.) About how many keys each query computes
         exactly (its near field, rounded to whole cells of about 50 keys); 0 for the far
@@ -689,10 +690,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         data — the center, the bandwidth, the attention model, the features (Nyström
         landmarks too), the target offset — from that chunk, unless given as parameters.
         With ``center``, ``bandwidth`` and ``random_state`` given (and, for Nyström
-        features, the landmarks), any split into chunks gives the fit on the concatenation
-        (up to rounding). Later calls (also after ``fit``) only add to the sums; the
-        training keys are not kept, so ``attention_weights`` is unavailable and queries
-        whose denominator is unreliable get the weighted training mean.
+        features, the landmarks), any split into chunks gives the same sums as one call on
+        the concatenation (up to rounding). That is the far field alone: ``fit`` on the
+        concatenation predicts the same only with ``n_near_keys=0`` and only where the
+        features serve the query, since ``fit`` keeps the training keys, computes a near
+        field exactly and computes exactly the queries whose denominator is unreliable.
+        Later calls (also after ``fit``) only add to the sums; the training keys are not
+        kept, so ``attention_weights`` is unavailable and queries whose denominator is
+        unreliable get the weighted training mean.
 
         Parameters
         ----------
