@@ -44,16 +44,27 @@ def warp_basis(Z, knots):
     return clipped - lower
 
 
+#: Log-slopes are read within ± this: a trial step of the optimizer can reach log-slopes
+#: whose exponential overflows, where a slope of e^20 (5e8, on standardized inputs) already
+#: leaves every key alone in its kernel; the loss there is finite and the step is cut back
+#: (a wider limit lets the weights of such a trial underflow at every key).
+LOG_SLOPE_LIMIT = 30.0
+
+
+def _slopes(log_slopes):
+    return np.exp(np.clip(log_slopes, -LOG_SLOPE_LIMIT, LOG_SLOPE_LIMIT))
+
+
 def apply_warp(basis, knots, log_slopes):
     """The warped inputs ``(n, n_features)`` from :func:`warp_basis` and the log-slopes
     ``(n_features, n_pieces)``."""
-    return knots[:, 0] + np.einsum("idp,dp->id", basis, np.exp(log_slopes))
+    return knots[:, 0] + np.einsum("idp,dp->id", basis, _slopes(log_slopes))
 
 
 def warp_gradient(basis, log_slopes, grad_inputs):
     """The gradient with respect to the log-slopes from the one with respect to the warped
     inputs ``(n, n_features)``."""
-    return np.exp(log_slopes) * np.einsum("idp,id->dp", basis, grad_inputs)
+    return _slopes(log_slopes) * np.einsum("idp,id->dp", basis, grad_inputs)
 
 
 class InputWarp:
