@@ -48,7 +48,7 @@ def warp_basis(Z, knots):
 #: whose exponential overflows, where a slope of e^20 (5e8, on standardized inputs) already
 #: leaves every key alone in its kernel; the loss there is finite and the step is cut back
 #: (a wider limit lets the weights of such a trial underflow at every key).
-LOG_SLOPE_LIMIT = 30.0
+LOG_SLOPE_LIMIT = 20.0
 
 
 def _slopes(log_slopes):
