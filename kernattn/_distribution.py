@@ -10,16 +10,18 @@ the same functional of the conditional distribution of :math:`y` given :math:`x`
 - its quantiles :math:`\hat Q(\tau \mid x) = \inf\{t : \hat F(t \mid x) \ge \tau\}`, exact
   weighted quantiles of the training targets, non-crossing by construction.
 
-With the targets sorted once, :math:`\hat F` at every training target is the cumulative sum
-of the weights in that order (:func:`cumulative_weights`); a threshold reads it at its rank
-among the targets, a quantile level is found by a search in it (:func:`weighted_quantiles`,
-every row of a block at once).
+With the targets sorted once at fit and cut into tiles of consecutive ranks
+(:class:`TargetTiles`), one pass of the reduction over the keys in that order gives each
+query's weight on every tile, hence :math:`\hat F` at the tiles' edges; a threshold or a
+quantile level then needs the weights inside one tile only (:func:`cdf_at_counts`,
+:func:`quantile_ranks`, every query of a block at once). No (queries × keys) matrix is
+formed.
 
 Weights that can be negative (the equivalent weights of a local line, the implied weights of
-a signed feature map) give an :math:`\hat F` that can decrease or leave :math:`[0, 1]`; it
-is replaced by its monotone rearrangement (Chernozhukov, Fernández-Val and Galichon 2010):
-the sorted values of :math:`\hat F` over the grid of sorted training targets (each target one
-point), then clipped to :math:`[0, 1]`.
+a signed feature map) are held in memory (:class:`DenseWeights`) and give an :math:`\hat F`
+that can decrease or leave :math:`[0, 1]`; it is replaced by its monotone rearrangement
+(Chernozhukov, Fernández-Val and Galichon 2010): the sorted values of :math:`\hat F` over the
+grid of sorted training targets (each target one point), then clipped to :math:`[0, 1]`.
 
 Prediction intervals for a new observation come from the leave-one-out residuals
 :math:`R_i = |y_i - \hat\mu_{-i}(x_i)|` (:math:`\hat\mu_{-i}` the estimate without row
@@ -56,15 +58,19 @@ from numbers import Real
 
 import numpy as np
 
+from kernattn._blocks import KEY_TILE
+
 __all__ = [
     "check_alpha",
     "check_quantiles",
     "check_thresholds",
-    "cumulative_weights",
+    "DenseWeights",
+    "TargetTiles",
+    "cdf_at_counts",
     "jackknife_plus",
     "local_residual_quantiles",
+    "quantile_ranks",
     "threshold_ranks",
-    "weighted_quantiles",
 ]
 
 
@@ -109,76 +115,133 @@ def check_thresholds(thresholds, n_outputs):
 
 
 def threshold_ranks(sorted_targets, thresholds):
-    """For each threshold :math:`t`, the number of training targets :math:`\\le t` (the
-    column of :func:`cumulative_weights` that holds :math:`\\hat F(t)`, plus one)."""
+    """For each threshold :math:`t`, the number of training targets :math:`\\le t`."""
     return np.searchsorted(sorted_targets, thresholds, side="right")
 
 
-def cumulative_weights(weights, order, signed):
-    r""":math:`\hat F(y_{(k)} \mid x)` at every sorted training target, per query.
+class TargetTiles:
+    r"""The training rows in increasing order of one target, cut into tiles of ``tile``
+    consecutive ranks (the key tiles of the reduction, :data:`kernattn._blocks.KEY_TILE`).
+
+    A query's weight on each tile (its *masses*) gives :math:`\hat F` at the tiles' edges;
+    the weights inside the one tile where a level is reached give the rest. So a quantile
+    needs one pass of the reduction over the keys in target order, and then the weights of
+    a few tiles of keys, never the whole (queries × keys) matrix.
+    """
+
+    def __init__(self, order, tile=KEY_TILE):
+        self.order = order
+        self.tile = tile
+        self.n = len(order)
+        self.n_tiles = max(-(-self.n // tile), 1)
+
+    def keys(self, j):
+        """The rows of tile ``j`` (in target order)."""
+        return self.order[j * self.tile : (j + 1) * self.tile]
+
+
+class DenseWeights:
+    r"""The masses and in-tile weights of a block of weights held in memory (a local fit's
+    equivalent weights, implied feature weights), in the order of ``tiles``.
+
+    Rows with a negative weight have an :math:`\hat F` that decreases somewhere (and may
+    leave :math:`[0, 1]`): it is replaced by its monotone rearrangement (Chernozhukov,
+    Fernández-Val and Galichon 2010) on the grid of sorted targets — the sorted values of
+    :math:`\hat F`, each target one point of the grid — clipped to :math:`[0, 1]`, and the
+    row's weights by that function's increments (non-negative). ``rearranged`` marks them.
+    """
+
+    def __init__(self, weights, tiles):
+        self.tile = tiles.tile
+        ordered = np.take(weights, tiles.order, axis=1)
+        self.rearranged = np.any(ordered < 0, axis=1)
+        if np.any(self.rearranged):
+            cdf = np.cumsum(ordered[self.rearranged], axis=1)
+            cdf /= cdf[:, -1:]
+            cdf = np.clip(np.sort(cdf, axis=1), 0.0, 1.0)
+            ordered[self.rearranged] = np.diff(cdf, axis=1, prepend=0.0)
+        self.weights = ordered
+        self.masses = np.add.reduceat(ordered, np.arange(0, tiles.n, tiles.tile), axis=1)
+
+    def fractions(self, rows, j):
+        return self.weights[rows, j * self.tile : (j + 1) * self.tile]
+
+
+def _edges(masses):
+    r""":math:`\hat F` at the tiles' edges, shape (b, n_tiles + 1): 0, then the cumulative
+    masses divided by their total (the last edge is exactly 1)."""
+    cumulative = np.cumsum(masses, axis=1)
+    total = cumulative[:, -1:].copy()
+    np.divide(cumulative, total, out=cumulative, where=total > 0)
+    return np.concatenate([np.zeros((len(masses), 1)), cumulative], axis=1)
+
+
+def _inside(edges, rows, j, fractions):
+    r""":math:`\hat F` at each key of tile ``j`` for ``rows``: the edge before the tile plus
+    its mass times the cumulative share of the key's weight in it (its last entry is the
+    next edge, exactly)."""
+    within = np.cumsum(fractions, axis=1)
+    total = within[:, -1:].copy()
+    share = np.divide(within, total, out=np.zeros_like(within), where=total > 0)
+    share[:, -1] = 1.0
+    low, high = edges[rows, j], edges[rows, j + 1]
+    return low[:, None] + (high - low)[:, None] * share
+
+
+def cdf_at_counts(masses, counts, fractions, tile):
+    r""":math:`\hat F` after the first ``counts[k]`` sorted targets, per query, shape
+    (b, n_counts): non-decreasing along sorted ``counts``, in :math:`[0, 1]`.
 
     Parameters
     ----------
-    weights : ndarray of shape (b, n)
-        The block's weights against the training rows (rows sum to 1).
-    order : ndarray of shape (n,)
-        The rows in increasing order of their target.
-    signed : bool
-        Whether the weights may be negative: rows whose cumulative sums decrease or leave
-        :math:`[0, 1]` are then rearranged (sorted) and clipped.
-
-    Returns
-    -------
-    cdf : ndarray of shape (b, n)
-        Non-decreasing rows in :math:`[0, 1]` that end at exactly 1.
-    rearranged : ndarray of bool, shape (b,)
-        The rows that needed the rearrangement.
+    masses : ndarray of shape (b, n_tiles)
+        Each query's weight on each tile of sorted targets (non-negative).
+    counts : ndarray of int, shape (n_counts,)
+    fractions : callable
+        ``fractions(rows, j)``: the weights of those rows on the keys of tile ``j``, in
+        target order (any positive scale per row).
+    tile : int
     """
-    cdf = np.take(weights, order, axis=1)
-    np.cumsum(cdf, axis=1, out=cdf)
-    # Divided by the row's own total: the last entry is exactly 1 (x / x), whatever the
-    # rounding of the sum.
-    total = cdf[:, -1:].copy()
-    np.divide(cdf, total, out=cdf, where=total != 0)
-    bad = np.zeros(len(cdf), dtype=bool)
-    if signed:
-        bad = np.any(np.diff(cdf, axis=1) < 0, axis=1) | np.any((cdf < 0) | (cdf > 1), axis=1)
-        if np.any(bad):
-            # Chernozhukov et al.'s rearrangement on the grid of sorted targets: the sorted
-            # values of the function.
-            cdf[bad] = np.clip(np.sort(cdf[bad], axis=1), 0.0, 1.0)
-    return cdf, bad
-
-
-def first_reaching(cdf, levels):
-    r"""Per row of ``cdf`` (non-decreasing, ending at 1) and level :math:`\tau`, the first
-    index :math:`k` with ``cdf[k] ≥ τ`` (for :math:`\tau = 0` the first with ``cdf[k] > 0``):
-    every row searched at once, no loop over rows.
-
-    The rows are laid end to end as complex numbers ``row + 1j·cdf``, which numpy orders
-    lexicographically: one sorted array, searched for ``row + 1j·τ``. (Adding the row index
-    to the floats instead would round away their low bits and move ties.)
-    """
-    b, n = cdf.shape
-    keyed = np.empty((b, n), dtype=np.complex128)
-    keyed.real = np.arange(b)[:, None]
-    keyed.imag = cdf
-    keyed = keyed.ravel()
-    index = np.empty((b, len(levels)), dtype=np.intp)
+    edges = _edges(masses)
+    b, n_tiles = masses.shape
+    j, k = np.divmod(counts, tile)
+    at_edge = (k == 0) | (j >= n_tiles)
+    out = np.empty((b, len(counts)))
+    out[:, at_edge] = edges[:, np.minimum(j[at_edge], n_tiles)]
     rows = np.arange(b)
-    for j, tau in enumerate(levels):
-        # A loop over the levels only: each search serves every row.
-        side = "right" if tau == 0 else "left"
-        found = np.searchsorted(keyed, rows + 1j * tau, side=side) - rows * n
-        index[:, j] = found
-    return np.minimum(index, n - 1)
+    for t in np.unique(j[~at_edge]):
+        columns = np.flatnonzero((j == t) & ~at_edge)
+        inside = _inside(edges, rows, t, fractions(rows, t))
+        out[:, columns] = inside[:, k[columns] - 1]
+    # One rounding of the in-tile products could step back an ulp.
+    np.maximum.accumulate(out, axis=1, out=out)
+    return np.clip(out, 0.0, 1.0, out=out)
 
 
-def weighted_quantiles(cdf, sorted_values, levels):
-    r"""The weighted quantiles :math:`\inf\{v : \hat F(v) \ge \tau\}` of ``sorted_values``
-    whose cumulative weights are the rows of ``cdf``: shape (b, n_levels), non-decreasing
-    in the level."""
-    return sorted_values[first_reaching(cdf, levels)]
+def quantile_ranks(masses, levels, fractions, tile):
+    r"""The rank among the sorted targets of :math:`\inf\{t : \hat F(t) \ge \tau\}` per
+    query and level (for :math:`\tau = 0` the first target of positive weight), shape
+    (b, n_levels); every query of the block at once, a loop over the tiles reached.
+
+    ``levels``: shape (n_levels,) shared by the queries, or (b, n_levels); ``masses``,
+    ``fractions`` and ``tile`` as for :func:`cdf_at_counts`.
+    """
+    edges = _edges(masses)
+    b, n_tiles = masses.shape
+    levels = np.broadcast_to(np.asarray(levels, dtype=np.float64), (b, np.shape(levels)[-1]))
+    zero = levels[:, :, None] == 0
+    tail = edges[:, None, 1:]
+    reached = np.where(zero, tail <= 0, tail < levels[:, :, None]).sum(axis=2)
+    reached = np.minimum(reached, n_tiles - 1)
+    ranks = np.empty(levels.shape, dtype=np.intp)
+    for t in np.unique(reached):
+        pair_rows, pair_levels = np.nonzero(reached == t)
+        rows, inverse = np.unique(pair_rows, return_inverse=True)
+        inside = _inside(edges, rows, t, fractions(rows, t))[inverse]
+        tau = levels[pair_rows, pair_levels][:, None]
+        k = np.where(tau == 0, inside <= 0, inside < tau).sum(axis=1)
+        ranks[pair_rows, pair_levels] = t * tile + np.minimum(k, inside.shape[1] - 1)
+    return ranks
 
 
 def upper_rank_quantile(values, alpha, sample_weight=None):
@@ -239,7 +302,7 @@ def jackknife_plus(loo_at_query, residuals, alpha, sample_weight=None):
     return lower, upper
 
 
-def local_residual_quantiles(weights, order, sorted_residuals, alpha):
+def local_residual_quantiles(weights, tiles, sorted_residuals, alpha):
     r"""The half-widths :math:`\hat q(x)` of the locally weighted intervals of a block:
     the weighted :math:`(1-\alpha)(1 + 1/n_\mathrm{eff})` quantile of the residuals under
     each query's weights (:math:`n_\mathrm{eff} = 1/\sum_i w_i^2`; negative weights count
@@ -248,7 +311,7 @@ def local_residual_quantiles(weights, order, sorted_residuals, alpha):
     Parameters
     ----------
     weights : ndarray of shape (b, n)
-    order : ndarray of shape (n,)
+    tiles : TargetTiles
         The rows in increasing order of their residual.
     sorted_residuals : ndarray of shape (n,)
     alpha : float
@@ -257,12 +320,10 @@ def local_residual_quantiles(weights, order, sorted_residuals, alpha):
     weights /= weights.sum(axis=1, keepdims=True)
     n_eff = 1.0 / np.einsum("ij,ij->i", weights, weights)
     level = (1.0 - alpha) * (1.0 + 1.0 / n_eff)
-    cdf, _ = cumulative_weights(weights, order, signed=False)
-    # One search per row of the block: its own level (first_reaching takes shared levels,
-    # so the levels are laid on the rows' cdf instead: cdf / level ≥ 1).
     reachable = level <= 1.0
     half = np.full(len(weights), np.inf)
     if np.any(reachable):
-        scaled = cdf[reachable] / level[reachable, None]
-        half[reachable] = sorted_residuals[first_reaching(scaled, np.array([1.0]))[:, 0]]
+        dense = DenseWeights(weights[reachable], tiles)
+        ranks = quantile_ranks(dense.masses, level[reachable, None], dense.fractions, tiles.tile)
+        half[reachable] = sorted_residuals[ranks[:, 0]]
     return half

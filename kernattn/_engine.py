@@ -41,14 +41,16 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
 from kernattn._distribution import (
+    DenseWeights,
+    TargetTiles,
+    cdf_at_counts,
     check_alpha,
     check_quantiles,
     check_thresholds,
-    cumulative_weights,
     jackknife_plus,
     local_residual_quantiles,
+    quantile_ranks,
     threshold_ranks,
-    weighted_quantiles,
 )
 from kernattn._local_fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local_polynomial import held_back_message
@@ -115,6 +117,11 @@ class DeferredValueColumns:
         scaled = values / scale
         columns = np.hstack([scaled, scaled**2, np.ones((len(scaled), 1))])
         return columns.astype(dtype, copy=False)
+
+
+def _with_total(weights, keys):
+    """Columns of the reduction that return a tile's weights themselves and their sum."""
+    return np.concatenate([weights, weights.sum(axis=1, keepdims=True)], axis=1)
 
 
 class DeferredResiduals:
@@ -842,17 +849,81 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                 stacklevel=4,
             )
 
+    def _target_tiles(self):
+        """The kept rows in target order, cut into the reduction's key tiles, per output."""
+        return [TargetTiles(order) for order in self._target_order.T]
+
+    def _tile_weights(self, X, tiles):
+        r"""For each output, a block's weight on every tile of sorted targets (masses, (b,
+        n_tiles)), ``fractions(rows, j)`` (the weights of those rows on the keys of tile
+        ``j``) and the rows whose weights were rearranged.
+
+        Kernel averages of an exact kernel come from the one reduction over the keys in
+        target order (one pass for the masses, one tile for each fraction); weights of a
+        local fit or of an approximate kernel from the block's weights in memory
+        (:class:`~kernattn._distribution.DenseWeights`, which rearranges signed rows).
+        """
+        kernel = self._exact_kernel()
+        proportions = self._head_proportions()
+        heads = np.flatnonzero(proportions > 0)
+        if not self._distribution_by_reduction():
+            weights = self._distribution_weights(X)
+            for tile in tiles:
+                dense = DenseWeights(weights, tile)
+                yield dense.masses, dense.fractions, dense.rearranged
+            return
+        for tile in tiles:
+            n_tiles = tile.n_tiles
+
+            def tile_masses(weights, keys, n_tiles=n_tiles, size=tile.tile):
+                # One key tile of the reduction is one tile of ranks: its weight goes to
+                # its own column (and to the total, last).
+                part = np.zeros((len(weights), n_tiles + 1))
+                part[:, keys.start // size] = part[:, n_tiles] = weights.sum(axis=1)
+                return part
+
+            shares = []
+            for h in heads:
+                sums = kernel.sums(X, h, tile_masses, keys=tile.order).astype(np.float64)
+                shares.append(proportions[h] * sums[:, :n_tiles] / sums[:, n_tiles:])
+            masses = np.sum(shares, axis=0)
+
+            def fractions(rows, j, tile=tile, shares=shares):
+                mixed = 0.0
+                for h, share in zip(heads, shares, strict=True):
+                    sums = kernel.sums(X[rows], h, _with_total, keys=tile.keys(j))
+                    inside = sums[:, :-1] / np.where(sums[:, -1:] > 0, sums[:, -1:], 1.0)
+                    mixed = mixed + share[rows, j][:, None] * inside
+                return mixed
+
+            yield masses, fractions, np.zeros(len(X), dtype=bool)
+
+    def _distribution_by_reduction(self):
+        """Whether the distribution's weights are kernel averages of an exact kernel (the
+        reduction serves them) rather than weights held in memory."""
+        heads = np.flatnonzero(self._head_proportions() > 0)
+        return self._exact_kernel() is not None and all(
+            self._local_fit(h) is None for h in heads
+        )
+
     def _map_distribution(self, X, compute):
-        """``compute(rows, weights)`` for every query block with its
-        :meth:`_distribution_weights`; the number of rows rearranged, summed."""
+        """``compute(rows, sources)`` for every query block, ``sources`` its
+        :meth:`_tile_weights` per output; the number of rows rearranged, summed."""
+        tiles = self._target_tiles()
 
         def run(rows):
-            return compute(rows, self._distribution_weights(X[rows]))
+            rearranged = np.zeros(rows.stop - rows.start, dtype=bool)
+            for o, (masses, fractions, bad) in enumerate(self._tile_weights(X[rows], tiles)):
+                compute(rows, o, masses, fractions, tiles[o].tile)
+                rearranged |= bad
+            return int(rearranged.sum())
 
-        # The weights, their copy in target order and a search key of twice their size.
-        counts = map_query_blocks(
-            run, len(X), len(self._values), n_jobs=self.n_jobs, n_arrays=5, cache=False
-        )
+        if self._distribution_by_reduction():
+            sizes = {"key_tile": KEY_TILE}
+        else:
+            # The weights, their copy in target order and the rearranged rows' work.
+            sizes = {"n_arrays": 4, "cache": False}
+        counts = map_query_blocks(run, len(X), len(self._values), n_jobs=self.n_jobs, **sizes)
         return sum(counts)
 
     def _per_output(self, result):
@@ -912,17 +983,8 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         ]
         out = np.zeros((n_outputs, len(X), thresholds.shape[1]))
 
-        def compute(rows, weights):
-            signed = bool(np.any(weights < 0))
-            rearranged = np.zeros(len(weights), dtype=bool)
-            for o, rank in enumerate(ranks):
-                cdf, bad = cumulative_weights(weights, self._target_order[:, o], signed)
-                rearranged |= bad
-                above = rank > 0
-                block = np.zeros((len(weights), len(rank)))
-                block[:, above] = cdf[:, rank[above] - 1]
-                out[o, rows] = block
-            return int(rearranged.sum())
+        def compute(rows, o, masses, fractions, tile):
+            out[o, rows] = cdf_at_counts(masses, ranks[o], fractions, tile)
 
         self._report_rearranged(self._map_distribution(X, compute), len(X))
         return self._per_output(out)
@@ -972,14 +1034,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         n_outputs = self._sorted_targets.shape[1]
         out = np.zeros((n_outputs, len(X), len(levels)))
 
-        def compute(rows, weights):
-            signed = bool(np.any(weights < 0))
-            rearranged = np.zeros(len(weights), dtype=bool)
-            for o in range(n_outputs):
-                cdf, bad = cumulative_weights(weights, self._target_order[:, o], signed)
-                rearranged |= bad
-                out[o, rows] = weighted_quantiles(cdf, self._sorted_targets[:, o], levels)
-            return int(rearranged.sum())
+        def compute(rows, o, masses, fractions, tile):
+            ranks = quantile_ranks(masses, levels, fractions, tile)
+            out[o, rows] = self._sorted_targets[ranks, o]
 
         self._report_rearranged(self._map_distribution(X, compute), len(X))
         return self._per_output(out.astype(self._dtype, copy=False))
@@ -1172,6 +1229,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                 "kernel copies each row's own target); refit with leave_one_out=True"
             )
         residuals, order, sorted_residuals, ids = self._residuals()
+        tiles = [TargetTiles(column) for column in order.T]
         sample_weight = self.sample_weight_[self._active]
         n, t = self._values.shape
         lower = np.empty((len(X), t))
@@ -1189,7 +1247,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                 estimate, weights = self._kernel_estimate(X[rows])
                 for o in range(t):
                     half = local_residual_quantiles(
-                        weights.copy(), order[:, o], sorted_residuals[:, o], alpha
+                        weights, tiles[o], sorted_residuals[:, o], alpha
                     )
                     lower[rows, o] = estimate[:, o] - half
                     upper[rows, o] = estimate[:, o] + half

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
-from kernattn._distribution import upper_rank_quantile
+from kernattn._distribution import (
+    DenseWeights,
+    TargetTiles,
+    cdf_at_counts,
+    quantile_ranks,
+    upper_rank_quantile,
+)
 
 
 def heteroscedastic(n, seed=0):
@@ -90,6 +96,43 @@ def test_quantiles_are_the_weighted_quantiles_of_the_targets(fitted, name):
         np.testing.assert_array_equal(got, reference_quantiles(weights, y, levels))
     assert np.all(np.diff(got, axis=1) >= 0)
     assert np.all(np.isin(got, y))
+
+
+@pytest.mark.parametrize("tile", [1, 3, 7, 64])
+def test_tiles_of_sorted_targets_give_the_exact_cdf_and_quantiles(tile):
+    rng = np.random.default_rng(tile)
+    weights = rng.exponential(size=(6, 50)) * (rng.random((6, 50)) < 0.5)
+    weights[0] = 0.0
+    weights[0, 17] = 1.0  # all the weight on one row
+    weights /= weights.sum(axis=1, keepdims=True)
+    y = rng.normal(size=50).round(1)  # ties
+    order = np.argsort(y, kind="stable")
+    dense = DenseWeights(weights, TargetTiles(order, tile))
+    counts = np.arange(51)
+    cdf = cdf_at_counts(dense.masses, counts, dense.fractions, tile)
+    direct = np.concatenate([np.zeros((6, 1)), np.cumsum(weights[:, order], axis=1)], axis=1)
+    np.testing.assert_allclose(cdf, direct, atol=1e-12)
+    levels = np.r_[0.0, np.linspace(0.01, 0.99, 23), 1.0]
+    ranks = quantile_ranks(dense.masses, levels, dense.fractions, tile)
+    np.testing.assert_array_equal(y[order][ranks], reference_quantiles(weights, y, levels))
+
+
+@pytest.mark.parametrize("name", ["smoother", "attention"])
+def test_many_tiles_through_the_reduction(name):
+    X, y = heteroscedastic(1300, seed=11)
+    model = models()[name].fit(X, y)
+    Q = queries()
+    weights = distribution_weights(model, Q)
+    # (Level 1 is the largest target of positive weight: weights below the rounding of
+    # the cumulative sums decide it, in either computation.)
+    levels = np.linspace(0, 0.99, 21)
+    np.testing.assert_array_equal(
+        model.predict_quantiles(Q, levels), reference_quantiles(weights, y, levels)
+    )
+    ys = np.sort(y)
+    thresholds = np.r_[ys[[0, 100, 511, 512, 513, 1023, 1024, 1299]], ys[-1] + 1]
+    direct = weights @ (y[:, None] <= thresholds[None, :])
+    np.testing.assert_allclose(model.predict_cdf(Q, thresholds), direct, atol=1e-12)
 
 
 def test_quantile_at_a_tie_of_the_cumulative_weight_is_the_lower_target():
