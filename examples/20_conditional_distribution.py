@@ -89,8 +89,10 @@ cdf = model.predict_cdf(at, thresholds)
 
 # %%
 # Prediction intervals from the leave-one-out residuals, and their coverage per decile.
-intervals = {method: model.conformal_interval(grid, alpha=0.1, method=method) for method in
-             ("jackknife+", "local")}
+intervals = {
+    method: model.conformal_interval(grid, alpha=0.1, method=method)
+    for method in ("jackknife+", "local")
+}
 deciles = np.minimum((X_test[:, 0] * 10).astype(int), 9)
 coverage = {}
 for method in intervals:
@@ -110,35 +112,51 @@ ax_q, ax_cdf, ax_int, ax_cov = axes.ravel()
 ax_q.scatter(X[:, 0], y, s=5, color="0.7", label="training data")
 for j, (level, color) in enumerate(zip(LEVELS, ("C0", "C3", "C0"), strict=True)):
     ax_q.plot(grid[:, 0], quantiles[:, j], color=color, label=f"{level:.0%} quantile, estimate")
-    ax_q.plot(grid[:, 0], true_quantiles[:, j], "--", color="k", lw=1,
-              label="true quantiles" if j == 0 else None)
+    ax_q.plot(
+        grid[:, 0],
+        true_quantiles[:, j],
+        "--",
+        color="k",
+        lw=1,
+        label="true quantiles" if j == 0 else None,
+    )
 ax_q.set(xlabel="x", ylabel="y", title="Conditional quantiles (predict_quantiles)")
 ax_q.legend(fontsize=8, loc="lower left")
 
 for k, color in enumerate(("C0", "C2", "C3")):
     x0 = at[k, 0]
     ax_cdf.step(thresholds, cdf[k], where="post", color=color, label=f"estimate at x = {x0}")
-    ax_cdf.plot(thresholds, norm.cdf(thresholds, truth(x0), noise_sd(x0)), "--", color=color,
-                lw=1, label=f"truth at x = {x0}")
+    ax_cdf.plot(
+        thresholds,
+        norm.cdf(thresholds, truth(x0), noise_sd(x0)),
+        "--",
+        color=color,
+        lw=1,
+        label=f"truth at x = {x0}",
+    )
 ax_cdf.set(xlabel="t", ylabel="F(t | x)", title="Conditional CDF (predict_cdf)")
 ax_cdf.legend(fontsize=8, loc="lower right")
 
 ax_int.scatter(X[:, 0], y, s=5, color="0.7", label="training data")
 for (method, (lower, upper)), color in zip(intervals.items(), ("C1", "C0"), strict=True):
-    ax_int.fill_between(grid[:, 0], lower, upper, color=color, alpha=0.25,
-                        label=f"90 % {method}")
+    ax_int.fill_between(grid[:, 0], lower, upper, color=color, alpha=0.25, label=f"90 % {method}")
 ax_int.plot(grid[:, 0], truth(grid[:, 0]), color="k", lw=1, label="truth")
 ax_int.set(xlabel="x", ylabel="y", title="Prediction intervals (conformal_interval)")
 ax_int.legend(fontsize=8, loc="lower left")
 
 centers = np.arange(10)
-for offset, (method, color) in zip((-0.2, 0.2), (("jackknife+", "C1"), ("local", "C0")),
-                                   strict=True):
+for offset, (method, color) in zip(
+    (-0.2, 0.2), (("jackknife+", "C1"), ("local", "C0")), strict=True
+):
     ax_cov.bar(centers + offset, coverage[method], width=0.4, color=color, label=method)
 ax_cov.axhline(0.9, color="k", lw=1, ls=":", label="nominal 90 %")
 ax_cov.set_xticks(centers, [f"{d / 10:.1f}–{(d + 1) / 10:.1f}" for d in centers], rotation=45)
-ax_cov.set(xlabel="decile of x (noise grows →)", ylabel="coverage of a new observation",
-           ylim=(0.5, 1.02), title=f"Coverage per decile ({N_TEST} new points)")
+ax_cov.set(
+    xlabel="decile of x (noise grows →)",
+    ylabel="coverage of a new observation",
+    ylim=(0.5, 1.02),
+    title=f"Coverage per decile ({N_TEST} new points)",
+)
 ax_cov.legend(fontsize=8, loc="lower left", ncols=3)
 for ax in axes.ravel():
     ax.tick_params(labelsize=9)

@@ -902,9 +902,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         """Whether the distribution's weights are kernel averages of an exact kernel (the
         reduction serves them) rather than weights held in memory."""
         heads = np.flatnonzero(self._head_proportions() > 0)
-        return self._exact_kernel() is not None and all(
-            self._local_fit(h) is None for h in heads
-        )
+        return self._exact_kernel() is not None and all(self._local_fit(h) is None for h in heads)
 
     def _map_distribution(self, X, compute):
         """``compute(rows, sources)`` for every query block, ``sources`` its
@@ -1076,7 +1074,11 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                     own = np.zeros(len(queries))
                     np.add.at(own, left_out[0], weights[left_out])
                     own_values = np.zeros((len(queries), t))
-                    np.add.at(own_values, left_out[0], weights[left_out][:, None] * self._values[left_out[1]])
+                    np.add.at(
+                        own_values,
+                        left_out[0],
+                        weights[left_out][:, None] * self._values[left_out[1]],
+                    )
                     total = 1.0 - own
                     with np.errstate(invalid="ignore", divide="ignore"):
                         mean = (weights @ self._values - own_values) / total[:, None]

@@ -31,7 +31,12 @@ def models():
     return {
         "smoother": KernelSmoother(bandwidth=0.05),
         "attention": AttentionRegressor(
-            n_heads=2, head_mixture="affine", degree=0, tilt=False, warp=0, max_iter=20,
+            n_heads=2,
+            head_mixture="affine",
+            degree=0,
+            tilt=False,
+            warp=0,
+            max_iter=20,
             random_state=0,
         ),
         "linear": LinearAttentionRegressor(n_near_keys=0, n_components=32, random_state=0),
@@ -171,7 +176,8 @@ def test_integer_sample_weights_are_repeated_rows():
     repeated = KernelSmoother(bandwidth=0.1).fit(np.repeat(X, counts, 0), np.repeat(y, counts))
     levels = np.linspace(0, 1, 11)
     np.testing.assert_array_equal(
-        weighted.predict_quantiles(queries(), levels), repeated.predict_quantiles(queries(), levels)
+        weighted.predict_quantiles(queries(), levels),
+        repeated.predict_quantiles(queries(), levels),
     )
     thresholds = np.linspace(-2, 2, 9)
     np.testing.assert_allclose(
@@ -327,7 +333,12 @@ def test_quantiles_outside_the_unit_interval_are_refused(fitted, levels):
 
 @pytest.mark.parametrize(
     "thresholds, message",
-    [([1.0, 0.0], "sorted"), ([0.0, np.nan], "NaN"), ([], "non-empty"), ([[0.0, 1.0]] * 2, "one row")],
+    [
+        ([1.0, 0.0], "sorted"),
+        ([0.0, np.nan], "NaN"),
+        ([], "non-empty"),
+        ([[0.0, 1.0]] * 2, "one row"),
+    ],
 )
 def test_bad_thresholds_are_refused_and_the_model_is_unchanged(fitted, thresholds, message):
     model = fitted[2]["smoother"]

@@ -88,7 +88,9 @@ def cost(quick):
     cdf = best_of(lambda: model.predict_cdf(Q, thresholds))
     print(f"\n1. Cost, KernelSmoother exact, n = {n}, 3 inputs, 2 000 queries, one thread")
     print(f"   predict                         {predict:7.3f} s")
-    print(f"   predict_quantiles (9 levels)    {quantiles:7.3f} s   ratio {quantiles / predict:.2f}")
+    print(
+        f"   predict_quantiles (9 levels)    {quantiles:7.3f} s   ratio {quantiles / predict:.2f}"
+    )
     print(f"   predict_cdf (9 thresholds)      {cdf:7.3f} s   ratio {cdf / predict:.2f}")
     verdict = "met" if quantiles / predict <= 3 else "NOT met"
     print(f"   target: 9 quantiles ≤ 3 × predict: {verdict}")
@@ -148,13 +150,17 @@ def simulated_coverage(make, n_designs, max_n, label):
         if len(part):
             print(
                 f"      {'heteroscedastic' if hetero else 'homoscedastic':<16} "
-                f"{len(part):3d}: jackknife+ {part[:, 3].mean():.3f}, local {part[:, 4].mean():.3f}"
+                f"{len(part):3d}: jackknife+ {part[:, 3].mean():.3f}, "
+                f"local {part[:, 4].mean():.3f}"
             )
     return jack
 
 
 def marginal(quick):
-    print(f"\n2. Marginal coverage at alpha = {ALPHA} (nominal 0.90), {N_TEST} test points per design")
+    print(
+        f"\n2. Marginal coverage at alpha = {ALPHA} (nominal 0.90), "
+        f"{N_TEST} test points per design"
+    )
     jack = simulated_coverage(
         lambda: KernelSmoother(bandwidth="loo", random_state=SEED),
         20 if quick else 200,
@@ -164,16 +170,22 @@ def marginal(quick):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         simulated_coverage(
-            lambda: AttentionRegressor(random_state=SEED), 3 if quick else 12, 1000,
+            lambda: AttentionRegressor(random_state=SEED),
+            3 if quick else 12,
+            1000,
             "AttentionRegressor()",
         )
     simulated_coverage(
-        lambda: LinearAttentionRegressor(random_state=SEED), 3 if quick else 12, 5000,
+        lambda: LinearAttentionRegressor(random_state=SEED),
+        3 if quick else 12,
+        5000,
         "LinearAttentionRegressor()",
     )
     ok = 0.89 <= jack.mean() <= 0.92 and jack.min() >= 0.87
-    print(f"   target (smoother, jackknife+): mean in [0.89, 0.92], none below 0.87: "
-          f"{'met' if ok else 'NOT met'}")
+    print(
+        f"   target (smoother, jackknife+): mean in [0.89, 0.92], none below 0.87: "
+        f"{'met' if ok else 'NOT met'}"
+    )
 
 
 # %%
@@ -275,7 +287,9 @@ def real(quick):
         return
     if quick:
         sets = dict(list(sets.items())[:3])
-    print("\n4. Real data, 5-fold: coverage (90 %), mean pinball loss over q = 0.1, 0.5, 0.9, CRPS")
+    print(
+        "\n4. Real data, 5-fold: coverage (90 %), mean pinball loss over q = 0.1, 0.5, 0.9, CRPS"
+    )
     ratios = {name: [] for name in OURS}
     coverages = []
     for label, (X, y) in sets.items():
@@ -294,14 +308,18 @@ def real(quick):
                     knots = np.unique(y[train])
                     cdf = model.predict_cdf(X[test], knots)
                 for j, q in enumerate(LEVELS):
-                    losses.setdefault(name, []).append(mean_pinball_loss(y[test], quantiles[:, j], alpha=q))
+                    losses.setdefault(name, []).append(
+                        mean_pinball_loss(y[test], quantiles[:, j], alpha=q)
+                    )
                 crps[name].append(crps_of_steps(cdf, knots, y[test]))
                 if name.startswith("KernelSmoother"):
                     for method in covered:
                         lower, upper = model.conformal_interval(X[test], ALPHA, method=method)
                         covered[method].append((lower <= y[test]) & (y[test] <= upper))
             marginal_cdf = np.searchsorted(np.sort(y[train]), knots, side="right") / len(train)
-            crps_marginal.append(crps_of_steps(np.tile(marginal_cdf, (len(test), 1)), knots, y[test]))
+            crps_marginal.append(
+                crps_of_steps(np.tile(marginal_cdf, (len(test), 1)), knots, y[test])
+            )
             for q in LEVELS:
                 for name, model in peers(q).items():
                     with warnings.catch_warnings():
@@ -316,7 +334,10 @@ def real(quick):
         local = float(np.mean(np.concatenate(covered["local"])))
         coverages.append((label, len(y), jack, local))
         reference = float(np.mean(np.concatenate(crps_marginal)))
-        print(f"\n   {label} (n = {len(y)}, {X.shape[1]} inputs)  {time.perf_counter() - start:.0f} s")
+        print(
+            f"\n   {label} (n = {len(y)}, {X.shape[1]} inputs)  "
+            f"{time.perf_counter() - start:.0f} s"
+        )
         print(f"      coverage (KernelSmoother loo): jackknife+ {jack:.3f}, local {local:.3f}")
         for name, value in mean_loss.items():
             extra = ""
@@ -329,11 +350,15 @@ def real(quick):
     for name, values in ratios.items():
         values = np.array(values)
         print(
-            f"      {name:<34} geometric mean ratio to the best peer {np.exp(np.mean(np.log(values))):.3f}"
+            f"      {name:<34} geometric mean ratio to the best peer "
+            f"{np.exp(np.mean(np.log(values))):.3f}"
             f" (worst {values.max():.3f})"
         )
     best = min(np.exp(np.mean(np.log(v))) for v in ratios.values())
-    print(f"      target: best kernattn geometric mean ≤ 1.05: {'met' if best <= 1.05 else 'NOT met'}")
+    print(
+        "      target: best kernattn geometric mean ≤ 1.05: "
+        + ("met" if best <= 1.05 else "NOT met")
+    )
     big = [c for c in coverages if c[1] >= 100]
     small = [c for c in coverages if c[1] < 100]
     inside = all(0.87 <= c[2] <= 0.95 for c in big)
