@@ -1110,20 +1110,25 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
         n, t = self._values.shape
         n_groups = int(ids.max()) + 1
-        members = sparse.csr_matrix((np.ones(n), (np.arange(n), ids)), shape=(n, n_groups))
+        # Each row's group: its own column of a sparse indicator (none without duplicates).
+        members = None
+        if n_groups < n:
+            members = sparse.csr_matrix((np.ones(n), (np.arange(n), ids)), shape=(n, n_groups))
         a, b = self.kernel_.head_weights, self.kernel_.head_bias
         result = np.zeros((t, len(X), n)) + b[:, None, None]
         unknown = np.zeros((len(X), n), dtype=bool)
         for h in range(self.kernel_.n_heads):
             weights = self._kernel_weights(X, h)
-            own = np.asarray(weights @ members)[:, ids]
+            own = weights if members is None else np.asarray(weights @ members)[:, ids]
             rest = 1.0 - own
             # Rounding leaves 1 − w with few digits where the group holds nearly all the
             # weight: those estimates are unknown (the interval is then unbounded).
             unknown |= ~(rest > 1e-9)
             for o in range(t):
                 mean = weights @ self._values[:, o]
-                own_values = np.asarray((weights * self._values[:, o]) @ members)[:, ids]
+                own_values = weights * self._values[:, o]
+                if members is not None:
+                    own_values = np.asarray(own_values @ members)[:, ids]
                 with np.errstate(invalid="ignore", divide="ignore"):
                     result[o] += a[h] * (mean[:, None] - own_values) / rest
         result[:, unknown] = np.inf
@@ -1254,7 +1259,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
                     lower[rows, o] = estimate[:, o] - half
                     upper[rows, o] = estimate[:, o] + half
 
-        n_arrays = 4 + 3 * t if method == "jackknife+" else 5
+        # jackknife+: the weights, the groups' shares, the leave-one-out estimates per
+        # output and the two sets of values a selection copies; local: the weights twice.
+        n_arrays = 8 + 3 * t if method == "jackknife+" else 4
         map_query_blocks(compute, len(X), n, n_jobs=self.n_jobs, n_arrays=n_arrays, cache=False)
         lower += self._y_offset
         upper += self._y_offset
