@@ -57,6 +57,7 @@ import math
 from numbers import Real
 
 import numpy as np
+from scipy.special import ndtr
 
 from kernattn._blocks import KEY_TILE
 
@@ -64,6 +65,9 @@ __all__ = [
     "check_alpha",
     "check_quantiles",
     "check_thresholds",
+    "check_y_bandwidth",
+    "kernel_cdf_columns",
+    "y_bandwidth_candidates",
     "DenseWeights",
     "TargetTiles",
     "cdf_at_counts",
@@ -112,6 +116,46 @@ def check_thresholds(thresholds, n_outputs):
     if np.any(np.diff(t, axis=1) < 0):
         raise ValueError("thresholds must be sorted in increasing order (np.sort them first)")
     return t
+
+
+def check_y_bandwidth(y_bandwidth, n_outputs):
+    """``None`` (no smoothing in y), ``"cv"``, or an array of ``n_outputs`` positive
+    bandwidths (a float is shared by the outputs)."""
+    if y_bandwidth is None or (isinstance(y_bandwidth, str) and y_bandwidth == "cv"):
+        return y_bandwidth
+    message = (
+        "y_bandwidth must be None (the step CDF), 'cv', a positive float or one positive "
+        f"float per output ({n_outputs}); got {y_bandwidth!r}"
+    )
+    if isinstance(y_bandwidth, str | bool | np.bool_):
+        raise ValueError(message)
+    try:
+        h = np.asarray(y_bandwidth, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    h = np.broadcast_to(h, (n_outputs,)) if h.ndim == 0 else h
+    if h.shape != (n_outputs,) or not np.all(np.isfinite(h) & (h > 0)):
+        raise ValueError(message)
+    return h
+
+
+def kernel_cdf_columns(targets, thresholds, bandwidth):
+    r"""The Gaussian kernel CDF in :math:`y`, :math:`\Phi((t - y_i)/h_y)`, of every target
+    (rows) at every threshold (columns): the values whose weighted average is the smoothed
+    conditional CDF :math:`\tilde F(t \mid x) = \sum_i w_i(x)\, \Phi((t - y_i)/h_y)`
+    (R np's ``npcdist``; it tends to the step CDF as :math:`h_y \to 0`)."""
+    return ndtr((thresholds[None, :] - targets[:, None]) / bandwidth)
+
+
+def y_bandwidth_candidates(targets, n_candidates=29):
+    r"""Bandwidths in :math:`y` searched by ``y_bandwidth="cv"``: :math:`2^{-5}` to :math:`2^2`
+    times Silverman's rule for the marginal distribution of the targets,
+    :math:`1.06 \min(s, \mathrm{IQR}/1.34)\, n^{-1/5}` (the conditional distribution is
+    narrower than the marginal one)."""
+    q75, q25 = np.percentile(targets, [75, 25])
+    spread = min(np.std(targets), (q75 - q25) / 1.34) or np.std(targets) or 1.0
+    rule = 1.06 * spread * len(targets) ** (-0.2)
+    return rule * 2.0 ** np.linspace(-5, 2, n_candidates)
 
 
 def threshold_ranks(sorted_targets, thresholds):

@@ -39,7 +39,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
+from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks, query_block_size
 from kernattn._distribution import (
     DenseWeights,
     TargetTiles,
@@ -47,10 +47,13 @@ from kernattn._distribution import (
     check_alpha,
     check_quantiles,
     check_thresholds,
+    check_y_bandwidth,
     jackknife_plus,
+    kernel_cdf_columns,
     local_residual_quantiles,
     quantile_ranks,
     threshold_ranks,
+    y_bandwidth_candidates,
 )
 from kernattn._local_fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local_polynomial import held_back_message
@@ -67,6 +70,8 @@ from kernattn._warnings import LocalDesignWarning
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
 WELL_CONDITIONED = 1e-4
+#: The training rows (at most) whose leave-one-out CDF chooses ``y_bandwidth="cv"``.
+Y_BANDWIDTH_ROWS = 400
 #: The training rows whose leave-one-out local polynomial ``held_back_`` is measured on, at
 #: most (evenly spread over the rows in the order of their inputs).
 HELD_BACK_ROWS = 512
@@ -124,18 +129,19 @@ def _with_total(weights, keys):
     return np.concatenate([weights, weights.sum(axis=1, keepdims=True)], axis=1)
 
 
-class DeferredResiduals:
-    """The leave-one-out residuals of a fit, computed on first use and kept (a conformal
-    interval needs them; a fit that never asks for one does not pay the pass of the
-    training set against itself). The estimator holds the same object before and after."""
+class Deferred:
+    """A value of a fit computed on first use and kept: the leave-one-out residuals of
+    conformal intervals, a bandwidth in y chosen by cross-validation (a fit that never asks
+    for them does not pay their pass of the training set against itself). The estimator
+    holds the same object before and after."""
 
     def __init__(self):
-        self._residuals = None
+        self._value = None
 
     def get(self, compute):
-        if self._residuals is None:
-            self._residuals = compute()
-        return self._residuals
+        if self._value is None:
+            self._value = compute()
+        return self._value
 
 
 class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
@@ -313,8 +319,10 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         # CDF and its quantiles are cumulative sums of the weights in this order.
         self._target_order = np.argsort(Y, axis=0, kind="stable")
         self._sorted_targets = np.take_along_axis(Y, self._target_order, axis=0)
-        # The leave-one-out residuals of conformal intervals, computed on first use.
-        self._residuals_built = DeferredResiduals()
+        # The leave-one-out residuals of conformal intervals and the cross-validated
+        # bandwidth in y of a smoothed CDF, computed on first use.
+        self._residuals_built = Deferred()
+        self._y_bandwidth_built = Deferred()
 
     @property
     def _value_columns(self):
@@ -929,19 +937,31 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         return result[0] if self._target_shape == () else result
 
     @in_caller_library
-    def predict_cdf(self, X, thresholds):
+    def predict_cdf(self, X, thresholds, *, y_bandwidth=None):
         r"""The conditional CDF :math:`\hat F(t \mid x) = \sum_i w_i(x)\, 1\{y_i \le t\}`.
 
         The Nadaraya–Watson estimate of the indicator targets :math:`1\{y_i \le t\}` with the
-        weights of :meth:`attention_weights` (Hall, Wolff and Yao 1999; R np's ``npcdist``
-        without smoothing in :math:`y`). It is read from the cumulative sums of each query's
-        weights over the training targets sorted once at fit: one pass of the weights per
-        query, whatever the number of thresholds. Non-decreasing in :math:`t`, in
+        weights of :meth:`attention_weights` (Hall, Wolff and Yao 1999). With the targets
+        sorted once at fit and cut into tiles of consecutive ranks, one pass of the kernel
+        sums over the keys in that order gives each query's weight on every tile, and a
+        threshold then needs the weights of its own tile only: about the cost of one
+        ``predict``, whatever the number of thresholds. Non-decreasing in :math:`t`, in
         :math:`[0, 1]`. Where the weights can be negative (local lines, signed feature
         maps) a query whose sums decrease or leave :math:`[0, 1]` gets their monotone
         rearrangement (Chernozhukov, Fernández-Val and Galichon 2010), clipped; a
         ``UserWarning`` says how many. With several heads, the mixture of their weights
         in the shares :math:`|a_h| / \sum_g |a_g|` (as ``return_std``).
+
+        With ``y_bandwidth`` the CDF is smoothed in :math:`y` as well (R np's ``npcdist``):
+        :math:`\tilde F(t \mid x) = \sum_i w_i(x)\, \Phi((t - y_i)/h_y)`, one kernel sum
+        of the columns :math:`\Phi((t_k - y_i)/h_y)` (its cost grows with the number of
+        thresholds). ``"cv"`` chooses :math:`h_y` per output by leave-one-out: at most 400
+        training rows, evenly spread, each with its own row and exact duplicates removed
+        from its weights, minimize the integrated squared distance between their CDF and
+        their own target's step, :math:`\int (\tilde F_{-i}(t \mid x_i) - 1\{y_i \le
+        t\})^2 dt` (the CRPS, over 50 quantiles of the targets) among :math:`2^{-5}` to
+        :math:`2^2` times Silverman's rule for the targets; the choice is kept for later
+        calls on this fit.
 
         Parameters
         ----------
@@ -949,6 +969,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
             The queries.
         thresholds : array_like of shape (n_thresholds,) or (n_outputs, n_thresholds)
             Sorted increasingly, no NaN; one row per output, or one list for all.
+        y_bandwidth : None, "cv", float or array_like of shape (n_outputs,), default=None
+            ``None``: the step CDF of the training targets; otherwise the bandwidth of the
+            Gaussian kernel CDF in :math:`y`, in the targets' units.
 
         Returns
         -------
@@ -961,6 +984,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
            distribution function", J. Amer. Statist. Assoc. 94 (1999).
         .. [2] V. Chernozhukov, I. Fernández-Val, A. Galichon, "Quantile and probability
            curves without crossing", Econometrica 78 (2010).
+        .. [3] Q. Li, J. Lin, J. S. Racine, "Optimal bandwidth selection for nonparametric
+           conditional distribution and quantile functions", J. Bus. Econ. Statist. 31
+           (2013).
 
         Examples
         --------
@@ -971,11 +997,18 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         >>> model = KernelSmoother(bandwidth=0.05).fit(X, y)
         >>> model.predict_cdf([[0.5]], [0.3, 0.5, 0.7]).round(2)
         array([[0.01, 0.59, 0.98]])
+        >>> model.predict_cdf([[0.5]], [0.3, 0.5, 0.7], y_bandwidth=0.05).round(2)
+        array([[0.04, 0.51, 0.97]])
         """
         X = self._validate_queries(X)
         self._check_targets_kept()
         n_outputs = self._sorted_targets.shape[1]
         thresholds = check_thresholds(thresholds, n_outputs)
+        y_bandwidth = check_y_bandwidth(y_bandwidth, n_outputs)
+        if y_bandwidth is not None:
+            if isinstance(y_bandwidth, str):
+                y_bandwidth = self._cross_validated_y_bandwidth()
+            return self._per_output(self._smoothed_cdf(X, thresholds, y_bandwidth))
         ranks = [
             threshold_ranks(self._sorted_targets[:, o], thresholds[o]) for o in range(n_outputs)
         ]
@@ -986,6 +1019,91 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
         self._report_rearranged(self._map_distribution(X, compute), len(X))
         return self._per_output(out)
+
+    def _weighted_columns(self, X, columns):
+        """A block's weighted averages of ``columns`` (one row per kept key, a column of
+        ones last) under :meth:`_distribution_weights`, and the rows whose weights are
+        signed: through the kernel sums where the reduction serves the weights."""
+        if self._distribution_by_reduction():
+            kernel = self._exact_kernel()
+            averages = 0.0
+            for h, share in enumerate(self._head_proportions()):
+                if share > 0:
+                    sums = kernel.sums(X, h, columns).astype(np.float64)
+                    averages = averages + share * sums[:, :-1] / sums[:, -1:]
+            return averages, np.zeros(len(X), dtype=bool)
+        weights = self._distribution_weights(X)
+        return weights @ columns[:, :-1], np.any(weights < 0, axis=1)
+
+    def _smoothed_cdf(self, X, thresholds, bandwidths):
+        """The CDF smoothed in y (see :meth:`predict_cdf`), (n_outputs, n_queries,
+        n_thresholds); signed rows rearranged (sorted along the thresholds) and clipped."""
+        targets = self._values + self._y_offset
+        n_outputs, T = thresholds.shape
+        columns = np.concatenate(
+            [
+                kernel_cdf_columns(targets[:, o], thresholds[o], bandwidths[o])
+                for o in range(n_outputs)
+            ]
+            + [np.ones((len(targets), 1))],
+            axis=1,
+        )
+        out = np.zeros((n_outputs, len(X), T))
+
+        def run(rows):
+            block, signed = self._weighted_columns(X[rows], columns)
+            block = block.reshape(len(block), n_outputs, T).transpose(1, 0, 2)
+            rearranged = np.zeros(len(signed), dtype=bool)
+            if np.any(signed):
+                part = block[:, signed]
+                bad = np.any(np.diff(part, axis=2) < 0, axis=(0, 2)) | np.any(
+                    (part < 0) | (part > 1), axis=(0, 2)
+                )
+                rearranged[np.flatnonzero(signed)[bad]] = True
+                block[:, signed] = np.clip(np.sort(part, axis=2), 0.0, 1.0)
+            out[:, rows] = block
+            return int(rearranged.sum())
+
+        if self._distribution_by_reduction():
+            sizes = {"key_tile": KEY_TILE}
+        else:
+            sizes = {"n_arrays": 3, "cache": False}
+        counts = map_query_blocks(run, len(X), len(self._values), n_jobs=self.n_jobs, **sizes)
+        self._report_rearranged(sum(counts), len(X))
+        return out
+
+    def _cross_validated_y_bandwidth(self):
+        """Per output, the bandwidth in y of the smoothed CDF with the lowest leave-one-out
+        CRPS (see :meth:`predict_cdf`), computed once per fit."""
+
+        def compute():
+            inputs = self._training_inputs()
+            n = len(inputs)
+            n_rows = min(Y_BANDWIDTH_ROWS, query_block_size(n, n, n_arrays=3, cache=False))
+            rows = np.unique(np.linspace(0, n - 1, n_rows).round().astype(int))
+            ids = DuplicateGroups(inputs).ids
+            weights = self._distribution_weights(inputs[rows])
+            weights[ids[rows][:, None] == ids[None, :]] = 0.0
+            total = weights.sum(axis=1)
+            # A row with no other input has no leave-one-out CDF.
+            kept = total > 0
+            weights = weights[kept] / total[kept, None]
+            rows = rows[kept]
+            targets = self._values + self._y_offset
+            chosen = []
+            for o in range(targets.shape[1]):
+                y = targets[:, o]
+                grid = np.unique(np.quantile(y, np.linspace(0.01, 0.99, 50)))
+                spacing = np.gradient(grid) if len(grid) > 1 else np.ones(1)
+                observed = y[rows][:, None] <= grid[None, :]
+                criteria = [
+                    np.mean(((weights @ kernel_cdf_columns(y, grid, h) - observed) ** 2) @ spacing)
+                    for h in y_bandwidth_candidates(y)
+                ]
+                chosen.append(y_bandwidth_candidates(y)[int(np.argmin(criteria))])
+            return np.array(chosen)
+
+        return self.__dict__["_y_bandwidth_built"].get(compute)
 
     @in_caller_library
     def predict_quantiles(self, X, quantiles=(0.1, 0.5, 0.9)):

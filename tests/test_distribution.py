@@ -368,3 +368,51 @@ def test_partial_fit_keeps_no_targets_and_says_so():
     ):
         with pytest.raises(RuntimeError, match="partial_fit"):
             call()
+
+
+# --------------------------------------------------------------- smoothing in y
+
+
+@pytest.mark.parametrize("name", ["smoother", "attention", "linear"])
+def test_cdf_smoothed_in_y_is_the_weights_times_the_kernel_cdf(fitted, name):
+    from scipy.stats import norm
+
+    X, y, fits = fitted
+    model = fits[name]
+    weights = distribution_weights(model, queries())
+    thresholds = np.linspace(-2, 2, 7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        cdf = model.predict_cdf(queries(), thresholds, y_bandwidth=0.2)
+    direct = weights @ norm.cdf((thresholds[None, :] - y[:, None]) / 0.2)
+    if np.all(weights >= 0):
+        np.testing.assert_allclose(cdf, direct, atol=1e-12)
+    assert np.all(np.diff(cdf, axis=1) >= 0) and np.all((cdf >= 0) & (cdf <= 1))
+
+
+def test_a_vanishing_y_bandwidth_gives_the_step_cdf(fitted):
+    X, y, fits = fitted
+    model = fits["smoother"]
+    thresholds = np.sort(y)[::10] + 1e-6
+    np.testing.assert_allclose(
+        model.predict_cdf(queries(), thresholds, y_bandwidth=1e-9),
+        model.predict_cdf(queries(), thresholds),
+        atol=1e-12,
+    )
+
+
+def test_cross_validated_y_bandwidth_is_one_of_the_candidates_and_kept():
+    X, y = heteroscedastic(300, seed=12)
+    model = KernelSmoother(bandwidth=0.05).fit(X, y)
+    first = model.predict_cdf(queries(), [-1.0, 0.0, 1.0], y_bandwidth="cv")
+    chosen = model._cross_validated_y_bandwidth()
+    assert chosen.shape == (1,) and chosen[0] > 0
+    np.testing.assert_allclose(
+        first, model.predict_cdf(queries(), [-1.0, 0.0, 1.0], y_bandwidth=chosen[0])
+    )
+
+
+@pytest.mark.parametrize("y_bandwidth", [0.0, -1.0, np.nan, "silverman", True, [0.1, 0.2]])
+def test_bad_y_bandwidth_is_refused(fitted, y_bandwidth):
+    with pytest.raises(ValueError, match="y_bandwidth must be"):
+        fitted[2]["smoother"].predict_cdf(queries(), [0.0], y_bandwidth=y_bandwidth)

@@ -749,6 +749,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             "_target_order",
             "_sorted_targets",
             "_residuals_built",
+            "_y_bandwidth_built",
         ):
             self.__dict__.pop(name, None)
         if not isinstance(kernel, NearFieldKernel):
