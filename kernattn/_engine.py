@@ -18,7 +18,11 @@ object, ``kernel_``; everything else is done here, once, for all of them:
   logits turned into weights with the log-sum-exp shift (or, for never-positive logits, only
   the rows that underflow recomputed from :meth:`SoftmaxHeads.far_logits`), on threads;
 - the mixture of the heads, ``predict(X, return_std=True)``, ``attention_weights(X, head=)``,
-  ``attention_entropy`` and ``effective_neighbors``.
+  ``attention_entropy`` and ``effective_neighbors``;
+- the conditional distribution from the same weights (:mod:`kernattn._distribution`):
+  ``predict_cdf``, ``predict_quantiles`` (the kernel sums over the keys in target order) and
+  ``conformal_interval`` (the leave-one-out residuals of the kernel average, with the
+  reduction's left-out pairs).
 
 The exact sums, weights and centered moments of a head are the kernel's own
 (:meth:`SoftmaxHeads.sums`, :meth:`~SoftmaxHeads.weights`, :meth:`~SoftmaxHeads.centered`,
