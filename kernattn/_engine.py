@@ -817,9 +817,10 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         return self.X_fit_[self._active]
 
     def _exact_kernel(self):
-        """The kernel whose reduction leaves out pairs of rows and keys (``sums(...,
-        left_out=)``), for the leave-one-out residuals; ``None`` where the weights are
-        approximate (their rows' own weights are then removed from the weights)."""
+        """The kernel whose reduction serves the distribution: its ``sums`` take an order
+        of keys (the CDF and quantiles) and left-out pairs (the leave-one-out residuals).
+        ``None`` where the weights are approximate: they are then held in memory, and a
+        row's own weight is removed from its weights."""
         return self.kernel_
 
     def _head_proportions(self):
@@ -1119,8 +1120,11 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         weight, over the targets sorted once at fit, reaches :math:`\tau` (for
         :math:`\tau = 0` the smallest target of positive weight). Non-crossing by
         construction: every level reads the same non-decreasing :math:`\hat F`. Every query
-        of a block is searched at once (no loop over queries): one pass of the weights,
-        a cumulative sum, and a binary search per level.
+        of a block is served at once (no loop over queries): one pass of the kernel sums
+        over the keys in target order gives each query's weight on every tile of sorted
+        targets, and the tile where a level is reached is then read key by key (about
+        twice the cost of one ``predict`` for 9 levels). Signed weights (local lines,
+        signed feature maps) are rearranged first, as in :meth:`predict_cdf`.
 
         Parameters
         ----------
@@ -1301,8 +1305,10 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
         Both use the kernel average (the local constant of each head, mixed as in
         ``predict``): a head's local line or tilt, whose leave-one-out estimate is not the
-        kernel's with a row removed, is not used here. Sample weights count as
-        repetitions.
+        kernel's with a row removed, is not used here. Sample weights weigh the kernel (as
+        in ``predict``) and, for jackknife+, each row's two values in the ranks (the new
+        observation weighing the mean sample weight, so that equal weights give the rule
+        above).
 
         Parameters
         ----------
