@@ -126,7 +126,7 @@ def coverage(lower, upper, y):
 
 def simulated_coverage(make, n_designs, max_n, label):
     rng = np.random.default_rng(SEED)
-    rows = []
+    rows, names = [], []
     start = time.perf_counter()
     for _ in range(n_designs):
         d, n, function, hetero = design(rng)
@@ -139,12 +139,22 @@ def simulated_coverage(make, n_designs, max_n, label):
             lower, upper = model.conformal_interval(X_test, alpha=ALPHA, method=method)
             row.append(coverage(lower, upper, y_test))
         rows.append((d, n, hetero, *row))
+        names.append(function)
     rows = np.array(rows, dtype=float)
     jack, local = rows[:, 3], rows[:, 4]
     print(
         f"   {label:<34} {n_designs:4d} designs  jackknife+ mean {jack.mean():.3f} "
         f"(min {jack.min():.3f}, {np.sum(jack < 0.87)} below 0.87)   local mean "
         f"{local.mean():.3f} (min {local.min():.3f})   {time.perf_counter() - start:.0f} s"
+    )
+    worst = np.argsort(jack)[:3]
+    print(
+        "      lowest jackknife+: "
+        + "; ".join(
+            f"{jack[i]:.3f} (d = {rows[i, 0]:.0f}, n = {rows[i, 1]:.0f}, {names[i]}, "
+            f"{'hetero' if rows[i, 2] else 'homo'})"
+            for i in worst
+        )
     )
     for hetero in (0, 1):
         part = rows[rows[:, 2] == hetero]
