@@ -154,10 +154,10 @@ ax_cov.set_xticks(centers, [f"{d / 10:.1f}–{(d + 1) / 10:.1f}" for d in center
 ax_cov.set(
     xlabel="decile of x (noise grows →)",
     ylabel="coverage of a new observation",
-    ylim=(0.5, 1.02),
+    ylim=(0.5, 1.1),
     title=f"Coverage per decile ({N_TEST} new points)",
 )
-ax_cov.legend(fontsize=8, loc="lower left", ncols=3)
+ax_cov.legend(fontsize=8, loc="upper right", ncols=3)
 for ax in axes.ravel():
     ax.tick_params(labelsize=9)
 path = os.path.join(args.out, "20_conditional_distribution.png")
