@@ -476,7 +476,7 @@ class SoftmaxHeads:
 
     # ------------------------------------------------------------ the exact sums
 
-    def sums(self, X, h, columns, squared=None, total=-1, left_out=None):
+    def sums(self, X, h, columns, squared=None, total=-1, left_out=None, keys=None):
         """``Σ_i exp(ℓ_i − c) C_i`` of head ``h`` over the keys for a block of queries
         ``X``, by the one reduction (:func:`kernattn._sums.kernel_sums`); ``columns`` (one
         row per key) in the precision of the sums.
@@ -494,22 +494,30 @@ class SoftmaxHeads:
         is redone as well. ``left_out``: ``(rows, keys)`` pairs of block rows and keys that
         weigh nothing (a leave-one-out fit); the sums are then taken on the running maximum
         of the kept keys, and a row whose every key is left out sums to 0.
+
+        ``keys``: an index array of the keys to sum over, in that order (default every key
+        in its own order); a callable ``columns`` (see :func:`~kernattn._sums.kernel_sums`)
+        then sees tiles of positions in it. Not with ``left_out``.
         """
+        if keys is not None and left_out is not None:
+            raise TypeError("keys and left_out cannot be combined")
         X = self.warped(X)
+        dtype = getattr(columns, "dtype", np.float64)
         if self.far_only(h):
             # Keys too large for the one product (a tiny input scale): every row is far.
             far = self._far_weights(X, h, left_out)
-            return _far_sums(far, columns, squared).astype(columns.dtype)
+            far = far if keys is None else far[:, keys]
+            return _far_sums(far, columns, squared).astype(dtype)
         queries = self._queries(X, h)
         shift = not self.nonpositive or left_out is not None
         floor = True if shift else self.may_underflow(queries, h)
 
-        def logits(keys, out):
-            return self.logits(queries, h, keys=keys, out=out)
+        def logits(tile, out):
+            return self.logits(queries, h, keys=tile if keys is None else keys[tile], out=out)
 
         _, sums = kernel_sums(
             logits,
-            self.n_keys,
+            self.n_keys if keys is None else len(keys),
             columns,
             shift=shift,
             floor=floor,
@@ -531,6 +539,7 @@ class SoftmaxHeads:
                     left_out[1][inside],
                 )
             far = self._far_weights(X[redo], h, left_out)
+            far = far if keys is None else far[:, keys]
             sums[redo] = _far_sums(far, columns, squared)
         return sums
 
@@ -611,7 +620,10 @@ class SoftmaxHeads:
 
 def _far_sums(weights, columns, squared=None):
     """The sums of :meth:`SoftmaxHeads.sums` from a block of far weights in memory."""
-    sums = weights @ columns.astype(np.float64, copy=False)
+    if callable(columns):
+        sums = np.asarray(columns(weights, slice(0, weights.shape[1])), dtype=np.float64)
+    else:
+        sums = weights @ columns.astype(np.float64, copy=False)
     if squared is None:
         return sums
     return np.hstack([sums, np.square(weights) @ squared.astype(np.float64, copy=False)])

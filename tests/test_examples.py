@@ -43,6 +43,7 @@ FIGURES = {
     "17_induction_heads.py": ["17_induction_heads.png"],
     "18_in_context_regression.py": ["18_in_context_regression.png"],
     "19_scale_on_a_token_model.py": ["19_scale_on_a_token_model.png"],
+    "20_conditional_distribution.py": ["20_conditional_distribution.png"],
 }
 
 

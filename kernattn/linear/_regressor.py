@@ -745,7 +745,17 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _keep_no_keys(self, kernel):
         """Fitted with ``kernel`` (its sums taken) and no training keys kept: no training
         set, no values to attend to, no near field."""
-        for name in ("X_fit_", "y_fit_", "sample_weight_", "_active", "_value_columns_built"):
+        for name in (
+            "X_fit_",
+            "y_fit_",
+            "sample_weight_",
+            "_active",
+            "_value_columns_built",
+            "_target_order",
+            "_sorted_targets",
+            "_residuals_built",
+            "_y_bandwidth_built",
+        ):
             self.__dict__.pop(name, None)
         if not isinstance(kernel, NearFieldKernel):
             # Attributes of a near field, which a fit without keys does not have.
@@ -940,6 +950,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     def _all_weights_exact(self):
         """Whether the weights are computed exactly (``exact_weights_``, keys kept)."""
         return getattr(self, "exact_weights_", False) and self.kernel_.exact_heads is not None
+
+    def _exact_kernel(self):
+        """The exact kernel where every weight is computed exactly; ``None`` otherwise (the
+        leave-one-out residuals then remove each row's own implied weight)."""
+        return self.kernel_.exact_heads if self._all_weights_exact() else None
 
     def _head_moments(self, X, h, return_std, exact=None, moments=None):
         """Head ``h``'s moments from the features (``moments``: already computed, by

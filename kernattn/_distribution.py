@@ -1,0 +1,373 @@
+r"""The conditional distribution from Nadaraya–Watson weights: CDF, quantiles, conformal
+intervals.
+
+The weights :math:`w_i(x) \ge 0`, :math:`\sum_i w_i(x) = 1` of a Nadaraya–Watson estimate
+are a distribution over the training targets, and every functional of it is an estimate of
+the same functional of the conditional distribution of :math:`y` given :math:`x`:
+
+- the conditional CDF :math:`\hat F(t \mid x) = \sum_i w_i(x)\, 1\{y_i \le t\}`, the
+  Nadaraya–Watson estimate of the indicator targets (Hall, Wolff and Yao 1999);
+- its quantiles :math:`\hat Q(\tau \mid x) = \inf\{t : \hat F(t \mid x) \ge \tau\}`, exact
+  weighted quantiles of the training targets, non-crossing by construction.
+
+With the targets sorted once at fit and cut into tiles of consecutive ranks
+(:class:`TargetTiles`), one pass of the reduction over the keys in that order gives each
+query's weight on every tile, hence :math:`\hat F` at the tiles' edges; a threshold or a
+quantile level then needs the weights inside one tile only (:func:`cdf_at_counts`,
+:func:`quantile_ranks`, every query of a block at once). No (queries × keys) matrix is
+formed.
+
+Weights that can be negative (the equivalent weights of a local line, the implied weights of
+a signed feature map) are held in memory (:class:`DenseWeights`) and give an :math:`\hat F`
+that can decrease or leave :math:`[0, 1]`; it is replaced by its monotone rearrangement
+(Chernozhukov, Fernández-Val and Galichon 2010): the sorted values of :math:`\hat F` over the
+grid of sorted training targets (each target one point), then clipped to :math:`[0, 1]`.
+
+Prediction intervals for a new observation come from the leave-one-out residuals
+:math:`R_i = |y_i - \hat\mu_{-i}(x_i)|` (:math:`\hat\mu_{-i}` the estimate without row
+:math:`i` and its exact duplicates):
+
+- jackknife+ (Barber, Candès, Ramdas and Tibshirani 2021, :func:`jackknife_plus`):
+  :math:`[\hat q^-_\alpha\{\hat\mu_{-i}(x) - R_i\},\ \hat q^+_\alpha\{\hat\mu_{-i}(x) + R_i\}]`,
+  with :math:`\hat q^+_\alpha` the :math:`\lceil (1-\alpha)(n+1) \rceil`-th smallest value and
+  :math:`\hat q^-_\alpha` the :math:`\lfloor \alpha (n+1) \rfloor`-th smallest; coverage at
+  least :math:`1 - 2\alpha` for any distribution, about :math:`1 - \alpha` in practice;
+- locally weighted (:func:`local_residual_quantiles`): :math:`\hat\mu(x) \pm \hat q(x)`,
+  :math:`\hat q(x)` the weighted :math:`(1-\alpha)(1 + 1/n_\mathrm{eff}(x))` quantile of the
+  :math:`R_i` under the query's own weights :math:`w_i(x)`
+  (:math:`n_\mathrm{eff} = 1/\sum_i w_i^2`, Kish's effective sample size, in place of the
+  :math:`n` of split conformal's correction): the residuals near the query set the width, so
+  it follows a noise level that changes with :math:`x` (localized conformal prediction,
+  Guan 2023). Its coverage is that of a weighted split-conformal interval whose calibration
+  set is the query's neighbourhood: approximate, conditional on the neighbourhood.
+
+References
+----------
+.. [1] P. Hall, R. C. L. Wolff, Q. Yao, "Methods for estimating a conditional distribution
+   function", J. Amer. Statist. Assoc. 94 (1999).
+.. [2] V. Chernozhukov, I. Fernández-Val, A. Galichon, "Quantile and probability curves
+   without crossing", Econometrica 78 (2010).
+.. [3] R. F. Barber, E. J. Candès, A. Ramdas, R. J. Tibshirani, "Predictive inference with
+   the jackknife+", Ann. Statist. 49 (2021).
+.. [4] L. Guan, "Localized conformal prediction: a generalized inference framework for
+   conformal prediction", Biometrika 110 (2023).
+"""
+
+import math
+from numbers import Real
+
+import numpy as np
+from scipy.special import ndtr
+
+from kernattn._blocks import KEY_TILE
+
+__all__ = [
+    "check_alpha",
+    "check_quantiles",
+    "check_thresholds",
+    "check_y_bandwidth",
+    "kernel_cdf_columns",
+    "y_bandwidth_candidates",
+    "DenseWeights",
+    "TargetTiles",
+    "cdf_at_counts",
+    "jackknife_plus",
+    "local_residual_quantiles",
+    "quantile_ranks",
+    "threshold_ranks",
+]
+
+
+def check_alpha(alpha):
+    """``alpha`` as a float in (0, 1), or a ``ValueError`` that says so."""
+    if isinstance(alpha, bool | np.bool_) or not isinstance(alpha, Real) or not 0 < alpha < 1:
+        raise ValueError(
+            f"alpha must be a float strictly between 0 and 1 (0.1 for 90 % intervals); "
+            f"got {alpha!r}"
+        )
+    return float(alpha)
+
+
+def check_quantiles(quantiles):
+    """The quantile levels as a 1-D float array in [0, 1] (a scalar gives one level)."""
+    levels = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
+    if levels.ndim != 1 or len(levels) == 0:
+        raise ValueError(f"quantiles must be one level or a 1-D list of them; got {quantiles!r}")
+    if not np.all((levels >= 0) & (levels <= 1)):
+        raise ValueError(f"quantiles must lie in [0, 1] (NaN is not allowed); got {quantiles!r}")
+    return levels
+
+
+def check_thresholds(thresholds, n_outputs):
+    """The thresholds as an array of shape (n_outputs, n_thresholds): one 1-D sorted list
+    shared by every output, or one row per output; no NaN."""
+    t = np.asarray(thresholds, dtype=np.float64)
+    if t.ndim == 0:
+        t = t[None]
+    if t.ndim == 1:
+        t = np.broadcast_to(t, (n_outputs, len(t)))
+    if t.ndim != 2 or t.shape[0] != n_outputs or t.shape[1] == 0:
+        raise ValueError(
+            "thresholds must be a non-empty 1-D array (shared by every output) or one row "
+            f"per output, shape ({n_outputs}, n_thresholds); got shape {np.shape(thresholds)}"
+        )
+    if np.any(np.isnan(t)):
+        raise ValueError("thresholds must not contain NaN")
+    if np.any(np.diff(t, axis=1) < 0):
+        raise ValueError("thresholds must be sorted in increasing order (np.sort them first)")
+    return t
+
+
+def check_y_bandwidth(y_bandwidth, n_outputs):
+    """``None`` (no smoothing in y), ``"cv"``, or an array of ``n_outputs`` positive
+    bandwidths (a float is shared by the outputs)."""
+    if y_bandwidth is None or (isinstance(y_bandwidth, str) and y_bandwidth == "cv"):
+        return y_bandwidth
+    message = (
+        "y_bandwidth must be None (the step CDF), 'cv', a positive float or one positive "
+        f"float per output ({n_outputs}); got {y_bandwidth!r}"
+    )
+    if isinstance(y_bandwidth, str | bool | np.bool_):
+        raise ValueError(message)
+    try:
+        h = np.asarray(y_bandwidth, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(message) from None
+    h = np.broadcast_to(h, (n_outputs,)) if h.ndim == 0 else h
+    if h.shape != (n_outputs,) or not np.all(np.isfinite(h) & (h > 0)):
+        raise ValueError(message)
+    return h
+
+
+def kernel_cdf_columns(targets, thresholds, bandwidth):
+    r"""The Gaussian kernel CDF in :math:`y`, :math:`\Phi((t - y_i)/h_y)`, of every target
+    (rows) at every threshold (columns): the values whose weighted average is the smoothed
+    conditional CDF :math:`\tilde F(t \mid x) = \sum_i w_i(x)\, \Phi((t - y_i)/h_y)`
+    (R np's ``npcdist``; it tends to the step CDF as :math:`h_y \to 0`)."""
+    return ndtr((thresholds[None, :] - targets[:, None]) / bandwidth)
+
+
+def y_bandwidth_candidates(targets, n_candidates=29):
+    r"""Bandwidths in :math:`y` searched by ``y_bandwidth="cv"``: :math:`2^{-5}` to :math:`2^2`
+    times Silverman's rule for the marginal distribution of the targets,
+    :math:`1.06 \min(s, \mathrm{IQR}/1.34)\, n^{-1/5}` (the conditional distribution is
+    narrower than the marginal one)."""
+    q75, q25 = np.percentile(targets, [75, 25])
+    spread = min(np.std(targets), (q75 - q25) / 1.34) or np.std(targets) or 1.0
+    rule = 1.06 * spread * len(targets) ** (-0.2)
+    return rule * 2.0 ** np.linspace(-5, 2, n_candidates)
+
+
+def threshold_ranks(sorted_targets, thresholds):
+    """For each threshold :math:`t`, the number of training targets :math:`\\le t`."""
+    return np.searchsorted(sorted_targets, thresholds, side="right")
+
+
+class TargetTiles:
+    r"""The training rows in increasing order of one target, cut into tiles of ``tile``
+    consecutive ranks (the key tiles of the reduction, :data:`kernattn._blocks.KEY_TILE`).
+
+    A query's weight on each tile (its *masses*) gives :math:`\hat F` at the tiles' edges;
+    the weights inside the one tile where a level is reached give the rest. So a quantile
+    needs one pass of the reduction over the keys in target order, and then the weights of
+    a few tiles of keys, never the whole (queries × keys) matrix.
+    """
+
+    def __init__(self, order, tile=KEY_TILE):
+        self.order = order
+        self.tile = tile
+        self.n = len(order)
+        self.n_tiles = max(-(-self.n // tile), 1)
+
+    def keys(self, j):
+        """The rows of tile ``j`` (in target order)."""
+        return self.order[j * self.tile : (j + 1) * self.tile]
+
+
+class DenseWeights:
+    r"""The masses and in-tile weights of a block of weights held in memory (a local fit's
+    equivalent weights, implied feature weights), in the order of ``tiles``.
+
+    Rows with a negative weight have an :math:`\hat F` that decreases somewhere (and may
+    leave :math:`[0, 1]`): it is replaced by its monotone rearrangement (Chernozhukov,
+    Fernández-Val and Galichon 2010) on the grid of sorted targets — the sorted values of
+    :math:`\hat F`, each target one point of the grid — clipped to :math:`[0, 1]`, and the
+    row's weights by that function's increments (non-negative). ``rearranged`` marks them.
+    """
+
+    def __init__(self, weights, tiles):
+        self.tile = tiles.tile
+        ordered = np.take(weights, tiles.order, axis=1)
+        self.rearranged = np.any(ordered < 0, axis=1)
+        if np.any(self.rearranged):
+            cdf = np.cumsum(ordered[self.rearranged], axis=1)
+            cdf /= cdf[:, -1:]
+            cdf = np.clip(np.sort(cdf, axis=1), 0.0, 1.0)
+            ordered[self.rearranged] = np.diff(cdf, axis=1, prepend=0.0)
+        self.weights = ordered
+        self.masses = np.add.reduceat(ordered, np.arange(0, tiles.n, tiles.tile), axis=1)
+
+    def fractions(self, rows, j):
+        return self.weights[rows, j * self.tile : (j + 1) * self.tile]
+
+
+def _edges(masses):
+    r""":math:`\hat F` at the tiles' edges, shape (b, n_tiles + 1): 0, then the cumulative
+    masses divided by their total (the last edge is exactly 1)."""
+    cumulative = np.cumsum(masses, axis=1)
+    total = cumulative[:, -1:].copy()
+    np.divide(cumulative, total, out=cumulative, where=total > 0)
+    return np.concatenate([np.zeros((len(masses), 1)), cumulative], axis=1)
+
+
+def _inside(edges, rows, j, fractions):
+    r""":math:`\hat F` at each key of tile ``j`` for ``rows``: the edge before the tile plus
+    its mass times the cumulative share of the key's weight in it (its last entry is the
+    next edge, exactly)."""
+    within = np.cumsum(fractions, axis=1)
+    total = within[:, -1:].copy()
+    share = np.divide(within, total, out=np.zeros_like(within), where=total > 0)
+    share[:, -1] = 1.0
+    low, high = edges[rows, j], edges[rows, j + 1]
+    return low[:, None] + (high - low)[:, None] * share
+
+
+def cdf_at_counts(masses, counts, fractions, tile):
+    r""":math:`\hat F` after the first ``counts[k]`` sorted targets, per query, shape
+    (b, n_counts): non-decreasing along sorted ``counts``, in :math:`[0, 1]`.
+
+    Parameters
+    ----------
+    masses : ndarray of shape (b, n_tiles)
+        Each query's weight on each tile of sorted targets (non-negative).
+    counts : ndarray of int, shape (n_counts,)
+    fractions : callable
+        ``fractions(rows, j)``: the weights of those rows on the keys of tile ``j``, in
+        target order (any positive scale per row).
+    tile : int
+    """
+    edges = _edges(masses)
+    b, n_tiles = masses.shape
+    j, k = np.divmod(counts, tile)
+    at_edge = (k == 0) | (j >= n_tiles)
+    out = np.empty((b, len(counts)))
+    out[:, at_edge] = edges[:, np.minimum(j[at_edge], n_tiles)]
+    rows = np.arange(b)
+    for t in np.unique(j[~at_edge]):
+        columns = np.flatnonzero((j == t) & ~at_edge)
+        inside = _inside(edges, rows, t, fractions(rows, t))
+        out[:, columns] = inside[:, k[columns] - 1]
+    # One rounding of the in-tile products could step back an ulp.
+    np.maximum.accumulate(out, axis=1, out=out)
+    return np.clip(out, 0.0, 1.0, out=out)
+
+
+def quantile_ranks(masses, levels, fractions, tile):
+    r"""The rank among the sorted targets of :math:`\inf\{t : \hat F(t) \ge \tau\}` per
+    query and level (for :math:`\tau = 0` the first target of positive weight), shape
+    (b, n_levels); every query of the block at once, a loop over the tiles reached.
+
+    ``levels``: shape (n_levels,) shared by the queries, or (b, n_levels); ``masses``,
+    ``fractions`` and ``tile`` as for :func:`cdf_at_counts`.
+    """
+    edges = _edges(masses)
+    b, n_tiles = masses.shape
+    levels = np.broadcast_to(np.asarray(levels, dtype=np.float64), (b, np.shape(levels)[-1]))
+    zero = levels[:, :, None] == 0
+    tail = edges[:, None, 1:]
+    reached = np.where(zero, tail <= 0, tail < levels[:, :, None]).sum(axis=2)
+    reached = np.minimum(reached, n_tiles - 1)
+    ranks = np.empty(levels.shape, dtype=np.intp)
+    for t in np.unique(reached):
+        pair_rows, pair_levels = np.nonzero(reached == t)
+        rows, inverse = np.unique(pair_rows, return_inverse=True)
+        inside = _inside(edges, rows, t, fractions(rows, t))[inverse]
+        tau = levels[pair_rows, pair_levels][:, None]
+        k = np.where(tau == 0, inside <= 0, inside < tau).sum(axis=1)
+        ranks[pair_rows, pair_levels] = t * tile + np.minimum(k, inside.shape[1] - 1)
+    return ranks
+
+
+def upper_rank_quantile(values, alpha, sample_weight=None):
+    r"""Per row, :math:`\hat q^+_\alpha`: the :math:`\lceil (1-\alpha)(n+1) \rceil`-th smallest
+    of the row's ``n`` values (:math:`+\infty` when that exceeds ``n``).
+
+    With sample weights :math:`s_i` (a row of weight 2 counts as two), the smallest value
+    :math:`v` with :math:`\sum_{v_i \le v} s_i \ge (1-\alpha)(\sum_i s_i + \bar s)`, the new
+    observation weighing the mean :math:`\bar s`; the same for equal weights.
+    """
+    b, n = values.shape
+    if sample_weight is None or np.all(sample_weight == sample_weight[0]):
+        # (1 − α)(n + 1) is often an integer that rounds up a hair: ceil(9.000000000000002).
+        k = math.ceil((1.0 - alpha) * (n + 1) * (1 - 1e-12))
+        if k > n:
+            return np.full(b, np.inf)
+        return np.partition(values, k - 1, axis=1)[:, k - 1]
+    order = np.argsort(values, axis=1)
+    weight = sample_weight / sample_weight.mean()
+    cumulative = np.cumsum(weight[order], axis=1)
+    level = (1.0 - alpha) * (n + 1) * (1 - 1e-12)
+    if cumulative[0, -1] < level:
+        return np.full(b, np.inf)
+    first = np.argmax(cumulative >= level, axis=1)
+    return np.take_along_axis(values, np.take_along_axis(order, first[:, None], 1), 1)[:, 0]
+
+
+def jackknife_plus(loo_at_query, residuals, alpha, sample_weight=None):
+    r"""Jackknife+ intervals (Barber et al. 2021) of a block of queries.
+
+    .. math::
+
+        \bigl[\hat q^-_\alpha\{\hat\mu_{-i}(x) - R_i\},\
+              \hat q^+_\alpha\{\hat\mu_{-i}(x) + R_i\}\bigr]
+
+    Parameters
+    ----------
+    loo_at_query : ndarray of shape (b, n)
+        :math:`\hat\mu_{-i}(x)`: each query's estimate without training row :math:`i`
+        (:math:`+\infty` where it cannot be formed: the interval is then unbounded).
+    residuals : ndarray of shape (n,)
+        :math:`R_i = |y_i - \hat\mu_{-i}(x_i)|`.
+    alpha : float
+    sample_weight : ndarray of shape (n,), optional
+
+    Returns
+    -------
+    lower, upper : ndarray of shape (b,)
+    """
+    unknown = ~np.isfinite(loo_at_query)
+    upper_values = loo_at_query + residuals
+    upper_values[unknown] = np.inf
+    # q⁻ of a − R is −q⁺ of R − a.
+    lower_values = residuals - loo_at_query
+    lower_values[unknown] = np.inf
+    upper = upper_rank_quantile(upper_values, alpha, sample_weight)
+    lower = -upper_rank_quantile(lower_values, alpha, sample_weight)
+    return lower, upper
+
+
+def local_residual_quantiles(weights, tiles, sorted_residuals, alpha):
+    r"""The half-widths :math:`\hat q(x)` of the locally weighted intervals of a block:
+    the weighted :math:`(1-\alpha)(1 + 1/n_\mathrm{eff})` quantile of the residuals under
+    each query's weights (:math:`n_\mathrm{eff} = 1/\sum_i w_i^2`; negative weights count
+    as 0); :math:`+\infty` where that level exceeds 1.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (b, n)
+    tiles : TargetTiles
+        The rows in increasing order of their residual.
+    sorted_residuals : ndarray of shape (n,)
+    alpha : float
+    """
+    weights = np.maximum(weights, 0.0)
+    weights /= weights.sum(axis=1, keepdims=True)
+    n_eff = 1.0 / np.einsum("ij,ij->i", weights, weights)
+    level = (1.0 - alpha) * (1.0 + 1.0 / n_eff)
+    reachable = level <= 1.0
+    half = np.full(len(weights), np.inf)
+    if np.any(reachable):
+        dense = DenseWeights(weights[reachable], tiles)
+        ranks = quantile_ranks(dense.masses, level[reachable, None], dense.fractions, tiles.tile)
+        half[reachable] = sorted_residuals[ranks[:, 0]]
+    return half
