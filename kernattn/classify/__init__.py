@@ -9,6 +9,7 @@ likelihood cross-validation (:mod:`~kernattn.classify._likelihood`);
 (neighbourhood components analysis in log form).
 """
 
+from kernattn.classify._attention import AttentionClassifier
 from kernattn.classify._kernel import KernelClassifier
 
-__all__ = ["KernelClassifier"]
+__all__ = ["AttentionClassifier", "KernelClassifier"]
