@@ -101,6 +101,16 @@ def expected_failed_checks(estimator):
                     "test_learned.py's test of integer weights against repeated rows)"
                 )
             }
+    if isinstance(estimator, KernelClassifier) and estimator.bandwidth == "loo":
+        return {
+            "check_sample_weight_equivalence_on_dense_data": (
+                "15 rows in 30 dimensions: KernelSmoother(bandwidth='loo') on the one-hot "
+                "codes of three classes searches 30 bandwidths and stops within its "
+                "tolerance, 5e-7 apart for integer weights and repeated rows; the "
+                "probabilities then agree to 4e-7, not the check's 1e-7 (the default "
+                "likelihood search, over one factor, agrees to 1e-11)"
+            )
+        }
     return {}
 
 

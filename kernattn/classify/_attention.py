@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from kernattn._loo import DuplicateGroups
 from kernattn.classify._labels import (
     KernelSource,
+    choose_prior_share,
     LabelEngine,
     NadarayaWatsonClassifier,
     loo_queries,
@@ -41,12 +42,15 @@ _LDA_RIDGE = 1e-3
 
 
 def discriminant_directions(Z, Y, sample_weight, head_dim):
-    r"""The start ``"lda"``: the directions :math:`V` of Fisher's discriminant,
+    r"""The start ``"lda"``: the directions :math:`v` of Fisher's discriminant,
     :math:`S_b v = \lambda S_w v` (between- and within-class covariances of the
-    standardized inputs, the latter with a small ridge), normalized so that
-    :math:`V^\top S_w V = I` (unit within-class spread along each), largest
-    :math:`\lambda` first; beyond the ``n_classes − 1`` discriminant directions, the
-    next ones are whitened directions of no class separation."""
+    standardized inputs, the latter with a small ridge) with :math:`\lambda > 0`, largest
+    first, then the principal directions of the inputs (of their total covariance), each
+    normalized to unit within-class spread, :math:`v^\top S_w v = 1`.
+
+    Beyond the ``n_classes − 1`` discriminant directions the generalized eigenvectors are
+    an arbitrary basis of a degenerate eigenspace (their :math:`\lambda` is 0), which
+    rounding alone would choose: the principal directions are well defined instead."""
     sw = sample_weight / sample_weight.sum()
     mean = sw @ Z
     counts = sw @ Y
@@ -58,9 +62,17 @@ def discriminant_directions(Z, Y, sample_weight, head_dim):
     d = Z.shape[1]
     S_w += _LDA_RIDGE * max(np.trace(S_w) / d, 1e-12) * np.eye(d)
     eigenvalues, V = eigh(S_b, S_w)
-    order = np.argsort(eigenvalues, kind="stable")[::-1][:head_dim]
+    order = np.argsort(eigenvalues, kind="stable")[::-1]
+    separating = order[eigenvalues[order] > 1e-10 * max(eigenvalues.max(), 1e-300)]
+    directions = [V[:, j] for j in separating[: min(head_dim, int(present.sum()) - 1)]]
+    if len(directions) < head_dim:
+        centered = Z - mean
+        variances, principal = np.linalg.eigh((centered * sw[:, None]).T @ centered)
+        for j in np.argsort(variances, kind="stable")[::-1][: head_dim - len(directions)]:
+            v = principal[:, j]
+            directions.append(v / np.sqrt(v @ S_w @ v))
     W = np.zeros((d, head_dim))
-    W[:, : len(order)] = V[:, order]
+    W[:, : len(directions)] = np.column_stack(directions)
     return W
 
 
@@ -162,6 +174,9 @@ class AttentionClassifier(NadarayaWatsonClassifier):
     scale_, head_weights_ : ndarray of shape (n_heads,)
     center_, input_scale_ : ndarray of shape (n_features,)
         The standardization of the inputs.
+    width_factor_ : float
+        The factor every head's logits were multiplied by after training, chosen by the
+        held-out log-loss (1: as trained).
     loss_curve_ : list of float
         The leave-one-out loss per iteration.
     n_iter_ : int
@@ -338,6 +353,10 @@ class AttentionClassifier(NadarayaWatsonClassifier):
         else:
             self.n_iter_ = 0
             self.loss_curve_ = [float(objective.loss(theta))]
+        rows, keys = self._held_out_rows(len(keep), validation, train, rng)
+        theta, self.width_factor_ = self._widest_honest(
+            objective, theta, rows, keys, offset, Yk, sw, weights @ Yk
+        )
         query, key, log_scale, a, _ = layout.unpack(theta)
         source = KernelSource(
             similarity=self.similarity,
@@ -350,22 +369,55 @@ class AttentionClassifier(NadarayaWatsonClassifier):
             head_bias=np.zeros(n_classes),
         )
         engine = LabelEngine(source, n_jobs=self.n_jobs).fit(X, Y, sample_weight)
-        return engine, self._held_out(objective, theta, keep, offset, validation, train, rng)
+        return engine, (keep[rows], self._probabilities(objective, theta, rows, keys, offset))
 
-    def _held_out(self, objective, theta, keep, offset, validation, train, rng):
-        """The class probabilities that choose the prior's share: of the validation rows
-        against the training rows (held out from the training), or without a validation
-        split the leave-one-out ones of (at most ``LOO_QUERIES``) kept rows; the mixture of
-        the heads' estimates of the codes, plus the ``offset`` the objective's codes were
-        centered by (0 for the log-loss)."""
+    @staticmethod
+    def _held_out_rows(n, validation, train, rng):
+        """The rows whose probabilities choose the width and the prior's share, and the
+        keys they attend to: the validation rows against the training rows, or without a
+        validation split (at most ``LOO_QUERIES``) rows by leave-one-out against all."""
         if validation is None:
-            rows = loo_queries(len(keep), rng)
-            heads = objective.head_estimates(theta, queries=rows)
-        else:
-            rows = validation
-            heads = objective.head_estimates(theta, queries=validation, keys=train)
+            return loo_queries(n, rng), None
+        return validation, train
+
+    @staticmethod
+    def _probabilities(objective, theta, rows, keys, offset):
+        """The mixture of the heads' estimates of the codes for ``rows`` against ``keys``
+        (leave-one-out), plus the ``offset`` the objective's codes were centered by."""
         _, _, _, a, _ = objective.layout.unpack(theta)
-        return keep[rows], np.einsum("h,iht->it", a, heads) + offset
+        heads = objective.head_estimates(theta, queries=rows, keys=keys)
+        return np.einsum("h,iht->it", a, heads) + offset
+
+    def _widest_honest(self, objective, theta, rows, keys, offset, Y, sw, prior):
+        """The parameters with every head's logits multiplied by the factor (between
+        e^-3 and e^3) whose held-out log-loss, at its best prior share, is lowest, and
+        that factor (``width_factor_``). A kernel trained by leave-one-out on its own
+        rows is sharper than its held-out rows support; the factor widens it (a
+        temperature of the softmax). A cosine head with a fixed scale keeps its width."""
+        layout = objective.layout
+        if self.similarity == "cosine" and not layout.learn_scale:
+            return theta, 1.0
+
+        def widened(log_factor):
+            out = theta.copy()
+            if layout.learn_scale:
+                out[layout.slices["log_scale"]] += log_factor
+            else:
+                # Gaussian and dot logits are bilinear in (W_q, W_k).
+                for name in ("query", "key"):
+                    out[layout.slices[name]] *= np.exp(log_factor / 2)
+            return out
+
+        def loss(log_factor):
+            p = self._probabilities(objective, widened(log_factor), rows, keys, offset)
+            value = choose_prior_share(p, Y[rows], sw[rows], prior)[1]
+            return value if np.isfinite(value) else np.inf
+
+        result = minimize_scalar(
+            loss, bounds=(-3.0, 3.0), method="bounded", options={"xatol": 0.05}
+        )
+        best = float(result.x) if result.fun < loss(0.0) else 0.0
+        return widened(best), float(np.exp(best))
 
     def _start(self, objective, layout, Z, Y, sw, scale, head_dim, rng, user_init, train):
         """The initial parameters: the first head's projection (``init``), later heads

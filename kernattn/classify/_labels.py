@@ -240,6 +240,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
         -------
         labels : ndarray of shape (n_queries,)
         """
+        check_is_fitted(self)
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
     def attention_weights(self, X, head=None):
