@@ -34,6 +34,7 @@ FIGURES = {
     "17_induction_heads.py": ["17_induction_heads.png"],
     "18_in_context_regression.py": ["18_in_context_regression.png"],
     "19_scale_on_a_token_model.py": ["19_scale_on_a_token_model.png"],
+    "20_attention_over_labels.py": ["20_attention_over_labels.png"],
 }
 # Examples that train kernattn.torch models: skipped without torch (the torch extra).
 NEEDS_TORCH = {

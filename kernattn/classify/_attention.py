@@ -207,7 +207,7 @@ class AttentionClassifier(NadarayaWatsonClassifier):
     >>> from kernattn import AttentionClassifier
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 4))
-    >>> y = np.array(["a", "b", "c"])[(X[:, 0] > 0) + (X[:, 1] > 0.5)]
+    >>> y = np.array(["a", "b", "c"])[(X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)]
     >>> model = AttentionClassifier(random_state=0).fit(X, y)
     >>> model.predict_proba(X[:2]).sum(axis=1).round(12)
     array([1., 1.])
