@@ -31,6 +31,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from kernattn._engine import NadarayaWatsonRegressor, fit_transaction
 from kernattn._heads import SoftmaxHeads
+from kernattn._loo import DuplicateGroups
 
 #: The prior's share is at least this: every probability is then positive (at least this
 #: share of a class frequency), whatever the leave-one-out log-loss prefers.
@@ -57,13 +58,28 @@ def loo_queries(n, random_state):
     return np.sort(rng.choice(n, LOO_QUERIES, replace=False))
 
 
-def choose_prior_share(probabilities, Y, sample_weight, prior):
+def choose_prior_share(probabilities, Y, sample_weight, prior, unseen=0.0):
     r"""The share :math:`\alpha \in [10^{-6}, 1]` of the prior that minimizes the weighted
-    leave-one-out log-loss :math:`-\sum_i s_i \log((1-\alpha)\hat p_{i,y_i} + \alpha
-    \pi_{y_i})` (convex in :math:`\alpha`), and that loss (mean per unit weight).
+    log-loss of held-out (or leave-one-out) probabilities, with one more row of weight
+    ``unseen`` by the rule of succession (0: none), and the log-loss of the rows at that
+    share (mean per unit weight).
 
-    Rows without leave-one-out probabilities (``nan``: no key outside their duplicate
-    group) are left out; with none left the share is the smallest."""
+    The criterion is
+
+    .. math::
+
+        -\sum_i s_i \log\big((1-\alpha)\hat p_{i,y_i} + \alpha \pi_{y_i}\big)
+        - u \log(\alpha / C)
+
+    (convex in :math:`\alpha`): the last term is a row (of weight :math:`u`, ``unseen``)
+    to which the kernel gave its class no weight at all, as Laplace's rule of succession
+    adds one failure to the trials. Without it, rows that happen to hold no confident
+    mistake (a few dozen on a small data set) choose :math:`\alpha \approx 0`, and the next
+    query from a minority region costs :math:`-\log(10^{-6}\pi_c)`; with it,
+    :math:`\alpha` is about :math:`1/(n + 1)` when the :math:`n` rows hold no mistake.
+
+    Rows without probabilities (``nan``: no key outside their duplicate group) are left
+    out; with none left the share is the smallest."""
     truth = np.einsum("ij,ij->i", probabilities, Y)
     base = Y @ prior
     ok = np.isfinite(truth)
@@ -72,13 +88,23 @@ def choose_prior_share(probabilities, Y, sample_weight, prior):
         return MIN_PRIOR_SHARE, float("nan")
     total = sw.sum()
 
-    def loss(alpha):
+    def rows_loss(alpha):
         return -(sw @ np.log((1.0 - alpha) * truth + alpha * base)) / total
 
-    result = minimize_scalar(loss, bounds=(MIN_PRIOR_SHARE, 1.0), method="bounded",
-                             options={"xatol": 1e-7})
+    def loss(alpha):
+        return rows_loss(alpha) - unseen * np.log(alpha / len(prior)) / total
+
+    result = minimize_scalar(
+        loss, bounds=(MIN_PRIOR_SHARE, 1.0), method="bounded", options={"xatol": 1e-7}
+    )
     best = min((MIN_PRIOR_SHARE, 1.0, float(result.x)), key=loss)
-    return best, float(loss(best))
+    return best, float(rows_loss(best))
+
+
+def unseen_weight(X, sample_weight):
+    """The weight of the rule of succession's unseen row: the mean weight of a distinct
+    input (the same for integer weights and repeated rows, and in the weights' units)."""
+    return float(sample_weight.sum() / max(DuplicateGroups(X).n_groups, 1))
 
 
 class KernelSource:
@@ -126,6 +152,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
+    _succession = False
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -175,7 +202,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
         with fit_transaction(self):
             self._check_params(X)
             engine, (rows, loo) = self._fit_engine(X, Y, sample_weight)
-            share, loss = choose_prior_share(loo, Y[rows], sample_weight[rows], prior)
+            unseen = unseen_weight(X[rows], sample_weight[rows]) if self._succession else 0.0
+            share, loss = choose_prior_share(loo, Y[rows], sample_weight[rows], prior, unseen)
             self.classes_ = classes
             self.class_prior_ = prior
             self.prior_share_ = share
