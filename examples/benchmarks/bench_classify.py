@@ -132,7 +132,9 @@ def evaluate(name, X, y, with_gp):
         for method, model in methods(len(X), with_gp).items():
             pipe = make_pipeline(StandardScaler(), model)
             with warnings.catch_warnings():
+                # Peers' convergence and scikit-learn's notices of future defaults.
                 warnings.simplefilter("ignore", ConvergenceWarning)
+                warnings.simplefilter("ignore", FutureWarning)
                 started = time.perf_counter()
                 pipe.fit(X[train], y[train])
                 seconds = time.perf_counter() - started
@@ -170,10 +172,11 @@ def main():
         if ratio:
             fit_ratio = ratio
         print(f"\n{name}: {X.shape[0]} rows, {X.shape[1]} features, "
-              f"{len(np.unique(y))} classes ({time.perf_counter() - started:.0f} s)")
+              f"{len(np.unique(y))} classes ({time.perf_counter() - started:.0f} s)", flush=True)
         print(f"  {'method':<22} {'log-loss':>9} {'accuracy':>9} {'fit s':>7}")
         for method, s in results[name].items():
-            print(f"  {method:<22} {s['log_loss']:9.4f} {s['accuracy']:9.4f} {s['fit_s']:7.2f}")
+            print(f"  {method:<22} {s['log_loss']:9.4f} {s['accuracy']:9.4f} {s['fit_s']:7.2f}",
+                  flush=True)
 
     print("\nSummary (ratios to the best peer among " + ", ".join(PEERS) + ")")
     print(f"  {'data set':<16} {'Attn/best':>9} {'acc gap':>8} {'Kernel/kNN':>10}")

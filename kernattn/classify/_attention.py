@@ -39,6 +39,7 @@ VALIDATION_FRACTION = 0.2
 MIN_VALIDATION_GROUPS = 20
 #: The logarithms of the factors of the logits the held-out log-loss chooses among.
 LOG_WIDTH_RANGE = (-3.0, 3.0)
+LOG_WIDTH_STEP = 0.25
 #: Ridge added to the within-class covariance of the discriminant start, relative to its
 #: mean eigenvalue (features constant within every class).
 _LDA_RIDGE = 1e-3
@@ -399,8 +400,8 @@ class AttentionClassifier(NadarayaWatsonClassifier):
         return np.einsum("h,iht->it", a, heads) + offset
 
     def _widest_honest(self, objective, theta, rows, keys, offset, Y, sw, prior):
-        """The parameters with every head's logits multiplied by the factor (between
-        e^-3 and e^3) whose held-out log-loss, at its best prior share, is lowest, and
+        """The parameters with every head's logits multiplied by the factor (on a grid of
+        e^-3 to e^3 in steps of e^0.25) whose held-out log-loss, at its best prior share, is lowest, and
         that factor (``width_factor_``). A kernel trained by leave-one-out on its own
         rows is sharper than its held-out rows support; the factor widens it (a
         temperature of the softmax). A cosine head with a fixed scale keeps its width."""
@@ -425,10 +426,13 @@ class AttentionClassifier(NadarayaWatsonClassifier):
             value = choose_prior_share(p, Y[rows], sw[rows], prior, unseen)[1]
             return value if np.isfinite(value) else np.inf
 
-        result = minimize_scalar(
-            loss, bounds=LOG_WIDTH_RANGE, method="bounded", options={"xatol": 0.05}
-        )
-        best = float(result.x) if result.fun < loss(0.0) else 0.0
+        # A grid, not a line search: beyond some width the loss is nearly flat (every
+        # query's nearest key dominates), where a search would stop at a point set by
+        # rounding; ties within rounding go to the wider kernel.
+        grid = np.arange(LOG_WIDTH_RANGE[0], LOG_WIDTH_RANGE[1] + 1e-9, LOG_WIDTH_STEP)
+        losses = np.array([loss(c) for c in grid])
+        lowest = np.min(losses)
+        best = float(grid[np.flatnonzero(losses <= lowest + 1e-9 * abs(lowest))[0]])
         return widened(best), float(np.exp(best))
 
     def _start(self, objective, layout, Z, Y, sw, scale, head_dim, rng, user_init, train):
