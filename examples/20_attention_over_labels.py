@@ -10,8 +10,9 @@ vote behind it. Are they calibrated?
 
 **How this example checks it.** 600 points in two dimensions, three classes: two
 interleaving moons (450 points) and a blob of 150 over their middle that overlaps both (so
-some regions are honestly uncertain), half for training. ``AttentionClassifier(n_heads=2)`` learns two Gaussian heads on the
-leave-one-out Brier score and mixes them convexly; ``KernelClassifier()`` uses the Gaussian
+some regions are honestly uncertain), half for training.
+``AttentionClassifier(n_heads=2)`` learns two Gaussian heads on the leave-one-out Brier
+score and mixes them convexly; ``KernelClassifier()`` uses the Gaussian
 product kernel with bandwidths by likelihood cross-validation;
 ``KNeighborsClassifier(n_neighbors=15)`` votes.
 
@@ -99,8 +100,9 @@ ax = axes[0]
 for c in attention.classes_:
     members = y[train] == c
     ax.scatter(*X[train][members].T, s=4, color=colors[c], alpha=0.25)
+    p_c = proba[list(attention.classes_).index(c)]
     ax.scatter(*X[train][members].T, s=2500 * weights[members], color=colors[c],
-               edgecolor="k", linewidth=0.3, label=f"{c}: {proba[list(attention.classes_).index(c)]:.2f}")
+               edgecolor="k", linewidth=0.3, label=f"{c}: {p_c:.2f}")
 ax.scatter(*query.T, marker="*", s=250, color="k", zorder=5)
 ax.set_title("one query's weights over labelled keys\n(area ∝ weight; legend: p(class))")
 ax.legend(loc="lower left", fontsize=8, markerscale=0.4)

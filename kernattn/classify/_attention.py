@@ -401,10 +401,10 @@ class AttentionClassifier(NadarayaWatsonClassifier):
 
     def _widest_honest(self, objective, theta, rows, keys, offset, Y, sw, prior):
         """The parameters with every head's logits multiplied by the factor (on a grid of
-        e^-3 to e^3 in steps of e^0.25) whose held-out log-loss, at its best prior share, is lowest, and
-        that factor (``width_factor_``). A kernel trained by leave-one-out on its own
-        rows is sharper than its held-out rows support; the factor widens it (a
-        temperature of the softmax). A cosine head with a fixed scale keeps its width."""
+        e^-3 to e^3 in steps of e^0.25) whose held-out log-loss, at its best prior share,
+        is lowest, and that factor (``width_factor_``): a temperature of the softmax, which
+        widens (or sharpens) a kernel trained on its own rows to what held-out rows
+        support. A cosine head with a fixed scale keeps its width."""
         layout = objective.layout
         if self.similarity == "cosine" and not layout.learn_scale:
             return theta, 1.0

@@ -1,6 +1,6 @@
 r"""``KernelClassifier``: the classical Nadaraya–Watson classifier (R np's ``npconmode``)."""
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -130,7 +130,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
         "categorical_features": ["array-like", None],
         "ordinal_features": ["array-like", None],
         "algorithm": [StrOptions(set(ALGORITHMS))],
-        "n_jobs": [Interval(Real, None, None, closed="neither"), None],
+        "n_jobs": [Integral, None],
         "random_state": ["random_state"],
     }
 
