@@ -254,3 +254,20 @@ def test_same_seed_same_fit(three_classes):
     a = AttentionClassifier(random_state=4).fit(X, y).predict_proba(X)
     b = AttentionClassifier(random_state=4).fit(X, y).predict_proba(X)
     np.testing.assert_array_equal(a, b)
+
+
+def test_kernel_classifier_smooths_discrete_features():
+    rng = np.random.default_rng(5)
+    n = 240
+    level = rng.integers(0, 4, n)  # unordered: levels 1 and 3 say "b"
+    grade = rng.integers(0, 5, n)  # ordered, irrelevant
+    noise = rng.normal(size=n)
+    X = np.column_stack([level, grade, noise]).astype(float)
+    y = np.where(np.isin(level, [1, 3]) ^ (rng.random(n) < 0.1), "b", "a")
+    model = KernelClassifier(categorical_features=[0], ordinal_features=[1]).fit(X, y)
+    # The label depends on the level alone: little smoothing across levels, much across
+    # the irrelevant grade.
+    assert model.bandwidth_[0] < 0.2
+    assert model.bandwidth_[1] > 0.5
+    proba = model.predict_proba([[1.0, 2.0, 0.0], [2.0, 2.0, 0.0]])
+    assert proba[0, 1] > 0.8 and proba[1, 0] > 0.8
