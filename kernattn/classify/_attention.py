@@ -157,7 +157,10 @@ class AttentionClassifier(NadarayaWatsonClassifier):
     alpha : float, default=0.0
         L2 penalty on the projections' off-diagonal entries (as for the regressor).
     max_iter : int, default=30
-        L-BFGS iterations; 0 keeps the start.
+        L-BFGS iterations; 0 keeps the start. A budget, not a convergence criterion: the
+        held-out rows keep the best parameters met, and reaching it is not warned about
+        (with several heads it is shared by the phase under equal weights and the phase
+        that trains the mixture, which may get none of it).
     tol : float, default=1e-4
     n_iter_no_change : int, default=10
         The stopping rule of :class:`~kernattn.AttentionRegressor`.
