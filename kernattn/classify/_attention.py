@@ -129,9 +129,13 @@ class AttentionClassifier(NadarayaWatsonClassifier):
     leave-one-out loss along a line), works in ``head_dim`` dimensions (by default
     ``2 (n_classes − 1)``, at most ``n_features``) and trains for at most
     ``max_iter=30`` L-BFGS iterations, with no inner validation. On scikit-learn's digits
-    (1 797 × 64, standardized) it fits several times faster than
-    :class:`~sklearn.neighbors.NeighborhoodComponentsAnalysis` (the benchmark
-    ``examples/benchmarks/bench_classify.py`` prints both).
+    (1 797 × 64, standardized, 5-fold) it fitted 3.1 times faster than
+    :class:`~sklearn.neighbors.NeighborhoodComponentsAnalysis` (the median over the folds,
+    1.7 to 6.3 on a loaded two-core machine), with a held-out log-loss of 0.090 against
+    0.096 for gradient boosting and 0.199 for NCA with a tuned k-nearest vote (the benchmark
+    ``examples/benchmarks/bench_classify.py`` prints these; on the other sets of that
+    benchmark it is behind the best reference, by 1.24 in the geometric mean of the
+    log-loss ratios over all ten).
 
     Parameters
     ----------
