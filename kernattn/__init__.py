@@ -14,6 +14,7 @@ from kernattn import compare, datasets, feature_maps, plotting
 from kernattn._significance import SignificanceResult, significance_test
 from kernattn._warnings import BandwidthWarning, LocalDesignWarning
 from kernattn.attention import linear_attention, softmax_attention
+from kernattn.classify import AttentionClassifier, KernelClassifier
 from kernattn.compare import ComparisonResult
 from kernattn.learned import AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor, fit_chunks
@@ -25,9 +26,11 @@ from kernattn import distributed  # noqa: E402, F401  isort: skip
 __version__ = "0.8.0.dev0"
 
 __all__ = [
+    "AttentionClassifier",
     "AttentionRegressor",
     "BandwidthWarning",
     "ComparisonResult",
+    "KernelClassifier",
     "KernelSmoother",
     "LinearAttentionRegressor",
     "LocalDesignWarning",

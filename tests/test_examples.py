@@ -44,6 +44,7 @@ FIGURES = {
     "18_in_context_regression.py": ["18_in_context_regression.png"],
     "19_scale_on_a_token_model.py": ["19_scale_on_a_token_model.png"],
     "20_conditional_distribution.py": ["20_conditional_distribution.png"],
+    "21_attention_over_labels.py": ["21_attention_over_labels.png"],
 }
 
 

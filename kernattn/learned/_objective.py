@@ -57,9 +57,26 @@ large problems (:func:`~kernattn._blocks.map_query_blocks`); each block returns 
 the loss and of the key gradients, and the shares are added in block order, so the result
 does not depend on the number of threads. No (n × n) matrix is formed.
 
+With ``loss="log"`` (the classifiers of :mod:`kernattn.classify`) the targets are the
+one-hot codes of the labels, not centered, the mixture is convex, and the data term is the
+leave-one-out log-loss of the class probabilities :math:`\hat y_i` (the objective of
+neighbourhood components analysis [2]_, in its log form),
+
+.. math::
+
+    L = -\frac{1}{\sum_i s_i} \sum_i s_i \log\big(\langle \hat y_i, y_i\rangle
+        + \epsilon\big),
+
+with :math:`\epsilon` = ``LOG_FLOOR`` keeping a query none of whose neighbours shares its
+class finite. Only :math:`\partial L/\partial \hat y_i` changes, to
+:math:`-s_i y_i / ((\langle \hat y_i, y_i\rangle + \epsilon) \sum s)`, where the squared
+error has :math:`2 s_i r_i / (V \sum s)`: the chain rule below is the same for both.
+
 References
 ----------
 .. [1] K. Q. Weinberger, G. Tesauro, "Metric Learning for Kernel Regression", AISTATS 2007.
+.. [2] J. Goldberger, S. Roweis, G. Hinton, R. Salakhutdinov, "Neighbourhood Components
+   Analysis", NeurIPS 2004.
 """
 
 import threading
@@ -75,6 +92,9 @@ from kernattn._warp import apply_warp, warp_basis, warp_gradient
 
 # A logit spread below this fraction of the size of the logits' terms is rounding noise.
 _ROUNDING_SPREAD = 1e-12
+# The leave-one-out log-loss takes the log of the probability of the true class plus this:
+# a query none of whose neighbours shares its class costs log(1/LOG_FLOOR), not infinity.
+LOG_FLOOR = 1e-6
 # Entries per (queries × keys) array of a block: the objective passes over a block several
 # times (logits, weights, gradient products), and blocks of about this size are fastest.
 _BLOCK_ENTRIES = 2**18
@@ -324,7 +344,9 @@ class LeaveOneOutObjective:
         The knots of the monotone warp of the inputs (with ``layout.warp_pieces > 0``): the
         heads project the warped inputs instead of the inputs, and the warp's smoothness,
         ``alpha`` times the squared differences of neighboring log-slopes, joins the
-        penalty.
+        penalty.    loss : {"squared", "log"}, default="squared"
+        The data term: the squared error divided by the targets' variance, or the
+        log-loss of one-hot targets ``Y`` (not centered) under a convex mixture.
     """
 
     def __init__(
@@ -340,7 +362,9 @@ class LeaveOneOutObjective:
         n_jobs=None,
         leave_one_out=True,
         warp_knots=None,
+        loss="squared",
     ):
+        self.loss_name = loss
         self.Z = np.ascontiguousarray(Z, dtype=float)
         self.warp_knots = warp_knots if layout.warped else None
         self._basis = None if self.warp_knots is None else warp_basis(self.Z, warp_knots)
@@ -533,7 +557,11 @@ class LeaveOneOutObjective:
         values_one_t = np.ascontiguousarray(values_one.T)
         # ∂L/∂(s q_i) per head, written by the blocks into their own rows.
         grad_queries = [np.zeros_like(head.Pq) for head in heads] if gradient else None
-        normalizer = 2.0 / (self.variance * total) if total > 0 else 0.0
+        log_loss = self.loss_name == "log"
+        if log_loss:
+            normalizer = 1.0 / total if total > 0 else 0.0
+        else:
+            normalizer = 2.0 / (self.variance * total) if total > 0 else 0.0
 
         def block(span, scratch):
             rows = _as_slice(queries[span])
@@ -544,10 +572,20 @@ class LeaveOneOutObjective:
             for h in range(H):
                 residual += a[h] * estimates[h]
             sw = self.sw[rows]
-            data = sw @ np.einsum("ij,ij->i", residual, residual)
+            if log_loss:
+                # residual + y is the mixed estimate: its entry at the true class.
+                truth = np.einsum("ij,ij->i", residual, self.Y[rows]) + 1.0 + LOG_FLOOR
+                data = -(sw @ np.log(truth))
+            else:
+                data = sw @ np.einsum("ij,ij->i", residual, residual)
             if not gradient:
                 return data, None
-            weighted = residual * (normalizer * sw)[:, None]
+            if log_loss:
+                # ∂L/∂ŷ_i = −s_i y_i / (p_i + ε) / Σ s: what the squared error's 2 s_i r_i
+                # / (V Σ s) is below.
+                weighted = self.Y[rows] * (-normalizer * sw / truth)[:, None]
+            else:
+                weighted = residual * (normalizer * sw)[:, None]
             g_a = np.array([np.sum(weighted * f) for f in estimates])
             g_b = weighted.sum(axis=0)
             g_log_scale = np.zeros(H)
@@ -574,7 +612,10 @@ class LeaveOneOutObjective:
         data = 0.0
         for part, _ in results:
             data += part
-        scale = self.variance * total if total > 0 else 1.0
+        if log_loss:
+            scale = total if total > 0 else 1.0
+        else:
+            scale = self.variance * total if total > 0 else 1.0
         off_diagonal = self.layout.off_diagonal(theta)
         roughness = self.layout.warp_roughness(theta)
         penalty = self.alpha * (np.sum(off_diagonal**2) + np.sum(roughness**2))

@@ -1,0 +1,273 @@
+"""KernelClassifier and AttentionClassifier: the weights' class sums, the prior, labels,
+weights, scikit-learn's model selection, and errors."""
+
+import numpy as np
+import pytest
+from sklearn.model_selection import (
+    GridSearchCV,
+    KFold,
+    cross_val_predict,
+    cross_val_score,
+)
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from kernattn import AttentionClassifier, KernelClassifier, KernelSmoother
+from kernattn._loo import DuplicateGroups
+from kernattn.classify._labels import choose_prior_share
+from kernattn.classify._likelihood import LikelihoodCriterion
+from kernattn._mixed import MixedEncoding
+from kernattn.learned._objective import Layout, LeaveOneOutObjective
+
+CLASSIFIERS = [
+    KernelClassifier(),
+    AttentionClassifier(random_state=0),
+    AttentionClassifier(n_heads=2, loss="log", random_state=0),
+]
+
+
+@pytest.fixture
+def three_classes():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    y = np.array(["low", "mid", "high"])[(X[:, 0] > -0.4).astype(int) + (X[:, 0] > 0.4)]
+    return X, y
+
+
+def one_hot(y, classes):
+    return (np.asarray(y)[:, None] == classes[None, :]).astype(float)
+
+
+@pytest.mark.parametrize("model", CLASSIFIERS, ids=lambda m: repr(m))
+def test_proba_is_weights_class_sums_smoothed_toward_prior(three_classes, model):
+    X, y = three_classes
+    model.fit(X, y)
+    queries = X[:7] + 0.05
+    weights = model.attention_weights(queries)
+    Y = one_hot(y, model.classes_)
+    expected = (1 - model.prior_share_) * weights @ Y + model.prior_share_ * model.class_prior_
+    np.testing.assert_allclose(model.predict_proba(queries), expected, atol=1e-12)
+    assert np.all(weights >= 0)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("model", CLASSIFIERS, ids=lambda m: repr(m))
+def test_probabilities_positive_and_labels_kept(three_classes, model):
+    X, y = three_classes
+    model.fit(X, y)
+    far = np.array([[50.0, 0.0, 0.0], [-50.0, 3.0, 1.0]])
+    proba = model.predict_proba(np.vstack([X[:5], far]))
+    assert np.all(proba > 0)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    assert list(model.classes_) == ["high", "low", "mid"]
+    assert set(model.predict(X)) <= set(y)
+    assert model.score(X, y) > 0.85
+    np.testing.assert_allclose(model.predict_log_proba(X[:3]), np.log(proba[:3]))
+
+
+def test_kernel_classifier_is_smoother_of_codes(three_classes):
+    X, y = three_classes
+    model = KernelClassifier(bandwidth=0.7).fit(X, y)
+    smoother = KernelSmoother(bandwidth=0.7).fit(X, one_hot(y, model.classes_))
+    expected = (1 - model.prior_share_) * smoother.predict(X) + (
+        model.prior_share_ * model.class_prior_
+    )
+    np.testing.assert_allclose(model.predict_proba(X), expected, atol=1e-12)
+
+
+def test_likelihood_criterion_is_leave_one_out_log_loss(three_classes):
+    X, y = three_classes
+    X = X[:40]
+    classes = np.unique(y)
+    Y = one_hot(y[:40], classes)
+    h = np.array([0.5, 0.9, 1.3])
+    encoding = MixedEncoding(np.full(3, "continuous", dtype=object), X)
+    criterion = LikelihoodCriterion(encoding, X, Y, np.ones(40), np.arange(40))
+    logits = -0.5 * (((X[:, None, :] - X[None, :, :]) / h) ** 2).sum(axis=2)
+    np.fill_diagonal(logits, -np.inf)
+    w = np.exp(logits - logits.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    direct = w @ Y
+    np.testing.assert_allclose(criterion.probabilities(h), direct, atol=1e-12)
+    truth = (direct * Y).sum(axis=1)
+    assert criterion.loss(h) == pytest.approx(-np.mean(np.log(truth + 1e-6)), rel=1e-10)
+
+
+def test_likelihood_bandwidth_ignores_noise_feature(three_classes):
+    X, y = three_classes
+    model = KernelClassifier(bandwidth="likelihood-per-feature").fit(X, y)
+    assert model.bandwidth_[0] < model.bandwidth_[1]
+    assert model.bandwidth_[0] < model.bandwidth_[2]
+
+
+def test_log_loss_gradient_matches_finite_differences():
+    rng = np.random.default_rng(1)
+    Z = rng.normal(size=(30, 3))
+    Y = np.eye(3)[rng.integers(0, 3, 30)]
+    layout = Layout(2, 3, 2, 3, False, True, "convex")
+    objective = LeaveOneOutObjective(
+        Z, Y, rng.uniform(0.5, 2, 30), DuplicateGroups(Z), layout, "gaussian",
+        np.ones(2), 0.1, loss="log",
+    )
+    theta = 0.5 * rng.normal(size=layout.size)
+    _, grad = objective.loss_and_grad(theta)
+    step = 1e-6
+    numeric = np.array(
+        [
+            (objective.loss(theta + step * e) - objective.loss(theta - step * e)) / (2 * step)
+            for e in np.eye(layout.size)
+        ]
+    )
+    np.testing.assert_allclose(grad, numeric, atol=1e-7)
+
+
+def test_prior_share_minimizes_log_loss():
+    rng = np.random.default_rng(2)
+    Y = np.eye(2)[rng.integers(0, 2, 200)]
+    # Confident probabilities that are wrong a tenth of the time.
+    wrong = rng.random(200) < 0.1
+    p = np.where(wrong[:, None], 1 - Y, Y)
+    prior = Y.mean(axis=0)
+    share, loss = choose_prior_share(p, Y, np.ones(200), prior)
+    grid = np.linspace(1e-6, 1, 2001)
+    losses = [-np.mean(np.log(((1 - a) * p + a * prior)[Y == 1])) for a in grid]
+    assert share == pytest.approx(grid[np.argmin(losses)], abs=1e-3)
+    assert loss == pytest.approx(min(losses), rel=1e-4)
+
+
+def test_prior_share_positive_for_perfect_separation():
+    X = np.r_[np.zeros((10, 1)), np.ones((10, 1)) * 10]
+    y = np.r_[np.zeros(10), np.ones(10)]
+    model = KernelClassifier(bandwidth=0.1).fit(X, y)
+    assert model.prior_share_ >= 1e-6
+    assert np.all(model.predict_proba([[0.0], [10.0]]) > 0)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: KernelClassifier(),
+        lambda: AttentionClassifier(max_iter=5, random_state=0),
+    ],
+    ids=["KernelClassifier", "AttentionClassifier"],
+)
+def test_integer_sample_weight_is_repetition(three_classes, make):
+    X, y = three_classes
+    X, y = X[:60], y[:60]
+    weight = np.arange(60) % 3
+    weighted = make().fit(X, y, sample_weight=weight)
+    repeated = make().fit(np.repeat(X, weight, axis=0), np.repeat(y, weight))
+    np.testing.assert_allclose(
+        weighted.predict_proba(X[:10]), repeated.predict_proba(X[:10]), atol=1e-8
+    )
+    assert weighted.prior_share_ == pytest.approx(repeated.prior_share_, rel=1e-6)
+
+
+def test_class_weight_balanced_equalizes_prior(three_classes):
+    X, y = three_classes
+    keep = (y != "mid") | (np.arange(len(y)) % 4 == 0)
+    model = KernelClassifier(class_weight="balanced").fit(X[keep], y[keep])
+    np.testing.assert_allclose(model.class_prior_, 1 / 3)
+
+
+def test_binary_and_multiclass(three_classes):
+    X, y = three_classes
+    binary = y == "high"
+    model = AttentionClassifier(random_state=0).fit(X, binary)
+    assert model.predict_proba(X).shape == (len(X), 2)
+    assert model.query_projection_.shape == (1, 3, 2)  # head_dim: n_features ∧ 2
+
+
+@pytest.mark.parametrize("model", CLASSIFIERS[:2], ids=lambda m: repr(m))
+def test_model_selection_tools(three_classes, model):
+    X, y = three_classes
+    pipe = make_pipeline(StandardScaler(), model)
+    scores = cross_val_score(pipe, X, y, cv=3, scoring="neg_log_loss")
+    assert np.all(np.isfinite(scores))
+    search = GridSearchCV(
+        make_pipeline(StandardScaler(), KernelClassifier()),
+        {"kernelclassifier__bandwidth": [0.3, "likelihood"]},
+        cv=3,
+        scoring="neg_log_loss",
+    ).fit(X, y)
+    assert search.best_params_
+
+
+# scikit-learn says the fold lacks a class; the columns are aligned all the same.
+@pytest.mark.filterwarnings("ignore:Number of classes in training fold")
+@pytest.mark.parametrize("model", CLASSIFIERS[:2], ids=lambda m: repr(m))
+def test_cross_val_predict_with_class_missing_from_a_fold(model):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 2))
+    y = np.r_[np.zeros(18), np.ones(18), np.full(4, 2)].astype(int)
+    # Unshuffled folds: the last fold holds every row of class 2, absent from its training.
+    proba = cross_val_predict(model, X, y, cv=KFold(4), method="predict_proba")
+    assert proba.shape == (40, 3)
+    np.testing.assert_array_equal(proba[30:, 2], 0.0)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [KernelClassifier, AttentionClassifier])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("one_class", "at least 2 classes"),
+        ("nan", "NaN"),
+        ("inf", "infinity"),
+        ("short_weight", "sample_weight"),
+        ("negative_weight", "(?i)negative"),
+    ],
+)
+def test_errors_leave_fitted_model_unchanged(three_classes, cls, case, message):
+    X, y = three_classes
+    model = cls().fit(X, y)
+    before = model.predict_proba(X[:5])
+    bad_X, bad_y, weight = X.copy(), y.copy(), None
+    if case == "one_class":
+        bad_y[:] = "low"
+    elif case == "nan":
+        bad_X[3, 1] = np.nan
+    elif case == "inf":
+        bad_X[3, 1] = np.inf
+    elif case == "short_weight":
+        weight = np.ones(len(X) - 1)
+    else:
+        weight = np.ones(len(X))
+        weight[2] = -1.0
+    with pytest.raises(ValueError, match=message):
+        model.fit(bad_X, bad_y, sample_weight=weight)
+    np.testing.assert_array_equal(model.predict_proba(X[:5]), before)
+
+
+def test_prune_heads_keeps_a_distribution(three_classes):
+    X, y = three_classes
+    model = AttentionClassifier(n_heads=3, random_state=0).fit(X, y)
+    pruned = model.prune_heads([0, 2])
+    assert pruned.head_weights_.sum() == pytest.approx(1.0)
+    weights = pruned.attention_weights(X[:4])
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-12)
+    assert model.head_weights_.shape == (3,)
+
+
+def test_same_seed_same_fit(three_classes):
+    X, y = three_classes
+    a = AttentionClassifier(random_state=4).fit(X, y).predict_proba(X)
+    b = AttentionClassifier(random_state=4).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_kernel_classifier_smooths_discrete_features():
+    rng = np.random.default_rng(5)
+    n = 240
+    level = rng.integers(0, 4, n)  # unordered: levels 1 and 3 say "b"
+    grade = rng.integers(0, 5, n)  # ordered, irrelevant
+    noise = rng.normal(size=n)
+    X = np.column_stack([level, grade, noise]).astype(float)
+    y = np.where(np.isin(level, [1, 3]) ^ (rng.random(n) < 0.1), "b", "a")
+    model = KernelClassifier(categorical_features=[0], ordinal_features=[1]).fit(X, y)
+    # The label depends on the level alone: little smoothing across levels, much across
+    # the irrelevant grade.
+    assert model.bandwidth_[0] < 0.2
+    assert model.bandwidth_[1] > 0.5
+    proba = model.predict_proba([[1.0, 2.0, 0.0], [2.0, 2.0, 0.0]])
+    assert proba[0, 1] > 0.8 and proba[1, 0] > 0.8
