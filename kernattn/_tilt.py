@@ -50,6 +50,7 @@ solved by Newton's method with backtracking, from the sums
 import numpy as np
 
 from kernattn._local_linear import (
+    SUPPORT,
     key_columns,
     solve_covariance,
     unpack_second,
@@ -395,23 +396,22 @@ def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
     return tilted
 
 
-#: A tilt that leaves more than this share of its kernel average's imbalance has not
-#: reached its balance (a query beyond the keys' reach: outside the data, or with too few
-#: keys about it).
-UNREACHED_SHARE = 0.5
-
-
-def _unreached(before, after, scale):
-    """Rows whose gap after the tilt is above ``UNREACHED_SHARE`` of the gap before (gaps
-    below 1e-8 of ``scale`` count as balanced)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        return (after > UNREACHED_SHARE * before) & (before > 1e-8 * scale)
+def _out_of_reach(weights, scores, query_scores):
+    """Rows whose query score lies outside the range of the scores of the keys the kernel
+    weights reach (those above ``SUPPORT`` times the row's largest weight): no tilt of
+    those weights can balance them. ``scores`` (b, n) or (n,), ``query_scores`` (b,)."""
+    reached = weights > SUPPORT * weights.max(axis=1, keepdims=True)
+    scores = np.broadcast_to(scores, weights.shape)
+    low = np.where(reached, scores, np.inf).min(axis=1)
+    high = np.where(reached, scores, -np.inf).max(axis=1)
+    return ~((low <= query_scores) & (query_scores <= high) & (low < high))
 
 
 def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direction=None):
     """The tilted weights of ``kind`` (:data:`KINDS`) of a block of queries, and the mask of
-    the queries whose balance was out of reach (their tilt left more than
-    ``UNREACHED_SHARE`` of the kernel average's imbalance).
+    the queries whose balance is out of reach: the query lies outside the range of the keys
+    its kernel weights reach, along the direction (or, for ``"balance"``, in some coordinate
+    of the key space), or those keys do not vary there.
 
     ``"balance"``: :func:`tilted_weights`; along each query's local slope of ``values``
     (``"slope"``) or along the fixed unit ``direction`` (``"trend"``,
@@ -422,9 +422,10 @@ def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direct
     with np.errstate(over="ignore", invalid="ignore"):
         if kind == "balance":
             tilted = tilted_weights(weights, keys, Q, spread=spread, penalty=penalty)
-            before = np.linalg.norm(weights @ keys - Q, axis=1)
-            after = np.linalg.norm(tilted @ keys - Q, axis=1)
-            return tilted, _unreached(before, after, np.sqrt(np.trace(spread)))
+            out = np.zeros(len(Q), dtype=bool)
+            for j in range(keys.shape[1]):
+                out |= _out_of_reach(weights, keys[:, j], Q[:, j])
+            return tilted, out
         if kind == "slope":
             G = slope_directions(weights, keys, Q, values)
             scores = G @ keys.T
@@ -435,6 +436,7 @@ def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direct
             floor = float(direction @ spread @ direction)
         query_scores = np.einsum("bd,bd->b", G, Q)
         tilted = directional_tilt(weights, scores, query_scores, floor, penalty)
-        before = np.abs(np.einsum("bn,bn->b", weights, np.broadcast_to(scores, weights.shape)) - query_scores)
-        after = np.abs(np.einsum("bn,bn->b", tilted, np.broadcast_to(scores, weights.shape)) - query_scores)
-    return tilted, _unreached(before, after, np.sqrt(np.maximum(floor, 0.0)))
+        # A query without a direction (no slope, no trend) has nothing to balance.
+        aimless = ~np.any(G != 0, axis=1)
+        out = _out_of_reach(weights, scores, query_scores) & ~aimless
+    return tilted, out

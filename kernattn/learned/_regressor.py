@@ -480,9 +480,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         ``False`` (``tilt``, with ``"auto"`` resolved and ``True`` read as ``"balance"``).
     unbalanced_ : float
         The share of the training rows (at most 512 of them, evenly spread) whose
-        leave-one-out tilt could not reach its balance in some head: it left more than half
-        of the kernel average's imbalance (a row at the edge of the data, or with too few
-        keys about it). Those rows keep weights on their outermost keys: their estimates
+        leave-one-out tilt cannot reach its balance in some head: the row lies outside the
+        range of the keys its kernel weights reach along the tilt's direction (in some
+        coordinate of the key space, for ``"balance"``), at the edge of the data or with
+        too few keys about it. Their weight rests on the outermost keys: their estimates
         stay inside the targets' range. 0 without a tilt.
     warp_ : int
         :math:`P`, the number of pieces of the warp (``warp``, with ``"auto"`` resolved; 0:
