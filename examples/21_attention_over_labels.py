@@ -82,8 +82,10 @@ for name, model in models.items():
         f"{name:<20} held-out log-loss {log_loss(y[test], proba, labels=model.classes_):.3f}"
         f"  accuracy {np.mean(model.predict(X[test]) == y[test]):.3f}"
     )
-print(f"head weights {attention.head_weights_.round(2)}, prior share "
-      f"{attention.prior_share_:.2g}, width factor {attention.width_factor_:.2f}")
+print(
+    f"head weights {attention.head_weights_.round(2)}, prior share "
+    f"{attention.prior_share_:.2g}, width factor {attention.width_factor_:.2f}"
+)
 
 # %%
 # One query and the training points it attends to.
@@ -94,7 +96,7 @@ codes = (y[train][:, None] == attention.classes_[None, :]).astype(float)
 sums = weights @ codes
 share = attention.prior_share_
 assert np.allclose(proba, (1 - share) * sums + share * attention.class_prior_)
-print("query", query[0], "class sums", dict(zip(attention.classes_, sums.round(3))))
+print("query", query[0], "class sums", dict(zip(attention.classes_, sums.round(3), strict=True)))
 
 colors = {"blob": "tab:green", "moon A": "tab:blue", "moon B": "tab:orange"}
 fig, axes = plt.subplots(1, 4, figsize=(19, 4.8))
@@ -103,8 +105,14 @@ for c in attention.classes_:
     members = y[train] == c
     ax.scatter(*X[train][members].T, s=4, color=colors[c], alpha=0.25)
     p_c = proba[list(attention.classes_).index(c)]
-    ax.scatter(*X[train][members].T, s=2500 * weights[members], color=colors[c],
-               edgecolor="k", linewidth=0.3, label=f"{c}: {p_c:.2f}")
+    ax.scatter(
+        *X[train][members].T,
+        s=2500 * weights[members],
+        color=colors[c],
+        edgecolor="k",
+        linewidth=0.3,
+        label=f"{c}: {p_c:.2f}",
+    )
 ax.scatter(*query.T, marker="*", s=250, color="k", zorder=5)
 ax.set_title("one query's weights over labelled keys\n(area ∝ weight; legend: p(class))")
 ax.legend(loc="lower left", fontsize=8, markerscale=0.4)
@@ -114,25 +122,32 @@ ax.legend(loc="lower left", fontsize=8, markerscale=0.4)
 grid_x, grid_y = np.meshgrid(np.linspace(-1.6, 2.6, 160), np.linspace(-1.2, 1.7, 120))
 grid = np.column_stack([grid_x.ravel(), grid_y.ravel()])
 palette = np.array([plt.matplotlib.colors.to_rgb(colors[c]) for c in attention.classes_])
-for h, ax in zip(range(2), axes[1:3]):
+for h, ax in zip(range(2), axes[1:3], strict=True):
     head_proba = attention.attention_weights(grid, head=h) @ codes
     region = palette[head_proba.argmax(axis=1)].reshape(grid_x.shape + (3,))
     ax.imshow(region, origin="lower", extent=(-1.6, 2.6, -1.2, 1.7), alpha=0.3, aspect="auto")
     head_weights = attention.attention_weights(query, head=h)[0]
     for c in attention.classes_:
         members = y[train] == c
-        ax.scatter(*X[train][members].T, s=3000 * head_weights[members], color=colors[c],
-                   edgecolor="k", linewidth=0.3)
+        ax.scatter(
+            *X[train][members].T,
+            s=3000 * head_weights[members],
+            color=colors[c],
+            edgecolor="k",
+            linewidth=0.3,
+        )
     ax.scatter(*query.T, marker="*", s=250, color="k", zorder=5)
     n_eff = attention.effective_neighbors(query)[0, h]
-    ax.set_title(f"head {h} (mixture weight {attention.head_weights_[h]:.2f}): its regions\n"
-                 f"and the query's weights (≈{n_eff:.0f} effective neighbours)")
+    ax.set_title(
+        f"head {h} (mixture weight {attention.head_weights_[h]:.2f}): its regions\n"
+        f"and the query's weights (≈{n_eff:.0f} effective neighbours)"
+    )
 
 # %%
 # Calibration on the held-out half: top-label reliability.
 ax = axes[3]
 ax.plot([0, 1], [0, 1], color="0.6", linestyle=":")
-for (name, model), style in zip(models.items(), ["-o", "-s", "--^"]):
+for (name, model), style in zip(models.items(), ["-o", "-s", "--^"], strict=True):
     proba = model.predict_proba(X[test])
     top = proba.max(axis=1)
     right = model.classes_[proba.argmax(axis=1)] == y[test]

@@ -163,9 +163,7 @@ def main(argv=None):
         nargs="*",
         help="examples to run, by number or file name (default: all)",
     )
-    parser.add_argument(
-        "--smoke", action="store_true", help="the test sizes (KERNATTN_SMOKE=1)"
-    )
+    parser.add_argument("--smoke", action="store_true", help="the test sizes (KERNATTN_SMOKE=1)")
     parser.add_argument(
         "--factor",
         type=float,

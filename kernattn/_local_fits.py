@@ -148,9 +148,7 @@ class TiltedWeights:
         self.spread = key_spread(keys, sample_weight)
         self.penalty = float(penalty)
         self.values = np.asarray(values, dtype=np.float64) if kind == "slope" else None
-        self.direction = (
-            trend_direction(keys, values, sample_weight) if kind == "trend" else None
-        )
+        self.direction = trend_direction(keys, values, sample_weight) if kind == "trend" else None
 
     def weights(self, kernel_weights, kernel, X, h):
         """The tilted weights (rows sum to 1, non-negative); no row keeps the kernel

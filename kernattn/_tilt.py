@@ -361,7 +361,10 @@ def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
         gap = mean - query_scores
     tilted = weights.copy()
     active = np.flatnonzero(
-        np.isfinite(gap) & np.isfinite(variance) & (variance > 0) & (local > 0)
+        np.isfinite(gap)
+        & np.isfinite(variance)
+        & (variance > 0)
+        & (local > 0)
         & np.all(np.isfinite(scores), axis=1)
     )
     if not len(active):

@@ -14,9 +14,9 @@ from sklearn.preprocessing import StandardScaler
 
 from kernattn import AttentionClassifier, KernelClassifier, KernelSmoother
 from kernattn._loo import DuplicateGroups
+from kernattn._mixed import MixedEncoding
 from kernattn.classify._labels import choose_prior_share
 from kernattn.classify._likelihood import LikelihoodCriterion
-from kernattn._mixed import MixedEncoding
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 CLASSIFIERS = [
@@ -106,8 +106,15 @@ def test_log_loss_gradient_matches_finite_differences():
     Y = np.eye(3)[rng.integers(0, 3, 30)]
     layout = Layout(2, 3, 2, 3, False, True, "convex")
     objective = LeaveOneOutObjective(
-        Z, Y, rng.uniform(0.5, 2, 30), DuplicateGroups(Z), layout, "gaussian",
-        np.ones(2), 0.1, loss="log",
+        Z,
+        Y,
+        rng.uniform(0.5, 2, 30),
+        DuplicateGroups(Z),
+        layout,
+        "gaussian",
+        np.ones(2),
+        0.1,
+        loss="log",
     )
     theta = 0.5 * rng.normal(size=layout.size)
     _, grad = objective.loss_and_grad(theta)

@@ -187,7 +187,9 @@ def test_leave_one_out_tilted_estimates_leave_the_query_out():
         X, Y, np.ones(30), DuplicateGroups(X), layout, "gaussian", np.array([0.7]), 0.0
     )
     theta = layout.pack(np.eye(2)[None], None, None, np.ones(1), np.zeros(1))
-    estimate, fell_back = leave_one_out_lines(objective, theta, -0.3, np.arange(30), tilt=("balance", PENALTY))
+    estimate, fell_back = leave_one_out_lines(
+        objective, theta, -0.3, np.arange(30), tilt=("balance", PENALTY)
+    )
     assert not np.any(fell_back)
     width = 1.0 / np.sqrt(0.7 * np.exp(-0.3))
     for i in range(30):
@@ -202,7 +204,9 @@ def test_leave_one_out_tilted_estimates_leave_the_query_out():
     )
     np.testing.assert_array_equal(bounded, estimate)
     np.testing.assert_array_equal(mask, fell_back)
-    narrow, mask = leave_one_out_lines(objective, theta, 4.0, np.arange(30), tilt=("balance", PENALTY))
+    narrow, mask = leave_one_out_lines(
+        objective, theta, 4.0, np.arange(30), tilt=("balance", PENALTY)
+    )
     assert mask.mean() > 0.01
     skipped, same = leave_one_out_lines(
         objective, theta, 4.0, np.arange(30), tilt=("balance", PENALTY), max_fallback=0.01

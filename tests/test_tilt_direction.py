@@ -101,7 +101,13 @@ def test_a_tilt_along_the_slope_reproduces_a_linear_function_inside_the_data(kin
     w = gaussian_weights(queries, keys, 0.5)
     direction = trend_direction(keys, y) if kind == "trend" else None
     tilted, unreached = tilt_weights(
-        kind, w, keys, queries, spread=key_spread(keys), penalty=1e-6, values=y[:, None],
+        kind,
+        w,
+        keys,
+        queries,
+        spread=key_spread(keys),
+        penalty=1e-6,
+        values=y[:, None],
         direction=direction,
     )
     truth = queries @ [1.0, 2.0, -1.0] + 3.0
@@ -118,7 +124,12 @@ def test_a_query_beyond_the_data_is_unreached_and_stays_in_range():
     queries = np.array([[0.0, 0.1], [8.0, 8.0]])
     w = gaussian_weights(queries, keys, 3.0)
     tilted, unreached = tilt_weights(
-        "slope", w, keys, queries, spread=key_spread(keys), penalty=1.0 / 16.0,
+        "slope",
+        w,
+        keys,
+        queries,
+        spread=key_spread(keys),
+        penalty=1.0 / 16.0,
         values=y[:, None],
     )
     assert unreached.tolist() == [False, True]

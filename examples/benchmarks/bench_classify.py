@@ -171,12 +171,17 @@ def main():
         results[name], ratio = evaluate(name, X, y, with_gp=not args.quick)
         if ratio:
             fit_ratio = ratio
-        print(f"\n{name}: {X.shape[0]} rows, {X.shape[1]} features, "
-              f"{len(np.unique(y))} classes ({time.perf_counter() - started:.0f} s)", flush=True)
+        print(
+            f"\n{name}: {X.shape[0]} rows, {X.shape[1]} features, "
+            f"{len(np.unique(y))} classes ({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
         print(f"  {'method':<22} {'log-loss':>9} {'accuracy':>9} {'fit s':>7}")
         for method, s in results[name].items():
-            print(f"  {method:<22} {s['log_loss']:9.4f} {s['accuracy']:9.4f} {s['fit_s']:7.2f}",
-                  flush=True)
+            print(
+                f"  {method:<22} {s['log_loss']:9.4f} {s['accuracy']:9.4f} {s['fit_s']:7.2f}",
+                flush=True,
+            )
 
     print("\nSummary (ratios to the best peer among " + ", ".join(PEERS) + ")")
     print(f"  {'data set':<16} {'Attn/best':>9} {'acc gap':>8} {'Kernel/kNN':>10}")
@@ -193,18 +198,26 @@ def main():
         kernel_ok.append(kernel <= 1.0)
         print(f"  {name:<16} {ratio:9.3f} {gap:8.2f} {kernel:10.3f}")
     geometric = float(np.exp(np.mean(np.log(ratios))))
-    print(f"\nAttentionClassifier: geometric mean of log-loss / best peer {geometric:.3f} "
-          f"(target <= 1.05: {'met' if geometric <= 1.05 else 'NOT met'})")
+    print(
+        f"\nAttentionClassifier: geometric mean of log-loss / best peer {geometric:.3f} "
+        f"(target <= 1.05: {'met' if geometric <= 1.05 else 'NOT met'})"
+    )
     worst = max(gaps)
-    print(f"AttentionClassifier: largest accuracy gap to the best peer {worst:.2f} points "
-          f"(target <= 1: {'met' if worst <= 1.0 else 'NOT met'})")
-    print(f"KernelClassifier: log-loss <= tuned k-NN on {sum(kernel_ok)} of {len(kernel_ok)} "
-          f"sets (target all: {'met' if all(kernel_ok) else 'NOT met'})")
+    print(
+        f"AttentionClassifier: largest accuracy gap to the best peer {worst:.2f} points "
+        f"(target <= 1: {'met' if worst <= 1.0 else 'NOT met'})"
+    )
+    print(
+        f"KernelClassifier: log-loss <= tuned k-NN on {sum(kernel_ok)} of {len(kernel_ok)} "
+        f"sets (target all: {'met' if all(kernel_ok) else 'NOT met'})"
+    )
     if fit_ratio:
         median = float(np.median(fit_ratio))
-        print(f"digits fit time, NCA / AttentionClassifier: median over folds {median:.1f}x "
-              f"(folds {', '.join(f'{r:.1f}' for r in fit_ratio)}; target >= 3: "
-              f"{'met' if median >= 3 else 'NOT met'})")
+        print(
+            f"digits fit time, NCA / AttentionClassifier: median over folds {median:.1f}x "
+            f"(folds {', '.join(f'{r:.1f}' for r in fit_ratio)}; target >= 3: "
+            f"{'met' if median >= 3 else 'NOT met'})"
+        )
 
 
 if __name__ == "__main__":

@@ -317,9 +317,7 @@ class AttentionClassifier(NadarayaWatsonClassifier):
         Z = (Xk - center) / input_scale
         groups = DuplicateGroups(Z)
         learn_scale = isinstance(self.scale, str)
-        layout = Layout(
-            self.n_heads, d, head_dim, n_classes, self.tie_qk, learn_scale, "convex"
-        )
+        layout = Layout(self.n_heads, d, head_dim, n_classes, self.tie_qk, learn_scale, "convex")
         scale = np.full(
             self.n_heads,
             1.0 / np.sqrt(head_dim) if self.scale is None or learn_scale else float(self.scale),

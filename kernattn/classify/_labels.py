@@ -306,4 +306,3 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
         """
         X = self._validate_queries(X)
         return self.engine_.effective_neighbors(X)
-

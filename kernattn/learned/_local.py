@@ -217,8 +217,8 @@ def _refine(loss, coarse_best):
 def tune_width(objective, theta, rng, tilt=None):
     r"""The log of the factor of every head's logits that minimizes the leave-one-out
     squared error of the local-linear mixture, or of the tilted one with ``tilt`` =
-    ``(kind, penalty)`` (over ``COARSE_GRID``, then ``FINE_GRID`` around its best point; the queries
-    are at most ``WIDTH_QUERIES`` duplicate groups).
+    ``(kind, penalty)`` (over ``COARSE_GRID``, then ``FINE_GRID`` around its best point;
+    the queries are at most ``WIDTH_QUERIES`` duplicate groups).
 
     Only widths at which at most ``MAX_FALLBACK`` of the queries lack the neighbors of a
     line (or of a balance) count: a narrow kernel whose estimates are mostly kernel
@@ -244,6 +244,8 @@ DIRECTION_WIDTHS = -0.5 * np.log(2.0) * np.arange(7)
 #: gained; along the trend, with four or more, the larger penalty wins where the trend is
 #: weak, as on ``ISLR::Auto``).
 TREND_PENALTIES = (1.0 / 16.0, 1.0)
+
+
 def tune_tilt(objective, theta, rng, kind="balance"):
     """The width (log-factor of the logits) and the penalty of the tilt of ``kind``
     (:data:`~kernattn._tilt.KINDS`) of the lowest leave-one-out error of the tilted
@@ -304,13 +306,17 @@ def choose_tilt(objective, theta, rng, kinds):
     standard error of their paired differences (on a small sample the two are within
     the noise of the choice, and the first is the safer)."""
     seed = rng.randint(2**31 - 1)
-    tuned = {kind: tune_tilt(objective, theta, np.random.RandomState(seed), kind) for kind in kinds}
+    tuned = {
+        kind: tune_tilt(objective, theta, np.random.RandomState(seed), kind) for kind in kinds
+    }
     if len(kinds) == 1:
         return (kinds[0], *tuned[kinds[0]])
     queries = _tuning_queries(objective, np.random.RandomState(seed), DIRECTION_QUERIES)
     errors = np.column_stack(
         [
-            held_out_errors(objective, theta, queries, None, 0, tuned[kind][0], (kind, tuned[kind][1]))
+            held_out_errors(
+                objective, theta, queries, None, 0, tuned[kind][0], (kind, tuned[kind][1])
+            )
             for kind in reversed(kinds)
         ]
     )
@@ -326,8 +332,9 @@ def held_out_estimates(objective, theta, queries, keys=None, degree=0, log_facto
     (``None``: leave-one-out against every other row), shape (len(queries), n_outputs).
 
     ``degree=0`` is the kernel average at the learned width (tilted, with ``tilt`` =
-    ``(kind, penalty)``), ``degree=1`` the local line; a tilt's or a line's logits are multiplied by
-    ``exp(log_factor)``. Rows without a key outside their duplicate group get ``nan``.
+    ``(kind, penalty)``), ``degree=1`` the local line; a tilt's or a line's logits are
+    multiplied by ``exp(log_factor)``. Rows without a key outside their duplicate group get
+    ``nan``.
     """
     queries = np.asarray(queries)
     if degree == 1 or tilt is not None:

@@ -245,8 +245,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         tilted as ``tilt`` says: the default, and the only degree whose weights are a
         distribution.
         1 and ``"auto"`` leave the Nadaraya–Watson family: their equivalent weights can be
-        negative and their predictions can leave ``[min y, max y]``. 1: each head fits a weighted least-squares line at the query, in the head's key
-        space (the query's key projection against the keys, weighted by the head's
+        negative and their predictions can leave ``[min y, max y]``. 1: each head fits a
+        weighted least-squares line at the query, in the head's key space (the query's key
+        projection against the keys, weighted by the head's
         softmax weights), and predicts its value there: the local-linear estimate, whose
         equivalent weights :math:`l_i = w_i (1 + (k_i - m)^\top C^{-1}(k(x) - m))` sum to 1
         but can be negative. This goes beyond Nadaraya–Watson: it removes the kernel
@@ -834,7 +835,6 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 and groups.n_groups >= N_FOLDS * MIN_GROUPS_PER_FOLD
             )
             if validate:
-
                 # Each fold trains as long as the fit on all rows did, at most: the same
                 # procedure on two thirds of the rows (a longer run would only polish).
                 fold_settings = {**settings, "max_iter": max(self.n_iter_, 1)}
