@@ -425,7 +425,9 @@ def test_unfitted_attention_model_is_fitted_on_subsample():
     assert np.all(np.isfinite(model.predict(X[:10])))
 
 
-@pytest.mark.parametrize("options", [dict(warp=3), dict(degree=1), dict(tilt=True, degree=0)])
+@pytest.mark.parametrize(
+    "options", [dict(warp=3), dict(degree=1), dict(tilt=True, degree=0), dict(tilt="trend")]
+)
 def test_attention_model_beyond_the_softmax_is_rejected(options):
     learned = pytest.importorskip("kernattn.learned")
     X, y = _data(120, d=2)
@@ -449,8 +451,8 @@ def test_attention_model_auto_options_mean_the_plain_softmax():
     assert model.attention_model_.tilt_ is False and model.attention_model_.warp_ == 0
     # Fitted on two features, the local constant is tilted: that model is rejected.
     fitted = learned.AttentionRegressor(degree=0, random_state=0).fit(X, y)
-    assert fitted.tilt_
-    with pytest.raises(ValueError, match="tilt=True"):
+    assert fitted.tilt_ == "slope"
+    with pytest.raises(ValueError, match="tilt='slope'"):
         model.set_params(kernel=fitted).fit(X, y)
 
 

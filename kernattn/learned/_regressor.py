@@ -928,7 +928,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                     weights,
                     self.tilt_penalty_,
                     kind=self.tilt_,
-                    values=self._values / self._value_scale,
+                    # In the objective's units (one unit for every output): the slope's
+                    # direction weighs the outputs as the width's tuning did.
+                    values=self._values / target_unit,
                 )
                 for h in range(kernel.n_heads)
             ]

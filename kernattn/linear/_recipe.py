@@ -256,7 +256,7 @@ class KernelRecipe:
         beyond = []
         for name, value in plain.items():
             used = getattr(model, name + "_" if fitted and name != "degree" else name, value)
-            if not isinstance(used, str) and used != value:
+            if used != "auto" and used != value:
                 beyond.append(f"{name}={used!r}")
         if beyond:
             raise ValueError(
