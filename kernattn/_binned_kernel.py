@@ -42,9 +42,11 @@ import numpy as np
 from kernattn._binned import (
     TOLERANCE,
     Bins,
+    Grid,
     basis_exponents,
     bin_targets,
     binning_error,
+    coarsen,
     grid_sums,
     interpolate,
     locate,
@@ -54,6 +56,7 @@ from kernattn._binned import (
     solve_local_polynomial,
     sums_fit,
 )
+from kernattn._blocks import iter_query_blocks
 from kernattn._inference import LinearSmootherInference
 from kernattn._local_fits import LocalPolynomials
 from kernattn._local_polynomial import (
@@ -69,6 +72,25 @@ MAX_GRID_POINTS = 2**24
 #: recomputed exactly: the binned factor is within a few per cent of the exact one, so a
 #: query that the exact rule holds back is always among them.
 NEAR_BOUND = 0.5
+#: The check of the grid (:meth:`BinnedKernel._checked_cells`) measures the binned
+#: estimate's error relative to the local spread of the targets, but not below this share
+#: of their overall spread (where the targets are locally constant the binned estimate
+#: reproduces them to rounding, and a relative error would only measure that rounding).
+CHECK_FLOOR = 1e-6
+#: The check leaves a cell to the exact kernel where the estimates on the grid and on the
+#: grid coarsened by two differ by more than this multiple of ``binning_error`` (relative
+#: to the local spread): second order in the spacing, the difference is about three to
+#: four times the grid's own error, so the estimate served is within about half the
+#: bound. (On a uniform design the largest errors, at its ends, are 0.2 to 0.4 of the
+#: bound: no cell is left out there.)
+CHECK_SHARE = 2.0
+#: ... and where the kernel's mass at a point lies this far away, in squared bandwidths
+#: (:math:`E_w[u_a^2] > 3` along some axis: about 1.4 bandwidths into a gap; 1 in the
+#: interior and at the edge of a locally uniform design). There the kernel weights of
+#: the nearest keys change by :math:`\tfrac18(\delta/h)^2 (u^2 - 1)` under binning,
+#: beyond the bound, and a few keys carry the estimate, so that the comparison of two
+#: grids (whose errors depend on the keys' positions in their cells) can miss it.
+CHECK_OFFSET = 3.0
 
 
 def _positions(source, target):
@@ -101,13 +123,15 @@ class BinnedKernel:
         The error bound of that grid (:func:`kernattn._binned.binning_error`).
     """
 
-    def __init__(self, X, values, sample_weight, bandwidth, degree, tol=TOLERANCE):
+    def __init__(self, X, values, sample_weight, bandwidth, degree, tol=TOLERANCE, check=True):
         X = np.asarray(X, dtype=float)
         self.n_dims = X.shape[1]
         self.n_outputs = values.shape[1]
         self.degree = int(degree)
         self.bandwidth = np.asarray(bandwidth, dtype=float)
-        grid = make_grid(X, self.bandwidth, degree=self.degree, tol=tol)
+        # An even number of cells per axis: the check below compares with the grid
+        # coarsened by two.
+        grid = make_grid(X, self.bandwidth, degree=self.degree, tol=tol, levels=1)
         self.grid_shape = grid.shape
         self.binning_error = float(binning_error(grid.spacing, self.bandwidth, self.degree))
         t = self.n_outputs
@@ -137,6 +161,11 @@ class BinnedKernel:
         self._pair_halving = 2.0 ** (-0.5 * pairs.sum(axis=2))
         self._shift = self._bins.shift  # (t,)
         self._t = t
+        self._spread_floor = CHECK_FLOOR * np.sqrt(
+            np.maximum(np.average(values**2, axis=0, weights=sample_weight) - self._shift**2, 0)
+        )
+        self._exact_cells = self._checked_cells() if check else None
+        self.exact_cells = 0 if self._exact_cells is None else int(self._exact_cells.sum())
 
     @cached_property
     def squared(self):
@@ -166,6 +195,99 @@ class BinnedKernel:
             return True
         squared = Bins(grid, counts[..., :2], np.zeros(1))
         return sums_fit(squared, bandwidth / math.sqrt(2.0), degree)
+
+    def _estimate(self, sums, queries):
+        """The unheld binned estimate at ``queries`` (m, t), and the rows whose interpolated
+        sums are below the resolution (or outside the grid)."""
+        columns, far = self._interpolated(sums, queries)
+        Q = self._n_moments
+        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        T = np.where(far[:, None, None], 0.0, columns[:, Q:].reshape(len(queries), -1, self._t))
+        if not self.degree:
+            return T[:, 0] / S[:, :1] + self._shift, T[:, 0] / S[:, :1] + self._shift, far
+        coefficients, _ = solve_local_polynomial(S, T, self.degree, self.n_dims)
+        return coefficients[:, 0] + self._shift, T[:, 0] / S[:, :1] + self._shift, far
+
+    def _checked_cells(self):
+        r"""The cells of the data grid whose queries the exact kernel computes: those where
+        the binned estimate may be farther from the exact one than ``binning_error``.
+
+        The bound of :func:`~kernattn._binned.binning_error` is a first-order one for a
+        locally uniform design. Between clusters of data (a gap several bandwidths wide)
+        the kernel weights vary on the scale :math:`h/D` at a distance :math:`D` from the
+        data, and near the edge of a sparse design the equivalent kernel of a high degree
+        is far from the uniform design's: there the binning and interpolation errors grow
+        beyond it. So the grid is checked a posteriori, at the nodes of the grid
+        coarsened by two (:func:`~kernattn._binned.coarsen`) and the centers of its cells:
+        there the estimate from these sums is compared with the one from the coarse sums,
+        whose error is about four times this grid's (it is second order in the spacing).
+        Where they differ by more than ``CHECK_SHARE`` times ``binning_error`` (relative
+        to the local spread of the targets), where the kernel's mass lies more than
+        ``CHECK_OFFSET`` squared bandwidths away (into a gap), or where the sums are below
+        their resolution, the coarse cells around the point are left to the exact kernel.
+        Returns the boolean array over the cells, or ``None`` where none is left out.
+        """
+        grid = self._bins.grid
+        counts, coarse_grid = coarsen(self._bins.counts, grid, 2)
+        coarse = grid_sums(Bins(coarse_grid, counts, self._shift), self.bandwidth, self.degree)
+        # E_w[u_a²] from the weight moments of degree 2 (the fit's own, or for the local
+        # constant those of the weights alone).
+        moments = moment_exponents(max(self.degree, 1), self.n_dims)
+        spreads = self.sums
+        if not self.degree:
+            weights_only = Bins(grid, self._bins.counts[..., :1], self._shift[:0])
+            spreads = grid_sums(weights_only, self.bandwidth, 1)
+        second_moments = _positions(moments, 2 * np.eye(self.n_dims, dtype=int))
+        cells = np.array([n - 1 for n in grid.shape])
+        exact = np.zeros(tuple(cells), dtype=bool)
+        # The points checked: the nodes of the coarse grid (every other node of this one)
+        # and the centers of its cells (the nodes of odd index along every axis), where
+        # the coarse estimate is interpolated.
+        lattices = [
+            [np.arange(parity, n, 2) for n in grid.shape] for parity in (0, 1)
+        ]
+        flagged = []
+        for axes in lattices:
+            shape = tuple(len(a) for a in axes)
+            size = int(np.prod(shape))
+            for block in iter_query_blocks(size, 4 * self.n_columns, n_arrays=4):
+                flat = np.arange(block.start, block.stop)
+                position = np.column_stack(
+                    [a[k] for a, k in zip(axes, np.unravel_index(flat, shape), strict=True)]
+                )
+                points = grid.origin + grid.spacing * position
+                fine, ybar, far = self._estimate(self.sums, points)
+                weight_moments, _ = self._interpolated(spreads, points)
+                crude, _, far_coarse = self._estimate(coarse, points)
+                squares, _ = self._interpolated(self.second, points)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    offset = weight_moments[:, second_moments] / weight_moments[:, :1]
+                    away = ~np.all(offset <= CHECK_OFFSET, axis=1)
+                    second = squares[:, 1:] / squares[:, :1] + self.second.bins.shift
+                    spread = np.sqrt(np.maximum(second - 2.0 * fine * ybar + fine**2, 0.0))
+                    spread = np.maximum(spread, self._spread_floor)
+                    error = np.abs(fine - crude) / spread
+                    within = np.all(error <= CHECK_SHARE * self.binning_error, axis=1)
+                bad = far | far_coarse | away | ~within
+                flagged.append(position[bad])
+        flagged = np.concatenate(flagged)
+        if not len(flagged):
+            return None
+        # The cells of the coarse cells around a point: node k of this grid borders the
+        # coarse cells spanning its cells k − 2 to k + 1.
+        for step in np.ndindex(*(4,) * self.n_dims):
+            index = np.clip(flagged - 2 + np.asarray(step), 0, cells - 1)
+            exact[tuple(index.T)] = True
+        return exact
+
+    def _in_exact_cells(self, queries):
+        """Whether each query lies in a cell :meth:`_checked_cells` left to the exact
+        kernel."""
+        if self._exact_cells is None:
+            return np.zeros(len(queries), dtype=bool)
+        index, _, _ = locate(queries, self._bins.grid)
+        cells = np.asarray(self._exact_cells.shape)
+        return self._exact_cells[tuple(np.minimum(index, cells - 1).T)]
 
     @property
     def n_columns(self):
@@ -219,6 +341,7 @@ class BinnedKernel:
         """
         queries = np.asarray(queries, dtype=float)
         columns, far = self._interpolated(self.sums, queries)
+        far |= self._in_exact_cells(queries)
         t, Q = self._t, self._n_moments
         S = np.where(far[:, None], 1.0, columns[:, :Q])
         T = columns[:, Q:].reshape(len(columns), self._n_basis, t)
@@ -267,6 +390,7 @@ class BinnedKernel:
         """
         X = np.asarray(X, dtype=float)
         columns, far = self._interpolated(self.sums, X)
+        far |= self._in_exact_cells(X)
         Q = self._n_moments
         S = np.where(far[:, None], 1.0, columns[:, :Q])
         T = np.where(far[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1))
@@ -442,7 +566,13 @@ class BinnedInference(LinearSmootherInference):
 
     def _kernel_averages(self, columns):
         averages = BinnedKernel(
-            self.keys, columns, self.binned_weight, self.binned.bandwidth, 0, self.tolerance
+            self.keys,
+            columns,
+            self.binned_weight,
+            self.binned.bandwidth,
+            0,
+            self.tolerance,
+            check=False,
         )
         out, _, _, exact = averages.moments(self.keys)
         rows = np.flatnonzero(exact)

@@ -228,8 +228,9 @@ class KernelSmoother(NadarayaWatsonRegressor):
         against the exact one is below 1e-3 times the local spread of the targets (bounded
         in ``binning_error_``; where that grid would exceed ``working_memory``, the
         smallest of 2e-3, 4e-3, 8e-3 that fits); queries outside the data's range, held
-        back by (or near) the variance rule, or with no kernel mass on the grid are
-        computed exactly.
+        back by (or near) the variance rule, with no kernel mass on the grid, or in the
+        cells where a check of the grid at fit finds that bound at risk (gaps between
+        clusters of data; counted in ``exact_cells_``) are computed exactly.
         ``"binned"`` raises a ``ValueError`` saying why where it is not possible (three or
         more features, discrete features, a compact kernel, a grid beyond
         ``working_memory``). ``"auto"`` chooses the binned tier where it is possible and
@@ -289,6 +290,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
         spread of the targets (at most the tolerance: 1e-3, or up to 8e-3 where a finer
         grid would not fit in ``working_memory``; see :mod:`kernattn._binned`).
         Beyond the range the queries are exact.
+    exact_cells_ : int
+        Only on the binned tier: how many cells of the grid (of the
+        :math:`\prod_j (G_j - 1)` cells within the data's range, ``grid_shape_`` giving
+        the :math:`G_j`) have their queries computed from the exact kernel because a check
+        of the grid found that the binned estimate there could be farther than
+        ``binning_error_`` from the exact one: gaps between clusters of data, a sparse
+        edge of the design (see :class:`kernattn._binned_kernel.BinnedKernel`). 0 for a
+        design that the grid serves everywhere.
     kernel_ : SoftmaxHeads
         The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
         the training mean and divided by ``bandwidth_``.
@@ -592,6 +601,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             )
             self.grid_shape_ = self._binned.grid_shape
             self.binning_error_ = self._binned.binning_error
+            self.exact_cells_ = self._binned.exact_cells
             if degree > 0 and len(X) > _EXACT_HELD_BACK_ROWS:
                 self.held_back_ = self._binned_held_back_share(X, sample_weight)
             elif degree > 0:
