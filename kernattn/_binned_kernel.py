@@ -59,6 +59,7 @@ from kernattn._binned import (
 from kernattn._blocks import iter_query_blocks
 from kernattn._inference import LinearSmootherInference
 from kernattn._local_fits import LocalPolynomials
+from kernattn._numerics import power_of_two_scale
 from kernattn._local_polynomial import (
     VARIANCE_BOUND,
     monomial_exponents,
@@ -129,11 +130,16 @@ class BinnedKernel:
         self.n_outputs = values.shape[1]
         self.degree = int(degree)
         self.bandwidth = np.asarray(bandwidth, dtype=float)
+        # The grid lives in units of a power of two per input (exact): inputs near the
+        # ends of the float range keep every digit and no sum overflows.
+        self._unit = power_of_two_scale(X, axis=0)
+        X = X / self._unit
+        h = self._h = self.bandwidth / self._unit
         # An even number of cells per axis: the check below compares with the grid
         # coarsened by two.
-        grid = make_grid(X, self.bandwidth, degree=self.degree, tol=tol, levels=1)
+        grid = make_grid(X, h, degree=self.degree, tol=tol, levels=1)
         self.grid_shape = grid.shape
-        self.binning_error = float(binning_error(grid.spacing, self.bandwidth, self.degree))
+        self.binning_error = float(binning_error(grid.spacing, h, self.degree))
         t = self.n_outputs
         # One pass over the rows bins the values and their squares; the squares' sums
         # (for return_std) and the squared weights' (for the variance rule) are taken
@@ -142,7 +148,7 @@ class BinnedKernel:
         self._bins = Bins(grid, both.counts[..., : 1 + t], both.shift[:t])
         squares = np.concatenate([both.counts[..., :1], both.counts[..., 1 + t :]], axis=-1)
         self._square_bins = Bins(grid, squares, both.shift[t:])
-        self.sums = grid_sums(self._bins, self.bandwidth, self.degree)
+        self.sums = grid_sums(self._bins, h, self.degree)
         d, p = self.n_dims, self.degree
         moments = moment_exponents(p, d)
         basis = basis_exponents(p, d)
@@ -172,19 +178,20 @@ class BinnedKernel:
         r"""The weight moments at :math:`h/\sqrt2`: those of the squared kernel weights, up
         to :math:`2^{-|e|/2}` (for the local constant, the sum of the squared weights)."""
         weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._shift[:1])
-        return grid_sums(weights_only, self.bandwidth / math.sqrt(2.0), self.degree)
+        return grid_sums(weights_only, self._h / math.sqrt(2.0), self.degree)
 
     @cached_property
     def second(self):
         """The kernel sums of the squared values (local constant's), for ``return_std``."""
-        return grid_sums(self._square_bins, self.bandwidth, 0)
+        return grid_sums(self._square_bins, self._h, 0)
 
     @staticmethod
     def fits(X, bandwidth, degree, n_outputs, tol=TOLERANCE):
         """Whether the sums of ``X`` at ``bandwidth`` (and those of the squared weights)
         fit in ``working_memory``."""
-        bandwidth = np.asarray(bandwidth, dtype=float)
-        grid = make_grid(X, bandwidth, degree=degree, tol=tol)
+        unit = power_of_two_scale(X, axis=0)
+        X, bandwidth = X / unit, np.asarray(bandwidth, dtype=float) / unit
+        grid = make_grid(X, bandwidth, degree=degree, tol=tol, levels=1)
         if grid.size > MAX_GRID_POINTS:
             return False
         # Zero-length columns: only the shapes matter to sums_fit.
@@ -229,14 +236,14 @@ class BinnedKernel:
         """
         grid = self._bins.grid
         counts, coarse_grid = coarsen(self._bins.counts, grid, 2)
-        coarse = grid_sums(Bins(coarse_grid, counts, self._shift), self.bandwidth, self.degree)
+        coarse = grid_sums(Bins(coarse_grid, counts, self._shift), self._h, self.degree)
         # E_w[u_a²] from the weight moments of degree 2 (the fit's own, or for the local
         # constant those of the weights alone).
         moments = moment_exponents(max(self.degree, 1), self.n_dims)
         spreads = self.sums
         if not self.degree:
             weights_only = Bins(grid, self._bins.counts[..., :1], self._shift[:0])
-            spreads = grid_sums(weights_only, self.bandwidth, 1)
+            spreads = grid_sums(weights_only, self._h, 1)
         second_moments = _positions(moments, 2 * np.eye(self.n_dims, dtype=int))
         cells = np.array([n - 1 for n in grid.shape])
         exact = np.zeros(tuple(cells), dtype=bool)
@@ -339,7 +346,7 @@ class BinnedKernel:
         exact : ndarray of bool, shape (m,)
             The rows left to the exact kernel (their other entries are meaningless).
         """
-        queries = np.asarray(queries, dtype=float)
+        queries = np.asarray(queries, dtype=float) / self._unit
         columns, far = self._interpolated(self.sums, queries)
         far |= self._in_exact_cells(queries)
         t, Q = self._t, self._n_moments
@@ -388,7 +395,7 @@ class BinnedKernel:
             beyond the variance rule's reach: their fit may be held back): to be computed
             from the exact kernel.
         """
-        X = np.asarray(X, dtype=float)
+        X = np.asarray(X, dtype=float) / self._unit
         columns, far = self._interpolated(self.sums, X)
         far |= self._in_exact_cells(X)
         Q = self._n_moments
@@ -427,7 +434,7 @@ class BinnedKernel:
         held_back = np.zeros(len(X), dtype=bool)
         if not self.degree:
             return held_back, held_back.copy()
-        X = np.asarray(X, dtype=float)
+        X = np.asarray(X, dtype=float) / self._unit
         plain = self._left_out(self.sums, X, own_weight, own_values)
         alone = ~(plain[:, 0] > self.sums.resolution)
         # As in moments: the variance factor is at most r₀ (K ≤ 1); the squared weights'

@@ -467,3 +467,50 @@ def test_uniform_design_needs_no_exact_cells():
     X, y = sine(20_000)
     model = KernelSmoother(bandwidth=0.02, degree=0, algorithm="binned").fit(X, y)
     assert model.exact_cells_ == 0
+
+
+# ------------------------------------------------------------- units at the float's ends
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "binned"])
+@pytest.mark.parametrize(
+    "bandwidth, degree",
+    [("loo", 0), ("loo", 1), ("aic", 1), ("gcv", 0), ("gcv", 2), ("plugin", 1)],
+)
+def test_selected_bandwidth_scales_with_powers_of_two_across_the_float_range(
+    algorithm, bandwidth, degree
+):
+    X, y = sine(300, seed=5)
+    reference = KernelSmoother(bandwidth=bandwidth, degree=degree, algorithm=algorithm).fit(X, y)
+    for kx, ky in [(-1000, 0), (1000, 0), (0, -1000), (0, 1000), (1000, -1000), (-1000, 1000)]:
+        model = KernelSmoother(bandwidth=bandwidth, degree=degree, algorithm=algorithm)
+        model.fit(np.ldexp(X, kx), np.ldexp(y, ky))
+        # Dividing by a power of two is exact: the same search, to the last bit.
+        np.testing.assert_array_equal(np.ldexp(model.bandwidth_, -kx), reference.bandwidth_)
+        prediction = model.predict(np.ldexp(X[:20], kx))
+        np.testing.assert_allclose(
+            np.ldexp(prediction, -ky), reference.predict(X[:20]), rtol=1e-12, atol=1e-12
+        )
+        if bandwidth == "loo":
+            # In the targets' units: inf where the squared error is beyond the float range.
+            with np.errstate(over="ignore"):
+                expected = np.ldexp(reference.loo_error_, 2 * ky)
+            assert model.loo_error_ == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("factor_x, factor_y", [(1.0, 1e160), (1.0, 1e-200), (1e40, 1e80), (1e-300, 1.0), (1e150, 1.0)])
+def test_search_on_the_bins_at_extreme_units_agrees_with_ordinary_units(factor_x, factor_y):
+    X, y = sine(12_000, seed=2)
+    reference = KernelSmoother(bandwidth="loo", degree=1, algorithm="binned").fit(X, y)
+    model = KernelSmoother(bandwidth="loo", degree=1, algorithm="binned").fit(
+        X * factor_x, y * factor_y
+    )
+    np.testing.assert_allclose(model.bandwidth_ / factor_x, reference.bandwidth_, rtol=1e-3)
+    assert np.all(np.isfinite(model.predict(X[:50] * factor_x)))
+
+
+def test_loo_error_beyond_the_float_range_is_inf():
+    X, y = sine(300, seed=5)
+    model = KernelSmoother(bandwidth="loo").fit(X, np.ldexp(y, 1000))
+    assert model.loo_error_ == np.inf
+    assert np.all(np.isfinite(model.predict(X[:5])))
