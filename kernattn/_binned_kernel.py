@@ -144,6 +144,7 @@ class BinnedKernel:
         # One pass over the rows bins the values and their squares; the squares' sums
         # (for return_std) and the squared weights' (for the variance rule) are taken
         # on first use, from these bins.
+        self._weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         both = bin_targets(X, np.hstack([values, values**2]), grid, sample_weight)
         self._bins = Bins(grid, both.counts[..., : 1 + t], both.shift[:t])
         squares = np.concatenate([both.counts[..., :1], both.counts[..., 1 + t :]], axis=-1)
@@ -171,6 +172,8 @@ class BinnedKernel:
             np.maximum(np.average(values**2, axis=0, weights=sample_weight) - self._shift**2, 0)
         )
         self._exact_cells = self._checked_cells() if check else None
+        #: Noise estimates of the fit's intervals, by kind (see BinnedInference).
+        self.noise_cache = {}
         self.exact_cells = 0 if self._exact_cells is None else int(self._exact_cells.sum())
 
     @cached_property
@@ -421,6 +424,69 @@ class BinnedKernel:
         gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
         return np.einsum("mp,mpq,mq->m", first_row, gram, first_row), far_squared
 
+    def variance(self, queries, keys, target_variance, key=None):
+        r"""The variance of the estimate, :math:`\sum_j l_j(x)^2\, v_j`, at ``queries``
+        for targets of variance :math:`v_j` (``target_variance``, (n, t), at the training
+        rows ``keys``), from gridded sums.
+
+        With :math:`l_j = s_j K_j\, r^\top U_j` (:meth:`moments`), the sum is
+        :math:`r^\top M_v r` with :math:`M_v = \sum_j s_j^2 v_j K_j^2 U_j U_j^\top`: the
+        weight moments of the binned column :math:`s_j^2 v_j` at the bandwidth
+        :math:`h/\sqrt2` (:math:`K^2(u) = K(\sqrt2 u)`), times :math:`2^{-|e|/2}`, as
+        the variance rule's squared sums are. :math:`O(n)` once per column, then
+        :math:`O(1)` per query.
+
+        With ``key``, the sums are kept in :attr:`noise_cache` under it (the same
+        ``target_variance`` for every call with that key).
+
+        Returns
+        -------
+        variance : ndarray of shape (m, t)
+        exact : ndarray of bool, shape (m,)
+            The rows the grid does not serve (as :meth:`moments`'s).
+        """
+        queries = np.asarray(queries, dtype=float) / self._unit
+        keys = np.asarray(keys, dtype=float) / self._unit
+        columns, far = self._interpolated(self.sums, queries)
+        far |= self._in_exact_cells(queries)
+        Q = self._n_moments
+        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        T = np.zeros((len(queries), self._n_basis, 1))
+        if self.degree:
+            _, r = solve_local_polynomial(S, T, self.degree, self.n_dims)
+        else:
+            r = 1.0 / S[:, :1]
+        t = target_variance.shape[1]
+        out = np.zeros((len(queries), t))
+        exact = far.copy()
+        cached = None if key is None else self.noise_cache.get(("variance", key))
+        if cached is None:
+            cached = [self._variance_sums(keys, target_variance[:, o]) for o in range(t)]
+            if key is not None:
+                self.noise_cache["variance", key] = cached
+        for o, sums in enumerate(cached):
+            if sums is None:
+                continue
+            squared, far_squared = self._interpolated(sums, queries)
+            if self.degree:
+                gram = squared[:, self._pairs] * self._pair_halving
+                out[:, o] = np.einsum("mp,mpq,mq->m", r, gram, r)
+            else:
+                out[:, o] = squared[:, 0] * r[:, 0] ** 2
+            exact |= far_squared & ~(squared[:, 0] == 0)
+        exact |= ~np.all(np.isfinite(out), axis=1)
+        return np.maximum(out, 0.0), exact
+
+    def _variance_sums(self, keys, target_variance):
+        """The squared kernel's weight moments of the column ``s_j² v_j`` (``None`` where
+        it is all 0)."""
+        weights = self._weights**2 * target_variance
+        if not np.any(weights > 0):
+            return None
+        grid = self._bins.grid
+        bins = bin_targets(keys, np.zeros((len(keys), 0)), grid, weights)
+        return grid_sums(bins, self._h / math.sqrt(2.0), self.degree)
+
     def held_back_rows(self, X, own_weight, own_values):
         """Whether the left-out local polynomial of each of the training rows ``X`` is
         held back (and which rows are alone: no other row within the kernel's reach).
@@ -559,6 +625,27 @@ class BinnedInference(LinearSmootherInference):
         self.binned = binned
         self.binned_weight = np.asarray(binned_weight, dtype=float)
         self.tolerance = tolerance
+
+    def noise_variance(self, noise="local"):
+        # One pass over every training row: kept with the fit's gridded sums, so further
+        # intervals on the same fit cost only their queries.
+        cache = self.binned.noise_cache
+        if noise not in cache:
+            cache[noise] = super().noise_variance(noise)
+        return cache[noise]
+
+    def mean_variance(self, X, noise="local"):
+        """``Var ŷ(x) = Σ_i l_i(x)² σ²(x_i)/s_i`` from the gridded sums
+        (:meth:`BinnedKernel.variance`), with the rows the grid does not serve from their
+        exact weights."""
+        target_noise = self._scaled_noise(noise)
+        # l_i in the grid's weights: v_i = σ²(x_i)/s_i is each target's own variance.
+        variance, exact = self.binned.variance(X, self.keys, target_noise, key=noise)
+        rows = np.flatnonzero(exact)
+        if len(rows):
+            W = np.asarray(self.weights(X[rows]), dtype=np.float64)
+            variance[rows] = (W * W) @ target_noise
+        return variance
 
     def residuals(self):
         mean, own, spread, exact = self.binned.hat_values(self.keys)

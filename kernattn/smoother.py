@@ -238,12 +238,15 @@ class KernelSmoother(NadarayaWatsonRegressor):
         the cost model of :func:`kernattn._binned.choose_algorithm` (for predicting the
         training rows, at the normal-reference bandwidth and then at ``bandwidth_``) says
         it is cheaper, from 10 000 training rows; the exact tier otherwise (below that the
-        exact sums are fast, and small fits stay exact to rounding). Only ``predict`` (with
-        ``return_std``, and ``score``) uses the binned sums: ``attention_weights``,
-        ``attention_entropy``, ``gradient`` and ``predict_interval`` need every weight and
-        use the exact kernel on either tier (:math:`O(n)` per query; the noise estimate of
-        ``predict_interval`` and of ``gradient``'s standard errors comes from the gridded
-        sums beyond 20 000 rows, :math:`O(n)`, and from every row's exact weights below).
+        exact sums are fast, and small fits stay exact to rounding). ``predict`` (with
+        ``return_std``, and ``score``) uses the binned sums, and so does the analytic
+        ``predict_interval`` beyond 20 000 rows: its variance :math:`\sum_i l_i(x)^2
+        \sigma^2(x_i)/s_i` is a quadratic form in the squared kernel's moments of the
+        binned noise, and the noise estimate (of ``gradient``'s standard errors too) is
+        taken from the gridded sums once per fit, :math:`O(n)`; below, from every row's
+        exact weights. ``attention_weights``, ``attention_entropy``, ``gradient`` and the
+        bootstrap intervals need every weight and use the exact kernel on either tier
+        (:math:`O(n)` per query).
 
     Attributes
     ----------

@@ -514,3 +514,29 @@ def test_loo_error_beyond_the_float_range_is_inf():
     model = KernelSmoother(bandwidth="loo").fit(X, np.ldexp(y, 1000))
     assert model.loo_error_ == np.inf
     assert np.all(np.isfinite(model.predict(X[:5])))
+
+
+@pytest.mark.parametrize("degree, d", [(0, 1), (1, 1), (3, 1), (1, 2)])
+def test_interval_variance_comes_from_the_grid(monkeypatch, degree, d):
+    # Beyond _EXACT_HELD_BACK_ROWS rows Var ŷ(x) = Σ l_i(x)² σ²(x_i)/s_i is r'M r with M
+    # the squared kernel's moments of the binned noise: no query reads every weight.
+    import kernattn.smoother as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(5000, d=d, seed=3)
+    h = 0.05 if d == 1 else 0.1
+    binned, exact = both(X, y, bandwidth=h, degree=degree)
+    Q = inside(X, 50, seed=4)
+    inference = binned._inference()
+    expected = exact._inference().mean_variance(Q, "local")
+    # The noise estimate (training rows in the grid's exact cells read their weights) is
+    # taken once and kept with the fit.
+    first = inference.mean_variance(Q, "local")
+
+    def every_weight(queries):
+        raise AssertionError("a query read every training weight")
+
+    inference.weights = every_weight
+    again = inference.mean_variance(Q, "local")
+    np.testing.assert_array_equal(again, first)
+    np.testing.assert_allclose(again, expected, rtol=2e-3)
