@@ -227,10 +227,10 @@ class BinnedKernel:
         the kernel weights vary on the scale :math:`h/D` at a distance :math:`D` from the
         data, and near the edge of a sparse design the equivalent kernel of a high degree
         is far from the uniform design's: there the binning and interpolation errors grow
-        beyond it. So the grid is checked a posteriori, at the nodes of the grid
-        coarsened by two (:func:`~kernattn._binned.coarsen`) and the centers of its cells:
-        there the estimate from these sums is compared with the one from the coarse sums,
-        whose error is about four times this grid's (it is second order in the spacing).
+        beyond it. So the grid is checked a posteriori, at the centers of the cells of the
+        grid coarsened by two (:func:`~kernattn._binned.coarsen`): there the estimate from
+        these sums is compared with the one from the coarse sums, whose error is about four
+        times this grid's (it is second order in the spacing).
         Where they differ by more than ``CHECK_SHARE`` times ``binning_error`` (relative
         to the local spread of the targets), where the kernel's mass lies more than
         ``CHECK_OFFSET`` squared bandwidths away (into a gap), or where the sums are below
@@ -248,12 +248,11 @@ class BinnedKernel:
         ratio2 = (self._h / grid.spacing) ** 2
         cells = np.array([n - 1 for n in grid.shape])
         exact = np.zeros(tuple(cells), dtype=bool)
-        # The points checked: the nodes of the coarse grid (every other node of this one)
-        # and the centers of its cells (the nodes of odd index along every axis), where
-        # the coarse estimate is interpolated.
-        lattices = [
-            [np.arange(parity, n, 2) for n in grid.shape] for parity in (0, 1)
-        ]
+        # The points checked: the centers of the coarse grid's cells (the nodes of odd
+        # index along every axis), where the coarse estimate is interpolated and so carries
+        # both the binning and the interpolation error; the coarse cells around a point
+        # are left out together.
+        lattices = [[np.arange(1, n, 2) for n in grid.shape]]
         flagged = []
         for axes in lattices:
             shape = tuple(len(a) for a in axes)
