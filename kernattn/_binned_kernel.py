@@ -144,7 +144,9 @@ class BinnedKernel:
         # One pass over the rows bins the values and their squares; the squares' sums
         # (for return_std) and the squared weights' (for the variance rule) are taken
         # on first use, from these bins.
-        self._weights = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        self._weights = (
+            np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        )
         both = bin_targets(X, np.hstack([values, values**2]), grid, sample_weight)
         self._bins = Bins(grid, both.counts[..., : 1 + t], both.shift[:t])
         squares = np.concatenate([both.counts[..., :1], both.counts[..., 1 + t :]], axis=-1)

@@ -622,10 +622,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
         the bandwidth multiplied back (a given bandwidth is used as it is).
 
         Dividing by a power of two is exact, so the selection does not depend on the units
-        of ``X`` or ``y`` (to the last bit, short of the subnormal range), and data near the ends of the float range (2⁻¹⁰⁰⁰ or 2¹⁰⁰⁰ times ordinary
-        ones) are searched in the time, and with the result, of ordinary ones: no square
-        or sum overflows, none underflows. The criterion's value is reported in the
-        targets' units.
+        of ``X`` or ``y`` (to the last bit, short of the subnormal range), and data near the
+        ends of the float range (2⁻¹⁰⁰⁰ or 2¹⁰⁰⁰ times ordinary ones) are searched in the
+        time, and with the result, of ordinary ones: no square or sum overflows, none
+        underflows. The criterion's value is reported in the targets' units.
         """
         method = self.bandwidth if isinstance(self.bandwidth, str) else None
         if method is None:

@@ -498,7 +498,9 @@ def test_selected_bandwidth_scales_with_powers_of_two_across_the_float_range(
             assert model.loo_error_ == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("factor_x, factor_y", [(1.0, 1e160), (1.0, 1e-200), (1e40, 1e80), (1e-300, 1.0), (1e150, 1.0)])
+@pytest.mark.parametrize(
+    "factor_x, factor_y", [(1.0, 1e160), (1.0, 1e-200), (1e40, 1e80), (1e-300, 1.0), (1e150, 1.0)]
+)
 def test_search_on_the_bins_at_extreme_units_agrees_with_ordinary_units(factor_x, factor_y):
     X, y = sine(12_000, seed=2)
     reference = KernelSmoother(bandwidth="loo", degree=1, algorithm="binned").fit(X, y)
