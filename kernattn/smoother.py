@@ -447,7 +447,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
         y : array_like of shape (n_samples,) or (n_samples, n_outputs)
             Training targets (the values).
         sample_weight : array_like of shape (n_samples,), optional
-            Non-negative. An integer weight is the same as repeating the row.
+            Non-negative. An integer weight is the same as repeating the row: weights count
+            observations. So multiplying every weight by a constant changes what depends
+            on their number (Scott's and Silverman's rules, the penalties of ``"aic"`` and
+            ``"gcv"`` and their cap on ``effective_dof_``, and the held-back rule, whose
+            variance is in units of one observation: where weights below 1 put even the
+            local constant above its bound, a query gets the local constant); the
+            leave-one-out criterion and the local constant at a given bandwidth do not
+            depend on it.
 
         Returns
         -------
