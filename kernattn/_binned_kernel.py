@@ -42,9 +42,11 @@ import numpy as np
 from kernattn._binned import (
     TOLERANCE,
     Bins,
+    Grid,
     basis_exponents,
     bin_targets,
     binning_error,
+    coarsen,
     grid_sums,
     interpolate,
     locate,
@@ -54,8 +56,10 @@ from kernattn._binned import (
     solve_local_polynomial,
     sums_fit,
 )
+from kernattn._blocks import iter_query_blocks
 from kernattn._inference import LinearSmootherInference
 from kernattn._local_fits import LocalPolynomials
+from kernattn._numerics import power_of_two_scale
 from kernattn._local_polynomial import (
     VARIANCE_BOUND,
     monomial_exponents,
@@ -69,6 +73,25 @@ MAX_GRID_POINTS = 2**24
 #: recomputed exactly: the binned factor is within a few per cent of the exact one, so a
 #: query that the exact rule holds back is always among them.
 NEAR_BOUND = 0.5
+#: The check of the grid (:meth:`BinnedKernel._checked_cells`) measures the binned
+#: estimate's error relative to the local spread of the targets, but not below this share
+#: of their overall spread (where the targets are locally constant the binned estimate
+#: reproduces them to rounding, and a relative error would only measure that rounding).
+CHECK_FLOOR = 1e-6
+#: The check leaves a cell to the exact kernel where the estimates on the grid and on the
+#: grid coarsened by two differ by more than this multiple of ``binning_error`` (relative
+#: to the local spread): second order in the spacing, the difference is about three to
+#: four times the grid's own error, so the estimate served is within about half the
+#: bound. (On a uniform design the largest errors, at its ends, are 0.2 to 0.4 of the
+#: bound: no cell is left out there.)
+CHECK_SHARE = 2.0
+#: ... and where the kernel's mass at a point lies this far away, in squared bandwidths
+#: (:math:`E_w[u_a^2] > 3` along some axis: about 1.4 bandwidths into a gap; 1 in the
+#: interior and at the edge of a locally uniform design). There the kernel weights of
+#: the nearest keys change by :math:`\tfrac18(\delta/h)^2 (u^2 - 1)` under binning,
+#: beyond the bound, and a few keys carry the estimate, so that the comparison of two
+#: grids (whose errors depend on the keys' positions in their cells) can miss it.
+CHECK_OFFSET = 3.0
 
 
 def _positions(source, target):
@@ -101,24 +124,34 @@ class BinnedKernel:
         The error bound of that grid (:func:`kernattn._binned.binning_error`).
     """
 
-    def __init__(self, X, values, sample_weight, bandwidth, degree, tol=TOLERANCE):
+    def __init__(self, X, values, sample_weight, bandwidth, degree, tol=TOLERANCE, check=True):
         X = np.asarray(X, dtype=float)
         self.n_dims = X.shape[1]
         self.n_outputs = values.shape[1]
         self.degree = int(degree)
         self.bandwidth = np.asarray(bandwidth, dtype=float)
-        grid = make_grid(X, self.bandwidth, degree=self.degree, tol=tol)
+        # The grid lives in units of a power of two per input (exact): inputs near the
+        # ends of the float range keep every digit and no sum overflows.
+        self._unit = power_of_two_scale(X, axis=0)
+        X = X / self._unit
+        h = self._h = self.bandwidth / self._unit
+        # An even number of cells per axis: the check below compares with the grid
+        # coarsened by two.
+        grid = make_grid(X, h, degree=self.degree, tol=tol, levels=1)
         self.grid_shape = grid.shape
-        self.binning_error = float(binning_error(grid.spacing, self.bandwidth, self.degree))
+        self.binning_error = float(binning_error(grid.spacing, h, self.degree))
         t = self.n_outputs
         # One pass over the rows bins the values and their squares; the squares' sums
         # (for return_std) and the squared weights' (for the variance rule) are taken
         # on first use, from these bins.
+        self._weights = (
+            np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        )
         both = bin_targets(X, np.hstack([values, values**2]), grid, sample_weight)
         self._bins = Bins(grid, both.counts[..., : 1 + t], both.shift[:t])
         squares = np.concatenate([both.counts[..., :1], both.counts[..., 1 + t :]], axis=-1)
         self._square_bins = Bins(grid, squares, both.shift[t:])
-        self.sums = grid_sums(self._bins, self.bandwidth, self.degree)
+        self.sums = grid_sums(self._bins, h, self.degree)
         d, p = self.n_dims, self.degree
         moments = moment_exponents(p, d)
         basis = basis_exponents(p, d)
@@ -137,25 +170,33 @@ class BinnedKernel:
         self._pair_halving = 2.0 ** (-0.5 * pairs.sum(axis=2))
         self._shift = self._bins.shift  # (t,)
         self._t = t
+        self._spread_floor = CHECK_FLOOR * np.sqrt(
+            np.maximum(np.average(values**2, axis=0, weights=sample_weight) - self._shift**2, 0)
+        )
+        self._exact_cells = self._checked_cells() if check else None
+        #: Noise estimates of the fit's intervals, by kind (see BinnedInference).
+        self.noise_cache = {}
+        self.exact_cells = 0 if self._exact_cells is None else int(self._exact_cells.sum())
 
     @cached_property
     def squared(self):
         r"""The weight moments at :math:`h/\sqrt2`: those of the squared kernel weights, up
         to :math:`2^{-|e|/2}` (for the local constant, the sum of the squared weights)."""
         weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._shift[:1])
-        return grid_sums(weights_only, self.bandwidth / math.sqrt(2.0), self.degree)
+        return grid_sums(weights_only, self._h / math.sqrt(2.0), self.degree)
 
     @cached_property
     def second(self):
         """The kernel sums of the squared values (local constant's), for ``return_std``."""
-        return grid_sums(self._square_bins, self.bandwidth, 0)
+        return grid_sums(self._square_bins, self._h, 0)
 
     @staticmethod
     def fits(X, bandwidth, degree, n_outputs, tol=TOLERANCE):
         """Whether the sums of ``X`` at ``bandwidth`` (and those of the squared weights)
         fit in ``working_memory``."""
-        bandwidth = np.asarray(bandwidth, dtype=float)
-        grid = make_grid(X, bandwidth, degree=degree, tol=tol)
+        unit = power_of_two_scale(X, axis=0)
+        X, bandwidth = X / unit, np.asarray(bandwidth, dtype=float) / unit
+        grid = make_grid(X, bandwidth, degree=degree, tol=tol, levels=1)
         if grid.size > MAX_GRID_POINTS:
             return False
         # Zero-length columns: only the shapes matter to sums_fit.
@@ -166,6 +207,104 @@ class BinnedKernel:
             return True
         squared = Bins(grid, counts[..., :2], np.zeros(1))
         return sums_fit(squared, bandwidth / math.sqrt(2.0), degree)
+
+    def _estimate(self, sums, queries):
+        """The unheld binned estimate at ``queries`` (m, t), and the rows whose interpolated
+        sums are below the resolution (or outside the grid)."""
+        columns, far = self._interpolated(sums, queries)
+        Q = self._n_moments
+        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        T = np.where(far[:, None, None], 0.0, columns[:, Q:].reshape(len(queries), -1, self._t))
+        if not self.degree:
+            return T[:, 0] / S[:, :1] + self._shift, T[:, 0] / S[:, :1] + self._shift, far
+        coefficients, _ = solve_local_polynomial(S, T, self.degree, self.n_dims)
+        return coefficients[:, 0] + self._shift, T[:, 0] / S[:, :1] + self._shift, far
+
+    def _checked_cells(self):
+        r"""The cells of the data grid whose queries the exact kernel computes: those where
+        the binned estimate may be farther from the exact one than ``binning_error``.
+
+        The bound of :func:`~kernattn._binned.binning_error` is a first-order one for a
+        locally uniform design. Between clusters of data (a gap several bandwidths wide)
+        the kernel weights vary on the scale :math:`h/D` at a distance :math:`D` from the
+        data, and near the edge of a sparse design the equivalent kernel of a high degree
+        is far from the uniform design's: there the binning and interpolation errors grow
+        beyond it. So the grid is checked a posteriori, at the centers of the cells of the
+        grid coarsened by two (:func:`~kernattn._binned.coarsen`): there the estimate from
+        these sums is compared with the one from the coarse sums, whose error is about four
+        times this grid's (it is second order in the spacing).
+        Where they differ by more than ``CHECK_SHARE`` times ``binning_error`` (relative
+        to the local spread of the targets), where the kernel's mass lies more than
+        ``CHECK_OFFSET`` squared bandwidths away (into a gap), or where the sums are below
+        their resolution, the coarse cells around the point are left to the exact kernel.
+        Returns the boolean array over the cells, or ``None`` where none is left out.
+        """
+        grid = self._bins.grid
+        counts, coarse_grid = coarsen(self._bins.counts, grid, 2)
+        coarse = grid_sums(Bins(coarse_grid, counts, self._shift), self._h, self.degree)
+        # E_w[u_a²] = 1 + h_a² ∂²S₀/∂x_a² / S₀ (K'' = (u² − 1)K): the second difference of
+        # the gridded S₀ along each axis at the nodes checked (δ ≪ h: its error is
+        # (δ/h)² relative; S₀'s rounding, 1e-16 of the total, is far below the resolution).
+        S0 = self.sums.table[:, 0].reshape(self.sums.grid.shape)
+        offset = np.asarray(self.sums.offset())
+        ratio2 = (self._h / grid.spacing) ** 2
+        cells = np.array([n - 1 for n in grid.shape])
+        exact = np.zeros(tuple(cells), dtype=bool)
+        # The points checked: the centers of the coarse grid's cells (the nodes of odd
+        # index along every axis), where the coarse estimate is interpolated and so carries
+        # both the binning and the interpolation error; the coarse cells around a point
+        # are left out together.
+        lattices = [[np.arange(1, n, 2) for n in grid.shape]]
+        flagged = []
+        for axes in lattices:
+            shape = tuple(len(a) for a in axes)
+            size = int(np.prod(shape))
+            for block in iter_query_blocks(size, 4 * self.n_columns, n_arrays=4):
+                flat = np.arange(block.start, block.stop)
+                position = np.column_stack(
+                    [a[k] for a, k in zip(axes, np.unravel_index(flat, shape), strict=True)]
+                )
+                points = grid.origin + grid.spacing * position
+                fine, ybar, far = self._estimate(self.sums, points)
+                at = position + offset
+                middle = S0[tuple(at.T)]
+                curvature = []
+                for a in range(self.n_dims):
+                    step = np.eye(self.n_dims, dtype=int)[a]
+                    second_difference = (
+                        S0[tuple((at + step).T)] - 2.0 * middle + S0[tuple((at - step).T)]
+                    )
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        curvature.append(1.0 + ratio2[a] * second_difference / middle)
+                crude, _, far_coarse = self._estimate(coarse, points)
+                squares, _ = self._interpolated(self.second, points)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    away = ~np.all(np.column_stack(curvature) <= CHECK_OFFSET, axis=1)
+                    second = squares[:, 1:] / squares[:, :1] + self.second.bins.shift
+                    spread = np.sqrt(np.maximum(second - 2.0 * fine * ybar + fine**2, 0.0))
+                    spread = np.maximum(spread, self._spread_floor)
+                    error = np.abs(fine - crude) / spread
+                    within = np.all(error <= CHECK_SHARE * self.binning_error, axis=1)
+                bad = far | far_coarse | away | ~within
+                flagged.append(position[bad])
+        flagged = np.concatenate(flagged)
+        if not len(flagged):
+            return None
+        # The cells of the coarse cells around a point: node k of this grid borders the
+        # coarse cells spanning its cells k − 2 to k + 1.
+        for step in np.ndindex(*(4,) * self.n_dims):
+            index = np.clip(flagged - 2 + np.asarray(step), 0, cells - 1)
+            exact[tuple(index.T)] = True
+        return exact
+
+    def _in_exact_cells(self, queries):
+        """Whether each query lies in a cell :meth:`_checked_cells` left to the exact
+        kernel."""
+        if self._exact_cells is None:
+            return np.zeros(len(queries), dtype=bool)
+        index, _, _ = locate(queries, self._bins.grid)
+        cells = np.asarray(self._exact_cells.shape)
+        return self._exact_cells[tuple(np.minimum(index, cells - 1).T)]
 
     @property
     def n_columns(self):
@@ -217,8 +356,9 @@ class BinnedKernel:
         exact : ndarray of bool, shape (m,)
             The rows left to the exact kernel (their other entries are meaningless).
         """
-        queries = np.asarray(queries, dtype=float)
+        queries = np.asarray(queries, dtype=float) / self._unit
         columns, far = self._interpolated(self.sums, queries)
+        far |= self._in_exact_cells(queries)
         t, Q = self._t, self._n_moments
         S = np.where(far[:, None], 1.0, columns[:, :Q])
         T = columns[:, Q:].reshape(len(columns), self._n_basis, t)
@@ -265,8 +405,9 @@ class BinnedKernel:
             beyond the variance rule's reach: their fit may be held back): to be computed
             from the exact kernel.
         """
-        X = np.asarray(X, dtype=float)
+        X = np.asarray(X, dtype=float) / self._unit
         columns, far = self._interpolated(self.sums, X)
+        far |= self._in_exact_cells(X)
         Q = self._n_moments
         S = np.where(far[:, None], 1.0, columns[:, :Q])
         T = np.where(far[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1))
@@ -290,6 +431,69 @@ class BinnedKernel:
         gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
         return np.einsum("mp,mpq,mq->m", first_row, gram, first_row), far_squared
 
+    def variance(self, queries, keys, target_variance, key=None):
+        r"""The variance of the estimate, :math:`\sum_j l_j(x)^2\, v_j`, at ``queries``
+        for targets of variance :math:`v_j` (``target_variance``, (n, t), at the training
+        rows ``keys``), from gridded sums.
+
+        With :math:`l_j = s_j K_j\, r^\top U_j` (:meth:`moments`), the sum is
+        :math:`r^\top M_v r` with :math:`M_v = \sum_j s_j^2 v_j K_j^2 U_j U_j^\top`: the
+        weight moments of the binned column :math:`s_j^2 v_j` at the bandwidth
+        :math:`h/\sqrt2` (:math:`K^2(u) = K(\sqrt2 u)`), times :math:`2^{-|e|/2}`, as
+        the variance rule's squared sums are. :math:`O(n)` once per column, then
+        :math:`O(1)` per query.
+
+        With ``key``, the sums are kept in :attr:`noise_cache` under it (the same
+        ``target_variance`` for every call with that key).
+
+        Returns
+        -------
+        variance : ndarray of shape (m, t)
+        exact : ndarray of bool, shape (m,)
+            The rows the grid does not serve (as :meth:`moments`'s).
+        """
+        queries = np.asarray(queries, dtype=float) / self._unit
+        keys = np.asarray(keys, dtype=float) / self._unit
+        columns, far = self._interpolated(self.sums, queries)
+        far |= self._in_exact_cells(queries)
+        Q = self._n_moments
+        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        T = np.zeros((len(queries), self._n_basis, 1))
+        if self.degree:
+            _, r = solve_local_polynomial(S, T, self.degree, self.n_dims)
+        else:
+            r = 1.0 / S[:, :1]
+        t = target_variance.shape[1]
+        out = np.zeros((len(queries), t))
+        exact = far.copy()
+        cached = None if key is None else self.noise_cache.get(("variance", key))
+        if cached is None:
+            cached = [self._variance_sums(keys, target_variance[:, o]) for o in range(t)]
+            if key is not None:
+                self.noise_cache["variance", key] = cached
+        for o, sums in enumerate(cached):
+            if sums is None:
+                continue
+            squared, far_squared = self._interpolated(sums, queries)
+            if self.degree:
+                gram = squared[:, self._pairs] * self._pair_halving
+                out[:, o] = np.einsum("mp,mpq,mq->m", r, gram, r)
+            else:
+                out[:, o] = squared[:, 0] * r[:, 0] ** 2
+            exact |= far_squared & ~(squared[:, 0] == 0)
+        exact |= ~np.all(np.isfinite(out), axis=1)
+        return np.maximum(out, 0.0), exact
+
+    def _variance_sums(self, keys, target_variance):
+        """The squared kernel's weight moments of the column ``s_j² v_j`` (``None`` where
+        it is all 0)."""
+        weights = self._weights**2 * target_variance
+        if not np.any(weights > 0):
+            return None
+        grid = self._bins.grid
+        bins = bin_targets(keys, np.zeros((len(keys), 0)), grid, weights)
+        return grid_sums(bins, self._h / math.sqrt(2.0), self.degree)
+
     def held_back_rows(self, X, own_weight, own_values):
         """Whether the left-out local polynomial of each of the training rows ``X`` is
         held back (and which rows are alone: no other row within the kernel's reach).
@@ -303,7 +507,7 @@ class BinnedKernel:
         held_back = np.zeros(len(X), dtype=bool)
         if not self.degree:
             return held_back, held_back.copy()
-        X = np.asarray(X, dtype=float)
+        X = np.asarray(X, dtype=float) / self._unit
         plain = self._left_out(self.sums, X, own_weight, own_values)
         alone = ~(plain[:, 0] > self.sums.resolution)
         # As in moments: the variance factor is at most r₀ (K ≤ 1); the squared weights'
@@ -429,6 +633,27 @@ class BinnedInference(LinearSmootherInference):
         self.binned_weight = np.asarray(binned_weight, dtype=float)
         self.tolerance = tolerance
 
+    def noise_variance(self, noise="local"):
+        # One pass over every training row: kept with the fit's gridded sums, so further
+        # intervals on the same fit cost only their queries.
+        cache = self.binned.noise_cache
+        if noise not in cache:
+            cache[noise] = super().noise_variance(noise)
+        return cache[noise]
+
+    def mean_variance(self, X, noise="local"):
+        """``Var ŷ(x) = Σ_i l_i(x)² σ²(x_i)/s_i`` from the gridded sums
+        (:meth:`BinnedKernel.variance`), with the rows the grid does not serve from their
+        exact weights."""
+        target_noise = self._scaled_noise(noise)
+        # l_i in the grid's weights: v_i = σ²(x_i)/s_i is each target's own variance.
+        variance, exact = self.binned.variance(X, self.keys, target_noise, key=noise)
+        rows = np.flatnonzero(exact)
+        if len(rows):
+            W = np.asarray(self.weights(X[rows]), dtype=np.float64)
+            variance[rows] = (W * W) @ target_noise
+        return variance
+
     def residuals(self):
         mean, own, spread, exact = self.binned.hat_values(self.keys)
         s = self.binned_weight
@@ -442,7 +667,13 @@ class BinnedInference(LinearSmootherInference):
 
     def _kernel_averages(self, columns):
         averages = BinnedKernel(
-            self.keys, columns, self.binned_weight, self.binned.bandwidth, 0, self.tolerance
+            self.keys,
+            columns,
+            self.binned_weight,
+            self.binned.bandwidth,
+            0,
+            self.tolerance,
+            check=False,
         )
         out, _, _, exact = averages.moments(self.keys)
         rows = np.flatnonzero(exact)

@@ -165,7 +165,10 @@ class BinnedCriterion:
         )
         self.bins = {0: bin_targets(X, Y, grid, sample_weight)}
         self.cells = {}
-        if d == 1 and sample_weight is None:
+        # A row is left out with its exact duplicates, as on the exact tier: rows repeated
+        # and integer weights then give the same criterion.
+        own_weight, own_values = _duplicate_groups(X, Y, sample_weight)
+        if d == 1 and sample_weight is None and own_weight is None:
             self.cells[0] = cell_moments(X, Y, self.bins[0])
         else:
             # The per-row statistics gather the sums of each row's cell: rows in cell order
@@ -175,7 +178,10 @@ class BinnedCriterion:
             order = np.argsort(cell, kind="stable")
             X, Y = X[order], Y[order]
             sample_weight = None if sample_weight is None else sample_weight[order]
+            if own_weight is not None:
+                own_weight, own_values = own_weight[order], own_values[order]
         self.X, self.Y, self.sample_weight = X, Y, sample_weight
+        self.own_weight, self.own_values = own_weight, own_values
         self.neighbours = NearestOther(X, Y)
         self.n_evaluations = 0
         self.last_error = np.nan
@@ -208,6 +214,8 @@ class BinnedCriterion:
             self.X,
             self.Y,
             self.sample_weight,
+            own_weight=self.own_weight,
+            own_values=self.own_values,
             neighbours=self.neighbours,
             cells=cells,
             n_jobs=self.n_jobs,
@@ -215,6 +223,35 @@ class BinnedCriterion:
         self.n_evaluations += 1
         self.last_error = binning_error(bins.grid.spacing, bandwidth, self.degree)
         return criterion_value(self.criterion, stats)
+
+
+def _duplicate_groups(X, Y, sample_weight):
+    """Per row, the summed weight and weighted targets of its group of exact duplicates
+    of the inputs (``None, None`` where every input is distinct)."""
+    # The estimator passes its rows sorted by inputs (duplicates adjacent): checked in
+    # O(n), the sort only otherwise.
+    ordered = True
+    tied = np.ones(max(len(X) - 1, 0), dtype=bool)
+    for a in range(X.shape[1]):
+        step = X[1:, a] - X[:-1, a]
+        ordered = ordered and not np.any(tied & (step < 0))
+        tied &= step == 0
+    if ordered:
+        first = np.ones(len(X), dtype=bool)
+        first[1:] = np.any(X[1:] != X[:-1], axis=1)
+        group = np.cumsum(first) - 1
+    else:
+        _, group = np.unique(X, axis=0, return_inverse=True)
+        group = group.ravel()
+    n_groups = int(group.max()) + 1 if len(X) else 0
+    if n_groups == len(X):
+        return None, None
+    s = np.ones(len(X)) if sample_weight is None else sample_weight
+    weight = np.bincount(group, s, minlength=n_groups)[group]
+    values = np.column_stack(
+        [np.bincount(group, s * Y[:, o], minlength=n_groups)[group] for o in range(Y.shape[1])]
+    )
+    return weight, values
 
 
 def _check(X, Y, sample_weight):

@@ -471,7 +471,8 @@ def _ridge_for_variance(a0, u, M, a, e, bound, n_grid=96, n_steps=40):
     r"""The smallest :math:`\lambda > 0` with :math:`V_\lambda =` ``bound``, per row (each
     row has :math:`V_0 >` ``bound``; ``bound`` a scalar or one per row).
 
-    :math:`V_\lambda \to a_0 = \sum_j w_j^2 \le 1 < \kappa` as :math:`\lambda \to \infty`,
+    :math:`V_\lambda \to a_0 = \sum_j w_j^2 \le 1 < \kappa` as :math:`\lambda \to \infty`
+    (with unit sample weights; where :math:`a_0 \ge \kappa` the ridge is infinite),
     and :math:`|V_\lambda - a_0| \le 2\|u\| x + \|M\| x^2` with :math:`x = \|a\|/\lambda`,
     which gives a :math:`\lambda_{\max}` where the bound holds. :math:`V_\lambda` need not
     be monotone, so a geometric grid down from :math:`\lambda_{\max}` (factors of 2, all
@@ -523,7 +524,11 @@ def _ridge_for_variance(a0, u, M, a, e, bound, n_grid=96, n_steps=40):
         ridge = np.where(converged, ridge, step)
     # Where Newton has not landed on the crossing, the bracket's side inside the bound.
     value, _ = _variance_and_slope(a0, u, M, a, e, ridge)
-    return np.where(value <= bound * (1 + 1e-12), ridge, hi)
+    ridge = np.where(value <= bound * (1 + 1e-12), ridge, hi)
+    # Sample weights below 1 (precision weights: rows worth less than one observation) can
+    # put even the local constant's variance factor a₀ = Σ_j w_j²/s_j above the bound: no
+    # ridge meets it, and the fit is the local constant (an infinite ridge), not NaN.
+    return np.where(room > 0, ridge, np.inf)
 
 
 def _variance_and_slope(a0, u, M, a, e, ridge):

@@ -11,6 +11,7 @@ and the last term depends on the query only, so it cancels in the softmax: the w
 rules and the leave-one-out search live in :mod:`kernattn.bandwidth`.
 """
 
+import math
 import time
 import warnings
 from numbers import Integral, Real
@@ -57,7 +58,7 @@ from kernattn._mixed import (
     select_mixed_bandwidth,
 )
 from kernattn._namespaces import in_caller_library
-from kernattn._numerics import weighted_mean
+from kernattn._numerics import power_of_two_scale, weighted_mean
 from kernattn._plugin import plugin_bandwidth
 from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
 from kernattn.bandwidth import (
@@ -229,20 +230,24 @@ class KernelSmoother(NadarayaWatsonRegressor):
         against the exact one is below 1e-3 times the local spread of the targets (bounded
         in ``binning_error_``; where that grid would exceed ``working_memory``, the
         smallest of 2e-3, 4e-3, 8e-3 that fits); queries outside the data's range, held
-        back by (or near) the variance rule, or with no kernel mass on the grid are
-        computed exactly.
+        back by (or near) the variance rule, with no kernel mass on the grid, or in the
+        cells where a check of the grid at fit finds that bound at risk (gaps between
+        clusters of data; counted in ``exact_cells_``) are computed exactly.
         ``"binned"`` raises a ``ValueError`` saying why where it is not possible (three or
         more features, discrete features, a compact kernel, a grid beyond
         ``working_memory``). ``"auto"`` chooses the binned tier where it is possible and
         the cost model of :func:`kernattn._binned.choose_algorithm` (for predicting the
         training rows, at the normal-reference bandwidth and then at ``bandwidth_``) says
         it is cheaper, from 10 000 training rows; the exact tier otherwise (below that the
-        exact sums are fast, and small fits stay exact to rounding). Only ``predict`` (with
-        ``return_std``, and ``score``) uses the binned sums: ``attention_weights``,
-        ``attention_entropy``, ``gradient`` and ``predict_interval`` need every weight and
-        use the exact kernel on either tier (:math:`O(n)` per query; the noise estimate of
-        ``predict_interval`` and of ``gradient``'s standard errors comes from the gridded
-        sums beyond 20 000 rows, :math:`O(n)`, and from every row's exact weights below).
+        exact sums are fast, and small fits stay exact to rounding). ``predict`` (with
+        ``return_std``, and ``score``) uses the binned sums, and so does the analytic
+        ``predict_interval`` beyond 20 000 rows: its variance :math:`\sum_i l_i(x)^2
+        \sigma^2(x_i)/s_i` is a quadratic form in the squared kernel's moments of the
+        binned noise, and the noise estimate (of ``gradient``'s standard errors too) is
+        taken from the gridded sums once per fit, :math:`O(n)`; below, from every row's
+        exact weights. ``attention_weights``, ``attention_entropy``, ``gradient`` and the
+        bootstrap intervals need every weight and use the exact kernel on either tier
+        (:math:`O(n)` per query).
 
     Attributes
     ----------
@@ -252,7 +257,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         Leave-one-out mean squared error of this estimator (of its ``degree``) at
         ``bandwidth_`` (only with ``bandwidth="loo"``; for more than 4 000 training rows, an
         unbiased estimate from the last subset of queries of the search; on the binned tier
-        over every row, from the binned sums).
+        over every row, from the binned sums). In the targets' squared units: ``inf``
+        where that square is beyond the float range (targets near 2¹⁰⁰⁰).
     criterion_ : float
         The AICc or GCV value reached (only with ``bandwidth="aic"`` or ``"gcv"``).
     effective_dof_ : float
@@ -290,6 +296,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
         spread of the targets (at most the tolerance: 1e-3, or up to 8e-3 where a finer
         grid would not fit in ``working_memory``; see :mod:`kernattn._binned`).
         Beyond the range the queries are exact.
+    exact_cells_ : int
+        Only on the binned tier: how many cells of the grid (of the
+        :math:`\prod_j (G_j - 1)` cells within the data's range, ``grid_shape_`` giving
+        the :math:`G_j`) have their queries computed from the exact kernel because a check
+        of the grid found that the binned estimate there could be farther than
+        ``binning_error_`` from the exact one: gaps between clusters of data, a sparse
+        edge of the design (see :class:`kernattn._binned_kernel.BinnedKernel`). 0 for a
+        design that the grid serves everywhere.
     kernel_ : SoftmaxHeads
         The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
         the training mean and divided by ``bandwidth_``.
@@ -434,7 +448,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
         y : array_like of shape (n_samples,) or (n_samples, n_outputs)
             Training targets (the values).
         sample_weight : array_like of shape (n_samples,), optional
-            Non-negative. An integer weight is the same as repeating the row.
+            Non-negative. An integer weight is the same as repeating the row: weights count
+            observations. So multiplying every weight by a constant changes what depends
+            on their number (Scott's and Silverman's rules, the penalties of ``"aic"`` and
+            ``"gcv"`` and their cap on ``effective_dof_``, and the held-back rule, whose
+            variance is in units of one observation: where weights below 1 put even the
+            local constant above its bound, a query gets the local constant); the
+            leave-one-out criterion and the local constant at a given bandwidth do not
+            depend on it.
 
         Returns
         -------
@@ -554,10 +575,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
             tier = self._search_tier(X, Y, candidates)
             if selection is not None:
                 h, degree = self._use_selection(selection), 0
-            elif tier == "binned" or self._search_on_bins(X):
-                h, degree = self._select_binned(X, Y, sample_weight, candidates)
             else:
-                h, degree = self._select_bandwidth(X, Y, sample_weight, candidates)
+                h, degree = self._select_in_units(X, Y, sample_weight, candidates, tier)
             self.bandwidth_ = h
             algorithm = self._final_tier(X, Y, h, degree)
             # Center before scaling: distances are translation invariant, their expansion
@@ -593,6 +612,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
             )
             self.grid_shape_ = self._binned.grid_shape
             self.binning_error_ = self._binned.binning_error
+            self.exact_cells_ = self._binned.exact_cells
             if degree > 0 and len(X) > _EXACT_HELD_BACK_ROWS:
                 self.held_back_ = self._binned_held_back_share(X, sample_weight)
             elif degree > 0:
@@ -603,6 +623,38 @@ class KernelSmoother(NadarayaWatsonRegressor):
         if np.isnan(getattr(self, "effective_dof_", 0.0)):
             self.effective_dof_ = self._binned_trace(X, sample_weight)
         return kernel
+
+    def _select_in_units(self, X, Y, sample_weight, candidates, tier):
+        """The bandwidth and degree, selected on the inputs and the targets each divided
+        by a power of two near its largest magnitude (per feature for the inputs), then
+        the bandwidth multiplied back (a given bandwidth is used as it is).
+
+        Dividing by a power of two is exact, so the selection does not depend on the units
+        of ``X`` or ``y`` (to the last bit, short of the subnormal range), and data near the
+        ends of the float range (2⁻¹⁰⁰⁰ or 2¹⁰⁰⁰ times ordinary ones) are searched in the
+        time, and with the result, of ordinary ones: no square or sum overflows, none
+        underflows. The criterion's value is reported in the targets' units.
+        """
+        method = self.bandwidth if isinstance(self.bandwidth, str) else None
+        if method is None:
+            # A given bandwidth is in the units of X.
+            x_unit, y_unit = np.ones(X.shape[1]), 1.0
+        else:
+            x_unit = power_of_two_scale(X, axis=0)
+            y_unit = float(power_of_two_scale(Y))
+            X, Y = X / x_unit, Y / y_unit
+        if tier == "binned" or self._search_on_bins(X):
+            h, degree = self._select_binned(X, Y, sample_weight, candidates)
+        else:
+            h, degree = self._select_bandwidth(X, Y, sample_weight, candidates)
+        if method == "loo":
+            self.loo_error_ = _times_square(self.loo_error_, y_unit)
+        elif method in CRITERIA:
+            if method == "aic":
+                self.criterion_ = self.criterion_ + 2.0 * math.log(y_unit)
+            else:
+                self.criterion_ = _times_square(self.criterion_, y_unit)
+        return h * x_unit, degree
 
     # ------------------------------------------------------------ binned tier
 
@@ -661,7 +713,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         if len(X) < AUTO_MIN_ROWS:
             return "exact"
         if isinstance(self.bandwidth, str):
-            h = np.std(X, axis=0) * len(X) ** (-1.0 / (X.shape[1] + 4))
+            unit = power_of_two_scale(X, axis=0)
+            h = np.std(X / unit, axis=0) * len(X) ** (-1.0 / (X.shape[1] + 4)) * unit
         else:
             h = self._given_bandwidth(X, Y)
             if h is None:
@@ -671,10 +724,12 @@ class KernelSmoother(NadarayaWatsonRegressor):
     @staticmethod
     def _cheaper(X, h, degree, n_outputs):
         """:func:`~kernattn._binned.choose_algorithm` for predicting the training rows, at
-        the tolerance or, where that grid does not fit in memory, at ``MAX_TOLERANCE``."""
+        the tolerance or, where that grid does not fit in memory, at ``MAX_TOLERANCE`` (in
+        units of a power of two per input, where no square or sum overflows)."""
+        unit = power_of_two_scale(X, axis=0)
         for tol in (TOLERANCE, MAX_TOLERANCE):
             choice = choose_algorithm(
-                X, h, len(X), degree=degree, n_outputs=2 * n_outputs, tol=tol
+                X / unit, h / unit, len(X), degree=degree, n_outputs=2 * n_outputs, tol=tol
             )
             if choice == "binned":
                 return choice
@@ -781,7 +836,10 @@ class KernelSmoother(NadarayaWatsonRegressor):
         them."""
         values = self._values[:, :1] / self._value_scale[:1]
         weights = None if np.all(sample_weight == sample_weight[0]) else sample_weight
-        h, degree = self.bandwidth_, self.degree_
+        # In units of a power of two per input, as the binned sums are (exact).
+        unit = power_of_two_scale(X, axis=0)
+        X = X / unit
+        h, degree = self.bandwidth_ / unit, self.degree_
         if self._binned is not None:
             sums = self._binned.sums
             values = self._values / self._value_scale
@@ -1302,6 +1360,13 @@ class KernelSmoother(NadarayaWatsonRegressor):
 #: The leave-one-out comparison of degrees at a given bandwidth runs on at most this many
 #: training rows (evenly spread in the order of their inputs), each against every key.
 _COMPARISON_ROWS = 2400
+
+
+def _times_square(value, unit):
+    """A squared error found in units of ``unit``, in the targets' units: ``inf`` where
+    it is beyond the float range (targets near 2¹⁰⁰⁰ have squares near 2²⁰⁰⁰)."""
+    with np.errstate(over="ignore"):
+        return float(np.float64(value) * np.float64(unit) * np.float64(unit))
 
 
 def _first_lowest(values):

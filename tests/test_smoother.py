@@ -838,3 +838,44 @@ def test_pipeline_grid_search_cross_validation_clone_and_pickle(data):
     assert copy.get_params() == model.get_params() and not hasattr(copy, "bandwidth_")
     restored = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(restored.predict(queries), model.predict(queries))
+
+
+@pytest.mark.parametrize("bandwidth", ["aic", "gcv"])
+def test_integer_weights_equal_repeated_rows_for_local_lines_under_the_dof_cap(bandwidth):
+    # The cap on tr(S) (half the rows) counts an integer weight as that many rows.
+    rng = np.random.default_rng(11)
+    X = rng.uniform(size=(60, 1))
+    y = np.sin(6 * X[:, 0]) + 0.3 * rng.normal(size=60)
+    counts = rng.integers(1, 4, size=60)
+    rows = np.repeat(np.arange(60), counts)
+    for degree in (1, 2):
+        weighted = KernelSmoother(bandwidth=bandwidth, degree=degree, algorithm="exact")
+        weighted.fit(X, y, sample_weight=counts)
+        plain = KernelSmoother(bandwidth=bandwidth, degree=degree, algorithm="exact")
+        plain.fit(X[rows], y[rows])
+        np.testing.assert_allclose(weighted.bandwidth_, plain.bandwidth_, rtol=1e-4)
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "binned"])
+@pytest.mark.parametrize("scale", [0.1, 1e-2, 1e-6, 1e-300])
+def test_weights_below_one_observation_give_the_local_constant_not_nan(algorithm, scale):
+    # Precision weights below 1 can put even the local constant's variance factor above
+    # the bound of the held-back rule: those queries get the local constant.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(150, 1))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.3 * rng.normal(size=150)
+    weights = rng.integers(1, 4, size=150) * scale
+    queries = np.linspace(0, 1, 50)[:, None]
+    for degree in (1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LocalDesignWarning)
+            model = KernelSmoother(bandwidth=0.01, degree=degree, algorithm=algorithm)
+            mean, std = model.fit(X, y, sample_weight=weights).predict(queries, return_std=True)
+        assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
+        constant = KernelSmoother(bandwidth=0.01, algorithm=algorithm).fit(X, y, weights)
+        assert np.all(np.abs(mean) <= np.abs(y).max())
+        if scale <= 1e-6:
+            # Every query held back: the exact local constant (the binned one within the
+            # binning error).
+            atol = 1e-9 if algorithm == "exact" else constant.binning_error_ * np.ptp(y)
+            np.testing.assert_allclose(mean, constant.predict(queries), atol=atol)

@@ -4,6 +4,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernattn import KernelSmoother, LocalDesignWarning
 from kernattn._binned import TOLERANCE
@@ -369,3 +371,191 @@ def test_noise_estimate_from_the_gridded_sums_matches_exact(monkeypatch, degree,
     _, sd_b = binned.gradient(Q, return_std=True)
     _, sd_e = exact.gradient(Q, return_std=True)
     np.testing.assert_allclose(sd_b, sd_e, rtol=2e-3)
+
+
+# ------------------------------------------------------- binned against exact, any design
+
+DESIGNS = ("gap", "clusters", "duplicates", "heavy_tails", "outlier")
+
+
+def design_inputs(design, n, d, rng):
+    """Inputs of a hostile design: two clusters with a gap between, tight clusters, few
+    distinct values, Student-t (two degrees of freedom) tails, or uniform with one far
+    outlying row."""
+    if design == "gap":
+        side = rng.integers(0, 2, size=n)
+        X = rng.uniform(size=(n, d)) * 0.3 + 0.7 * side[:, None]
+    elif design == "clusters":
+        centers = rng.uniform(size=(rng.integers(2, 6), d))
+        X = centers[rng.integers(0, len(centers), size=n)] + 0.01 * rng.normal(size=(n, d))
+    elif design == "duplicates":
+        X = rng.integers(0, 6, size=(n, d)) / 5.0
+    elif design == "heavy_tails":
+        X = rng.standard_t(2, size=(n, d))
+    else:
+        X = rng.uniform(size=(n, d))
+        X[0] = 1.0 + 20.0 * rng.uniform(0.5, 1.0, size=d)
+    return X
+
+
+def local_spread(X, y, Q, h, estimate):
+    """The kernel-weighted root mean square of y − estimate at each query: what
+    ``binning_error_`` is relative to."""
+    logits = -0.5 * np.sum(((Q[:, None, :] - X[None, :, :]) / h) ** 2, axis=2)
+    w = np.exp(logits - logits.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return np.sqrt(np.sum(w * (y[None, :] - estimate[:, None]) ** 2, axis=1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    design=st.sampled_from(DESIGNS),
+    d=st.integers(1, 2),
+    degree=st.integers(0, 3),
+    share=st.floats(0.03, 0.3),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_binned_within_its_bound_of_exact_on_any_design(design, d, degree, share, seed):
+    degree = degree if d == 1 else min(degree, 2)
+    rng = np.random.default_rng(seed)
+    n = 120 if d == 1 else 80
+    X = design_inputs(design, n, d, rng)
+    y = np.sin(3.0 * X[:, 0]) + (X[:, -1] > np.median(X[:, -1])) + 0.2 * rng.normal(size=n)
+    span = np.ptp(X, axis=0)
+    # In 2-D the grid has G² points: bandwidths of at least a tenth of the range.
+    h = span * (share if d == 1 else max(share, 0.1))
+    if d == 1:
+        Q = np.linspace(X.min(), X.max(), 400)[:, None]
+    else:
+        axes = [np.linspace(X[:, a].min(), X[:, a].max(), 25) for a in range(2)]
+        Q = np.stack([m.ravel() for m in np.meshgrid(*axes)], axis=1)
+    Q = np.vstack([Q, X])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalDesignWarning)
+        binned, exact = both(X, y, bandwidth=h, degree=degree)
+        mean_b, mean_e = binned.predict(Q), exact.predict(Q)
+    assert binned.algorithm_ == "binned"
+    assert 0 <= binned.exact_cells_ <= np.prod(np.array(binned.grid_shape_) - 1)
+    spread = np.maximum(local_spread(X, y, Q, h, mean_e), 1e-6 * np.std(y))
+    error = np.abs(mean_b - mean_e) / spread
+    assert np.all(np.isfinite(mean_b))
+    assert error.max() <= binned.binning_error_, (error.max(), binned.binning_error_)
+
+
+def test_gap_between_clusters_is_computed_exactly_and_counted():
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.uniform(0, 0.3, 200), rng.uniform(0.7, 1.0, 200)])
+    y = np.sin(2 * np.pi * x) + 0.2 * rng.normal(size=400)
+    X = x[:, None]
+    gap = np.linspace(0.3, 0.7, 201)[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalDesignWarning)
+        binned, exact = both(X, y, bandwidth=0.035, degree=3)
+        mean_b, mean_e = binned.predict(gap), exact.predict(gap)
+    cells = binned.grid_shape_[0] - 1
+    # The gap is 40 % of the range: most of its cells are left to the exact kernel.
+    assert 0.1 * cells < binned.exact_cells_ < 0.6 * cells
+    assert np.all(np.abs(mean_b) < 2.0)
+    np.testing.assert_allclose(mean_b, mean_e, atol=binning_bound(binned, y))
+
+
+def binning_bound(model, y):
+    return model.binning_error_ * np.std(y)
+
+
+def test_uniform_design_needs_no_exact_cells():
+    X, y = sine(20_000)
+    model = KernelSmoother(bandwidth=0.02, degree=0, algorithm="binned").fit(X, y)
+    assert model.exact_cells_ == 0
+
+
+# ------------------------------------------------------------- units at the float's ends
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "binned"])
+@pytest.mark.parametrize(
+    "bandwidth, degree",
+    [("loo", 0), ("loo", 1), ("aic", 1), ("gcv", 0), ("gcv", 2), ("plugin", 1)],
+)
+def test_selected_bandwidth_scales_with_powers_of_two_across_the_float_range(
+    algorithm, bandwidth, degree
+):
+    X, y = sine(300, seed=5)
+    reference = KernelSmoother(bandwidth=bandwidth, degree=degree, algorithm=algorithm).fit(X, y)
+    for kx, ky in [(-1000, 0), (1000, 0), (0, -1000), (0, 1000), (1000, -1000), (-1000, 1000)]:
+        model = KernelSmoother(bandwidth=bandwidth, degree=degree, algorithm=algorithm)
+        model.fit(np.ldexp(X, kx), np.ldexp(y, ky))
+        # Dividing by a power of two is exact: the same search, to the last bit.
+        np.testing.assert_array_equal(np.ldexp(model.bandwidth_, -kx), reference.bandwidth_)
+        prediction = model.predict(np.ldexp(X[:20], kx))
+        np.testing.assert_allclose(
+            np.ldexp(prediction, -ky), reference.predict(X[:20]), rtol=1e-12, atol=1e-12
+        )
+        if bandwidth == "loo":
+            # In the targets' units: inf where the squared error is beyond the float range.
+            with np.errstate(over="ignore"):
+                expected = np.ldexp(reference.loo_error_, 2 * ky)
+            assert model.loo_error_ == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "factor_x, factor_y", [(1.0, 1e160), (1.0, 1e-200), (1e40, 1e80), (1e-300, 1.0), (1e150, 1.0)]
+)
+def test_search_on_the_bins_at_extreme_units_agrees_with_ordinary_units(factor_x, factor_y):
+    X, y = sine(12_000, seed=2)
+    reference = KernelSmoother(bandwidth="loo", degree=1, algorithm="binned").fit(X, y)
+    model = KernelSmoother(bandwidth="loo", degree=1, algorithm="binned").fit(
+        X * factor_x, y * factor_y
+    )
+    np.testing.assert_allclose(model.bandwidth_ / factor_x, reference.bandwidth_, rtol=1e-3)
+    assert np.all(np.isfinite(model.predict(X[:50] * factor_x)))
+
+
+def test_loo_error_beyond_the_float_range_is_inf():
+    X, y = sine(300, seed=5)
+    model = KernelSmoother(bandwidth="loo").fit(X, np.ldexp(y, 1000))
+    assert model.loo_error_ == np.inf
+    assert np.all(np.isfinite(model.predict(X[:5])))
+
+
+@pytest.mark.parametrize("degree, d", [(0, 1), (1, 1), (3, 1), (1, 2)])
+def test_interval_variance_comes_from_the_grid(monkeypatch, degree, d):
+    # Beyond _EXACT_HELD_BACK_ROWS rows Var ŷ(x) = Σ l_i(x)² σ²(x_i)/s_i is r'M r with M
+    # the squared kernel's moments of the binned noise: no query reads every weight.
+    import kernattn.smoother as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(5000, d=d, seed=3)
+    h = 0.05 if d == 1 else 0.1
+    binned, exact = both(X, y, bandwidth=h, degree=degree)
+    Q = inside(X, 50, seed=4)
+    inference = binned._inference()
+    expected = exact._inference().mean_variance(Q, "local")
+    # The noise estimate (training rows in the grid's exact cells read their weights) is
+    # taken once and kept with the fit.
+    first = inference.mean_variance(Q, "local")
+
+    def every_weight(queries):
+        raise AssertionError("a query read every training weight")
+
+    inference.weights = every_weight
+    again = inference.mean_variance(Q, "local")
+    np.testing.assert_array_equal(again, first)
+    np.testing.assert_allclose(again, expected, rtol=2e-3)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_binned_leave_one_out_leaves_repeated_rows_out_together(degree):
+    # As on the exact tier, a row is left out with its exact duplicates: rows repeated and
+    # integer weights give the same criterion, so nearly the same bandwidth (the searches'
+    # grids differ with the reference bandwidth, Kish's n against the rows').
+    rng = np.random.default_rng(8)
+    X = rng.uniform(size=(3000, 1))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.3 * rng.normal(size=3000)
+    counts = rng.integers(1, 4, size=3000)
+    rows = np.repeat(np.arange(3000), counts)
+    weighted = KernelSmoother(bandwidth="loo", degree=degree, algorithm="binned")
+    weighted.fit(X, y, sample_weight=counts)
+    repeated = KernelSmoother(bandwidth="loo", degree=degree, algorithm="binned")
+    repeated.fit(X[rows], y[rows])
+    np.testing.assert_allclose(repeated.bandwidth_, weighted.bandwidth_, rtol=0.02)

@@ -590,7 +590,8 @@ class Criterion:
             P -= beta @ basis
         P *= A
         P *= E
-        P *= (s / S0)[:, None]
+        # A query whose left-out kernel underflowed everywhere (S0 = 0) has no gradient.
+        P *= np.divide(s, S0, out=np.zeros_like(S0), where=S0 > 0)[:, None]
         parts = [P]
         if not self.loo:
             # ∂S_ii/∂θ = −w_ii Σ_j w_ij a_ij² γ_ij.

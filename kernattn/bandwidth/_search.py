@@ -145,7 +145,8 @@ def select_bandwidth(
     cannot leave), and the refinement is repeated from any improvement.
 
     For a local polynomial (``degree ≥ 1``) the selected bandwidths keep the effective
-    degrees of freedom :math:`\mathrm{tr}(S)` at most half the rows (``MAX_DOF_SHARE``): on
+    degrees of freedom :math:`\mathrm{tr}(S)` at most half the rows (``MAX_DOF_SHARE``; with
+    sample weights half their sum, as for the rows they repeat): on
     average a training target weighs no more in its own fit than all its neighbours
     together, and at least as many degrees of freedom are left to the error as are fitted.
     The criterion is a noisy estimate of the error, and a local polynomial's has a second
@@ -214,7 +215,8 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
         )
     start = rule_of_thumb_bandwidth(X, sw, "scott")
     stages = _subset_stages(len(X), check_random_state(random_state))
-    max_dof = MAX_DOF_SHARE * objective.n if degree else None
+    # The cap counts weight, as repeated rows count (an integer weight is that many rows).
+    max_dof = MAX_DOF_SHARE * objective.n_total if degree else None
     return search_criterion(objective, start, stages, criterion, kernel, verbose, max_dof)
 
 
