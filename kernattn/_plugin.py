@@ -367,6 +367,14 @@ def plugin_bandwidth(
     _, sigma2_q, _, theta24_q = fits[N - 1]
     if theta24_q == 0 or not np.isfinite(sigma2_q):
         raise ValueError("the quartic pilot fits found no curvature; no plug-in bandwidth")
+    # Residuals at the rounding of the targets: the quartic fits follow them exactly, and
+    # the pilot bandwidths built on that variance would be 0.
+    size = float(np.max(np.abs(y)))
+    if not sigma2_q / size > (64.0 * np.finfo(float).eps) ** 2 * size * float(np.var(y / size)):
+        raise ValueError(
+            "the estimated error variance is 0 (the targets follow x without noise); "
+            "no plug-in bandwidth"
+        )
 
     # Stage 3: θ22 from a binned local-cubic second derivative.
     # The trimmed rows: out of the grid, or (tied at its ends) weighted 0.
