@@ -370,7 +370,9 @@ def plugin_bandwidth(
     # Residuals at the rounding of the targets: the quartic fits follow them exactly, and
     # the pilot bandwidths built on that variance would be 0.
     size = float(np.max(np.abs(y)))
-    if not sigma2_q / size > (64.0 * np.finfo(float).eps) ** 2 * size * float(np.var(y / size)):
+    if size == 0 or not sigma2_q / size > (64.0 * np.finfo(float).eps) ** 2 * size * float(
+        np.var(y / size)
+    ):
         raise ValueError(
             "the estimated error variance is 0 (the targets follow x without noise); "
             "no plug-in bandwidth"
