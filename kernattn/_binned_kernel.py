@@ -42,7 +42,6 @@ import numpy as np
 from kernattn._binned import (
     TOLERANCE,
     Bins,
-    Grid,
     basis_exponents,
     bin_targets,
     binning_error,
@@ -59,12 +58,12 @@ from kernattn._binned import (
 from kernattn._blocks import iter_query_blocks
 from kernattn._inference import LinearSmootherInference
 from kernattn._local_fits import LocalPolynomials
-from kernattn._numerics import power_of_two_scale
 from kernattn._local_polynomial import (
     VARIANCE_BOUND,
     monomial_exponents,
     polynomial_estimate,
 )
+from kernattn._numerics import power_of_two_scale
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
 #: outgrows the rows' in any case).

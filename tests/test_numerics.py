@@ -345,7 +345,24 @@ def test_float64_query_beyond_a_float32_fit_is_finite(problem, name):
     assert mean.dtype == np.float32 and np.all(np.isfinite(mean))
 
 
-@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("name", ["smoother", "smoother_linear"])
+def test_a_feature_with_a_subnormal_spread_is_the_same_data_in_other_units(name):
+    # Inputs 0 and 2.2e-308: a spread below the smallest normal float. The smoother works in
+    # units of a power of two near the inputs: these are the inputs 0 and 1 in units of
+    # 2^-1022, and the fit is theirs (bandwidth and queries in the same units).
+    X = np.array([[2.2e-308], [0.0], [2.2e-308], [0.0]])
+    y = np.array([0.0, 1.0, 0.5, 2.0])
+    queries = np.array([[1.0], [-3.0], [0.0]])
+    unit = 2.0**-1022
+    model = make(name, bandwidth="scott").fit(X, y)
+    same = make(name, bandwidth="scott").fit(X / unit, y)
+    np.testing.assert_allclose(model.bandwidth_, same.bandwidth_ * unit, rtol=1e-12)
+    np.testing.assert_allclose(
+        quiet_predict(model, queries), quiet_predict(same, queries / unit), rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize("name", ["attention", "linear"])
 def test_a_feature_with_a_subnormal_spread_is_constant(name):
     # Inputs 0 and 2.2e-308: a spread below the smallest normal float. Dividing the query 1
     # by it leaves the float range; the feature carries no usable difference.

@@ -370,7 +370,7 @@ def extremes(args):
                     accuracy(n, d, degree)
     print("\n== Binned against exact with a gap ==")
     for d in (1, 2):
-        for degree in ((0, 1, 2, 3) if d == 1 else (0, 1, 2)):
+        for degree in (0, 1, 2, 3) if d == 1 else (0, 1, 2):
             gap_errors(10**5, d, degree)
     print("\n== Interval timings ==")
     for d in (1, 2):
