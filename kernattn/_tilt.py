@@ -45,6 +45,14 @@ The problem is strictly convex (a log-sum-exp of linear functions plus a quadrat
 solved by Newton's method with backtracking, from the sums
 :math:`\sum_j \tilde w_j [k_j, k_j k_j^\top]` (one matrix product per iteration,
 :func:`~kernattn._local_linear.key_columns`).
+
+The balance can also be asked along one direction :math:`g` only (:func:`directional_tilt`):
+:math:`\tilde w_j \propto w_j e^{\lambda g^\top k_j}` with a scalar :math:`\lambda`. Along
+the query's local slope of the targets, :math:`g = \beta(q)` (:func:`slope_directions`), the
+tilted estimate is to first order the local line's, :math:`\bar y + \beta^\top (q - m)`,
+with weights that stay non-negative; along the targets' trend over all keys
+(:func:`trend_direction`) the direction is the same for every query. Either needs two keys
+about the query where the balance in every direction needs :math:`d + 1`.
 """
 
 import numpy as np
