@@ -39,8 +39,8 @@ class KernelClassifier(NadarayaWatsonClassifier):
 
     Parameters
     ----------
-    bandwidth : {"likelihood", "likelihood-per-feature", "loo"}, float or array_like, \
-            default="likelihood"
+    bandwidth : str, float or array_like, default="likelihood"
+        ``"likelihood"``, ``"likelihood-per-feature"``, ``"loo"``, a rule name, or values.
         Likelihood cross-validation (Hall, Racine and Li 2004; R np's
         ``bwmethod="cv.ml"``) minimizes the leave-one-out log-loss of the class
         probabilities (see :mod:`kernattn.classify._likelihood`). ``"likelihood"``: over one
