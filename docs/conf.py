@@ -134,6 +134,7 @@ from kernattn.compare import *
 from kernattn.datasets import *
 from kernattn.feature_maps import *
 from kernattn.kernels import *
+from kernattn.metrics import *
 """
 
 

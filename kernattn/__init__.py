@@ -10,7 +10,7 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 
 # ``kernattn.compare`` is a callable module: ``kernattn.compare(...)`` runs the comparison and
 # ``import kernattn.compare`` gives the same object.
-from kernattn import compare, datasets, feature_maps, plotting
+from kernattn import compare, datasets, feature_maps, metrics, plotting
 from kernattn._significance import SignificanceResult, significance_test
 from kernattn._warnings import BandwidthWarning, LocalDesignWarning
 from kernattn.attention import linear_attention, softmax_attention
@@ -40,6 +40,7 @@ __all__ = [
     "feature_maps",
     "fit_chunks",
     "linear_attention",
+    "metrics",
     "plotting",
     "significance_test",
     "softmax_attention",

@@ -62,7 +62,9 @@ from scipy.special import ndtr
 from kernattn._blocks import KEY_TILE
 
 __all__ = [
+    "CONFORMAL_METHODS",
     "check_alpha",
+    "check_conformal_method",
     "check_quantiles",
     "check_thresholds",
     "check_y_bandwidth",
@@ -86,6 +88,17 @@ def check_alpha(alpha):
             f"got {alpha!r}"
         )
     return float(alpha)
+
+
+#: The prediction intervals of ``conformal_interval``.
+CONFORMAL_METHODS = ("jackknife+", "local")
+
+
+def check_conformal_method(method):
+    """``method`` as one of :data:`CONFORMAL_METHODS`, or a ``ValueError`` that lists them."""
+    if not isinstance(method, str) or method not in CONFORMAL_METHODS:
+        raise ValueError(f"method must be 'jackknife+' or 'local'; got {method!r}")
+    return method
 
 
 def check_quantiles(quantiles):

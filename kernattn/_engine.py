@@ -49,6 +49,7 @@ from kernattn._distribution import (
     TargetTiles,
     cdf_at_counts,
     check_alpha,
+    check_conformal_method,
     check_quantiles,
     check_thresholds,
     check_y_bandwidth,
@@ -1355,8 +1356,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         array([0.3])
         """
         alpha = check_alpha(alpha)
-        if method not in ("jackknife+", "local"):
-            raise ValueError(f"method must be 'jackknife+' or 'local'; got {method!r}")
+        method = check_conformal_method(method)
         X = self._validate_queries(X)
         self._check_targets_kept()
         if getattr(self, "leave_one_out", True) is False:
