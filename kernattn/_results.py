@@ -25,11 +25,27 @@ COLUMNS = {
     "n_warnings": int,
 }
 
+# The columns of a classification comparison: log-loss and accuracy in place of MSE and R².
+CLASSIFICATION_COLUMNS = {
+    **{key: COLUMNS[key] for key in ("task", "estimator", "n_samples", "n_features", "n_splits")},
+    "log_loss_mean": float,
+    "log_loss_std": float,
+    "accuracy_mean": float,
+    "accuracy_std": float,
+    **{key: COLUMNS[key] for key in ("fit_time", "predict_time", "n_warnings")},
+}
+
 #: What :meth:`ComparisonResult.warnings_report` says when no pair warned or failed.
 NO_WARNINGS = "No estimator warned or failed on any task."
 
 # Per-split measurements kept alongside each row (JSON only).
 _SPLIT_KEYS = ("mse", "r2", "fit_time", "predict_time")
+_CLASSIFICATION_SPLIT_KEYS = ("log_loss", "accuracy", "fit_time", "predict_time")
+
+
+def _columns(fields):
+    """The columns of a table whose rows have ``fields``: classification or regression."""
+    return CLASSIFICATION_COLUMNS if "log_loss_mean" in fields else COLUMNS
 
 
 def _sig(value, digits=4):
@@ -57,7 +73,9 @@ class ComparisonResult:
     Columns: ``task``, ``estimator``, ``n_samples``, ``n_features``, ``n_splits``,
     ``mse_mean``, ``mse_std``, ``r2_mean``, ``r2_std`` (over the splits), ``fit_time``,
     ``predict_time`` (mean seconds per split) and ``n_warnings`` (distinct warnings the
-    estimator raised; the messages are in ``warnings``). A pair that failed under
+    estimator raised; the messages are in ``warnings``). A comparison of classifiers has
+    ``log_loss_mean``, ``log_loss_std``, ``accuracy_mean`` and ``accuracy_std`` in place of
+    the MSE and R² columns (``task_type`` says which). A pair that failed under
     ``compare(..., error_score=np.nan)`` has NaN scores and times, and its error messages in
     ``errors``.
 
@@ -99,8 +117,10 @@ class ComparisonResult:
     # ----------------------------------------------------------------- building
 
     def add(self, task, estimator, shape, scores):
-        """Append the row summarizing per-split ``scores`` (dicts from one fit each)."""
-        per_split = {key: [s[key] for s in scores] for key in _SPLIT_KEYS}
+        """Append the row summarizing per-split ``scores`` (dicts from one fit each: ``mse``
+        and ``r2``, or ``log_loss`` and ``accuracy``, and the times)."""
+        keys = _CLASSIFICATION_SPLIT_KEYS if "log_loss" in scores[0] else _SPLIT_KEYS
+        per_split = {key: [s[key] for s in scores] for key in keys}
         messages = sorted({m for s in scores for m in s.get("warnings", [])})
         row = {
             "task": task,
@@ -108,10 +128,11 @@ class ComparisonResult:
             "n_samples": int(shape[0]),
             "n_features": int(shape[1]),
             "n_splits": len(scores),
-            "mse_mean": float(np.mean(per_split["mse"])),
-            "mse_std": float(np.std(per_split["mse"])),
-            "r2_mean": float(np.mean(per_split["r2"])),
-            "r2_std": float(np.std(per_split["r2"])),
+        }
+        for key in keys[:2]:
+            row[f"{key}_mean"] = float(np.mean(per_split[key]))
+            row[f"{key}_std"] = float(np.std(per_split[key]))
+        row |= {
             "fit_time": float(np.mean(per_split["fit_time"])),
             "predict_time": float(np.mean(per_split["predict_time"])),
             "n_warnings": len(messages),
@@ -125,6 +146,13 @@ class ComparisonResult:
         return row
 
     # ------------------------------------------------------------------ reading
+
+    @property
+    def task_type(self):
+        """``"classification"`` (log-loss and accuracy) or ``"regression"`` (MSE and R²)."""
+        if self.rows and "log_loss_mean" in self.rows[0]:
+            return "classification"
+        return "regression"
 
     @property
     def tasks(self):
@@ -161,6 +189,15 @@ class ComparisonResult:
     # ----------------------------------------------------------------- printing
 
     def _cells(self, row):
+        if self.task_type == "classification":
+            return [
+                row["task"],
+                row["estimator"],
+                f"{row['log_loss_mean']:.3f} ± {row['log_loss_std']:.3f}",
+                f"{row['accuracy_mean']:.3f} ± {row['accuracy_std']:.3f}",
+                _seconds(row["fit_time"]),
+                _seconds(row["predict_time"]),
+            ]
         return [
             row["task"],
             row["estimator"],
@@ -171,17 +208,24 @@ class ComparisonResult:
         ]
 
     def to_string(self):
-        """The aligned table: held-out R² and MSE (mean ± std over splits), times in seconds.
+        """The aligned table: held-out R² and MSE (mean ± std over splits), times in seconds;
+        for classifiers, held-out log-loss and accuracy.
 
-        Within each task the best R² is marked with ``*``.
+        Within each task the best R² (the lowest log-loss) is marked with ``*``.
         """
-        header = ["task", "estimator", "R² (held out)", "MSE (held out)", "fit s", "predict s"]
+        if self.task_type == "classification":
+            scores = ["log-loss (held out)", "accuracy (held out)"]
+            key, sign, best_name = "log_loss_mean", -1.0, "log-loss"
+        else:
+            scores = ["R² (held out)", "MSE (held out)"]
+            key, sign, best_name = "r2_mean", 1.0, "R²"
+        header = ["task", "estimator", *scores, "fit s", "predict s"]
         best = {}
         for row in self.rows:
             # A failed pair (NaN) is never the best; NaN compares False with everything.
-            if math.isnan(row["r2_mean"]):
+            if math.isnan(row[key]):
                 continue
-            if row["task"] not in best or row["r2_mean"] > best[row["task"]]["r2_mean"]:
+            if row["task"] not in best or sign * row[key] > sign * best[row["task"]][key]:
                 best[row["task"]] = row
         body = []
         for row in self.rows:
@@ -207,7 +251,7 @@ class ComparisonResult:
             previous = row["task"]
         if self.settings.get("cv"):
             lines.append("")
-            lines.append(f"splits: {self.settings['cv']}   * best R² on the task")
+            lines.append(f"splits: {self.settings['cv']}   * best {best_name} on the task")
             seed_line = self.seed_line()
             if seed_line:
                 lines.append(seed_line)
@@ -261,10 +305,17 @@ class ComparisonResult:
         width = len(str(total))
         note = f"  ({row['n_warnings']} warning{'s' * (row['n_warnings'] != 1)})"
         errors = self.errors.get((row["task"], row["estimator"]))
+        if "log_loss_mean" in row:
+            score = (
+                f"log-loss {row['log_loss_mean']:6.3f} ± {row['log_loss_std']:.3f}   "
+                f"accuracy {row['accuracy_mean']:.3f}   "
+            )
+        else:
+            score = f"R² {row['r2_mean']:6.3f} ± {row['r2_std']:.3f}   "
         return (
             f"[{index:>{width}}/{total}] {row['task']:<12} {row['estimator']:<26} "
-            f"R² {row['r2_mean']:6.3f} ± {row['r2_std']:.3f}   "
-            f"fit {_seconds(row['fit_time'])} s   predict {_seconds(row['predict_time'])} s"
+            + score
+            + f"fit {_seconds(row['fit_time'])} s   predict {_seconds(row['predict_time'])} s"
             + (note if row["n_warnings"] else "")
             + (f"  failed: {errors[0]}" if errors else "")
         )
@@ -277,7 +328,8 @@ class ComparisonResult:
         Returns the text when ``path`` is None.
         """
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n")
+        columns = CLASSIFICATION_COLUMNS if self.task_type == "classification" else COLUMNS
+        writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
         writer.writeheader()
         for row in self.rows:
             # repr: the shortest text that reads back as the same float.
@@ -312,10 +364,11 @@ class ComparisonResult:
         """Read a table written by :meth:`to_csv` (a path, or the CSV text itself)."""
         text = _read(path_or_text)
         reader = csv.DictReader(io.StringIO(text))
-        missing = set(COLUMNS) - set(reader.fieldnames or [])
+        columns = _columns(reader.fieldnames or [])
+        missing = set(columns) - set(reader.fieldnames or [])
         if missing:
             raise ValueError(f"not a kernattn comparison CSV: missing columns {sorted(missing)}")
-        rows = [{key: parse(raw[key]) for key, parse in COLUMNS.items()} for raw in reader]
+        rows = [{key: parse(raw[key]) for key, parse in columns.items()} for raw in reader]
         return cls(rows)
 
     @classmethod
@@ -326,10 +379,11 @@ class ComparisonResult:
             raise ValueError("not a kernattn comparison JSON: no 'rows'")
         rows, splits, warnings, errors = [], {}, {}, {}
         for raw in document["rows"]:
-            missing = set(COLUMNS) - set(raw)
+            columns = _columns(raw)
+            missing = set(columns) - set(raw)
             if missing:
                 raise ValueError(f"not a kernattn comparison JSON: missing {sorted(missing)}")
-            row = {key: parse(raw[key]) for key, parse in COLUMNS.items()}
+            row = {key: parse(raw[key]) for key, parse in columns.items()}
             rows.append(row)
             key = (row["task"], row["estimator"])
             if raw.get("splits") is not None:
@@ -358,11 +412,12 @@ class ComparisonResult:
                 "ComparisonResult.to_frame needs pandas, which kernattn does not install: "
                 "pip install pandas, or use result.rows, to_csv() or to_json()"
             ) from None
-        return pandas.DataFrame(self.rows, columns=list(COLUMNS))
+        columns = CLASSIFICATION_COLUMNS if self.task_type == "classification" else COLUMNS
+        return pandas.DataFrame(self.rows, columns=list(columns))
 
-    def plot(self, metric="r2", ax=None):
-        """Bar chart of ``metric`` per task and estimator; see
-        :func:`kernattn.plotting.plot_comparison`."""
+    def plot(self, metric=None, ax=None):
+        """Bar chart of ``metric`` per task and estimator (``None``: R², or the log-loss of
+        classifiers); see :func:`kernattn.plotting.plot_comparison`."""
         from kernattn.plotting import plot_comparison
 
         return plot_comparison(self, metric=metric, ax=ax)

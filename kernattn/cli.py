@@ -1,10 +1,11 @@
 """The ``kernattn`` command line.
 
 ``kernattn compare`` cross-validates the kernattn estimators and two scikit-learn baselines on
-built-in regression tasks, prints a line per (task, estimator) and then the table, and writes
-``results.csv``, ``results.json`` and ``comparison.png``. A bare ``kernattn``, with no
-sub-command, prints the help and exits with status 2 (argparse's convention for a missing
-argument), as do bad option values, with a one-line message.
+built-in regression tasks (or the classifiers on the classification tasks), prints a line per
+(task, estimator) and then the table, and writes ``results.csv``, ``results.json`` and
+``comparison.png``. A bare ``kernattn``, with no sub-command, prints the help and exits with
+status 2 (argparse's convention for a missing argument), as do bad option values, with a
+one-line message.
 """
 
 import argparse
@@ -25,13 +26,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _names(kind, choices):
-    """An argparse type: comma-separated names from ``choices`` (or ``all``)."""
+def _names(kind, choices, every=None):
+    """An argparse type: comma-separated names from ``choices`` (or ``all``: ``every``, by
+    default all the choices)."""
 
     def parse(text):
         names = [name.strip() for name in text.split(",") if name.strip()]
         if names == ["all"]:
-            return list(choices)
+            return list(choices if every is None else every)
         unknown = [name for name in names if name not in choices]
         if unknown or not names:
             raise argparse.ArgumentTypeError(
@@ -111,10 +113,16 @@ def _check_out(path):
 
 
 def build_parser():
-    from kernattn.compare import DEFAULT_TASKS, QUICK_TASKS, default_estimators
-    from kernattn.datasets import TASKS
+    from kernattn.compare import (
+        DEFAULT_TASKS,
+        QUICK_TASKS,
+        default_classifiers,
+        default_estimators,
+    )
+    from kernattn.datasets import CLASSIFICATION_TASKS, TASKS
 
-    estimator_names = list(default_estimators())
+    regressor_names = list(default_estimators())
+    classifier_names = list(default_classifiers())
     parser = _Parser(
         prog="kernattn",
         description=(
@@ -126,31 +134,39 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     compare = commands.add_parser(
         "compare",
-        help="cross-validate the estimators on regression tasks and write a report",
+        help="cross-validate the estimators on regression (or classification) tasks and write a "
+        "report",
         description=(
             "Cross-validate every estimator on every task with the same splits; print a line "
-            "as each (task, estimator) finishes, then the table of held-out R², MSE, fit and "
-            "predict time; write results.csv, results.json and comparison.png to --out."
+            "as each (task, estimator) finishes, then the table of held-out R², MSE (log-loss "
+            "and accuracy on classification tasks), fit and predict time; write results.csv, "
+            "results.json and comparison.png to --out."
         ),
     )
     compare.add_argument(
         "--tasks",
-        type=_names("task", list(TASKS)),
+        # 'all' is every regression task: classification tasks take other estimators.
+        type=_names("task", [*TASKS, *CLASSIFICATION_TASKS], every=list(TASKS)),
         default=None,
         metavar="NAMES",
         help=(
             f"comma-separated tasks from: {', '.join(TASKS)}; or all. Default: "
             f"{','.join(DEFAULT_TASKS)} ({','.join(QUICK_TASKS)} with --quick). 'large' has "
             "10 000 samples (2 000 with --quick): the exact estimators and kernel ridge take "
-            "minutes or more there, so choose --estimators for it"
+            "minutes or more there, so choose --estimators for it. Or classification "
+            f"tasks from: {', '.join(CLASSIFICATION_TASKS)}, which compare the classifiers "
+            "on held-out log-loss and accuracy"
         ),
     )
     compare.add_argument(
         "--estimators",
-        type=_names("estimator", estimator_names),
+        type=_names("estimator", [*regressor_names, *classifier_names]),
         default=None,
         metavar="NAMES",
-        help=f"comma-separated estimators from: {', '.join(estimator_names)}; default: all",
+        help=(
+            f"comma-separated estimators from: {', '.join(regressor_names)}; default: all. "
+            f"For classification tasks, from: {', '.join(classifier_names)}"
+        ),
     )
     compare.add_argument(
         "--folds",
@@ -215,30 +231,63 @@ def _save_figure(result, path):
     from matplotlib.figure import Figure
 
     n_tasks = max(len(result.tasks), 1)
-    figure = Figure(figsize=(max(8.0, 1.6 * n_tasks + 4), 7.5), layout="constrained")
-    top, bottom = figure.subplots(2, 1, sharex=True)
-    result.plot("r2", ax=top)
-    result.plot("time", ax=bottom)
-    bottom.get_legend().remove()
+    classification = result.task_type == "classification"
+    scores = ["log_loss", "accuracy"] if classification else ["r2"]
+    figure = Figure(
+        figsize=(max(8.0, 1.6 * n_tasks + 4), 7.5 + 3.0 * classification), layout="constrained"
+    )
+    axes = figure.subplots(len(scores) + 1, 1, sharex=True)
+    for ax, metric in zip(axes, [*scores, "time"], strict=True):
+        result.plot(metric, ax=ax)
+        if ax is not axes[0]:
+            ax.get_legend().remove()
+    score = "scores" if classification else "R²"
     figure.suptitle(
-        "kernattn compare: held-out R² (mean ± std over the splits) and time per split"
+        f"kernattn compare: held-out {score} (mean ± std over the splits) and time per split"
     )
     figure.savefig(path, dpi=120)
 
 
+def _choose_tasks(args):
+    """The task names and estimators that ``args`` ask for: classification tasks take the
+    classifiers, regression tasks the regressors, never a mix."""
+    from kernattn.compare import default_classifiers, default_estimators
+    from kernattn.datasets import CLASSIFICATION_TASKS
+
+    tasks = args.tasks
+    chosen = [name for name in tasks or () if name in CLASSIFICATION_TASKS]
+    if chosen and len(chosen) < len(tasks):
+        others = [name for name in tasks if name not in CLASSIFICATION_TASKS]
+        raise ValueError(
+            f"--tasks mixes classification tasks ({','.join(chosen)}) and regression tasks "
+            f"({','.join(others)}); run them separately"
+        )
+    if chosen:
+        estimators, kind = default_classifiers(quick=args.quick), "classification"
+    else:
+        estimators, kind = default_estimators(quick=args.quick), "regression"
+    if args.estimators is not None:
+        wrong = [name for name in args.estimators if name not in estimators]
+        if wrong:
+            raise ValueError(
+                f"--estimators {wrong[0]} does not fit {kind} tasks; choose from "
+                f"{', '.join(estimators)}"
+            )
+        estimators = {name: estimators[name] for name in args.estimators}
+    return tasks, estimators
+
+
 def run_compare(args, out=None):
     """Run ``kernattn compare`` with parsed ``args``; print to ``out`` (default stdout)."""
-    from kernattn.compare import compare, default_estimators, derive_seeds, load_tasks
+    from kernattn.compare import compare, derive_seeds, load_tasks
 
     out = sys.stdout if out is None else out
     _check_out(args.out)
-    estimators = default_estimators(quick=args.quick)
-    if args.estimators is not None:
-        estimators = {name: estimators[name] for name in args.estimators}
+    task_names, estimators = _choose_tasks(args)
     # The tasks get the seed compare() would draw for them from --seed, so the one seed
     # reported (header, footer, results.json) accounts for the tasks, splits and estimators.
     seeds = derive_seeds(args.seed)
-    tasks = load_tasks(args.tasks, quick=args.quick, random_state=seeds["tasks"])
+    tasks = load_tasks(task_names, quick=args.quick, random_state=seeds["tasks"])
     folds = args.folds if args.folds is not None else (3 if args.quick else 5)
     for name, task in tasks.items():
         if folds > len(task.X):

@@ -1,4 +1,5 @@
-"""Compare regressors side by side on regression tasks: ``kernattn.compare(...)``.
+"""Compare regressors on regression tasks, or classifiers on classification tasks, side by
+side: ``kernattn.compare(...)``.
 
 This module is callable: ``kernattn.compare(estimators, tasks, ...)`` calls the function
 :func:`compare` of the same name, and ``import kernattn.compare`` gives that same object, so
@@ -8,6 +9,11 @@ Every (task, estimator) pair is cross-validated with the same splits; the result
 held-out mean squared error and R² (mean ± standard deviation over the splits), the fit time
 and the predict time. Any scikit-learn regressor can take part. The defaults,
 :func:`default_estimators` and :data:`DEFAULT_TASKS`, are what ``kernattn compare`` runs.
+
+When every estimator is a classifier, the tasks are classification tasks, the folds are
+stratified and the scores are the held-out log-loss and accuracy;
+:func:`default_classifiers` and :data:`CLASSIFICATION_TASKS` are what ``kernattn compare
+--tasks moons,iris`` runs.
 """
 
 import inspect
@@ -19,11 +25,20 @@ import warnings
 
 import numpy as np
 from joblib import cpu_count
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier
 from sklearn.kernel_ridge import KernelRidge
-from sklearn.metrics import mean_squared_error, r2_score
-from sklearn.model_selection import GridSearchCV, KFold, RepeatedKFold, ShuffleSplit
-from sklearn.neighbors import KNeighborsRegressor
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
+from sklearn.model_selection import (
+    GridSearchCV,
+    KFold,
+    RepeatedKFold,
+    RepeatedStratifiedKFold,
+    ShuffleSplit,
+    StratifiedKFold,
+    StratifiedShuffleSplit,
+)
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
@@ -32,16 +47,19 @@ from sklearn.utils.validation import check_X_y
 from threadpoolctl import threadpool_limits
 
 from kernattn._results import ComparisonResult
-from kernattn.datasets import TASKS, Task, load_task
+from kernattn.classify import AttentionClassifier, KernelClassifier
+from kernattn.datasets import CLASSIFICATION_TASKS, TASKS, Task, load_task
 from kernattn.learned import AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor
 from kernattn.smoother import KernelSmoother
 
 __all__ = [
+    "CLASSIFICATION_TASKS",
     "DEFAULT_TASKS",
     "QUICK_TASKS",
     "ComparisonResult",
     "compare",
+    "default_classifiers",
     "default_estimators",
     "derive_seeds",
     "load_tasks",
@@ -64,6 +82,8 @@ _QUICK_SAMPLES = {
     "projection": 300,
     "irrelevant": 200,
     "large": 2_000,
+    "moons": 150,
+    "iris": None,
 }
 
 
@@ -120,6 +140,51 @@ def default_estimators(quick=False):
             StandardScaler(),
             _ScaledGammaSearch(KernelRidge(kernel="rbf"), alphas=alphas, widths=widths),
         ),
+    }
+
+
+def default_classifiers(quick=False):
+    """The classifiers of a classification comparison, by name.
+
+    The two Nadaraya–Watson classifiers at their defaults and two scikit-learn baselines on
+    standardized inputs:
+
+    - ``KernelClassifier``: Gaussian kernel weights' class sums, bandwidths by likelihood
+      cross-validation;
+    - ``AttentionClassifier``: one head of learned attention over the labelled keys;
+    - ``KNeighborsClassifier``: the distance-weighted k-nearest vote, k tuned by 3-fold grid
+      search on the log-loss;
+    - ``LogisticRegression``: a linear boundary, the penalty at its default.
+
+    Parameters
+    ----------
+    quick : bool
+        A smaller tuning grid, for ``kernattn compare --quick``.
+
+    Returns
+    -------
+    estimators : dict of str to estimator
+        Fresh (unfitted) classifiers; the dictionary is new on every call.
+
+    Examples
+    --------
+    >>> list(default_classifiers())
+    ['KernelClassifier', 'AttentionClassifier', 'KNeighborsClassifier', 'LogisticRegression']
+    """
+    neighbors = [5, 10, 20] if quick else [3, 5, 10, 20, 40]
+    return {
+        "KernelClassifier": KernelClassifier(),
+        "AttentionClassifier": AttentionClassifier(),
+        "KNeighborsClassifier": make_pipeline(
+            StandardScaler(),
+            GridSearchCV(
+                KNeighborsClassifier(weights="distance"),
+                {"n_neighbors": neighbors},
+                cv=3,
+                scoring="neg_log_loss",
+            ),
+        ),
+        "LogisticRegression": make_pipeline(StandardScaler(), LogisticRegression()),
     }
 
 
@@ -203,6 +268,21 @@ def _estimator_name(estimator):
     return type(estimator).__name__
 
 
+def _task_type(named):
+    """``"classification"`` when every estimator is a classifier, ``"regression"`` when none
+    is; a mix is an error (their scores would not share a column)."""
+    classifiers = [name for name, estimator in named.items() if is_classifier(estimator)]
+    if not classifiers:
+        return "regression"
+    if len(classifiers) == len(named):
+        return "classification"
+    others = [name for name in named if name not in classifiers]
+    raise ValueError(
+        f"estimators mix classifiers ({', '.join(classifiers)}) and regressors "
+        f"({', '.join(others)}); compare them in separate runs"
+    )
+
+
 def _check_estimators(estimators):
     if estimators is None:
         return default_estimators()
@@ -235,9 +315,12 @@ def _check_estimators(estimators):
     return named
 
 
-def _check_tasks(tasks, random_state):
+def _check_tasks(tasks, random_state, task_type="regression"):
+    classification = task_type == "classification"
+    if tasks is None and classification:
+        tasks = list(CLASSIFICATION_TASKS)
     if tasks is None or isinstance(tasks, str):
-        return load_tasks(tasks, random_state=random_state)
+        tasks = None if tasks is None else [tasks]
     if isinstance(tasks, dict):
         checked = {}
         for name, data in tasks.items():
@@ -251,17 +334,19 @@ def _check_tasks(tasks, random_state):
                     f"task {name!r} must be a pair (X, y) or a kernattn.datasets.Task; "
                     f"got {type(data).__name__}"
                 )
-            X, y = check_X_y(X, y, multi_output=True, y_numeric=True)
+            X, y = check_X_y(X, y, multi_output=not classification, y_numeric=not classification)
             checked[name] = Task(X, y, description or f"{X.shape[1]} features, n={len(X)}")
         if not checked:
             raise ValueError("tasks is empty: give at least one task")
         return checked
-    if isinstance(tasks, (list, tuple)):
-        if not tasks:
+    if tasks is None or isinstance(tasks, (list, tuple)):
+        if tasks is not None and not tasks:
             raise ValueError("tasks is empty: give at least one task")
-        unknown = [t for t in tasks if not isinstance(t, str) or t not in TASKS]
+        known = CLASSIFICATION_TASKS if classification else TASKS
+        unknown = [t for t in tasks or () if not isinstance(t, str) or t not in known]
         if unknown:
-            raise ValueError(f"unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}")
+            kind = "classification task" if classification else "task"
+            raise ValueError(f"unknown {kind} {unknown[0]!r}; choose from {', '.join(known)}")
         return load_tasks(tasks, random_state=random_state)
     raise TypeError(
         "tasks must be a list of built-in task names or a dict of name -> (X, y); "
@@ -269,7 +354,7 @@ def _check_tasks(tasks, random_state):
     )
 
 
-def _check_cv(cv, n_repeats, seed):
+def _check_cv(cv, n_repeats, seed, stratified=False):
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, numbers.Integral):
         raise TypeError(f"n_repeats must be a positive int; got {n_repeats!r}")
     if n_repeats < 1:
@@ -277,13 +362,18 @@ def _check_cv(cv, n_repeats, seed):
     if isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
         if cv < 2:
             raise ValueError(f"cv must be at least 2 folds; got {cv}")
+        # Classes keep their shares in every fold: a rare class is not missing from one.
+        folds, repeated = (
+            (StratifiedKFold, RepeatedStratifiedKFold) if stratified else (KFold, RepeatedKFold)
+        )
         if n_repeats == 1:
-            return KFold(n_splits=int(cv), shuffle=True, random_state=seed)
-        return RepeatedKFold(n_splits=int(cv), n_repeats=int(n_repeats), random_state=seed)
+            return folds(n_splits=int(cv), shuffle=True, random_state=seed)
+        return repeated(n_splits=int(cv), n_repeats=int(n_repeats), random_state=seed)
     if isinstance(cv, numbers.Real) and not isinstance(cv, bool):
         if not 0.0 < cv < 1.0:
             raise ValueError(f"a float cv is the test fraction, in (0, 1); got {cv}")
-        return ShuffleSplit(n_splits=int(n_repeats), test_size=float(cv), random_state=seed)
+        shuffle = StratifiedShuffleSplit if stratified else ShuffleSplit
+        return shuffle(n_splits=int(n_repeats), test_size=float(cv), random_state=seed)
     if hasattr(cv, "split") and hasattr(cv, "get_n_splits"):
         if n_repeats != 1:
             raise ValueError(
@@ -413,7 +503,16 @@ def _check_error_score(error_score):
     )
 
 
-def _fit_and_score(estimator, X, y, train, test, error_score="raise"):
+def _class_probabilities(estimator, X, classes):
+    """``predict_proba`` with a column for each of the task's ``classes``: a class missing
+    from the training part has probability 0."""
+    proba = np.asarray(estimator.predict_proba(X), dtype=float)
+    full = np.zeros((len(X), len(classes)))
+    full[:, np.searchsorted(classes, estimator.classes_)] = proba
+    return full
+
+
+def _fit_and_score(estimator, X, y, train, test, error_score="raise", classes=None):
     # One BLAS/OpenMP thread per fit: every estimator is timed on one core (comparable), the
     # cores are used through n_jobs, and a BLAS thread pool on a busy machine does not spin
     # (which can make a small fit ten times slower).
@@ -424,7 +523,10 @@ def _fit_and_score(estimator, X, y, train, test, error_score="raise"):
             estimator.fit(X[train], y[train])
             fit_time = time.perf_counter() - start
             start = time.perf_counter()
-            prediction = estimator.predict(X[test])
+            if classes is None:
+                prediction = estimator.predict(X[test])
+            else:
+                prediction = _class_probabilities(estimator, X[test], classes)
             predict_time = time.perf_counter() - start
             prediction = np.asarray(prediction, dtype=float)
             if not np.all(np.isfinite(prediction)):
@@ -436,18 +538,27 @@ def _fit_and_score(estimator, X, y, train, test, error_score="raise"):
         else:
             failure = None
     messages = sorted({str(w.message).split("\n")[0] for w in caught})
+    metrics = ("mse", "r2") if classes is None else ("log_loss", "accuracy")
     if failure is not None:
         return {
-            "mse": error_score,
-            "r2": error_score,
+            **dict.fromkeys(metrics, error_score),
             "fit_time": float("nan"),
             "predict_time": float("nan"),
             "warnings": messages,
             "error": failure,
         }
+    if classes is None:
+        scores = {
+            "mse": float(mean_squared_error(y[test], prediction)),
+            "r2": float(r2_score(y[test], prediction)),
+        }
+    else:
+        scores = {
+            "log_loss": float(log_loss(y[test], prediction, labels=classes)),
+            "accuracy": float(accuracy_score(y[test], classes[np.argmax(prediction, axis=1)])),
+        }
     return {
-        "mse": float(mean_squared_error(y[test], prediction)),
-        "r2": float(r2_score(y[test], prediction)),
+        **scores,
         "fit_time": fit_time,
         "predict_time": predict_time,
         "warnings": messages,
@@ -469,21 +580,27 @@ def compare(
 
     For each task and estimator, each split fits a fresh clone on the training part and
     scores it on the held-out part: mean squared error, :math:`R^2 = 1 - \\mathrm{SSE} /
-    \\mathrm{SST}`, the fit time and the predict time (wall clock, seconds).
+    \\mathrm{SST}`, the fit time and the predict time (wall clock, seconds). Classifiers
+    (every estimator one) are scored on the log-loss of their ``predict_proba``,
+    :math:`-\\frac{1}{n}\\sum_i \\log p_{y_i}(x_i)`, and the accuracy of its most probable
+    class, with stratified folds.
 
     Parameters
     ----------
     estimators : regressor, list of regressors, dict of str to regressor, or None
-        Any scikit-learn regressors. A list names each by its class (a pipeline or grid search
-        by its final estimator; repeats get a suffix). ``None``: :func:`default_estimators`.
+        Any scikit-learn regressors, or any classifiers with ``predict_proba`` (all of one
+        kind). A list names each by its class (a pipeline or grid search by its final
+        estimator; repeats get a suffix). ``None``: :func:`default_estimators`.
     tasks : list of str, dict of str to (X, y), or None
-        Built-in task names (:data:`kernattn.datasets.TASKS`), or your own data: a dict of
-        name to a pair ``(X, y)`` or a :class:`kernattn.datasets.Task`. ``None``:
-        :data:`DEFAULT_TASKS`.
+        Built-in task names (:data:`kernattn.datasets.TASKS`, or
+        :data:`kernattn.datasets.CLASSIFICATION_TASKS` for classifiers), or your own data: a
+        dict of name to a pair ``(X, y)`` or a :class:`kernattn.datasets.Task`. ``None``:
+        :data:`DEFAULT_TASKS` (for classifiers, every classification task).
     cv : int, float or scikit-learn splitter
         An int is the number of shuffled folds (``KFold``; ``RepeatedKFold`` with
-        ``n_repeats``); a float in (0, 1) is the test fraction of ``n_repeats`` random splits
-        (``ShuffleSplit``); a splitter object is used as given.
+        ``n_repeats``; their stratified versions for classifiers); a float in (0, 1) is the
+        test fraction of ``n_repeats`` random splits (``ShuffleSplit``); a splitter object is
+        used as given.
     n_repeats : int
         Repeats of the folds, or number of random test splits.
     random_state : int, RandomState instance or None
@@ -536,9 +653,11 @@ def compare(
     n_jobs = _check_n_jobs(n_jobs)
     error_score = _check_error_score(error_score)
     named = _check_estimators(estimators)
+    task_type = _task_type(named)
+    classification = task_type == "classification"
     task_seed, split_seed, estimator_seed = derive_seeds(random_state).values()
-    splitter = _check_cv(cv, n_repeats, split_seed)
-    task_data = _check_tasks(tasks, task_seed)
+    splitter = _check_cv(cv, n_repeats, split_seed, stratified=classification)
+    task_data = _check_tasks(tasks, task_seed, task_type)
     splits = {}
     for name, (X, y, _) in task_data.items():
         n_splits = splitter.get_n_splits(X, y)
@@ -575,13 +694,16 @@ def compare(
         n_jobs=_workers(n_jobs, max(len(s) for s in splits.values())), return_as="generator"
     )
     for task_name, (X, y, _) in task_data.items():
+        classes = np.unique(y) if classification else None
         for estimator_name, estimator in named.items():
             template = _seed_estimator(clone(estimator), estimator_seed)
             n_folds = len(splits[task_name])
             scores = []
             try:
                 for score in parallel(
-                    delayed(_fit_and_score)(clone(template), X, y, train, test, error_score)
+                    delayed(_fit_and_score)(
+                        clone(template), X, y, train, test, error_score, classes
+                    )
                     for train, test in splits[task_name]
                 ):
                     scores.append(score)

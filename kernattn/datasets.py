@@ -1,4 +1,4 @@
-r"""Regression tasks that need no download.
+r"""Regression and classification tasks that need no download.
 
 Each function returns a :class:`Task`: a named tuple ``(X, y, description)`` that unpacks as
 ``X, y, description = make_curve()``. Sizes and noise levels are parameters; the defaults keep
@@ -21,7 +21,18 @@ name            what it is                                                 who s
                                                                            (on time)
 ==============  =========================================================  ===============
 
-:func:`load_task` makes any of them by name; :data:`TASKS` lists the names.
+Two classification tasks (integer labels) compare classifiers on held-out log-loss and
+accuracy:
+
+==============  =========================================================  ===============
+name            what it is                                                 who should win
+==============  =========================================================  ===============
+``moons``       two interleaved half circles with noise, 2 features        a local vote
+``iris``        scikit-learn's bundled iris data (150 × 4, 3 classes)      all classifiers
+==============  =========================================================  ===============
+
+:func:`load_task` makes any of them by name; :data:`TASKS` lists the regression tasks and
+:data:`CLASSIFICATION_TASKS` the classification tasks.
 """
 
 from typing import NamedTuple
@@ -33,6 +44,7 @@ from sklearn.utils import check_random_state
 __all__ = [
     "Task",
     "TASKS",
+    "CLASSIFICATION_TASKS",
     "curve_function",
     "load_task",
     "make_curve",
@@ -43,11 +55,13 @@ __all__ = [
     "make_projection",
     "make_irrelevant",
     "make_large",
+    "make_moons",
+    "load_iris",
 ]
 
 
 class Task(NamedTuple):
-    """A regression task: inputs, targets and a one-line description."""
+    """A task: inputs, targets (or labels) and a one-line description."""
 
     X: np.ndarray
     y: np.ndarray
@@ -332,7 +346,65 @@ def make_large(n_samples=10_000, *, n_features=4, noise=0.1, random_state=None):
     return Task(X, y, f"large: {n_features} smooth features, noise {noise:g}, n={n}")
 
 
-#: The built-in tasks by name: the function that makes each.
+def make_moons(n_samples=300, *, noise=0.3, random_state=None):
+    """Two interleaved half circles (scikit-learn's ``make_moons``), labels 0 and 1.
+
+    The class boundary is curved: a linear model misses it, a local vote follows it.
+
+    Parameters
+    ----------
+    n_samples : int
+    noise : float
+        Standard deviation of the Gaussian noise added to the points.
+    random_state : int, RandomState instance or None
+
+    Returns
+    -------
+    task : Task
+
+    Examples
+    --------
+    >>> X, y, _ = make_moons(100, random_state=0)
+    >>> X.shape, sorted(set(y.tolist()))
+    ((100, 2), [0, 1])
+    """
+    n = _check_n_samples(n_samples)
+    noise = _check_noise(noise)
+    X, y = _sk_datasets.make_moons(n, noise=noise, random_state=check_random_state(random_state))
+    return Task(X, y, f"moons: 2 features, 2 classes, noise {noise:g}, n={n}")
+
+
+def load_iris(n_samples=None, *, random_state=None):
+    """scikit-learn's bundled iris data: 150 flowers, 4 measurements, 3 species.
+
+    Parameters
+    ----------
+    n_samples : int or None
+        Draw this many rows without replacement (``None``: all 150).
+    random_state : int, RandomState instance or None
+        Only used to draw the rows.
+
+    Returns
+    -------
+    task : Task
+
+    Examples
+    --------
+    >>> X, y, _ = load_iris()
+    >>> X.shape
+    (150, 4)
+    """
+    X, y = _sk_datasets.load_iris(return_X_y=True)
+    if n_samples is not None:
+        n = _check_n_samples(n_samples)
+        if n > len(X):
+            raise ValueError(f"n_samples must be at most {len(X)} for iris; got {n}")
+        rows = check_random_state(random_state).choice(len(X), size=n, replace=False)
+        X, y = X[rows], y[rows]
+    return Task(X, y, f"iris (scikit-learn): 4 features, 3 classes, n={len(X)}")
+
+
+#: The built-in regression tasks by name: the function that makes each.
 TASKS = {
     "curve": make_curve,
     "friedman1": make_friedman1,
@@ -344,6 +416,12 @@ TASKS = {
     "large": make_large,
 }
 
+#: The built-in classification tasks by name: the function that makes each.
+CLASSIFICATION_TASKS = {
+    "moons": make_moons,
+    "iris": load_iris,
+}
+
 
 def load_task(name, *, n_samples=None, random_state=None):
     """Make a built-in task by name.
@@ -351,7 +429,7 @@ def load_task(name, *, n_samples=None, random_state=None):
     Parameters
     ----------
     name : str
-        One of :data:`TASKS`.
+        One of :data:`TASKS` or :data:`CLASSIFICATION_TASKS`.
     n_samples : int or None
         ``None`` uses the task's default size.
     random_state : int, RandomState instance or None
@@ -370,9 +448,10 @@ def load_task(name, *, n_samples=None, random_state=None):
     ...
     ValueError: unknown task 'nope'; choose from curve, friedman1, friedman2, ...
     """
-    if not isinstance(name, str) or name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")
+    makers = {**TASKS, **CLASSIFICATION_TASKS}
+    if not isinstance(name, str) or name not in makers:
+        raise ValueError(f"unknown task {name!r}; choose from {', '.join(makers)}")
     kwargs = {"random_state": random_state}
     if n_samples is not None:
         kwargs["n_samples"] = n_samples
-    return TASKS[name](**kwargs)
+    return makers[name](**kwargs)

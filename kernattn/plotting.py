@@ -297,6 +297,8 @@ def plot_runtime(n_samples, times, *, slope_from=None, ax=None):
 _METRICS = {
     "r2": ("r2_mean", "r2_std", "held-out R² (higher is better)"),
     "mse": ("mse_mean", "mse_std", "held-out MSE / best MSE on the task (lower is better)"),
+    "log_loss": ("log_loss_mean", "log_loss_std", "held-out log-loss (lower is better)"),
+    "accuracy": ("accuracy_mean", "accuracy_std", "held-out accuracy (higher is better)"),
     "fit_time": ("fit_time", None, "fit time per split (s)"),
     "predict_time": ("predict_time", None, "predict time per split (s)"),
     "time": (None, None, "fit + predict time per split (s)"),
@@ -307,13 +309,15 @@ _METRICS = {
 _R2_FLOOR = -1.0
 
 
-def plot_comparison(result, metric="r2", *, ax=None):
+def plot_comparison(result, metric=None, *, ax=None):
     """A :func:`kernattn.compare` result, one group per task (labelled with its size n).
 
     Parameters
     ----------
     result : ComparisonResult
-    metric : {"r2", "mse", "fit_time", "predict_time", "time"}
+    metric : {"r2", "mse", "log_loss", "accuracy", "fit_time", "predict_time", "time"}, optional
+        ``None``: ``"r2"``, or ``"log_loss"`` for a comparison of classifiers (whose
+        ``"log_loss"`` and ``"accuracy"`` are plain bars with ± one standard deviation).
         ``"r2"``: bars with ± one standard deviation over the splits; the axis extends down
         to the worst score, or to −1 if a score is worse than that, in which case the bar is
         hatched and labelled with its value. ``"mse"``: bars relative to the best estimator
@@ -325,6 +329,8 @@ def plot_comparison(result, metric="r2", *, ax=None):
     -------
     ax : matplotlib Axes
     """
+    if metric is None:
+        metric = "log_loss" if result.task_type == "classification" else "r2"
     if metric not in _METRICS:
         raise ValueError(f"metric must be one of {', '.join(map(repr, _METRICS))}; got {metric!r}")
     ax = _axes(ax)
@@ -416,6 +422,12 @@ def plot_comparison(result, metric="r2", *, ax=None):
                 label += f"; bars cut at {floor:g}"
         if metric == "mse":
             ax.axhline(1.0, color="0.3", lw=0.8)
+        if metric == "log_loss":
+            ax.set_ylim(bottom=0.0)  # a log-loss is ≥ 0; its error bar may reach below
+        if metric == "accuracy" and np.isfinite(values).any():
+            # Accuracies of good classifiers differ by points near 1: the axis starts a
+            # tenth below the lowest (with its error bar), at 0 at most.
+            ax.set_ylim(max(0.0, np.floor(10 * np.nanmin(values - errors)) / 10 - 0.1), 1.0)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{task}\n(n={sizes[task]})" for task in tasks])
     ax.set_ylabel(label)

@@ -185,6 +185,35 @@ def test_binary_and_multiclass(three_classes):
     assert model.query_projection_.shape == (1, 3, 2)  # head_dim: n_features ∧ 2
 
 
+@pytest.mark.parametrize("model", CLASSIFIERS, ids=lambda m: repr(m))
+def test_binary_decision_is_positive_class_log_odds(three_classes, model):
+    X, y = three_classes
+    model.fit(X, np.where(y == "high", "yes", "no"))
+    queries = np.vstack([X[:20], [[50.0, 0.0, 0.0]]])
+    scores = model.decision_function(queries)
+    proba = model.predict_proba(queries)
+    assert scores.shape == (len(queries),)
+    np.testing.assert_allclose(scores, np.log(proba[:, 1] / proba[:, 0]), rtol=1e-12)
+    assert np.all(np.isfinite(scores))
+    # A positive score is the vote for classes_[1].
+    np.testing.assert_array_equal(model.classes_[(scores > 0).astype(int)], model.predict(queries))
+
+
+@pytest.mark.parametrize("model", CLASSIFIERS, ids=lambda m: repr(m))
+def test_multiclass_decision_is_centred_log_proba(three_classes, model):
+    X, y = three_classes
+    model.fit(X, y)
+    queries = np.vstack([X[:20] + 0.05, [[-50.0, 3.0, 1.0]]])
+    scores = model.decision_function(queries)
+    log_proba = np.log(model.predict_proba(queries))
+    assert scores.shape == (len(queries), 3)
+    np.testing.assert_allclose(
+        scores, log_proba - log_proba.mean(axis=1, keepdims=True), atol=1e-12
+    )
+    np.testing.assert_allclose(scores.sum(axis=1), 0.0, atol=1e-12)
+    np.testing.assert_array_equal(model.classes_[scores.argmax(axis=1)], model.predict(queries))
+
+
 @pytest.mark.parametrize("model", CLASSIFIERS[:2], ids=lambda m: repr(m))
 def test_model_selection_tools(three_classes, model):
     X, y = three_classes

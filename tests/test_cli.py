@@ -141,7 +141,7 @@ def test_python_dash_m_runs_the_command_line():
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "kernattn compare: error: argument --tasks: unknown task 'bad'; choose from curve, "
-        "friedman1, friedman2, friedman3, diabetes, projection, irrelevant, large "
+        "friedman1, friedman2, friedman3, diabetes, projection, irrelevant, large, moons, iris "
         "(comma-separated) or all (see kernattn compare --help)"
     )
     version = subprocess.run(
@@ -199,3 +199,46 @@ def test_the_log_has_a_line_per_fold_with_elapsed_and_remaining(tmp_path, capsys
     folds = [line for line in lines if "fold " in line and "elapsed" in line]
     assert len(folds) == 4 and all("remaining ~" in line for line in folds)
     assert "[1/1] curve" in "\n".join(lines)
+
+
+def test_classification_tasks_compare_the_classifiers(tmp_path, capsys):
+    argv = ["compare", "--quick", "--tasks", "moons", "--estimators"]
+    argv += ["KernelClassifier,LogisticRegression", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "[2/2] moons        LogisticRegression" in text
+    assert "log-loss (held out)" in text and "accuracy (held out)" in text
+    assert "R² (held out)" not in text
+    assert (tmp_path / "comparison.png").stat().st_size > 10_000
+    loaded = ComparisonResult.from_csv(tmp_path / "results.csv")
+    assert loaded.estimators == ["KernelClassifier", "LogisticRegression"]
+    assert list(loaded.rows[0])[5:9] == [
+        "log_loss_mean",
+        "log_loss_std",
+        "accuracy_mean",
+        "accuracy_std",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tasks", "moons", "--estimators", "KernelSmoother"], "does not fit classification"),
+        (["--tasks", "curve", "--estimators", "KernelClassifier"], "does not fit regression"),
+        (["--tasks", "moons,curve"], "--tasks mixes classification tasks (moons) and regression"),
+    ],
+)
+def test_classifiers_and_regressors_do_not_mix_exit_2(argv, message, tmp_path, capsys):
+    assert main(["compare", "--quick", *argv, "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+    assert not os.listdir(tmp_path)
+
+
+def test_all_tasks_are_the_regression_tasks():
+    from kernattn.cli import build_parser
+    from kernattn.datasets import TASKS
+
+    args = build_parser().parse_args(["compare", "--tasks", "all"])
+    assert args.tasks == list(TASKS)

@@ -7,22 +7,25 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.base import is_classifier
 from sklearn.dummy import DummyRegressor
-from sklearn.linear_model import LinearRegression, Ridge
-from sklearn.model_selection import KFold, ShuffleSplit
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.model_selection import KFold, ShuffleSplit, StratifiedKFold
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from kernattn import ComparisonResult, KernelSmoother, compare
+from kernattn import ComparisonResult, KernelClassifier, KernelSmoother, compare
+from kernattn._results import CLASSIFICATION_COLUMNS
 from kernattn.compare import (
     DEFAULT_TASKS,
     QUICK_TASKS,
+    default_classifiers,
     default_estimators,
     derive_seeds,
     load_tasks,
 )
-from kernattn.datasets import make_curve
+from kernattn.datasets import CLASSIFICATION_TASKS, load_task, make_curve
 
 
 def _tiny_tasks():
@@ -450,3 +453,89 @@ def test_warnings_report_lists_each_pairs_distinct_messages():
     assert ComparisonResult.from_json(result.to_json()).warnings_report() == report
     quiet = compare({"ridge": Ridge()}, {"plane": _tiny_tasks()["plane"]}, cv=3)
     assert quiet.warnings_report() == "No estimator warned or failed on any task."
+
+
+# ------------------------------------------------------------------ classification
+
+
+@pytest.fixture(scope="module")
+def classification_result():
+    estimators = [KernelClassifier(), LogisticRegression()]
+    return compare(estimators, ["moons", "iris"], cv=3, random_state=0)
+
+
+def test_classifiers_get_log_loss_and_accuracy_columns(classification_result):
+    result = classification_result
+    assert result.task_type == "classification"
+    assert list(result.rows[0]) == list(CLASSIFICATION_COLUMNS)
+    assert [row["task"] for row in result.rows] == ["moons", "moons", "iris", "iris"]
+    assert all(0.8 < row["accuracy_mean"] <= 1 for row in result.rows)
+    assert all(0 < row["log_loss_mean"] < 0.5 for row in result.rows)
+    assert "StratifiedKFold" in result.settings["cv"]
+    table = str(result)
+    assert "log-loss (held out)" in table and "accuracy (held out)" in table
+    assert "R²" not in table and "* best log-loss on the task" in table
+    for task in result.tasks:
+        rows = [row for row in result.rows if row["task"] == task]
+        best = min(rows, key=lambda row: row["log_loss_mean"])
+        marked = [line for line in table.splitlines() if line.startswith(task) and " *" in line]
+        assert len(marked) == 1 and best["estimator"] in marked[0]
+
+
+def test_classification_scores_equal_a_direct_cross_validation():
+    X, y, _ = load_task("iris")
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    splitter = StratifiedKFold(3, shuffle=True, random_state=7)
+    result = compare(
+        {"logistic": LogisticRegression(max_iter=1000)}, {"iris": (X, labels)}, cv=splitter
+    )
+    losses, accuracies = [], []
+    for train, test in splitter.split(X, labels):
+        model = LogisticRegression(max_iter=1000).fit(X[train], labels[train])
+        proba = model.predict_proba(X[test])
+        truth = np.searchsorted(model.classes_, labels[test])
+        losses.append(-np.mean(np.log(proba[np.arange(len(test)), truth])))
+        accuracies.append(np.mean(model.predict(X[test]) == labels[test]))
+    np.testing.assert_allclose(result.splits[("iris", "logistic")]["log_loss"], losses)
+    np.testing.assert_allclose(result.rows[0]["accuracy_mean"], np.mean(accuracies))
+
+
+def test_classification_result_round_trips_and_plots(classification_result, tmp_path):
+    result = classification_result
+    result.to_csv(tmp_path / "r.csv")
+    result.to_json(tmp_path / "r.json")
+    assert ComparisonResult.from_csv(tmp_path / "r.csv").rows == result.rows
+    loaded = ComparisonResult.from_json(tmp_path / "r.json")
+    assert loaded.rows == result.rows and loaded.task_type == "classification"
+    from matplotlib.figure import Figure
+
+    top, bottom = Figure().subplots(2, 1)
+    assert result.plot(ax=top).get_ylabel() == "held-out log-loss (lower is better)"
+    assert result.plot("accuracy", ax=bottom).get_ylabel() == (
+        "held-out accuracy (higher is better)"
+    )
+
+
+@pytest.mark.parametrize(
+    "estimators, tasks, match",
+    [
+        ([KernelClassifier(), Ridge()], ["moons"], "mix classifiers .KernelClassifier."),
+        ([KernelClassifier()], ["curve"], "unknown classification task 'curve'"),
+    ],
+)
+def test_classifiers_and_regressors_do_not_mix(estimators, tasks, match):
+    with pytest.raises(ValueError, match=match):
+        compare(estimators, tasks, cv=3)
+
+
+def test_default_classifiers_are_fresh_classifiers():
+    first, second = default_classifiers(), default_classifiers()
+    assert list(first) == [
+        "KernelClassifier",
+        "AttentionClassifier",
+        "KNeighborsClassifier",
+        "LogisticRegression",
+    ]
+    assert all(is_classifier(first[name]) for name in first)
+    assert all(first[name] is not second[name] for name in first)
+    assert list(load_tasks(list(CLASSIFICATION_TASKS), random_state=0)) == ["moons", "iris"]

@@ -257,6 +257,28 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
         """
         return np.log(self.predict_proba(X))
 
+    def decision_function(self, X):
+        r"""Log-odds scores: the centred log-probabilities, :math:`\log p_c(x) - \frac{1}{C}
+        \sum_j \log p_j(x)`; for two classes the positive class's log-odds,
+        :math:`\log p_1(x) - \log p_0(x)`, the score of ``classes_[1]``.
+
+        Finite (every probability is positive) and ordered as the probabilities: the
+        largest score is :meth:`predict`'s class, a positive binary score predicts
+        ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_queries,) for two classes, else (n_queries, n_classes)
+        """
+        log_proba = self.predict_log_proba(X)
+        if log_proba.shape[1] == 2:
+            return log_proba[:, 1] - log_proba[:, 0]
+        return log_proba - log_proba.mean(axis=1, keepdims=True)
+
     def predict(self, X):
         """The most probable class at each query.
 
