@@ -949,18 +949,19 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         r"""The conditional CDF :math:`\hat F(t \mid x) = \sum_i w_i(x)\, 1\{y_i \le t\}`.
 
         The Nadaraya–Watson estimate of the indicator targets :math:`1\{y_i \le t\}` with the
-        weights of :meth:`attention_weights` (Hall, Wolff and Yao 1999). With the targets
+        weights of :meth:`attention_weights` (Hall, Wolff and Yao 1999 [1]_). With the targets
         sorted once at fit and cut into tiles of consecutive ranks, one pass of the kernel
         sums over the keys in that order gives each query's weight on every tile, and a
         threshold then needs the weights of its own tile only: about the cost of one
         ``predict``, whatever the number of thresholds. Non-decreasing in :math:`t`, in
         :math:`[0, 1]`. Where the weights can be negative (local lines, signed feature
         maps) a query whose sums decrease or leave :math:`[0, 1]` gets their monotone
-        rearrangement (Chernozhukov, Fernández-Val and Galichon 2010), clipped; a
+        rearrangement (Chernozhukov, Fernández-Val and Galichon 2010 [2]_), clipped; a
         ``UserWarning`` says how many. With several heads, the mixture of their weights
         in the shares :math:`|a_h| / \sum_g |a_g|` (as ``return_std``).
 
-        With ``y_bandwidth`` the CDF is smoothed in :math:`y` as well (R np's ``npcdist``):
+        With ``y_bandwidth`` the CDF is smoothed in :math:`y` as well (R np's ``npcdist``;
+        Li, Lin and Racine [3]_):
         :math:`\tilde F(t \mid x) = \sum_i w_i(x)\, \Phi((t - y_i)/h_y)`, one kernel sum
         of the columns :math:`\Phi((t_k - y_i)/h_y)` (its cost grows with the number of
         thresholds). ``"cv"`` chooses :math:`h_y` per output by leave-one-out: at most 400
@@ -1289,7 +1290,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         :math:`i` (and its exact duplicates, as in the bandwidth search) left out of the
         kernel sums, :math:`R_i = |y_i - \hat\mu_{-i}(x_i)|`.
 
-        - ``"jackknife+"`` (Barber, Candès, Ramdas and Tibshirani 2021):
+        - ``"jackknife+"`` (Barber, Candès, Ramdas and Tibshirani 2021 [1]_):
           :math:`[\hat q^-_\alpha\{\hat\mu_{-i}(x) - R_i\},\
           \hat q^+_\alpha\{\hat\mu_{-i}(x) + R_i\}]`, :math:`\hat q^+_\alpha` the
           :math:`\lceil(1-\alpha)(n+1)\rceil`-th smallest of the :math:`n` values,
@@ -1303,7 +1304,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
           the query's own kernel weights :math:`w_i(x)`
           (:math:`n_\mathrm{eff} = 1 / \sum_i w_i(x)^2`): it widens where the noise is
           larger. Its coverage holds approximately, conditionally on the neighbourhood of
-          :math:`x` (localized conformal prediction, Guan 2023), with no finite-sample
+          :math:`x` (localized conformal prediction, Guan 2023 [2]_), with no finite-sample
           guarantee.
 
         Both use the kernel average (the local constant of each head, mixed as in

@@ -6,7 +6,7 @@ and follow the same convention, ``scorer(estimator, X, y)`` with greater is bett
 - :func:`pinball_scorer` — minus the mean pinball loss of
   :meth:`~kernattn.KernelSmoother.predict_quantiles` at one level :math:`\tau`,
   :math:`-\frac1n \sum_i \rho_\tau(y_i - \hat Q(\tau \mid x_i))` with
-  :math:`\rho_\tau(u) = \max(\tau u, (\tau - 1) u)` (Koenker and Bassett 1978), the loss
+  :math:`\rho_\tau(u) = \max(\tau u, (\tau - 1) u)` (Koenker and Bassett 1978 [1]_), the loss
   whose minimizer is the :math:`\tau`-quantile;
 - :func:`coverage_scorer` — the fraction of the targets inside
   :meth:`~kernattn.KernelSmoother.conformal_interval`,
