@@ -204,6 +204,19 @@ def make_friedman3(n_samples=400, *, noise=0.1, random_state=None):
     return Task(X, y, f"Friedman #3: 4 features on very different scales, noise {noise:g}, n={n}")
 
 
+def _rows_of(loader, name, n_samples, random_state):
+    """A bundled scikit-learn data set's inputs and targets, or ``n_samples`` of its rows
+    drawn without replacement."""
+    X, y = loader(return_X_y=True)
+    if n_samples is not None:
+        n = _check_n_samples(n_samples)
+        if n > len(X):
+            raise ValueError(f"n_samples must be at most {len(X)} for {name}; got {n}")
+        rows = check_random_state(random_state).choice(len(X), size=n, replace=False)
+        X, y = X[rows], y[rows]
+    return X, y
+
+
 def load_diabetes(n_samples=None, *, random_state=None):
     """scikit-learn's bundled diabetes data: 442 patients, 10 baseline measurements, target a
     measure of disease progression one year later.
@@ -225,13 +238,7 @@ def load_diabetes(n_samples=None, *, random_state=None):
     >>> X.shape
     (442, 10)
     """
-    X, y = _sk_datasets.load_diabetes(return_X_y=True)
-    if n_samples is not None:
-        n = _check_n_samples(n_samples)
-        if n > len(X):
-            raise ValueError(f"n_samples must be at most {len(X)} for diabetes; got {n}")
-        rows = check_random_state(random_state).choice(len(X), size=n, replace=False)
-        X, y = X[rows], y[rows]
+    X, y = _rows_of(_sk_datasets.load_diabetes, "diabetes", n_samples, random_state)
     return Task(X, y, f"diabetes (scikit-learn): 10 features, n={len(X)}")
 
 
@@ -394,13 +401,7 @@ def load_iris(n_samples=None, *, random_state=None):
     >>> X.shape
     (150, 4)
     """
-    X, y = _sk_datasets.load_iris(return_X_y=True)
-    if n_samples is not None:
-        n = _check_n_samples(n_samples)
-        if n > len(X):
-            raise ValueError(f"n_samples must be at most {len(X)} for iris; got {n}")
-        rows = check_random_state(random_state).choice(len(X), size=n, replace=False)
-        X, y = X[rows], y[rows]
+    X, y = _rows_of(_sk_datasets.load_iris, "iris", n_samples, random_state)
     return Task(X, y, f"iris (scikit-learn): 4 features, 3 classes, n={len(X)}")
 
 
