@@ -98,3 +98,17 @@ def weighted_mean(X, sample_weight, axis=0):
     unit = power_of_two_scale(X, axis=axis)
     weights = normalized_weights(sample_weight)
     return np.average(X / unit, axis=axis, weights=weights) * unit
+
+
+def standardization(X, sample_weight):
+    """Weighted mean and standard deviation of every feature (a feature without a usable
+    spread, :func:`has_spread`, gets 1), in units of powers of two near ``max|x|`` and
+    ``max|x − mean|`` (exact): the sums and squares of inputs near 1e300 would overflow,
+    those near 1e-300 underflow."""
+    sample_weight = normalized_weights(sample_weight)
+    mean = weighted_mean(X, sample_weight)
+    deviation = X - mean
+    unit = power_of_two_scale(deviation, axis=0)
+    std = np.sqrt(np.average((deviation / unit) ** 2, axis=0, weights=sample_weight)) * unit
+    size = np.max(np.abs(X), axis=0)
+    return mean, np.where(has_spread(std, size), std, 1.0)

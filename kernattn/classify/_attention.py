@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._loo import DuplicateGroups
+from kernattn._numerics import standardization
 from kernattn.classify._labels import (
     KernelSource,
     LabelEngine,
@@ -311,9 +312,7 @@ class AttentionClassifier(NadarayaWatsonClassifier):
         user_init = None if isinstance(self.init, str) else np.asarray(self.init, dtype=float)
         head_dim = self._head_dim(d, n_classes) if user_init is None else user_init.shape[1]
         weights = sw / sw.sum()
-        center = weights @ Xk
-        spread = np.sqrt(weights @ (Xk - center) ** 2)
-        input_scale = np.where(spread > 0, spread, 1.0)
+        center, input_scale = standardization(Xk, sw)
         Z = (Xk - center) / input_scale
         groups = DuplicateGroups(Z)
         learn_scale = isinstance(self.scale, str)

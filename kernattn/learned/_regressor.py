@@ -28,10 +28,9 @@ from kernattn._local_fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._loo import DuplicateGroups
 from kernattn._namespaces import in_caller_library
 from kernattn._numerics import (
-    has_spread,
     normalized_weights,
     power_of_two_scale,
-    weighted_mean,
+    standardization,
 )
 from kernattn._rows import collection_predict
 from kernattn._tilt import PENALTY
@@ -97,22 +96,6 @@ AUTO_WARP = 8
 DEGREE_STANDARD_ERRORS = 1.0
 # Largest entry of a given init: the logits, quadratic in it, stay far from overflowing.
 _LARGEST_INIT = 1e100
-
-
-def _standardization(X, sample_weight, standardize):
-    """Weighted mean and standard deviation of every feature (a constant feature gets 1)."""
-    d = X.shape[1]
-    if not standardize:
-        return np.zeros(d), np.ones(d)
-    # In units of powers of two near max|x| and max|x − mean| (exact): the sums and squares
-    # of inputs near 1e300 overflow (input_scale_ = inf), those near 1e-300 underflow.
-    sample_weight = normalized_weights(sample_weight)
-    mean = weighted_mean(X, sample_weight)
-    deviation = X - mean
-    unit = power_of_two_scale(deviation, axis=0)
-    std = np.sqrt(np.average((deviation / unit) ** 2, axis=0, weights=sample_weight)) * unit
-    size = np.max(np.abs(X), axis=0)
-    return mean, np.where(has_spread(std, size), std, 1.0)
 
 
 def _target_scale(values, sample_weight):
@@ -734,7 +717,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         # A given init must fit the data: checked before any work.
         user_init = None if isinstance(self.init, str) else self._user_init(d, head_dim)
         rng = check_random_state(self.random_state)
-        center, input_scale = _standardization(X, sample_weight, self.standardize)
+        if self.standardize:
+            center, input_scale = standardization(X, sample_weight)
+        else:
+            center, input_scale = np.zeros(d), np.ones(d)
         Z = (X - center) / input_scale
         groups = DuplicateGroups(X)
         tilt_kinds, self.warp_ = self._resolved_options(d, groups.n_groups)
