@@ -11,14 +11,17 @@ kernel (:class:`AttentionRegressor`), or an explicit random-feature map
 # ``kernattn.compare`` is a callable module: ``kernattn.compare(...)`` runs the comparison and
 # ``import kernattn.compare`` gives the same object.
 from kernattn import compare, datasets, feature_maps, metrics, plotting
-from kernattn._significance import SignificanceResult, significance_test
-from kernattn._warnings import BandwidthWarning, LocalDesignWarning
+from kernattn._core.warning_types import BandwidthWarning, LocalDesignWarning
 from kernattn.attention import linear_attention, softmax_attention
-from kernattn.classify import AttentionClassifier, KernelClassifier
 from kernattn.compare import ComparisonResult
-from kernattn.learned import AttentionRegressor
+from kernattn.learned import AttentionClassifier, AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor, fit_chunks
-from kernattn.smoother import KernelSmoother
+from kernattn.smoother import (
+    KernelClassifier,
+    KernelSmoother,
+    SignificanceResult,
+    significance_test,
+)
 
 # The Dask backend registers itself here (dask is imported only when a collection arrives).
 from kernattn import distributed  # noqa: E402, F401  isort: skip

@@ -32,7 +32,7 @@ On every library the empty results keep the batch shape and the dtype, and on to
 stay in the autograd graph (with zero gradients). No result is ever NaN.
 
 Nothing here holds state. The sums go through the one reduction the estimators use
-(:mod:`kernattn._sums`): keys in tiles with a running maximum, so that no (L × S) matrix
+(:mod:`kernattn._core.sums`): keys in tiles with a running maximum, so that no (L × S) matrix
 exists unless the weights are asked for, and the Gaussian smoother's prediction *is*
 :func:`softmax_attention` with ``key_bias = -½‖k‖² + log s``.
 """
@@ -52,8 +52,8 @@ from array_api_compat import (
 from array_api_compat import device as device_of
 from array_api_compat import size as size_of
 
-from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks
-from kernattn._sums import constant, kernel_sums, ldexp, updatable
+from kernattn._core.blocks import KEY_TILE, iter_query_blocks, map_query_blocks
+from kernattn._core.sums import constant, kernel_sums, ldexp, updatable
 
 __all__ = [
     "attention_entropy",
@@ -353,7 +353,7 @@ def _normalized(logits, exponent, xp):
 
 
 def _exp_floor(xp, dtype):
-    """Shifted logits are raised to this before ``exp`` (see :mod:`kernattn._numerics`)."""
+    """Shifted logits are raised to this before ``exp`` (see :mod:`kernattn._core.numerics`)."""
     return -85.0 if xp.finfo(dtype).bits <= 32 else -700.0
 
 
@@ -506,7 +506,7 @@ def _logit_units(query, key, scale, additive, xp, dtype, q_size, k_size):
 
 def _cache_entries(xp, device, causal=False):
     """Float64 entries of a (queries × keys) block for libraries other than numpy (whose
-    blocks run on threads, see :mod:`kernattn._blocks`).
+    blocks run on threads, see :mod:`kernattn._core.blocks`).
 
     torch on the CPU runs each operation on all its threads, each thread on its share of
     the rows: a block of about a MiB per thread keeps every share in that core's cache;
@@ -572,7 +572,7 @@ def softmax_attention(
     + m_{ij})`. The arguments and shapes are those of
     :func:`torch.nn.functional.scaled_dot_product_attention`; the results agree with it to
     rounding. Keys are visited in tiles with a running maximum of the logits (the online
-    softmax of FlashAttention, :func:`kernattn._sums.kernel_sums`), and queries in blocks
+    softmax of FlashAttention, :func:`kernattn._core.sums.kernel_sums`), and queries in blocks
     bounded by scikit-learn's ``working_memory``, so no (L × S) matrix exists unless
     ``return_weights=True``.
 

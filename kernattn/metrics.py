@@ -34,7 +34,7 @@ import numpy as np
 from sklearn.metrics import mean_pinball_loss
 from sklearn.pipeline import Pipeline
 
-from kernattn._distribution import check_alpha, check_conformal_method, check_quantiles
+from kernattn._engine.distribution import check_alpha, check_conformal_method, check_quantiles
 
 __all__ = [
     "pinball_scorer",

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from kernattn import KernelSmoother
-from kernattn._local_polynomial import equivalent_weights
-from kernattn._loo import DuplicateGroups
+from kernattn._core.loo import DuplicateGroups
+from kernattn._local.polynomial import equivalent_weights
 from kernattn.bandwidth import CRITERIA, resolve_bandwidth, select_bandwidth
 from kernattn.bandwidth._criterion import Criterion
 from kernattn.bandwidth._rules import check_bandwidth

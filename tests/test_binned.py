@@ -1,4 +1,4 @@
-"""Binned kernel sums (kernattn._binned) against direct sums and R KernSmooth."""
+"""Binned kernel sums (kernattn.smoother._binned.grid) against direct sums and R KernSmooth."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernattn._binned import (
+from kernattn.smoother._binned.grid import (
     CRITERIA,
     Grid,
     NearestOther,

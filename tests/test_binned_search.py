@@ -1,16 +1,16 @@
-"""Bandwidth search on binned sums (kernattn._binned_search)."""
+"""Bandwidth search on binned sums (kernattn.smoother._binned.search)."""
 
 import numpy as np
 import pytest
 
-from kernattn._binned import (
+from kernattn.smoother._binned.grid import (
     bin_targets,
     criterion_value,
     grid_sums,
     make_grid,
     row_statistics,
 )
-from kernattn._binned_search import FACTORS, BinnedCriterion, search_bandwidth
+from kernattn.smoother._binned.search import FACTORS, BinnedCriterion, search_bandwidth
 
 
 def sine_rows(n, d, seed=0):

@@ -177,7 +177,7 @@ def test_default_near_field_is_not_built_from_chunks_and_says_so():
 
 
 def test_per_cell_sums_of_chunks_add_up_to_those_of_all_rows():
-    from kernattn._rows import Part
+    from kernattn._core.rows import Part
     from kernattn.linear._near_field import NearFieldKernel
     from kernattn.linear._passes import cell_sums, merge_cell_sums
 

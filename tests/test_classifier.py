@@ -13,10 +13,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from kernattn import AttentionClassifier, KernelClassifier, KernelSmoother
-from kernattn._loo import DuplicateGroups
-from kernattn._mixed import MixedEncoding
-from kernattn.classify._labels import choose_prior_share
-from kernattn.classify._likelihood import LikelihoodCriterion
+from kernattn._core.loo import DuplicateGroups
+from kernattn._engine.labels import choose_prior_share
+from kernattn.bandwidth._mixed import MixedEncoding
+from kernattn.learned._likelihood import LikelihoodCriterion
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 CLASSIFIERS = [

@@ -16,7 +16,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from kernattn import ComparisonResult, KernelClassifier, KernelSmoother, compare
-from kernattn._results import CLASSIFICATION_COLUMNS
 from kernattn.compare import (
     DEFAULT_TASKS,
     QUICK_TASKS,
@@ -25,6 +24,7 @@ from kernattn.compare import (
     derive_seeds,
     load_tasks,
 )
+from kernattn.compare._results import CLASSIFICATION_COLUMNS
 from kernattn.datasets import CLASSIFICATION_TASKS, load_task, make_curve
 
 

@@ -291,8 +291,8 @@ def _search_data(n=6000, d=3, seed=0):
 def _worker_sample(X, y, weight, chunks, random_state, size=2400):
     """The queries the workers sample (their global rows, in sampling order), drawn here
     from the same seeds."""
-    from kernattn._rows import ArrayRows
-    from kernattn._summary import RowSummary, sample_seed, summarize
+    from kernattn._core.rows import ArrayRows
+    from kernattn._engine.summary import RowSummary, sample_seed, summarize
 
     rows = ArrayRows(X, y, weight, n_parts=len(range(0, len(X), chunks)))
     seed = sample_seed(random_state)
@@ -304,7 +304,7 @@ def _as_dask(chunks, *arrays):
 
 
 def test_partitioned_criterion_is_the_in_memory_criterion_on_the_same_queries(client):
-    from kernattn._summary import RowSummary, summarize
+    from kernattn._engine.summary import RowSummary, summarize
     from kernattn.bandwidth._criterion import Criterion
     from kernattn.distributed._rows import DaskRows
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
-from kernattn._distribution import (
+from kernattn._engine.distribution import (
     DenseWeights,
     TargetTiles,
     cdf_at_counts,

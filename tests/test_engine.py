@@ -18,10 +18,10 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
-import kernattn._blocks
-from kernattn._blocks import available_cores, effective_n_jobs
-from kernattn._engine import KEY_TILE, NadarayaWatsonRegressor
-from kernattn._heads import COSINE_EPS, SIMILARITIES, SoftmaxHeads
+import kernattn._core.blocks
+from kernattn._core.blocks import available_cores, effective_n_jobs
+from kernattn._engine.heads import COSINE_EPS, SIMILARITIES, SoftmaxHeads
+from kernattn._engine.regressor import KEY_TILE, NadarayaWatsonRegressor
 
 CENTER = np.array([0.1, -0.2, 0.3])
 INPUT_SCALE = np.array([1.0, 1.5, 2.0])
@@ -577,7 +577,7 @@ def started_pools(monkeypatch):
             started.append(max_workers)
             super().__init__(max_workers, *args, **kwargs)
 
-    monkeypatch.setattr(kernattn._blocks, "ThreadPoolExecutor", RecordingPool)
+    monkeypatch.setattr(kernattn._core.blocks, "ThreadPoolExecutor", RecordingPool)
     # The tests count threads against the cores, whatever limit the environment set when the
     # thread libraries were loaded (OMP_NUM_THREADS=1, say).
     with threadpool_limits(limits=max(available_cores(), 2)):

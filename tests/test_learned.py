@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from kernattn import AttentionRegressor, KernelSmoother
-from kernattn._loo import DuplicateGroups
+from kernattn._core.loo import DuplicateGroups
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import validation_split
 

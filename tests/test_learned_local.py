@@ -12,9 +12,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
 from kernattn import AttentionRegressor, LocalDesignWarning
-from kernattn._engine import canonical_order
-from kernattn._loo import DuplicateGroups
-from kernattn._warp import apply_warp, quantile_knots, warp_basis
+from kernattn._core.loo import DuplicateGroups
+from kernattn._engine.regressor import canonical_order
+from kernattn._local.warp import apply_warp, quantile_knots, warp_basis
 from kernattn.learned._local import leave_one_out_lines
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 

@@ -6,7 +6,7 @@ import pytest
 from scipy.optimize import check_grad
 from sklearn import config_context
 
-from kernattn._loo import DuplicateGroups
+from kernattn._core.loo import DuplicateGroups
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 

@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
 from kernattn import AttentionRegressor, KernelSmoother
-from kernattn._loo import DuplicateGroups
+from kernattn._core.loo import DuplicateGroups
 from kernattn.learned._shrinkage import fold_rows, one_standard_error_choice, shrink
 
 #: The plain softmax average: no tilt, no warp, no local line.

@@ -15,7 +15,7 @@ from kernattn import (
     KernelSmoother,
     LinearAttentionRegressor,
 )
-from kernattn._heads import SoftmaxHeads
+from kernattn._engine.heads import SoftmaxHeads
 from kernattn.bandwidth import loo_bandwidth
 from kernattn.feature_maps import NystroemFeatures, PositiveRandomFeatures
 from kernattn.linear._near_search import weight_errors

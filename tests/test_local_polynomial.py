@@ -1,4 +1,4 @@
-"""Local polynomials from kernel moment sums (kernattn._local_polynomial): the estimate, its
+"""Local polynomials from kernel moment sums (kernattn._local.polynomial): the estimate, its
 equivalent weights, the smoother diagonal and the leave-one-out fit against weighted least
 squares solved query by query; the variance bound that holds queries back; invariances and
 degenerate designs."""
@@ -9,8 +9,8 @@ from math import comb
 import numpy as np
 import pytest
 
-from kernattn import _local_linear
-from kernattn._local_polynomial import (
+from kernattn._local import linear_fit as _local_linear
+from kernattn._local.polynomial import (
     VARIANCE_BOUND,
     LocalDesignWarning,
     check_degree,

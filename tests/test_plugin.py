@@ -1,4 +1,4 @@
-"""The direct plug-in bandwidth (kernattn._plugin) against R KernSmooth's dpill."""
+"""The direct plug-in bandwidth (kernattn.smoother._binned.plugin) against R KernSmooth's dpill."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernattn._plugin import blocked_quartic_fits, mallows_blocks, plugin_bandwidth
+from kernattn.smoother._binned.plugin import blocked_quartic_fits, mallows_blocks, plugin_bandwidth
 
 
 def quasi_data(n, kind="sine"):

@@ -1,4 +1,4 @@
-"""significance_test (kernattn._significance): the statistic against its definition, small
+"""significance_test (kernattn.smoother._significance): the statistic against its definition, small
 p-values for a relevant feature, the result's fields, reproducibility, the two ways of
 evaluating the replicates, and bad input. Size and power over many simulated data sets are
 in examples/benchmarks/bench_significance.py."""
@@ -8,7 +8,7 @@ import pytest
 from sklearn import config_context
 
 from kernattn import AttentionRegressor, KernelSmoother
-from kernattn._significance import SignificanceResult, significance_test
+from kernattn.smoother._significance import SignificanceResult, significance_test
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from kernattn import BandwidthWarning, KernelSmoother
-from kernattn._local_polynomial import equivalent_weights
-from kernattn._warnings import LocalDesignWarning
+from kernattn._core.warning_types import LocalDesignWarning
+from kernattn._local.polynomial import equivalent_weights
 from kernattn.attention import softmax_attention
 from kernattn.bandwidth import loo_bandwidth, rule_of_thumb_bandwidth
 from kernattn.bandwidth._criterion import Criterion

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernattn import KernelSmoother, LocalDesignWarning
-from kernattn._binned import TOLERANCE
+from kernattn.smoother._binned.grid import TOLERANCE
 
 
 def sine(n, d=1, seed=0, noise=0.3):
@@ -354,7 +354,7 @@ def test_noise_estimate_from_the_gridded_sums_matches_exact(monkeypatch, degree,
     # Beyond _EXACT_HELD_BACK_ROWS rows the binned tier takes the training residuals, their
     # factors δ and the local noise's kernel averages from the gridded sums (O(n), not
     # O(n²)): intervals and standard errors agree with the exact tier's.
-    import kernattn.smoother as smoother
+    import kernattn.smoother._regressor as smoother
 
     monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
     X, y = sine(5000, d=d, seed=11)
@@ -522,7 +522,7 @@ def test_loo_error_beyond_the_float_range_is_inf():
 def test_interval_variance_comes_from_the_grid(monkeypatch, degree, d):
     # Beyond _EXACT_HELD_BACK_ROWS rows Var ŷ(x) = Σ l_i(x)² σ²(x_i)/s_i is r'M r with M
     # the squared kernel's moments of the binned noise: no query reads every weight.
-    import kernattn.smoother as smoother
+    import kernattn.smoother._regressor as smoother
 
     monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
     X, y = sine(5000, d=d, seed=3)

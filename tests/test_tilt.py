@@ -7,8 +7,8 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 from kernattn import AttentionRegressor
-from kernattn._loo import DuplicateGroups
-from kernattn._tilt import FLOOR, PENALTIES, PENALTY, key_spread, tilted_weights
+from kernattn._core.loo import DuplicateGroups
+from kernattn._local.tilt import FLOOR, PENALTIES, PENALTY, key_spread, tilted_weights
 from kernattn.learned._local import COARSE_GRID, leave_one_out_lines, tune_tilt
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 

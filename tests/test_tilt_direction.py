@@ -8,7 +8,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from kernattn import AttentionRegressor
-from kernattn._tilt import (
+from kernattn._local.tilt import (
     FLOOR,
     directional_tilt,
     key_spread,

@@ -1,4 +1,5 @@
-"""Benchmark: size and power of the bootstrap significance test (``kernattn._significance``).
+"""Benchmark: size and power of the bootstrap significance test
+(``kernattn.smoother._significance``).
 
 Simulated data, n = 100 rows, x uniform on [−1, 1]², ``y = sin(2x₀) + 0.5·noise`` (x₁
 does not matter), or ``y = sin(2x₀) + 0.25·x₁ + 0.5·noise`` for the weak alternative. For
@@ -29,7 +30,7 @@ import numpy as np
 from joblib import Parallel, delayed
 
 from kernattn import KernelSmoother
-from kernattn._significance import significance_test
+from kernattn.smoother._significance import significance_test
 
 N_ROWS = 100
 N_BOOTSTRAP = 99

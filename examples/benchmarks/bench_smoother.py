@@ -45,8 +45,8 @@ from scipy.spatial.distance import cdist
 from threadpoolctl import threadpool_limits
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
-from kernattn._blocks import map_query_blocks
-from kernattn._engine import KEY_TILE
+from kernattn._core.blocks import map_query_blocks
+from kernattn._engine.regressor import KEY_TILE
 from kernattn.bandwidth import rule_of_thumb_bandwidth
 from kernattn.bandwidth._criterion import Criterion
 from kernattn.bandwidth._search import LOO_GRID

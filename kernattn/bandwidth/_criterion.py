@@ -2,21 +2,38 @@ r"""The bandwidth-selection criteria of the smoother (leave-one-out, AICc, GCV) 
 of the log-bandwidths, with their analytic gradients.
 
 The criterion's sums over the keys go through the one reduction
-(:func:`kernattn._sums.kernel_sums`): key tiles on a running shift, each row's own input
+(:func:`kernattn._core.sums.kernel_sums`): key tiles on a running shift, each row's own input
 left out.
 """
 
 import numpy as np
 
-from kernattn._blocks import (
+from kernattn._core.blocks import (
     KEY_TILE,
     iter_query_blocks,
     map_query_blocks,
     n_workers,
     single_threaded_blas,
 )
-from kernattn._local_linear import value_key_columns
-from kernattn._local_polynomial import (
+from kernattn._core.loo import DuplicateGroups
+from kernattn._core.numerics import (
+    has_spread,
+    normalized_weights,
+    power_of_two_scale,
+    weighted_mean,
+)
+from kernattn._core.rows import as_part
+from kernattn._core.sums import (
+    EXP_FLOOR,
+    augment_keys,
+    augment_queries,
+    gaussian_key_bias,
+    kernel_sums,
+    merge,
+    shifted_exp,
+)
+from kernattn._local.linear_fit import value_key_columns
+from kernattn._local.polynomial import (
     fitted_polynomial,
     monomial_exponents,
     n_design_columns,
@@ -24,17 +41,6 @@ from kernattn._local_polynomial import (
     polynomial_estimate,
     raw_coefficients,
 )
-from kernattn._loo import DuplicateGroups
-from kernattn._numerics import (
-    EXP_FLOOR,
-    has_spread,
-    normalized_weights,
-    power_of_two_scale,
-    shifted_exp,
-    weighted_mean,
-)
-from kernattn._rows import as_part
-from kernattn._sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums, merge
 from kernattn.bandwidth._rules import weighted_spread
 from kernattn.kernels import log_kernel, log_kernel_derivative
 
@@ -98,9 +104,9 @@ def criterion_columns(K, Y, gradient=True):
 def gaussian_sums(Q, K_aug, log_sw, columns, factor, left_out=None, key_radius=None):
     r"""``(c, Σ)``: the Gaussian kernel sums :math:`\sum_j e^{\ell_j - c}\, C_j` of queries
     ``Q`` against keys, :math:`\ell_j = -\tfrac12\|q - k_j\|^2/f^2 + \log s_j`, by the one
-    reduction (:func:`kernattn._sums.kernel_sums`), tiles of keys that stay in cache.
+    reduction (:func:`kernattn._core.sums.kernel_sums`), tiles of keys that stay in cache.
 
-    ``K_aug`` holds the augmented keys (:func:`~kernattn._sums.augment_keys` with the
+    ``K_aug`` holds the augmented keys (:func:`~kernattn._core.sums.augment_keys` with the
     Gaussian key bias, no weights), ``log_sw`` the keys' log-weights (``None``: all equal),
     ``columns`` what is summed (columns × keys), ``factor`` :math:`f`, ``left_out`` the
     (row, key) pairs that weigh nothing. The logits are at most 0 (up to the rounding of
@@ -109,7 +115,7 @@ def gaussian_sums(Q, K_aug, log_sw, columns, factor, left_out=None, key_radius=N
     (the nearest kept key far away) are redone on the running row maximum, so that no row
     underflows; so is every row when the rounding of the product could make a logit large
     (``key_radius``, the keys' largest norm, tells). Sums of several sets of keys merge at
-    their shifts (:func:`kernattn._sums.merge`).
+    their shifts (:func:`kernattn._core.sums.merge`).
     """
     Q_aug = augment_queries(Q)
     Q_aug *= 1.0 / factor**2
@@ -179,7 +185,8 @@ class Criterion:
     ``scaled_`` methods give the criterion in those units; :meth:`in_target_units` converts.
 
     The local line can live in a subset of the columns (``line``): with discrete features
-    (encoded columns, :mod:`kernattn._mixed`) it is fitted in the continuous features only,
+    (encoded columns, :mod:`kernattn.bandwidth._mixed`) it is fitted in the continuous features
+    only,
     and the discrete ones enter through the kernel weights (Li and Racine, 2004). The
     gradient formula holds as it is: the local fit depends on the bandwidths only through
     its weights.
@@ -209,7 +216,7 @@ class Criterion:
         self.loo = criterion == "loo"
         raw = np.asarray(sample_weight, dtype=float)
         # The precision weights of a local polynomial's variance rule (see
-        # kernattn._local_polynomial): the squared weights' sums are divided by them.
+        # kernattn._local.polynomial): the squared weights' sums are divided by them.
         self.precision = raw if np.any(raw != 1.0) else None
         sample_weight = normalized_weights(raw)
         with np.errstate(over="ignore"):
@@ -254,8 +261,8 @@ class Criterion:
     @classmethod
     def on_parts(cls, rows, summary, n_jobs=None):
         """The leave-one-out criterion of the Gaussian local-constant smoother whose keys
-        are training rows in parts (:class:`~kernattn._rows.Rows`) and whose queries are the
-        uniform sample of their first pass (:class:`~kernattn._summary.RowSummary`).
+        are training rows in parts (:class:`~kernattn._core.rows.Rows`) and whose queries are the
+        uniform sample of their first pass (:class:`~kernattn._engine.summary.RowSummary`).
 
         The parts are prepared once, where they are (centered, the values in the search's
         units, the (query, key) pairs with identical inputs to leave out); every evaluation
@@ -339,7 +346,7 @@ class Criterion:
         """What the kernel weights are summed against, transposed (columns × keys): for
         the local constant :func:`criterion_columns`; for a local polynomial in the keys'
         columns ``line`` the columns of
-        :func:`~kernattn._local_polynomial.polynomial_columns` (the value moments
+        :func:`~kernattn._local.polynomial.polynomial_columns` (the value moments
         ``[y, y², 1]``, the keys' monomials up to twice the degree, the values times the
         monomials up to the degree), whose ``[1, monomials]`` are also summed with the
         squared weights."""
@@ -380,7 +387,7 @@ class Criterion:
         subtracted for the Gaussian kernel (its exact shift); +inf on the left-out pairs
         for ``"loo"``.
 
-        One product of the augmented queries and keys (:mod:`kernattn._sums`):
+        One product of the augmented queries and keys (:mod:`kernattn._core.sums`):
         ``‖q − k‖² = −2 [q, −½‖q‖², 1]·[k, 1, −½‖k‖²]``. Not clipped at 0: a rounding error
         of −1e-16 only shifts a logit by as much.
         """
@@ -529,7 +536,7 @@ class Criterion:
 
     def _polynomial_fit(self, E, columns, Q):
         """The local polynomial of a block from its kernel weights ``E`` (rows × keys):
-        the fit (:func:`~kernattn._local_polynomial.polynomial_estimate`) and the
+        the fit (:func:`~kernattn._local.polynomial.polynomial_estimate`) and the
         normalizing sums."""
         t = self.Y.shape[1]
         n_design = n_design_columns(len(self.line), self.degree)

@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from kernattn._numerics import has_spread, normalized_weights, power_of_two_scale
+from kernattn._core.numerics import has_spread, normalized_weights, power_of_two_scale
 
 #: The names a bandwidth can be given by: the rules, and the leave-one-out selection.
 BANDWIDTH_RULES = ("scott", "silverman", "loo")

@@ -11,8 +11,8 @@ import numpy as np
 from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
-from kernattn._blocks import single_threaded_blas
-from kernattn._warnings import BandwidthWarning
+from kernattn._core.blocks import single_threaded_blas
+from kernattn._core.warning_types import BandwidthWarning
 from kernattn.bandwidth._criterion import CRITERIA, Criterion
 from kernattn.bandwidth._rules import (
     BANDWIDTH_RULES,
@@ -151,7 +151,7 @@ def select_bandwidth(
     together, and at least as many degrees of freedom are left to the error as are fitted.
     The criterion is a noisy estimate of the error, and a local polynomial's has a second
     basin at bandwidths below the spacing of the inputs, where most leave-one-out lines are
-    held back (:mod:`kernattn._local_polynomial`) and the smoother nearly interpolates; on
+    held back (:mod:`kernattn._local.polynomial`) and the smoother nearly interpolates; on
     small samples with few distinct values per feature its minimum there can undercut the
     supported basin by chance while the error on new data is 1.6 to 1.9 times as large
     (R's ``MASS::cpus``: tr(S) up to 0.92 n). Where the search ends above the limit, it

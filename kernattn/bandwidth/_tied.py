@@ -3,7 +3,7 @@ scale), selected by a criterion of the smoother."""
 
 import numpy as np
 
-from kernattn._blocks import single_threaded_blas
+from kernattn._core.blocks import single_threaded_blas
 from kernattn.bandwidth._criterion import Criterion
 from kernattn.bandwidth._search import LOO_GRID, BandwidthSelection, minimize_bounded
 

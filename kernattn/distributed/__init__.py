@@ -1,10 +1,10 @@
 r"""The estimators on Dask collections: fit and predict where the data live.
 
 A layer above the estimators (as dask-ml's wrappers sit above scikit-learn's): importing
-kernattn registers it (:func:`kernattn._rows.register_collection`), and dask itself is
+kernattn registers it (:func:`kernattn._core.rows.register_collection`), and dask itself is
 imported only when a dask array or dataframe reaches ``fit`` or ``predict`` (dask is an
 optional extra, ``pip install "kernattn[dask]"``). The estimators know nothing of Dask: they
-read their training set through :class:`~kernattn._rows.Rows`, and this layer gives them the
+read their training set through :class:`~kernattn._core.rows.Rows`, and this layer gives them the
 partitions of a collection as its parts (:class:`~kernattn.distributed._rows.DaskRows`),
 every part's task run on the worker that holds it, the results merged up a tree in the order
 of the partitions.
@@ -27,7 +27,7 @@ Every task is pure and every merge has a fixed order: a rerun, or a run during w
 worker is lost and its tasks recomputed elsewhere, gives the same numbers to the last bit.
 """
 
-from kernattn._rows import register_collection
+from kernattn._core.rows import register_collection
 
 
 def is_collection(data):

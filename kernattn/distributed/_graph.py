@@ -8,7 +8,7 @@ import dask
 from joblib import parallel_config
 from sklearn import config_context, get_config
 
-from kernattn._rows import SPLIT_EVERY
+from kernattn._core.rows import SPLIT_EVERY
 
 
 def _configured(function, config, *args):

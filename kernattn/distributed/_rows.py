@@ -1,4 +1,5 @@
-"""The partitions of dask collections as training rows in parts (:class:`kernattn._rows.Rows`).
+"""The partitions of dask collections as training rows in parts
+(:class:`kernattn._core.rows.Rows`).
 
 Every part's task runs on the worker that holds the partition; the results are merged up a
 tree in the order of the partitions, so a rerun, or a run in which a worker was lost and its
@@ -9,7 +10,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from kernattn._rows import Part, Rows
+from kernattn._core.rows import Part, Rows
 from kernattn.distributed._collections import (
     as_dask_array,
     feature_names,

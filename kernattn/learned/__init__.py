@@ -5,9 +5,11 @@ softmax attention kernel by minimizing the leave-one-out error, then predicts wi
 shared Nadaraya–Watson engine. The objective and its gradient live in ``_objective``, the
 optimizers and the initialization in ``_optimize``, the local lines and tilted weights in
 ``_local``, and the inner validation of how far the trained kernel moves from its start
-in ``_shrinkage``.
+in ``_shrinkage``. :class:`AttentionClassifier` (``_classifier``) learns the same kernel for
+class probabilities, on the leave-one-out log-loss (``_likelihood``).
 """
 
+from kernattn.learned._classifier import AttentionClassifier
 from kernattn.learned._regressor import AttentionRegressor
 
-__all__ = ["AttentionRegressor"]
+__all__ = ["AttentionClassifier", "AttentionRegressor"]

@@ -11,7 +11,7 @@ query is
     \hat y(x) = \sum_j l_j(x)\, y_j, \qquad
     l_j(x) = w_j \bigl(1 + (k_j - m)^\top C^{-1} (k(x) - m)\bigr)
 
-(solved scale-invariantly with a tiny ridge, :func:`kernattn._local_linear.solve_covariance`).
+(solved scale-invariantly with a tiny ridge, :func:`kernattn._local.linear_fit.solve_covariance`).
 The equivalent weights :math:`l_j` sum to 1 but can be negative: this goes beyond
 Nadaraya–Watson (it removes the kernel average's bias at the edges of the data and on slopes,
 and can leave the targets' range). The kernel's width is re-tuned for the line: the logits
@@ -19,19 +19,19 @@ are multiplied by the factor :math:`c` that minimizes the leave-one-out error of
 local-linear estimate (a line wants more neighbors than an average).
 
 Everything needs only the sums :math:`\sum_j w_j [1, k_j, k_j k_j^\top, y_j, y_j k_j^\top]`:
-:func:`kernattn._local_linear.line_estimate` turns them into the estimate.
+:func:`kernattn._local.linear_fit.line_estimate` turns them into the estimate.
 
-The tilted weights (:mod:`kernattn._tilt`) balance the keys about the query with
+The tilted weights (:mod:`kernattn._local.tilt`) balance the keys about the query with
 non-negative weights instead: the estimate stays Nadaraya–Watson. Their width is re-tuned
 in the same way, by the leave-one-out error of the tilted estimate.
 """
 
 import numpy as np
 
-from kernattn._blocks import map_query_blocks, single_threaded_blas
-from kernattn._local_linear import equivalent_weights, n_line_parameters, sparse_neighborhoods
-from kernattn._numerics import shifted_exp
-from kernattn._tilt import PENALTIES, PENALTY, key_spread, tilt_weights, trend_direction
+from kernattn._core.blocks import map_query_blocks, single_threaded_blas
+from kernattn._core.sums import shifted_exp
+from kernattn._local.linear_fit import equivalent_weights, n_line_parameters, sparse_neighborhoods
+from kernattn._local.tilt import PENALTIES, PENALTY, key_spread, tilt_weights, trend_direction
 from kernattn.learned._shrinkage import one_standard_error_choice
 
 #: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
@@ -58,7 +58,7 @@ def leave_one_out_lines(
     head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
     the mask of the queries for which some head had too few neighbors for a line (they got
     its kernel average). With ``tilt``, a pair ``(kind, penalty)`` (the kind of
-    :mod:`kernattn._tilt` and its penalty :math:`\varepsilon`), the estimates of the tilted
+    :mod:`kernattn._local.tilt` and its penalty :math:`\varepsilon`), the estimates of the tilted
     weights instead, and the mask of the queries whose weights rest on too few keys to
     balance (in every direction as few as for a line, along one direction two).
 
@@ -68,7 +68,7 @@ def leave_one_out_lines(
     its key space.
 
     With ``tilt``, ``unreached`` (a boolean array of ``len(queries)``, optional) is set
-    where some head's tilt could not reach its balance (:func:`kernattn._tilt.tilt_weights`).
+    where some head's tilt could not reach its balance (:func:`kernattn._local.tilt.tilt_weights`).
 
     With ``tilt`` and ``max_fallback``, the mask is found first (from the kernel weights
     alone): if the queries it holds carry more than that share of the sample weight, the
@@ -239,7 +239,7 @@ def tune_width(objective, theta, rng, tilt=None):
 #: average; it never wants fewer).
 DIRECTION_WIDTHS = -0.5 * np.log(2.0) * np.arange(7)
 #: The penalties of a tilt along the targets' trend; one along each query's local slope
-#: keeps :data:`~kernattn._tilt.PENALTY` (on R's data sets with one to three inputs a
+#: keeps :data:`~kernattn._local.tilt.PENALTY` (on R's data sets with one to three inputs a
 #: second penalty chosen by leave-one-out lost more to the noise of the choice than it
 #: gained; along the trend, with four or more, the larger penalty wins where the trend is
 #: weak, as on ``ISLR::Auto``).
@@ -248,11 +248,11 @@ TREND_PENALTIES = (1.0 / 16.0, 1.0)
 
 def tune_tilt(objective, theta, rng, kind="balance"):
     """The width (log-factor of the logits) and the penalty of the tilt of ``kind``
-    (:data:`~kernattn._tilt.KINDS`) of the lowest leave-one-out error of the tilted
+    (:data:`~kernattn._local.tilt.KINDS`) of the lowest leave-one-out error of the tilted
     estimate, over the same ``TILT_QUERIES`` queries at most throughout
     (``DIRECTION_QUERIES`` along one direction).
 
-    ``"balance"``: every penalty of :data:`~kernattn._tilt.PENALTIES` on ``COARSE_GRID``,
+    ``"balance"``: every penalty of :data:`~kernattn._local.tilt.PENALTIES` on ``COARSE_GRID``,
     then ``FINE_GRID`` around the best pair's width at its penalty. Along one direction:
     ``DIRECTION_WIDTHS`` (:func:`_widest_best`), at ``PENALTY`` for the slope and at each of
     ``TREND_PENALTIES`` for the trend."""

@@ -13,7 +13,7 @@ plus :math:`\log s_j` for the sample weights (:math:`s_h` is the head's scale, t
 of the similarity). The leave-one-out estimate of head :math:`h` at training point :math:`i`
 is :math:`f^h_i = \sum_j w^h_{ij} y_j`, the softmax taken over the keys :math:`j` whose input
 differs from :math:`x_i`: the query's own key and its exact duplicates are left out
-(:class:`~kernattn._loo.DuplicateGroups`), otherwise a sharp kernel copies each target from
+(:class:`~kernattn._core.loo.DuplicateGroups`), otherwise a sharp kernel copies each target from
 itself and repeated rows would not act as integer weights (``leave_one_out=False`` keeps
 them: the resubstitution loss, whose minimum is a kernel that looks only at the query itself).
 The heads are mixed, :math:`\hat y_i = \sum_h a_h f^h_i + b`: convexly by default
@@ -53,11 +53,12 @@ convex mixture, :math:`\partial L/\partial c_h = a_h(\partial L/\partial a_h -
 \sum_g a_g\, \partial L/\partial a_g)`.
 
 Queries are processed in blocks bounded by scikit-learn's ``working_memory``, on threads for
-large problems (:func:`~kernattn._blocks.map_query_blocks`); each block returns its share of
+large problems (:func:`~kernattn._core.blocks.map_query_blocks`); each block returns its share of
 the loss and of the key gradients, and the shares are added in block order, so the result
 does not depend on the number of threads. No (n × n) matrix is formed.
 
-With ``loss="log"`` (the classifiers of :mod:`kernattn.classify`) the targets are the
+With ``loss="log"`` (:class:`~kernattn.KernelClassifier` and
+:class:`~kernattn.AttentionClassifier`) the targets are the
 one-hot codes of the labels, not centered, the mixture is convex, and the data term is the
 leave-one-out log-loss of the class probabilities :math:`\hat y_i` (the objective of
 neighbourhood components analysis [2]_, in its log form),
@@ -84,11 +85,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from kernattn._blocks import map_query_blocks, single_threaded_blas
-from kernattn._heads import key_bias, project
-from kernattn._loo import DuplicateGroups
-from kernattn._numerics import power_of_two_scale, shifted_exp
-from kernattn._warp import apply_warp, warp_basis, warp_gradient
+from kernattn._core.blocks import map_query_blocks, single_threaded_blas
+from kernattn._core.loo import DuplicateGroups
+from kernattn._core.numerics import power_of_two_scale
+from kernattn._core.sums import shifted_exp
+from kernattn._engine.heads import key_bias, project
+from kernattn._local.warp import apply_warp, warp_basis, warp_gradient
 
 # A logit spread below this fraction of the size of the logits' terms is rounding noise.
 _ROUNDING_SPREAD = 1e-12
@@ -121,7 +123,7 @@ class Layout:
     mixture : {"convex", "affine"}, default="convex"
         How the heads' estimates are mixed.
     warp_pieces : int, default=0
-        Pieces of the monotone warp of each input (:mod:`kernattn._warp`), whose
+        Pieces of the monotone warp of each input (:mod:`kernattn._local.warp`), whose
         log-slopes (n_features, warp_pieces) come last; 0 for no warp.
     """
 
@@ -336,7 +338,7 @@ class LeaveOneOutObjective:
         L2 penalty on the projections' off-diagonal entries, :meth:`Layout.off_diagonal`
         (against the sum of squared errors / V).
     n_jobs : int, optional
-        Threads over query blocks (see :func:`~kernattn._blocks.effective_n_jobs`).
+        Threads over query blocks (see :func:`~kernattn._core.blocks.effective_n_jobs`).
     leave_one_out : bool, default=True
         Leave each query's own duplicate group out of its softmax; ``False`` gives the
         resubstitution loss.
@@ -455,7 +457,7 @@ class LeaveOneOutObjective:
         sums ``[Σ_j e_ij y_j, Σ_j e_ij]``.
 
         The query's own group gets logit ``-inf``, which the floor of
-        :func:`~kernattn._numerics.shifted_exp` turns into ``e^-700``: nothing next to the
+        :func:`~kernattn._core.sums.shifted_exp` turns into ``e^-700``: nothing next to the
         row maximum's 1 in any float64 sum.
         """
         leave_out = self._left_out(rows, keys, kernels[0].shape)

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from sklearn.exceptions import ConvergenceWarning
 
-from kernattn._blocks import single_threaded_blas
+from kernattn._core.blocks import single_threaded_blas
 
 # At most this many duplicate groups are used to measure the initial logit variance.
 _INIT_SAMPLE = 512

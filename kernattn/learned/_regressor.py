@@ -7,7 +7,7 @@ heads' estimates are mixed convexly (a Nadaraya–Watson estimate again) or, on 
 affinely. ``fit`` learns the projections, the mixture and
 optionally the scales by leave-one-out (:mod:`kernattn.learned._objective`, optimized by
 :mod:`kernattn.learned._optimize`) and hands the result to the shared Nadaraya–Watson engine
-as a :class:`~kernattn._heads.SoftmaxHeads` kernel; the engine predicts.
+as a :class:`~kernattn._engine.heads.SoftmaxHeads` kernel; the engine predicts.
 """
 
 import copy
@@ -21,20 +21,20 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._blocks import map_query_blocks
-from kernattn._engine import NadarayaWatsonRegressor
-from kernattn._heads import SoftmaxHeads
-from kernattn._local_fits import BlendedLine, LocalPolynomials, TiltedWeights
-from kernattn._loo import DuplicateGroups
-from kernattn._namespaces import in_caller_library
-from kernattn._numerics import (
+from kernattn._core.blocks import map_query_blocks
+from kernattn._core.loo import DuplicateGroups
+from kernattn._core.namespaces import in_caller_library
+from kernattn._core.numerics import (
     normalized_weights,
     power_of_two_scale,
     standardization,
 )
-from kernattn._rows import collection_predict
-from kernattn._tilt import PENALTY
-from kernattn._warp import InputWarp, quantile_knots
+from kernattn._core.rows import collection_predict
+from kernattn._engine.heads import SoftmaxHeads
+from kernattn._engine.regressor import NadarayaWatsonRegressor
+from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
+from kernattn._local.tilt import PENALTY
+from kernattn._local.warp import InputWarp, quantile_knots
 from kernattn.bandwidth import select_bandwidth
 from kernattn.learned._local import (
     choose_tilt,
@@ -267,7 +267,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         Tilt each head's weights at each query, :math:`\tilde w_i \propto w_i
         e^{\lambda^\top k_i}`, with :math:`\lambda` chosen so that the keys balance about the
         query's key (the weights closest to the softmax's in Kullback–Leibler divergence
-        with that balance; :mod:`kernattn._tilt`). The tilted weights are still a softmax
+        with that balance; :mod:`kernattn._local.tilt`). The tilted weights are still a softmax
         (of the logits plus :math:`\lambda^\top k_i`): non-negative, summing to 1, so the
         estimate is still Nadaraya–Watson and stays inside ``[min y, max y]``. A kernel
         average's leading bias has a slope term wherever the keys about a query are not
@@ -957,7 +957,7 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         ]
 
     def _resolved_options(self, n_features, n_groups):
-        """``tilt`` (``False`` or a kind of :mod:`kernattn._tilt`) and ``warp`` as fitted:
+        """``tilt`` (``False`` or a kind of :mod:`kernattn._local.tilt`) and ``warp`` as fitted:
         ``"auto"`` tilts the weights of data with at least ``AUTO_TILT_INPUTS *
         (n_features + 1)`` distinct inputs (unless ``degree=1``) along each query's local
         slope for at most ``AUTO_TILT_FEATURES`` features and along the targets' trend

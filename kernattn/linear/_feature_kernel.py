@@ -1,6 +1,7 @@
 r"""``FeatureKernel``: the fitted kernel of linear attention, the feature sums of the keys.
 
-Every head :math:`h` of the kernel is a softmax head (:class:`~kernattn._heads.SoftmaxHeads`)
+Every head :math:`h` of the kernel is a softmax head
+(:class:`~kernattn._engine.heads.SoftmaxHeads`)
 with projected queries :math:`q` and keys :math:`k` and the kernel
 :math:`\exp(q^\top k + b_k)` up to factors of the query alone, which cancel in the
 Nadaraya–Watson ratio; :math:`b_k = -\|k\|^2/2` for the Gaussian similarity and 0 for the
@@ -53,8 +54,8 @@ import copy
 
 import numpy as np
 
-from kernattn._blocks import iter_query_blocks
-from kernattn._heads import SoftmaxHeads, key_bias
+from kernattn._core.blocks import iter_query_blocks
+from kernattn._engine.heads import SoftmaxHeads, key_bias
 
 # Denominators below this fraction of Σ_j |φ_j(q) z_j| are dominated by cancellation.
 RELATIVE_TINY = 1e-6

@@ -59,8 +59,8 @@ import numpy as np
 from scipy import sparse
 from sklearn.neighbors import KDTree
 
-from kernattn._blocks import KEY_TILE, map_query_blocks, query_block_size
-from kernattn._sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums
+from kernattn._core.blocks import KEY_TILE, map_query_blocks, query_block_size
+from kernattn._core.sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums
 from kernattn.linear._feature_kernel import REACH
 
 # A query more than REACH kernel units from every near key (near mass below e^(−REACH²/2)
@@ -99,7 +99,7 @@ class NearFieldKernel:
 
     Examples
     --------
-    >>> from kernattn._heads import SoftmaxHeads
+    >>> from kernattn._engine.heads import SoftmaxHeads
     >>> from kernattn.feature_maps import NystroemFeatures
     >>> from kernattn.linear._feature_kernel import FeatureKernel
     >>> rng = np.random.default_rng(0)

@@ -17,8 +17,8 @@ pass.
 import numpy as np
 from sklearn.utils import check_random_state
 
-from kernattn._blocks import query_block_size
-from kernattn._sums import augment_queries, kernel_sums
+from kernattn._core.blocks import query_block_size
+from kernattn._core.sums import augment_queries, kernel_sums
 from kernattn.linear._cost import CANDIDATE_COMPONENTS, MAX_COMPONENTS, split_cost
 from kernattn.linear._near_field import NEAR_MASS
 

@@ -1,10 +1,10 @@
 r"""Linear attention fitted in two passes over training rows in parts, wherever they are.
 
 The key sums of :class:`~kernattn.LinearAttentionRegressor` are sums over rows, so any split
-of the training set into parts (:class:`~kernattn._rows.Rows`: chunks read from disk, the
+of the training set into parts (:class:`~kernattn._core.rows.Rows`: chunks read from disk, the
 partitions of a dask collection) can be summed part by part and merged. What the kernel
 needs from the data before the sums (the center, the bandwidth, Nyström landmarks, the target
-offset) comes from a first pass of the same shape (:mod:`kernattn._summary`): full-data
+offset) comes from a first pass of the same shape (:mod:`kernattn._engine.summary`): full-data
 statistics and a uniform sample of ``n_subsample`` rows, on which what the in-memory fit
 computes on a subsample (the ``"loo"`` and ``"silverman"`` bandwidths, rescaled by Scott's
 factor :math:`(n_{sub}/n)^{1/(d+4)}`, Nyström landmarks, an attention model, a learned
@@ -14,7 +14,7 @@ With ``n`` at most ``n_subsample`` the sample is the whole training set in its o
 with Scott's rule or a given bandwidth the features are drawn as in memory: the two passes
 give the in-memory fit up to the order of the sums. This module holds the tasks a part runs
 (:func:`feature_sums`, :func:`cell_sums`) and their merges, which take every head's sums out
-at the larger of two shifts (:func:`kernattn._sums.merge`), and the checks of a chunk
+at the larger of two shifts (:func:`kernattn._core.sums.merge`), and the checks of a chunk
 (:func:`chunk_arrays`, for :func:`~kernattn.fit_chunks`).
 """
 
@@ -23,9 +23,9 @@ import copy
 import numpy as np
 from sklearn.utils import check_random_state
 
-from kernattn._blocks import single_threaded_blas
-from kernattn._rows import as_part
-from kernattn._sums import merge
+from kernattn._core.blocks import single_threaded_blas
+from kernattn._core.rows import as_part
+from kernattn._core.sums import merge
 from kernattn.feature_maps import NystroemFeatures
 from kernattn.linear._cost import (
     ERROR_KEYS,

@@ -43,7 +43,7 @@ References
 import numpy as np
 from scipy.optimize import minimize
 
-from kernattn._loo import DuplicateGroups
+from kernattn._core.loo import DuplicateGroups
 
 # L-BFGS iterations for the projection; each costs a few O(n r d) passes.
 MAX_ITER = 60

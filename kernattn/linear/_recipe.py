@@ -16,9 +16,9 @@ from sklearn import config_context
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from kernattn._heads import SoftmaxHeads
-from kernattn._numerics import weighted_mean
-from kernattn._warnings import BandwidthWarning
+from kernattn._core.numerics import weighted_mean
+from kernattn._core.warning_types import BandwidthWarning
+from kernattn._engine.heads import SoftmaxHeads
 from kernattn.bandwidth import resolve_bandwidth, select_bandwidth
 from kernattn.bandwidth._rules import check_bandwidth
 from kernattn.bandwidth._search import edge_message

@@ -16,12 +16,17 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks, single_threaded_blas
-from kernattn._engine import NadarayaWatsonRegressor, fit_transaction
-from kernattn._namespaces import from_caller, in_caller_library
-from kernattn._numerics import has_spread, power_of_two_scale, weighted_mean
-from kernattn._rows import ChunkRows
-from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
+from kernattn._core.blocks import (
+    KEY_TILE,
+    iter_query_blocks,
+    map_query_blocks,
+    single_threaded_blas,
+)
+from kernattn._core.namespaces import from_caller, in_caller_library
+from kernattn._core.numerics import has_spread, power_of_two_scale, weighted_mean
+from kernattn._core.rows import ChunkRows
+from kernattn._engine.regressor import NadarayaWatsonRegressor, fit_transaction
+from kernattn._engine.summary import RowSummary, check_summary, sample_seed, summarize
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
     resolve_bandwidth,
@@ -773,7 +778,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         of a dask collection, in two passes (:mod:`kernattn.linear._passes`).
 
         The first pass takes the statistics and a uniform sample of the rows of positive
-        weight (:mod:`kernattn._summary`), from which the kernel is made as in memory on a
+        weight (:mod:`kernattn._engine.summary`), from which the kernel is made as in memory on a
         subsample; the second sums every part's features, merged up a tree in the order of
         the parts. Rows that stay where they are (a cluster's partitions) also get the near
         field: its cells are centered on sampled rows, its per-cell sums are taken with the

@@ -13,7 +13,7 @@ anywhere (:mod:`kernattn.distributed` runs them as tasks):
    the exact kernel recorded instead of computed (:func:`first_pass`, with a
    :class:`Recorder`);
 3. per training part, the exact kernel's centered moments of those rows (:func:`exact_part`,
-   the one reduction's :func:`~kernattn._sums.centered_sums`), merged at their shifts
+   the one reduction's :func:`~kernattn._core.sums.centered_sums`), merged at their shifts
    (:func:`merge_exact`);
 4. per query block, those rows predicted again with the merged moments
    (:func:`second_pass`, with :class:`GivenStates`).
@@ -28,9 +28,9 @@ import warnings
 
 import numpy as np
 
-from kernattn._blocks import single_threaded_blas
-from kernattn._rows import as_part
-from kernattn._sums import merge_centered
+from kernattn._core.blocks import single_threaded_blas
+from kernattn._core.rows import as_part
+from kernattn._core.sums import merge_centered
 
 
 def _row_keys(X):
@@ -170,7 +170,7 @@ def union(*rows):
 def exact_part(model, queries, X, y, w):
     """Per head, the exact kernel's centered moments ``(c, W, m, M₂)`` of the rows
     ``queries`` against one training part's keys (:meth:`SoftmaxHeads.centered_state
-    <kernattn._heads.SoftmaxHeads.centered_state>`)."""
+    <kernattn._engine.heads.SoftmaxHeads.centered_state>`)."""
     X, Y, w = as_part(X, y, w)
     active = w > 0
     X, Y, w = X[active], Y[active], w[active]

@@ -52,8 +52,8 @@ import numpy as np
 from scipy.special import ndtri
 from sklearn.utils import check_random_state
 
-from kernattn._blocks import map_query_blocks
-from kernattn._numerics import normalized_weights
+from kernattn._core.blocks import map_query_blocks
+from kernattn._core.numerics import normalized_weights
 from kernattn.kernels import log_kernel_derivative
 
 NOISE_ESTIMATES = ("local", "global")

@@ -3,16 +3,16 @@ balance the keys about it.
 
 Both start from a head's kernel weights :math:`w_j(x)` on its keys :math:`k_j` (in the head's
 key space) and are bound to the keys at fit, so the engine applies them to any estimator's
-kernel the same way (:class:`~kernattn._heads.SoftmaxHeads` holds one per head):
+kernel the same way (:class:`~kernattn._engine.heads.SoftmaxHeads` holds one per head):
 
 - :class:`LocalPolynomials`: the weighted least-squares polynomial of a degree at each query
-  (:mod:`kernattn._local_polynomial`), :math:`l_j = w_j (1 + \tilde\psi_j^\top g)` — signed
+  (:mod:`kernattn._local.polynomial`), :math:`l_j = w_j (1 + \tilde\psi_j^\top g)` — signed
   weights that sum to 1, beyond Nadaraya–Watson — held back toward the kernel average where
   the local design cannot support it (its variance :math:`\sum_j l_j^2` bounded). Its
   estimate needs only kernel sums of the columns :math:`[v, v^2, 1, \phi(k), v\,\phi(k)]`
   and of the design's monomials with the squared weights, in one pass of the one reduction;
 - :class:`TiltedWeights`: non-negative weights whose centroid is the query
-  (:mod:`kernattn._tilt`) — still Nadaraya–Watson;
+  (:mod:`kernattn._local.tilt`) — still Nadaraya–Watson;
 - :class:`BlendedLine`: a share of a local line, at its own width, mixed with the head's
   local constant (its kernel average, or its tilted weights): equivalent weights
   :math:`(1 - s)\,w_j + s\,l_j`, which sum to 1.
@@ -20,14 +20,14 @@ kernel the same way (:class:`~kernattn._heads.SoftmaxHeads` holds one per head):
 
 import numpy as np
 
-from kernattn._local_polynomial import (
+from kernattn._local.polynomial import (
     equivalent_weights,
     n_design_columns,
     polynomial_columns,
     polynomial_estimate,
     slope_weights,
 )
-from kernattn._tilt import KINDS, key_spread, tilt_weights, trend_direction
+from kernattn._local.tilt import KINDS, key_spread, tilt_weights, trend_direction
 
 
 class LocalPolynomials:
@@ -43,7 +43,7 @@ class LocalPolynomials:
     values : ndarray of shape (n_keys, t)
         The scaled centered values.
     degree : int
-        At least 1 (:func:`~kernattn._local_polynomial.check_degree` gives the range).
+        At least 1 (:func:`~kernattn._local.polynomial.check_degree` gives the range).
     dims : ndarray of int, optional
         The key-space columns the polynomial lives in (default all; with discrete features
         the continuous ones).
@@ -97,7 +97,7 @@ class LocalPolynomials:
 
     def estimate(self, sums, Q, n_outputs):
         """The local polynomial at the queries from their :meth:`sums`
-        (:func:`~kernattn._local_polynomial.polynomial_estimate`)."""
+        (:func:`~kernattn._local.polynomial.polynomial_estimate`)."""
         width = self.columns.shape[1]
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return polynomial_estimate(
@@ -120,7 +120,7 @@ class LocalPolynomials:
 
     def slopes(self, kernel_weights, kernel, X, h):
         """The weights of the fitted polynomials' slopes at the queries, (b, n, len(dims))
-        per unit of the keys (:func:`~kernattn._local_polynomial.slope_weights`), and the
+        per unit of the keys (:func:`~kernattn._local.polynomial.slope_weights`), and the
         rows held back."""
         Q = self.queries(kernel, X, h)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -135,7 +135,7 @@ class LocalPolynomials:
 
 
 class TiltedWeights:
-    """Kernel weights tilted to balance the keys about each query (:mod:`kernattn._tilt`):
+    """Kernel weights tilted to balance the keys about each query (:mod:`kernattn._local.tilt`):
     in every direction of the key space (``kind="balance"``), along each query's local
     slope of the ``values`` (``"slope"``) or along their linear trend over all keys
     (``"trend"``), with the keys' covariance of the penalty's floor (``key_spread``) and the

@@ -22,7 +22,7 @@ import copy
 import numpy as np
 from sklearn.utils import check_random_state
 
-from kernattn._rows import as_part
+from kernattn._core.rows import as_part
 
 
 class RowSummary:
@@ -94,7 +94,7 @@ class RowSummary:
 
 
 def summarize(X, y, w, part, seed, n_sample):
-    """The :class:`RowSummary` of one part (a :class:`~kernattn._rows.Part`: rows
+    """The :class:`RowSummary` of one part (a :class:`~kernattn._core.rows.Part`: rows
     ``part.start, part.start + 1, …`` of the whole), its sampling keys drawn from
     ``[seed, part.index]``."""
     X, Y, w = as_part(X, y, w)

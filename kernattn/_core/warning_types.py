@@ -21,7 +21,7 @@ class LocalDesignWarning(BandwidthWarning):
     inputs, or it lies outside the support of its weights — or when it lies away from the
     local design along a direction the design does not resolve. Its estimate is then shrunk
     toward the local constant (the Nadaraya–Watson estimate at the query) until the
-    variance bound holds; see :mod:`kernattn._local_polynomial`. Estimators count these
+    variance bound holds; see :mod:`kernattn._local.polynomial`. Estimators count these
     queries and warn once per call to ``predict`` (and to the methods built on it); the
     warning can be filtered on its own::
 

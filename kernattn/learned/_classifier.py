@@ -12,9 +12,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._loo import DuplicateGroups
-from kernattn._numerics import standardization
-from kernattn.classify._labels import (
+from kernattn._core.loo import DuplicateGroups
+from kernattn._core.numerics import standardization
+from kernattn._engine.labels import (
     KernelSource,
     LabelEngine,
     NadarayaWatsonClassifier,

@@ -167,7 +167,7 @@ def line_estimate(sums, Q, t, d):
     ybar, second_values : ndarray of shape (b, t)
         The kernel average of the values and of their squares.
     resolved : ndarray of bool, shape (b,)
-        Rows whose line is determined (see :func:`~kernattn._local_linear.solve_covariance`);
+        Rows whose line is determined (see :func:`~kernattn._local.linear_fit.solve_covariance`);
         the others may need the local-constant estimate.
     """
     pairs = d * (d + 1) // 2

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kernattn._blocks import effective_n_jobs, single_threaded_blas
+from kernattn._core.blocks import effective_n_jobs, single_threaded_blas
 
 #: Partial results merged per node of a reduction tree.
 SPLIT_EVERY = 8

@@ -29,9 +29,9 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from kernattn._engine import NadarayaWatsonRegressor, fit_transaction
-from kernattn._heads import SoftmaxHeads
-from kernattn._loo import DuplicateGroups
+from kernattn._core.loo import DuplicateGroups
+from kernattn._engine.heads import SoftmaxHeads
+from kernattn._engine.regressor import NadarayaWatsonRegressor, fit_transaction
 
 #: The prior's share is at least this: every probability is then positive (at least this
 #: share of a class frequency), whatever the leave-one-out log-loss prefers.
@@ -111,14 +111,14 @@ class KernelSource:
     """A kernel fitted by a classifier, bound to the engine's keys when the engine fits.
 
     Holds the projections, scales and mixture of
-    :class:`~kernattn._heads.SoftmaxHeads` (everything but the keys and their weights); the
+    :class:`~kernattn._engine.heads.SoftmaxHeads` (everything but the keys and their weights); the
     engine hands it the training rows it keeps, in its order."""
 
     def __init__(self, **heads):
         self.heads = heads
 
     def bind(self, keys, log_sample_weight, dtype):
-        """The :class:`~kernattn._heads.SoftmaxHeads` over ``keys``."""
+        """The :class:`~kernattn._engine.heads.SoftmaxHeads` over ``keys``."""
         return SoftmaxHeads(
             **self.heads, keys=keys, log_sample_weight=log_sample_weight, dtype=dtype
         )
@@ -142,7 +142,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
 
     Subclasses set ``_parameter_constraints`` and implement
     ``_fit_engine(X, Y, sample_weight)`` → ``(engine, (rows, loo))``: a fitted
-    :class:`~kernattn._engine.NadarayaWatsonRegressor` of the one-hot codes ``Y`` (float64,
+    :class:`~kernattn._engine.regressor.NadarayaWatsonRegressor` of the one-hot codes ``Y``
+    (float64,
     (n, n_classes)) and the leave-one-out probabilities ``loo`` of the training ``rows``
     (indices of positive-weight rows, :func:`loo_queries` of them; a row without any key
     outside its duplicate group: ``nan``). ``sample_weight`` already holds the class
@@ -316,7 +317,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
     def effective_neighbors(self, X):
         """The effective number of training rows each head attends to at each query,
         ``exp(−Σ_i w_i log w_i)`` (see :meth:`NadarayaWatsonRegressor.effective_neighbors
-        <kernattn._engine.NadarayaWatsonRegressor.effective_neighbors>`).
+        <kernattn._engine.regressor.NadarayaWatsonRegressor.effective_neighbors>`).
 
         Parameters
         ----------

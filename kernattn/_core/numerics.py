@@ -1,57 +1,11 @@
-"""Floating-point guards shared by every computation on logits.
+"""Scale-free helpers: powers of two as units, weighted means and spreads that cannot
+overflow, and sample weights normalized by a power of two.
 
-Weights are made from logits (log-kernels) as ``exp(logits − c)`` with ``c`` a per-row
-shift. Two facts drive everything here:
-
-- relative to a row maximum of ``exp(0) = 1``, an entry below ``exp(−700) ≈ 1e-304`` is 0 in
-  any float64 sum with it, while numpy's ``exp`` takes a slow path (several times slower) on
-  arguments below about −708 whose results underflow. Shifted logits are floored at −700;
-- a row whose unshifted kernel values sum below ``UNDERFLOW`` (or overflow) has lost its
-  information and must be recomputed with its maximum subtracted.
-
-float32 computations use the same rules with float32's limits.
+The guards of exponentiated logits (the floor, the underflow test, the shifted
+exponential) belong to the reduction, :mod:`kernattn._core.sums`.
 """
 
 import numpy as np
-
-#: Shifted logits are raised to this before ``exp`` (float64).
-EXP_FLOOR = -700.0
-_EXP_FLOOR32 = -85.0
-#: A kernel row summing below this has underflowed (float64).
-UNDERFLOW = 1e-200
-_UNDERFLOW32 = 1e-30
-
-
-def exp_floor(dtype):
-    """The floor for shifted logits of this floating dtype (see the module docstring)."""
-    return _EXP_FLOOR32 if np.dtype(dtype) == np.float32 else EXP_FLOOR
-
-
-def exp_shifted(logits):
-    """In place: ``exp`` of logits that are ≤ 0 after a per-row shift, floored first."""
-    np.maximum(logits, exp_floor(logits.dtype), out=logits)
-    return np.exp(logits, out=logits)
-
-
-def shifted_exp(logits, axis=-1):
-    """In place: ``exp(logits − max)`` along ``axis`` (the log-sum-exp shift), floored.
-
-    The largest entry of every row becomes ``exp(0) = 1``: a row far below every other on
-    the logit scale (a query far from every key) keeps its nearest key instead of 0/0. A row
-    whose maximum is not finite is left to the caller to reject or repair.
-    """
-    top = np.max(logits, axis=axis, keepdims=True)
-    # At astronomic distances the shift can overflow to −inf: a weight of 0, as meant.
-    with np.errstate(over="ignore", invalid="ignore"):
-        np.subtract(logits, top, out=logits)
-    return exp_shifted(logits)
-
-
-def underflowed(row_sums):
-    """Rows whose exponentiated logits sum to (almost) nothing, or overflowed (inf, NaN)."""
-    tiny = _UNDERFLOW32 if row_sums.dtype == np.float32 else UNDERFLOW
-    with np.errstate(invalid="ignore"):
-        return ~((row_sums >= tiny) & (row_sums < np.inf))
 
 
 def max_exponent(a, axis=None):

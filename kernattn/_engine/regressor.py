@@ -19,14 +19,14 @@ object, ``kernel_``; everything else is done here, once, for all of them:
   the rows that underflow recomputed from :meth:`SoftmaxHeads.far_logits`), on threads;
 - the mixture of the heads, ``predict(X, return_std=True)``, ``attention_weights(X, head=)``,
   ``attention_entropy`` and ``effective_neighbors``;
-- the conditional distribution from the same weights (:mod:`kernattn._distribution`):
+- the conditional distribution from the same weights (:mod:`kernattn._engine.distribution`):
   ``predict_cdf``, ``predict_quantiles`` (the kernel sums over the keys in target order) and
   ``conformal_interval`` (the leave-one-out residuals of the kernel average, with the
   reduction's left-out pairs).
 
 The exact sums, weights and centered moments of a head are the kernel's own
 (:meth:`SoftmaxHeads.sums`, :meth:`~SoftmaxHeads.weights`, :meth:`~SoftmaxHeads.centered`,
-all through the one reduction of :mod:`kernattn._sums`). An estimator with a kernel that is
+all through the one reduction of :mod:`kernattn._core.sums`). An estimator with a kernel that is
 not exact (linear attention) overrides the per-head hooks :meth:`_head_moments` and
 :meth:`_head_weights`, and sends what it cannot approximate through the exact kernel it
 approximates.
@@ -43,8 +43,17 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from kernattn._blocks import KEY_TILE, iter_query_blocks, map_query_blocks, query_block_size
-from kernattn._distribution import (
+from kernattn._core.blocks import KEY_TILE, iter_query_blocks, map_query_blocks, query_block_size
+from kernattn._core.loo import DuplicateGroups
+from kernattn._core.namespaces import from_caller, in_caller_library
+from kernattn._core.numerics import (
+    normalized_weights,
+    power_of_two_scale,
+    weighted_mean,
+)
+from kernattn._core.rows import Rows, collection_predict, collection_rows
+from kernattn._core.warning_types import LocalDesignWarning
+from kernattn._engine.distribution import (
     DenseWeights,
     TargetTiles,
     cdf_at_counts,
@@ -60,17 +69,8 @@ from kernattn._distribution import (
     threshold_ranks,
     y_bandwidth_candidates,
 )
-from kernattn._local_fits import BlendedLine, LocalPolynomials, TiltedWeights
-from kernattn._local_polynomial import held_back_message
-from kernattn._loo import DuplicateGroups
-from kernattn._namespaces import from_caller, in_caller_library
-from kernattn._numerics import (
-    normalized_weights,
-    power_of_two_scale,
-    weighted_mean,
-)
-from kernattn._rows import Rows, collection_predict, collection_rows
-from kernattn._warnings import LocalDesignWarning
+from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
+from kernattn._local.polynomial import held_back_message
 
 # A spread below this fraction of the second moment lost digits to cancellation (a relative
 # error of about 1e-16 / this) and is recomputed around the row's estimate.
@@ -155,7 +155,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
     Subclasses set ``_parameter_constraints`` (every constructor parameter) and implement
 
     - ``_fit_kernel(X, Y, sample_weight)`` → the fitted kernel object (a
-      :class:`~kernattn._heads.SoftmaxHeads`, or an object with ``n_heads``,
+      :class:`~kernattn._engine.heads.SoftmaxHeads`, or an object with ``n_heads``,
       ``head_weights`` and ``head_bias`` whose hooks the subclass overrides). ``X`` (float64,
       (n, d)), ``Y`` (float64, (n, n_outputs)) and ``sample_weight`` hold the rows with
       positive weight, in :func:`canonical_order` unless the subclass sets
@@ -240,7 +240,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         self.kernel_ = self._fit_kernel(*kept, **options)
 
     def _fit_rows(self, rows):
-        """The fit on training rows in parts (:class:`~kernattn._rows.Rows`, e.g. the
+        """The fit on training rows in parts (:class:`~kernattn._core.rows.Rows`, e.g. the
         partitions of a dask collection): here brought into memory and fitted there; an
         estimator that can fit part by part overrides it."""
         self._fit_arrays(*rows.collect())
@@ -384,9 +384,9 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     def _polynomial_moments(self, X, h, return_std, local, exact=None):
         """:meth:`_head_moments` for a head with local polynomials
-        (:class:`~kernattn._local_fits.LocalPolynomials`): the weighted least-squares
+        (:class:`~kernattn._local.fits.LocalPolynomials`): the weighted least-squares
         polynomial at each query, held back toward the kernel average where its local
-        design cannot support it (see :mod:`kernattn._local_polynomial`).
+        design cannot support it (see :mod:`kernattn._local.polynomial`).
 
         One pass over the keys (in tiles, as for the kernel average) gives every sum the
         polynomial needs, those of the squared weights included. The returned mask holds
@@ -400,7 +400,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     def _polynomial_fit(self, X, h, local, kernel=None):
         """Head ``h``'s local polynomial ``local`` at a block of queries, on ``kernel``
-        (default ``kernel_``): its :class:`~kernattn._local_polynomial.LocalPolynomialFit`."""
+        (default ``kernel_``): its :class:`~kernattn._local.polynomial.LocalPolynomialFit`."""
         kernel = self.kernel_ if kernel is None else kernel
         Q = local.queries(kernel, X, h)
         return local.estimate(local.sums(kernel, X, h), Q, self._values.shape[1])
@@ -415,7 +415,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
 
     def _blended_moments(self, X, h, return_std, local):
         r""":meth:`_head_moments` for a head that blends its local constant and a line
-        (:class:`~kernattn._local_fits.BlendedLine`): :math:`\hat y = (1 - s)\,\hat y_0 + s\,
+        (:class:`~kernattn._local.fits.BlendedLine`): :math:`\hat y = (1 - s)\,\hat y_0 + s\,
         \hat y_1`, the constant on the head, the line on the blend's own kernel (the line's
         width); the spread is that of the values around :math:`\hat y` under the mixture
         :math:`(1 - s)\,w_0 + s\,w_1` of the two non-negative weights (the constant's,
@@ -877,7 +877,7 @@ class NadarayaWatsonRegressor(RegressorMixin, BaseEstimator):
         Kernel averages of an exact kernel come from the one reduction over the keys in
         target order (one pass for the masses, one tile for each fraction); weights of a
         local fit or of an approximate kernel from the block's weights in memory
-        (:class:`~kernattn._distribution.DenseWeights`, which rearranges signed rows).
+        (:class:`~kernattn._engine.distribution.DenseWeights`, which rearranges signed rows).
         """
         kernel = self._exact_kernel()
         proportions = self._head_proportions()

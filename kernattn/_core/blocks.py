@@ -25,7 +25,7 @@ from joblib.parallel import get_active_backend
 from sklearn import get_config
 from threadpoolctl import ThreadpoolController
 
-#: Keys per tile of the kernel sums (:mod:`kernattn._sums`): a block of queries meets the keys
+#: Keys per tile of the kernel sums (:mod:`kernattn._core.sums`): a block of queries meets the keys
 #: a tile at a time, and a (block × tile) array of logits stays in cache.
 KEY_TILE = 512
 # A block of about this many float64 entries (1 MiB) stays in cache between the passes over it

@@ -46,12 +46,11 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_X_y
 from threadpoolctl import threadpool_limits
 
-from kernattn._results import ComparisonResult
-from kernattn.classify import AttentionClassifier, KernelClassifier
+from kernattn.compare._results import ComparisonResult
 from kernattn.datasets import CLASSIFICATION_TASKS, TASKS, Task, load_task
-from kernattn.learned import AttentionRegressor
+from kernattn.learned import AttentionClassifier, AttentionRegressor
 from kernattn.linear import LinearAttentionRegressor
-from kernattn.smoother import KernelSmoother
+from kernattn.smoother import KernelClassifier, KernelSmoother
 
 __all__ = [
     "CLASSIFICATION_TASKS",

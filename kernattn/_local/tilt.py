@@ -44,7 +44,7 @@ edges.
 The problem is strictly convex (a log-sum-exp of linear functions plus a quadratic); it is
 solved by Newton's method with backtracking, from the sums
 :math:`\sum_j \tilde w_j [k_j, k_j k_j^\top]` (one matrix product per iteration,
-:func:`~kernattn._local_linear.key_columns`).
+:func:`~kernattn._local.linear_fit.key_columns`).
 
 The balance can also be asked along one direction :math:`g` only (:func:`directional_tilt`):
 :math:`\tilde w_j \propto w_j e^{\lambda g^\top k_j}` with a scalar :math:`\lambda`. Along
@@ -57,14 +57,14 @@ about the query where the balance in every direction needs :math:`d + 1`.
 
 import numpy as np
 
-from kernattn._local_linear import (
+from kernattn._core.sums import softmax_weights
+from kernattn._local.linear_fit import (
     SUPPORT,
     key_columns,
     solve_covariance,
     unpack_second,
     value_key_columns,
 )
-from kernattn._sums import softmax_weights
 
 #: The default penalty on the tilt, ``PENALTY/2 · λᵀC₀λ``: half the variance of the tilt's
 #: log-factors under the kernel weights, times 1/16.
@@ -138,7 +138,7 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
     Q : ndarray of shape (b, d)
         The queries, in the keys' space.
     columns : ndarray of shape (n, d + d(d+1)/2), optional
-        :func:`~kernattn._local_linear.key_columns` of ``keys``, if already at hand.
+        :func:`~kernattn._local.linear_fit.key_columns` of ``keys``, if already at hand.
     spread : ndarray of shape (d, d), optional
         The keys' covariance over the training set (:func:`key_spread`, with the sample
         weights), which floors the penalty's metric; default: unweighted.
@@ -301,7 +301,7 @@ def trend_direction(keys, values, sample_weight=None):
 def slope_directions(weights, keys, Q, values, columns=None):
     r"""Each query's unit direction of the local slope: the weighted least-squares slope
     of the values on the keys under the query's kernel weights (solved as a local line's,
-    :func:`~kernattn._local_linear.solve_covariance`), shape (b, d); zeros where the
+    :func:`~kernattn._local.linear_fit.solve_covariance`), shape (b, d); zeros where the
     weights see no slope."""
     d = keys.shape[1]
     values = np.asarray(values, dtype=np.float64).reshape(len(keys), -1)

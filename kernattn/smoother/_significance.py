@@ -36,7 +36,7 @@ from sklearn import clone, get_config
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_X_y
 
-from kernattn.smoother import KernelSmoother
+from kernattn.smoother._regressor import KernelSmoother
 
 #: The bootstrap methods.
 METHODS = ("wild", "iid")

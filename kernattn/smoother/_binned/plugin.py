@@ -36,7 +36,8 @@ procedure of R KernSmooth's ``dpill``, with its defaults):
 
 Every binned smooth uses the kernel truncated at 4 bandwidths on a grid of ``gridsize``
 points over the trimmed range, as KernSmooth does; the sums come from
-:mod:`kernattn._binned`, whose ridged solve keeps the smooths finite where KernSmooth's
+:mod:`kernattn.smoother._binned.grid`, whose ridged solve keeps the smooths finite where
+KernSmooth's
 fail (grid points with no data within reach). The rows are never sorted: the trimming
 and the blocks need only order statistics (``np.partition``), and each block's quartic
 fit follows from power sums over rank segments, re-centred to the block, so the selector
@@ -57,7 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernattn._binned import Grid, bin_targets, grid_sums, solve_local_polynomial
+from kernattn.smoother._binned.grid import Grid, bin_targets, grid_sums, solve_local_polynomial
 
 __all__ = ["PluginBandwidth", "blocked_quartic_fits", "mallows_blocks", "plugin_bandwidth"]
 

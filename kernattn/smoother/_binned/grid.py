@@ -101,7 +101,7 @@ from scipy import fft as sp_fft
 from scipy import ndimage, signal
 from scipy.spatial import cKDTree
 
-from kernattn._blocks import (
+from kernattn._core.blocks import (
     effective_n_jobs,
     iter_query_blocks,
     map_query_blocks,

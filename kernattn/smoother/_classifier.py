@@ -5,10 +5,10 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from kernattn._mixed import MixedEncoding, resolve_feature_kinds
-from kernattn.classify._labels import NadarayaWatsonClassifier, loo_queries
-from kernattn.classify._likelihood import LikelihoodCriterion
-from kernattn.smoother import ALGORITHMS, KernelSmoother
+from kernattn._engine.labels import NadarayaWatsonClassifier, loo_queries
+from kernattn.bandwidth._mixed import MixedEncoding, resolve_feature_kinds
+from kernattn.learned._likelihood import LikelihoodCriterion
+from kernattn.smoother._regressor import ALGORITHMS, KernelSmoother
 
 #: The bandwidth selectors of the classifier.
 SELECTORS = ("likelihood", "likelihood-per-feature", "loo")
@@ -43,7 +43,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
         ``"likelihood"``, ``"likelihood-per-feature"``, ``"loo"``, a rule name, or values.
         Likelihood cross-validation (Hall, Racine and Li 2004; R np's
         ``bwmethod="cv.ml"``) minimizes the leave-one-out log-loss of the class
-        probabilities (see :mod:`kernattn.classify._likelihood`). ``"likelihood"``: over one
+        probabilities (see :mod:`kernattn.learned._likelihood`). ``"likelihood"``: over one
         common factor of Scott's per-feature bandwidths :math:`\sigma_j n^{-1/(d+4)}`
         (Brent's search), then over each discrete feature's λ (L-BFGS-B from the middle
         of its range).

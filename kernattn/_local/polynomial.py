@@ -22,7 +22,7 @@ where :math:`\bar y = \sum_j w_j y_j` is the local-constant (Nadaraya–Watson) 
 :math:`\tilde\psi_j = D^{-1/2}\psi_j`, :math:`\tilde c = \sum_j w_j \tilde\psi_j y_j` and
 :math:`v = D^{-1/2}(\psi(z_q) - \bar\psi)` the query's standardized monomials. With
 :math:`\lambda = 0` this is exactly the local polynomial (for :math:`p = 1`,
-:math:`\bar y + C_{xy}^\top C^{-1}(q - m)`, the formula of :mod:`kernattn._local_linear`).
+:math:`\bar y + C_{xy}^\top C^{-1}(q - m)`, the formula of :mod:`kernattn._local.linear_fit`).
 The equivalent weights sum to 1 and reproduce the estimate, :math:`\hat y = \sum_j l_j y_j`.
 
 **Why about the local mean.** About the query, :math:`\psi(k - q)`, the Gram matrix of a
@@ -99,7 +99,7 @@ from typing import NamedTuple
 import numpy as np
 
 # The warning of held-back queries, defined with kernattn's other warnings.
-from kernattn._warnings import LocalDesignWarning  # noqa: F401
+from kernattn._core.warning_types import LocalDesignWarning  # noqa: F401
 
 #: The rounding floor, relative to each monomial's weighted raw second moment about the
 #: training center: well above the rounding error of a variance computed from moment sums
@@ -148,7 +148,7 @@ def monomial_exponents(n_features, degree):
     Graded: the constant first, then each degree in turn, and within a degree the order of
     :func:`itertools.combinations_with_replacement` of the features — for degree 2 the
     upper triangle ``(a, b), a ≤ b`` row by row, the order of
-    :func:`kernattn._local_linear.key_columns`.
+    :func:`kernattn._local.linear_fit.key_columns`.
     """
     rows = [
         np.bincount(np.asarray(combination, dtype=int), minlength=n_features)
@@ -178,7 +178,7 @@ def n_design_columns(n_features, degree):
 def design_columns(keys, degree):
     """The non-constant monomials of the keys of total degree at most ``2 * degree``, in the
     order of :func:`monomial_exponents` (for ``degree=1``
-    :func:`kernattn._local_linear.key_columns`)."""
+    :func:`kernattn._local.linear_fit.key_columns`)."""
     return monomials(keys, monomial_exponents(keys.shape[1], 2 * degree))[:, 1:]
 
 
@@ -189,7 +189,7 @@ def polynomial_columns(moments, values, keys, degree):
     (the Gram matrix needs the monomials up to degree :math:`2p`), then the values times the
     non-constant monomials of degree at most :math:`p` (output-major), all in float64: the
     local covariances are differences of these sums. For ``degree=1`` this is
-    :func:`kernattn._local_linear.line_columns`, column for column. Keys beyond the float
+    :func:`kernattn._local.linear_fit.line_columns`, column for column. Keys beyond the float
     range give infinite columns; those queries get the local constant.
 
     The rule that holds queries back also needs :func:`design_columns` summed with the

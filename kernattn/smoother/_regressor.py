@@ -21,46 +21,21 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._binned import (
-    MAX_DIMS,
-    TOLERANCE,
-    bin_targets,
-    choose_algorithm,
-    grid_sums,
-    make_grid,
-    row_statistics,
-)
-from kernattn._binned_kernel import BinnedInference, BinnedKernel, DeferredLocalPolynomials
-from kernattn._binned_search import (
-    COARSE_TOLERANCE,
-    SEARCH_TOLERANCE,
-    BinnedCriterion,
-    search_bandwidth,
-)
-from kernattn._blocks import iter_query_blocks
-from kernattn._engine import HELD_BACK_ROWS, NadarayaWatsonRegressor
-from kernattn._heads import SoftmaxHeads
-from kernattn._inference import (
+from kernattn._core.blocks import iter_query_blocks
+from kernattn._core.namespaces import in_caller_library
+from kernattn._core.numerics import power_of_two_scale, weighted_mean
+from kernattn._engine.heads import SoftmaxHeads
+from kernattn._engine.inference import (
     INTERVAL_METHODS,
     NOISE_ESTIMATES,
     LinearSmootherInference,
     nadaraya_watson_gradient_weights,
     normal_quantile,
 )
-from kernattn._local_fits import LocalPolynomials
-from kernattn._local_polynomial import check_degree
-from kernattn._mixed import (
-    MixedEncoding,
-    categorical_codes,
-    dtype_categories,
-    mixed_bandwidth,
-    resolve_feature_kinds,
-    select_mixed_bandwidth,
-)
-from kernattn._namespaces import in_caller_library
-from kernattn._numerics import power_of_two_scale, weighted_mean
-from kernattn._plugin import plugin_bandwidth
-from kernattn._summary import RowSummary, check_summary, sample_seed, summarize
+from kernattn._engine.regressor import HELD_BACK_ROWS, NadarayaWatsonRegressor
+from kernattn._engine.summary import RowSummary, check_summary, sample_seed, summarize
+from kernattn._local.fits import LocalPolynomials
+from kernattn._local.polynomial import check_degree
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
     CRITERIA,
@@ -69,8 +44,37 @@ from kernattn.bandwidth import (
     select_bandwidth,
 )
 from kernattn.bandwidth._criterion import Criterion
+from kernattn.bandwidth._mixed import (
+    MixedEncoding,
+    categorical_codes,
+    dtype_categories,
+    mixed_bandwidth,
+    resolve_feature_kinds,
+    select_mixed_bandwidth,
+)
 from kernattn.bandwidth._search import edge_message, search_criterion, subset_sizes
 from kernattn.kernels import KERNELS
+from kernattn.smoother._binned.grid import (
+    MAX_DIMS,
+    TOLERANCE,
+    bin_targets,
+    choose_algorithm,
+    grid_sums,
+    make_grid,
+    row_statistics,
+)
+from kernattn.smoother._binned.kernel import (
+    BinnedInference,
+    BinnedKernel,
+    DeferredLocalPolynomials,
+)
+from kernattn.smoother._binned.plugin import plugin_bandwidth
+from kernattn.smoother._binned.search import (
+    COARSE_TOLERANCE,
+    SEARCH_TOLERANCE,
+    BinnedCriterion,
+    search_bandwidth,
+)
 
 #: The values of ``algorithm``.
 ALGORITHMS = ("auto", "exact", "binned")
@@ -117,7 +121,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
     and, from degree 2, the bias at peaks and valleys; it is still linear in the targets,
     ``ŷ(x) = Σ_i l_i(x) y_i`` with ``Σ_i l_i(x) = 1``, but the equivalent weights
     :math:`l_i` can be negative. The polynomial is solved scale-invariantly (see
-    :mod:`kernattn._local_polynomial`): a huge bandwidth gives the least-squares
+    :mod:`kernattn._local.polynomial`): a huge bandwidth gives the least-squares
     polynomial of all the data, a vanishing one interpolates the training targets.
 
     **Safe everywhere.** Where its local design cannot support it, a local polynomial is
@@ -159,7 +163,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         On the binned tier (``algorithm_``)
         the criteria are evaluated on binned sums at every training row (a curve over
         1/16 to 4 times :math:`\sigma_j n^{-1/(d+4)}`, then Brent's search; see
-        :mod:`kernattn._binned_search`), at :math:`O(G \log G + n)` per bandwidth for a
+        :mod:`kernattn.smoother._binned.search`), at :math:`O(G \log G + n)` per bandwidth for a
         grid of :math:`G` points (grids for a tolerance of 1e-2 in 1-D, 3e-2 in 2-D: at
         10⁶ rows of a 2-D task the chosen bandwidths agree with those at 1e-2 to 0.2 %,
         in half the time). With ``algorithm="exact"`` the same binned search is used
@@ -236,7 +240,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
         ``"binned"`` raises a ``ValueError`` saying why where it is not possible (three or
         more features, discrete features, a compact kernel, a grid beyond
         ``working_memory``). ``"auto"`` chooses the binned tier where it is possible and
-        the cost model of :func:`kernattn._binned.choose_algorithm` (for predicting the
+        the cost model of :func:`kernattn.smoother._binned.grid.choose_algorithm` (for predicting
+        the
         training rows, at the normal-reference bandwidth and then at ``bandwidth_``) says
         it is cheaper, from 10 000 training rows; the exact tier otherwise (below that the
         exact sums are fast, and small fits stay exact to rounding). ``predict`` (with
@@ -294,7 +299,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         Only on the binned tier: the first-order bound of the binned estimate's error
         against the exact one at queries within the data's range, relative to the local
         spread of the targets (at most the tolerance: 1e-3, or up to 8e-3 where a finer
-        grid would not fit in ``working_memory``; see :mod:`kernattn._binned`).
+        grid would not fit in ``working_memory``; see :mod:`kernattn.smoother._binned.grid`).
         Beyond the range the queries are exact.
     exact_cells_ : int
         Only on the binned tier: how many cells of the grid (of the
@@ -302,7 +307,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         the :math:`G_j`) have their queries computed from the exact kernel because a check
         of the grid found that the binned estimate there could be farther than
         ``binning_error_`` from the exact one: gaps between clusters of data, a sparse
-        edge of the design (see :class:`kernattn._binned_kernel.BinnedKernel`). 0 for a
+        edge of the design (see :class:`kernattn.smoother._binned.kernel.BinnedKernel`). 0 for a
         design that the grid serves everywhere.
     kernel_ : SoftmaxHeads
         The fitted kernel: one softmax head whose queries and keys are the inputs, centered on
@@ -521,7 +526,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
     def _search_on_parts(self, rows):
         """The leave-one-out bandwidth search with the criterion's sums taken where the
         parts are: a first pass takes the statistics of the rows of positive weight and a
-        uniform sample of queries (:mod:`kernattn._summary`), whose first 600 and then all
+        uniform sample of queries (:mod:`kernattn._engine.summary`), whose first 600 and then all
         2 400 rows are the nested subsets of the in-memory search; the search's steps are
         the in-memory search's (:func:`~kernattn.bandwidth.search_criterion`). ``None``
         when the rows of positive weight are too few for a search on subsets: then the
@@ -723,7 +728,8 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     @staticmethod
     def _cheaper(X, h, degree, n_outputs):
-        """:func:`~kernattn._binned.choose_algorithm` for predicting the training rows, at
+        """:func:`~kernattn.smoother._binned.grid.choose_algorithm` for predicting the training
+        rows, at
         the tolerance or, where that grid does not fit in memory, at ``MAX_TOLERANCE`` (in
         units of a power of two per input, where no square or sum overflows)."""
         unit = power_of_two_scale(X, axis=0)
@@ -779,7 +785,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
 
     def _select_binned(self, X, Y, sample_weight, candidates):
         """The bandwidth and degree on the binned tier: a criterion searched on the binned
-        sums (:func:`~kernattn._binned_search.search_bandwidth`, every row, O(G log G + n)
+        sums (:func:`~kernattn.smoother._binned.search.search_bandwidth`, every row, O(G log G + n)
         per bandwidth), the plug-in, a rule or the given bandwidth."""
         weights = None if np.all(sample_weight == sample_weight[0]) else sample_weight
         if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
@@ -1265,7 +1271,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         return MixedEncoding(kinds, X)
 
     def _fit_mixed_kernel(self, X, Y, sample_weight, candidates):
-        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn._mixed`) and the
+        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn.bandwidth._mixed`) and the
         degree of the local polynomial in the continuous features."""
         encoding = self._encoding
         Z = encoding.transform(X)

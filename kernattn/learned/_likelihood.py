@@ -11,7 +11,8 @@ estimate from the other rows (its exact duplicates left out),
     L(h) = -\frac{1}{\sum_i s_i} \sum_i s_i \log \hat p_{-i}(y_i).
 
 The kernel is the smoother's (:class:`~kernattn.KernelSmoother`): continuous features as
-they are, discrete ones through their encoded columns (:class:`~kernattn._mixed.MixedEncoding`),
+they are, discrete ones through their encoded columns
+(:class:`~kernattn.bandwidth._mixed.MixedEncoding`),
 each encoded column :math:`c` a Gaussian of standard deviation :math:`\sigma_c`. As the
 learned kernel's objective (:class:`~kernattn.learned._objective.LeaveOneOutObjective` with
 ``loss="log"``) with one tied head, scale 1 and the diagonal projection
@@ -29,8 +30,8 @@ References
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
-from kernattn._loo import DuplicateGroups
-from kernattn._mixed import CONTINUOUS
+from kernattn._core.loo import DuplicateGroups
+from kernattn.bandwidth._mixed import CONTINUOUS
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 #: A continuous feature's bandwidth is searched within this factor below and above its

@@ -36,9 +36,9 @@ import threading
 
 import numpy as np
 
-from kernattn._blocks import query_block_size
-from kernattn._numerics import exp_floor, power_of_two_scale, shifted_exp, underflowed
-from kernattn._sums import centered_sums, kernel_sums
+from kernattn._core.blocks import query_block_size
+from kernattn._core.numerics import power_of_two_scale
+from kernattn._core.sums import centered_sums, exp_floor, kernel_sums, shifted_exp, underflowed
 from kernattn.kernels import OUTSIDE_SLOPE, log_kernel, squared_distances
 
 #: Similarities whose logits depend on the distance ‖q − k‖ only (never positive).
@@ -478,7 +478,7 @@ class SoftmaxHeads:
 
     def sums(self, X, h, columns, squared=None, total=-1, left_out=None, keys=None):
         """``Σ_i exp(ℓ_i − c) C_i`` of head ``h`` over the keys for a block of queries
-        ``X``, by the one reduction (:func:`kernattn._sums.kernel_sums`); ``columns`` (one
+        ``X``, by the one reduction (:func:`kernattn._core.sums.kernel_sums`); ``columns`` (one
         row per key) in the precision of the sums.
 
         ``c`` is a per-query shift that keeps the largest term at most 1 (it cancels in
@@ -496,7 +496,7 @@ class SoftmaxHeads:
         of the kept keys, and a row whose every key is left out sums to 0.
 
         ``keys``: an index array of the keys to sum over, in that order (default every key
-        in its own order); a callable ``columns`` (see :func:`~kernattn._sums.kernel_sums`)
+        in its own order); a callable ``columns`` (see :func:`~kernattn._core.sums.kernel_sums`)
         then sees tiles of positions in it. Not with ``left_out``.
         """
         if keys is not None and left_out is not None:
@@ -566,7 +566,7 @@ class SoftmaxHeads:
 
     def centered(self, X, h, values):
         """Head ``h``'s kernel moments of ``values`` about their own weighted mean for a
-        block of queries (:func:`kernattn._sums.centered_sums`): the total weight ``W``
+        block of queries (:func:`kernattn._core.sums.centered_sums`): the total weight ``W``
         (on the reduction's shift), the weighted mean ``m`` and ``M₂ = Σ_i w_i (v_i −
         m)²`` in float64; rows the one product cannot serve come from :meth:`far_logits`."""
         values = np.asarray(values, dtype=np.float64)
@@ -584,7 +584,7 @@ class SoftmaxHeads:
     def centered_state(self, X, h, values):
         """:meth:`centered` with the shift of the logits it was taken on, ``(c, W, m,
         M₂)``, and no far path: the states of several sets of keys (the partitions of a
-        training set) merge with :func:`kernattn._sums.merge_centered`."""
+        training set) merge with :func:`kernattn._core.sums.merge_centered`."""
         return self._centered_state(self.warped(X), h, values)
 
     def _centered_state(self, X, h, values):

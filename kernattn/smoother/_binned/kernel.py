@@ -2,7 +2,8 @@ r"""The smoother's kernel sums on a grid, as a kernel-side object: what the esti
 tier holds between ``fit`` and ``predict``.
 
 :class:`BinnedKernel` bins the scaled, centered targets of the training rows and their
-squares (:mod:`kernattn._binned`) and keeps the gridded moments of a local polynomial of
+squares (:mod:`kernattn.smoother._binned.grid`) and keeps the gridded moments of a local
+polynomial of
 one degree,
 
 .. math::
@@ -11,17 +12,17 @@ one degree,
     T_e(g) = \sum_j s_j K(u_j)\, [v_j, v_j^2]\, u_j^e, \qquad u_j = (x_j - g)/h,
 
 for :math:`|e| \le 2p` and :math:`|e| \le p`. At a query they are interpolated and the
-local polynomial is solved about the query from them (:func:`~kernattn._binned.
+local polynomial is solved about the query from them (:func:`~kernattn.smoother._binned.grid.
 solve_local_polynomial`): the weighted least-squares polynomial of the exact tier, up to
 the binning error. The rule that holds back a query whose local design cannot support
-its polynomial (:mod:`kernattn._local_polynomial`) needs the variance factor
+its polynomial (:mod:`kernattn._local.polynomial`) needs the variance factor
 :math:`\sum_j l_j^2 / s_j = r^\top M_2 r` (:math:`r` the first row of the inverse Gram
 matrix, :math:`M_2` the Gram matrix of the squared kernel weights over the precision
 weights, :math:`\sum_j s_j K(u_j)^2 u_j^e`); for the Gaussian :math:`K^2(u) = K(\sqrt2
 u)`, so :math:`M_2` comes from the weight moments at the bandwidth :math:`h/\sqrt2`,
 times :math:`2^{-|e|/2}` — a second, weights-only grid sum. For the training rows' own
 left-out fits (``held_back_``) the same sums, a row's own share removed, go through the
-exact tier's :func:`~kernattn._local_polynomial.polynomial_estimate` (keys about the
+exact tier's :func:`~kernattn._local.polynomial.polynomial_estimate` (keys about the
 query, the query at the origin).
 
 Rows the grid does not serve well are left to the exact kernel (:meth:`BinnedKernel.
@@ -39,7 +40,16 @@ from functools import cached_property
 
 import numpy as np
 
-from kernattn._binned import (
+from kernattn._core.blocks import iter_query_blocks
+from kernattn._core.numerics import power_of_two_scale
+from kernattn._engine.inference import LinearSmootherInference
+from kernattn._local.fits import LocalPolynomials
+from kernattn._local.polynomial import (
+    VARIANCE_BOUND,
+    monomial_exponents,
+    polynomial_estimate,
+)
+from kernattn.smoother._binned.grid import (
     TOLERANCE,
     Bins,
     basis_exponents,
@@ -55,15 +65,6 @@ from kernattn._binned import (
     solve_local_polynomial,
     sums_fit,
 )
-from kernattn._blocks import iter_query_blocks
-from kernattn._inference import LinearSmootherInference
-from kernattn._local_fits import LocalPolynomials
-from kernattn._local_polynomial import (
-    VARIANCE_BOUND,
-    monomial_exponents,
-    polynomial_estimate,
-)
-from kernattn._numerics import power_of_two_scale
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
 #: outgrows the rows' in any case).
@@ -120,7 +121,7 @@ class BinnedKernel:
     grid_shape : tuple
         Points per axis of the data's grid.
     binning_error : float
-        The error bound of that grid (:func:`kernattn._binned.binning_error`).
+        The error bound of that grid (:func:`kernattn.smoother._binned.grid.binning_error`).
     """
 
     def __init__(self, X, values, sample_weight, bandwidth, degree, tol=TOLERANCE, check=True):
@@ -223,13 +224,15 @@ class BinnedKernel:
         r"""The cells of the data grid whose queries the exact kernel computes: those where
         the binned estimate may be farther from the exact one than ``binning_error``.
 
-        The bound of :func:`~kernattn._binned.binning_error` is a first-order one for a
+        The bound of :func:`~kernattn.smoother._binned.grid.binning_error` is a first-order one
+        for a
         locally uniform design. Between clusters of data (a gap several bandwidths wide)
         the kernel weights vary on the scale :math:`h/D` at a distance :math:`D` from the
         data, and near the edge of a sparse design the equivalent kernel of a high degree
         is far from the uniform design's: there the binning and interpolation errors grow
         beyond it. So the grid is checked a posteriori, at the centers of the cells of the
-        grid coarsened by two (:func:`~kernattn._binned.coarsen`): there the estimate from
+        grid coarsened by two (:func:`~kernattn.smoother._binned.grid.coarsen`): there the
+        estimate from
         these sums is compared with the one from the coarse sums, whose error is about four
         times this grid's (it is second order in the spacing).
         Where they differ by more than ``CHECK_SHARE`` times ``binning_error`` (relative
@@ -338,7 +341,7 @@ class BinnedKernel:
     def moments(self, queries, return_second=False):
         r"""The local fit at ``queries`` from the gridded sums.
 
-        The polynomial is solved about each query (:func:`kernattn._binned.
+        The polynomial is solved about each query (:func:`kernattn.smoother._binned.grid.
         solve_local_polynomial`); its variance factor is :math:`\sum_j l_j^2 / s_j =
         r^\top M_2 r`, with :math:`r` the first row of the inverse Gram matrix (the
         equivalent weights are :math:`l_j = s_j K_j\, r^\top U_j`) and :math:`M_2` the Gram
@@ -498,7 +501,8 @@ class BinnedKernel:
         held back (and which rows are alone: no other row within the kernel's reach).
 
         The row's own contribution to the interpolated sums is known in closed form
-        (:func:`kernattn._binned.own_moments`): ``own_weight`` (the weights of the row and
+        (:func:`kernattn.smoother._binned.grid.own_moments`): ``own_weight`` (the weights of the
+        row and
         its exact duplicates) times it comes off the weight moments, times ``own_values``
         (their weighted values, (m, t)) off the value moments, as the exact estimator
         leaves a row and its duplicates out.
@@ -548,7 +552,7 @@ class BinnedKernel:
 
 
 class DeferredLocalPolynomials(LocalPolynomials):
-    """:class:`~kernattn._local_fits.LocalPolynomials` of the exact kernel ``heads``'s
+    """:class:`~kernattn._local.fits.LocalPolynomials` of the exact kernel ``heads``'s
     keys, built on first use.
 
     On the binned tier the exact kernel's local polynomials serve only the rows handed
@@ -565,7 +569,7 @@ class DeferredLocalPolynomials(LocalPolynomials):
     value_columns : DeferredValueColumns
         The estimator's value columns, built when the build needs them.
     values, degree, dims, sample_weight
-        As :class:`~kernattn._local_fits.LocalPolynomials`'s.
+        As :class:`~kernattn._local.fits.LocalPolynomials`'s.
     """
 
     def __init__(self, heads, value_columns, values, degree, dims, sample_weight=None):
@@ -603,7 +607,7 @@ class DeferredLocalPolynomials(LocalPolynomials):
 
 
 class BinnedInference(LinearSmootherInference):
-    r""":class:`~kernattn._inference.LinearSmootherInference` of a fit on the binned tier.
+    r""":class:`~kernattn._engine.inference.LinearSmootherInference` of a fit on the binned tier.
 
     The noise estimate needs the residual and the factor :math:`\delta_i = 1 - 2 l_i(x_i)
     + s_i \sum_j l_j(x_i)^2 / s_j` at every training row, and for ``noise="local"`` their
@@ -623,7 +627,7 @@ class BinnedInference(LinearSmootherInference):
     tolerance : float
         The binning tolerance of the kernel averages' grid.
     **kwargs
-        As :class:`~kernattn._inference.LinearSmootherInference`'s.
+        As :class:`~kernattn._engine.inference.LinearSmootherInference`'s.
     """
 
     def __init__(self, *, binned, binned_weight, tolerance, **kwargs):

@@ -1,6 +1,6 @@
 r"""Bandwidth selection on binned sums: a criterion curve on a log grid, then refinement.
 
-A criterion of the smoother (leave-one-out, GCV or AICc; :func:`kernattn._binned.
+A criterion of the smoother (leave-one-out, GCV or AICc; :func:`kernattn.smoother._binned.grid.
 criterion_value`) costs :math:`O(G \log G + n)` per bandwidth on the bins (:math:`O(G)` for
 unweighted rows in one dimension), so the whole curve can be searched at millions of rows,
 on every row rather than on a subset of queries:
@@ -25,7 +25,8 @@ The rows are binned once, on the grid that the smallest bandwidth of the search 
 with at most :data:`CELLS_PER_ROW` cells per row (finer grids cost more than the per-row
 work they would save; bandwidths smaller than the grid can serve at ``tol`` are evaluated
 on it anyway, a little less accurately) and within ``working_memory``; every larger
-bandwidth uses that grid coarsened by a power of two (:func:`kernattn._binned.coarsen`,
+bandwidth uses that grid coarsened by a power of two
+(:func:`kernattn.smoother._binned.grid.coarsen`,
 exact), so the search costs one pass over the rows for the binning and, per bandwidth,
 one for the criterion (none for unweighted rows in one dimension).
 
@@ -39,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from kernattn._binned import (
+from kernattn.smoother._binned.grid import (
     CRITERIA,
     CUTOFF,
     NearestOther,

@@ -33,6 +33,13 @@ computed here, once:
 The functions take any array namespace (numpy first; ``xp`` of ``array-api-compat``): on
 numpy the tiles reuse one buffer and update in place; other libraries get the same steps
 out of place (differentiable on torch).
+
+**Guards on exponentiated logits.** Relative to a row maximum of ``exp(0) = 1``, an entry
+below ``exp(−700) ≈ 1e-304`` is 0 in any float64 sum with it, while numpy's ``exp`` takes a
+slow path (several times slower) on arguments below about −708 whose results underflow:
+shifted logits are floored at −700 (:func:`exp_floor`; −85 in float32). A row whose
+unshifted kernel values sum below ``UNDERFLOW`` (or overflow) has lost its information and
+must be recomputed with its maximum subtracted (:func:`underflowed`).
 """
 
 import math
@@ -46,22 +53,101 @@ from array_api_compat import (
     is_writeable_array,
 )
 
-from kernattn._blocks import KEY_TILE
-from kernattn._numerics import exp_floor
+from kernattn._core.blocks import KEY_TILE
 
 __all__ = [
+    "EXP_FLOOR",
+    "UNDERFLOW",
     "augment_keys",
     "augment_queries",
     "centered_sums",
     "constant",
+    "exp_floor",
+    "exp_shifted",
     "gaussian_key_bias",
     "kernel_sums",
     "ldexp",
+    "log_sum_exp",
     "merge",
     "merge_centered",
+    "shifted_exp",
     "softmax_weights",
+    "underflowed",
     "updatable",
 ]
+
+
+#: Shifted logits are raised to this before ``exp`` (float64).
+EXP_FLOOR = -700.0
+_EXP_FLOOR32 = -85.0
+#: A kernel row summing below this has underflowed (float64).
+UNDERFLOW = 1e-200
+_UNDERFLOW32 = 1e-30
+
+
+def exp_floor(dtype):
+    """The floor for shifted logits of this floating dtype (see the module docstring)."""
+    return _EXP_FLOOR32 if np.dtype(dtype) == np.float32 else EXP_FLOOR
+
+
+def exp_shifted(logits):
+    """In place: ``exp`` of logits that are ≤ 0 after a per-row shift, floored first."""
+    np.maximum(logits, exp_floor(logits.dtype), out=logits)
+    return np.exp(logits, out=logits)
+
+
+def shifted_exp(logits, axis=-1):
+    """In place: ``exp(logits − max)`` along ``axis`` (the log-sum-exp shift), floored.
+
+    The largest entry of every row becomes ``exp(0) = 1``: a row far below every other on
+    the logit scale (a query far from every key) keeps its nearest key instead of 0/0. A row
+    whose maximum is not finite is left to the caller to reject or repair.
+    """
+    top = np.max(logits, axis=axis, keepdims=True)
+    # At astronomic distances the shift can overflow to −inf: a weight of 0, as meant.
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.subtract(logits, top, out=logits)
+    return exp_shifted(logits)
+
+
+def underflowed(row_sums):
+    """Rows whose exponentiated logits sum to (almost) nothing, or overflowed (inf, NaN)."""
+    tiny = _UNDERFLOW32 if row_sums.dtype == np.float32 else UNDERFLOW
+    with np.errstate(invalid="ignore"):
+        return ~((row_sums >= tiny) & (row_sums < np.inf))
+
+
+def log_sum_exp(logits, axis=-1, *, keepdims=False, xp=None):
+    r""":math:`\log \sum_j e^{\ell_j}` along ``axis``, shifted by the largest logit.
+
+    A row with no finite logit (no keys, every key removed) gives :math:`-\infty`, not NaN;
+    a row holding :math:`+\infty` gives :math:`+\infty`. Any array namespace
+    (differentiable on torch); an empty ``axis`` gives :math:`-\infty`.
+
+    Examples
+    --------
+    >>> float(log_sum_exp(np.array([1000.0, 1000.0])))  # doctest: +ELLIPSIS
+    1000.693...
+    >>> log_sum_exp(np.array([[-np.inf, -np.inf]]))
+    array([-inf])
+    """
+    xp = array_namespace(logits) if xp is None else xp
+    if logits.shape[axis] == 0:
+        shape = list(logits.shape)
+        if keepdims:
+            shape[axis] = 1
+        else:
+            del shape[axis]
+        return xp.full(tuple(shape), -math.inf, dtype=logits.dtype)
+    top = xp.max(logits, axis=axis, keepdims=True)
+    # A row without a finite maximum is shifted by 0: its sum is then exp(−inf) = 0 or inf.
+    finite = xp.isfinite(top)
+    shift = xp.where(finite, top, xp.zeros_like(top))
+    total = xp.sum(xp.exp(logits - shift), axis=axis, keepdims=True)
+    empty = total == 0
+    out = xp.where(empty, xp.full_like(total, -math.inf), xp.log(xp.where(empty, 1, total)))
+    out = out + shift
+    return out if keepdims else xp.squeeze(out, axis=axis)
 
 
 def augment_queries(Q, *, radial=True, xp=None):
@@ -180,13 +266,13 @@ def kernel_sums(
         range are formed in a smaller unit: their differences to the row maximum stay
         exact).
     tile : int, optional
-        Keys per tile (default :data:`kernattn._blocks.KEY_TILE`).
+        Keys per tile (default :data:`kernattn._core.blocks.KEY_TILE`).
     precision : dtype, optional
         Exponentiate in this (lower) precision, sum in the columns'.
     squared_columns : array of shape (…, n_keys, m₂), optional
         Also summed, in the same pass, against the *squared* weights:
         :math:`\sum_j e^{2(\ell_{ij} - c_i)} D_j` (what the variance of a linear smoother
-        needs: a local polynomial's held-back rule, :mod:`kernattn._local_polynomial`).
+        needs: a local polynomial's held-back rule, :mod:`kernattn._local.polynomial`).
         When the running maximum moves by :math:`\Delta` these sums are rescaled by
         :math:`e^{-2\Delta}`, the square of the plain sums' factor.
     fresh : bool

@@ -59,7 +59,7 @@ from numbers import Real
 import numpy as np
 from scipy.special import ndtr
 
-from kernattn._blocks import KEY_TILE
+from kernattn._core.blocks import KEY_TILE
 
 __all__ = [
     "CONFORMAL_METHODS",
@@ -178,7 +178,7 @@ def threshold_ranks(sorted_targets, thresholds):
 
 class TargetTiles:
     r"""The training rows in increasing order of one target, cut into tiles of ``tile``
-    consecutive ranks (the key tiles of the reduction, :data:`kernattn._blocks.KEY_TILE`).
+    consecutive ranks (the key tiles of the reduction, :data:`kernattn._core.blocks.KEY_TILE`).
 
     A query's weight on each tile (its *masses*) gives :math:`\hat F` at the tiles' edges;
     the weights inside the one tile where a level is reached give the rest. So a quantile
