@@ -62,11 +62,13 @@ __all__ = [
     "augment_queries",
     "centered_sums",
     "constant",
+    "exp_bounded",
     "exp_floor",
     "exp_shifted",
     "gaussian_key_bias",
     "kernel_sums",
     "ldexp",
+    "log_normalized",
     "log_sum_exp",
     "merge",
     "merge_centered",
@@ -634,3 +636,33 @@ def softmax_weights(logits, *, exponent=0, removed=False):
         logits[gone] = 0.0
     logits /= np.sum(logits, axis=-1, keepdims=True)
     return logits
+
+
+# --- added for local ---
+
+
+def exp_bounded(logits, lowest):
+    """In place: :func:`exp_shifted` of logits ≤ 0 whose smallest entry is known to be at
+    least ``lowest``: the floor (a pass over the array) is taken only if ``lowest`` lies
+    below it, with the same result."""
+    if lowest < exp_floor(logits.dtype):
+        np.maximum(logits, exp_floor(logits.dtype), out=logits)
+    return np.exp(logits, out=logits)
+
+
+def log_normalized(logits):
+    r"""In place (numpy): :math:`e^{\ell_j} / \sum_i e^{\ell_i}` along the last axis, and each
+    row's log-normalizer :math:`\log \sum_j e^{\ell_j}`.
+
+    Shifted by the row maximum and floored as :func:`softmax_weights`; removed (−inf)
+    entries weigh exactly 0. Every row needs a finite logit.
+    """
+    top = np.max(logits, axis=-1)
+    gone = np.isneginf(logits)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.subtract(logits, top[..., None], out=logits)
+    exp_shifted(logits)
+    logits[gone] = 0.0
+    total = np.sum(logits, axis=-1)
+    logits /= total[..., None]
+    return np.log(total) + top, logits

@@ -57,7 +57,7 @@ about the query where the balance in every direction needs :math:`d + 1`.
 
 import numpy as np
 
-from kernattn._core.sums import softmax_weights
+from kernattn._core.sums import log_normalized, softmax_weights
 from kernattn._local.linear_fit import (
     SUPPORT,
     key_columns,
@@ -109,14 +109,8 @@ def key_spread(keys, sample_weight=None):
 def _log_normalizer(log_w, keys, lam, Q):
     """``log Σ_j w_j exp(λᵀ(k_j − q))`` per row, and the tilted weights (each row of
     ``w_j exp(λᵀk_j)`` scaled to sum to 1)."""
-    tilted = log_w + lam @ keys.T
-    top = tilted.max(axis=1, keepdims=True)
-    tilted -= top
-    with np.errstate(under="ignore"):
-        np.exp(tilted, out=tilted)
-    total = tilted.sum(axis=1)
-    tilted /= total[:, None]
-    return np.log(total) + top[:, 0] - np.einsum("bd,bd->b", lam, Q), tilted
+    log_total, tilted = log_normalized(log_w + lam @ keys.T)
+    return log_total - np.einsum("bd,bd->b", lam, Q), tilted
 
 
 def _moments(weights, columns, d):

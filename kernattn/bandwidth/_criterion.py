@@ -24,9 +24,10 @@ from kernattn._core.numerics import (
 )
 from kernattn._core.rows import as_part
 from kernattn._core.sums import (
-    EXP_FLOOR,
     augment_keys,
     augment_queries,
+    exp_bounded,
+    exp_shifted,
     gaussian_key_bias,
     kernel_sums,
     merge,
@@ -421,7 +422,7 @@ class Criterion:
     def _own_kernel(self, rows, top):
         """Each query's own kernel value (its logit is log s_i) on the shift ``top``."""
         log_self = np.zeros(len(top)) if self.log_sw is None else self.log_sw[rows]
-        return np.exp(np.maximum(log_self - top, EXP_FLOOR))
+        return exp_shifted(log_self - top)
 
     def _key_radius(self, K):
         return float(np.sqrt(np.einsum("ij,ij->i", K, K).max(initial=0.0)))
@@ -456,11 +457,9 @@ class Criterion:
         if self.profile == "gaussian":
             logits = np.multiply(r2, -0.5 / factor**2)
             if self.log_sw is None:
-                # The row minimum is subtracted: logits ≤ 0 with a 0 in every row. Floor
-                # them (numpy's exp is slow where it underflows) only if some can be low.
-                if 0.5 * self._largest_r2(r2) / factor**2 > -EXP_FLOOR:
-                    np.maximum(logits, EXP_FLOOR, out=logits)
-                return np.exp(logits, out=logits), np.zeros(len(r2), dtype=bool)
+                # The row minimum is subtracted: logits ≤ 0 with a 0 in every row.
+                lowest = -(0.5 * self._largest_r2(r2) / factor**2)
+                return exp_bounded(logits, lowest), np.zeros(len(r2), dtype=bool)
         else:
             logits = log_kernel(r2 / factor**2, self.profile)
         if self.log_sw is not None:
