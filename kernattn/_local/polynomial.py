@@ -638,6 +638,45 @@ def fitted_polynomial(fit):
     return raw_coefficients(fit.design, solve_local(fit.design, fit.covariances), fit.ybar)
 
 
+def weighted_polynomial_fit(weights, columns, Q, t, degree, precision=None):
+    r"""The local polynomial of a block from its kernel weights (rows × keys) and the keys'
+    :func:`polynomial_columns`, transposed (columns × keys): the fit
+    (:func:`polynomial_estimate`) and the kernel totals :math:`\sum_j e_j`.
+
+    ``precision``: the keys' precision weights (the squared weights' sums are divided by
+    them), or ``None``."""
+    n_design = n_design_columns(Q.shape[1], degree)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
+        sums = np.dot(columns, weights.T).T
+        square = np.square(weights)
+        if precision is not None:
+            square /= precision
+        squared = np.dot(columns[2 * t : 2 * t + 1 + n_design], square.T).T
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        fit = polynomial_estimate(sums, squared, Q, t, Q.shape[1], degree)
+    return fit, sums[:, 2 * t]
+
+
+def key_residuals(fit, columns, residual, values, degree):
+    r"""For a fit at a block of queries (:func:`weighted_polynomial_fit`, ``columns`` its
+    transposed columns): ``A`` (b, n), the equivalent weights' factors
+    :math:`l_{ij} = w_{ij} A_{ij}`, and ``P`` (b, n), each key's residual from the query's
+    fitted polynomial against the query's own residual ``residual`` (b, t),
+    :math:`P_{ij} = \sum_o r_{io} (y_{jo} - \hat m_{io}(k_j))` (``values`` the
+    :math:`y`)."""
+    t = values.shape[1]
+    n_fit = len(monomial_exponents(fit.design.mean.shape[1], degree))
+    # [1, φ(k)]: the keys' monomials up to the degree (the first design columns).
+    basis = np.vstack([np.ones((1, columns.shape[1])), columns[2 * t + 1 : 2 * t + n_fit]])
+    with np.errstate(over="ignore", invalid="ignore"):
+        A = raw_coefficients(fit.design, fit.design.coefficients, 1.0) @ basis
+        beta = np.einsum("bt,btp->bp", residual, fitted_polynomial(fit))
+        P = residual @ values.T if t > 1 else np.multiply.outer(residual[:, 0], values[:, 0])
+        P -= beta @ basis
+    return A, P
+
+
 def polynomial_estimate(sums, squared_sums, Q, t, d, degree, variance_bound=VARIANCE_BOUND):
     r"""The local polynomial of ``degree`` from the kernel sums of a block of queries.
 

@@ -35,12 +35,9 @@ from kernattn._core.sums import (
 )
 from kernattn._local.linear_fit import value_key_columns
 from kernattn._local.polynomial import (
-    fitted_polynomial,
-    monomial_exponents,
-    n_design_columns,
+    key_residuals,
     polynomial_columns,
-    polynomial_estimate,
-    raw_coefficients,
+    weighted_polynomial_fit,
 )
 from kernattn.bandwidth._rules import weighted_spread
 from kernattn.kernels import log_kernel, log_kernel_derivative
@@ -80,16 +77,88 @@ def constant_gradient_terms(Q, sums, residual, ybar):
     t = residual.shape[1]
     base = 1 + t
     start = base + 2 * d
-    Q2 = Q**2
-    plain_u2 = Q2 * sums[:, :1] - 2.0 * Q * sums[:, base : base + d] + sums[:, base + d : start]
-    valued_u2 = (
-        Q2[:, None, :] * sums[:, 1 : 1 + t, None]
-        - 2.0 * Q[:, None, :] * sums[:, start : start + t * d].reshape(b, t, d)
-        + sums[:, start + t * d : start + 2 * t * d].reshape(b, t, d)
+    plain_u2 = expanded_squares(
+        Q, sums[:, :1], sums[:, base : base + d], sums[:, base + d : start]
+    )
+    valued_u2 = expanded_squares(
+        Q[:, None, :],
+        sums[:, 1 : 1 + t, None],
+        sums[:, start : start + t * d].reshape(b, t, d),
+        sums[:, start + t * d : start + 2 * t * d].reshape(b, t, d),
     )
     inner = np.einsum("bt,btf->bf", residual, valued_u2)
     inner -= np.einsum("bt,bt->b", residual, ybar)[:, None] * plain_u2
     return inner, plain_u2
+
+
+def expanded_squares(Q, plain, first, second):
+    r""":math:`\sum_j c_j (q - k_j)^2` per feature from the sums :math:`\sum_j c_j`,
+    :math:`\sum_j c_j k_j` and :math:`\sum_j c_j k_j^2` (``plain``, ``first``, ``second``):
+    :math:`q^2 \sum c - 2 q \sum c k + \sum c k^2`."""
+    return Q**2 * plain - 2.0 * Q * first + second
+
+
+def constant_gradient(Q, sums, residual, ybar, row_share, self_share, factor):
+    r"""The local-constant gradients of :math:`\sum_i s_i \|r_i\|^2` and of the trace from
+    the sums of one product (:func:`constant_gradient_terms`); ``row_share`` is
+    :math:`s_i / S_{0,i}`, ``self_share`` :math:`w_{ii} / S_{0,i}` (``None`` for
+    ``"loo"``: no trace).
+
+    With Γ = −2f'(r²) (1 for the Gaussian kernel, already in ``sums``) and u = q − k,
+    Σ_j E_ij Γ_ij (r_i·y_j − r_i·ȳ_i) u_ijf² expands in q_f² Σ_j E Γ [1, y],
+    −2q_f Σ_j E Γ [k_f, y k_f] and Σ_j E Γ [k_f², y k_f²]: sums of the columns, so the
+    gradient costs no pass over the block beyond the product that gives the estimate (for
+    the Gaussian kernel, the same product); ∂S_ii/∂θ = −w_ii Σ_j w_ij Γ_ij u_ij².
+    """
+    inner, plain_u2 = constant_gradient_terms(Q, sums, residual, ybar)
+    d_rss = -2.0 * (row_share @ inner) / factor**2
+    if self_share is None:
+        return d_rss, np.zeros(Q.shape[1])
+    return d_rss, -(self_share @ plain_u2) / factor**2
+
+
+def criterion_value(criterion, rss, trace, total, n_total, d_rss=None, d_trace=None):
+    """A criterion (search units) and its gradient from the weighted squared error ``rss``
+    over the weight ``total``, and the trace of the smoother matrix over ``n_total`` rows
+    (see :class:`Criterion`)."""
+    sigma2 = rss / total
+    d_sigma2 = None if d_rss is None else d_rss / total
+    if criterion == "loo":
+        return sigma2, d_sigma2
+    n = n_total
+    tau = trace / n
+    room = 1.0 - tau if criterion == "gcv" else 1.0 - tau - 2.0 / n
+    if not room > 0:
+        return _INFEASIBLE, None if d_rss is None else np.zeros_like(d_rss)
+    if criterion == "gcv":
+        value = sigma2 / room**2
+        if d_rss is None:
+            return value, None
+        return value, d_sigma2 / room**2 + 2.0 * sigma2 * (d_trace / n) / room**3
+    sigma2 = max(sigma2, 1e-300)
+    value = np.log(sigma2) + (1.0 + tau) / room
+    if d_rss is None:
+        return value, None
+    return value, d_sigma2 / sigma2 + (2.0 - 2.0 / n) / room**2 * (d_trace / n)
+
+
+def target_unit(sigma):
+    """A power of two near the total standard deviation of the targets (the root of the
+    summed variances ``sigma²`` of the outputs; 1 without spread)."""
+    top = float(sigma.max(initial=0.0))
+    total = top * float(np.sqrt(np.sum((sigma / top) ** 2))) if top > 0 else 1.0
+    return float(power_of_two_scale(total))
+
+
+def perturbed_distances(Q, K, factors):
+    """Squared distances of the queries ``Q`` (k, d) to the keys ``K`` (n, d) with feature
+    ``f``'s squared differences multiplied by ``1 + c`` for each ``c`` in ``factors``: rows
+    (f, c, query), shape (d · len(factors) · k, n)."""
+    k, d = Q.shape
+    squares = (Q[:, None, :] - K[None, :, :]) ** 2  # (k, n, d)
+    base = squares.sum(axis=2)
+    r2 = base[None, None] + squares.transpose(2, 0, 1)[:, None] * factors[None, :, None, None]
+    return r2.reshape(d * len(factors) * k, len(K))
 
 
 def criterion_columns(K, Y, gradient=True):
@@ -150,6 +219,45 @@ def gaussian_sums(Q, K_aug, log_sw, columns, factor, left_out=None, key_radius=N
 def _largest_norm(K_aug):
     """The largest norm of the keys from their augmented form (−½‖k‖² is a column)."""
     return float(np.sqrt(-2.0 * K_aug[:, -1].min(initial=0.0)))
+
+
+class LeftOutPairs:
+    """The (query, key) pairs a leave-one-out criterion leaves out: each training row with
+    itself and every row of identical input (``groups``, a
+    :class:`~kernattn._core.loo.DuplicateGroups` of ``n`` rows)."""
+
+    def __init__(self, groups, n):
+        self.groups = groups
+        self.ids = groups.ids if groups.n_groups < n else None
+        if self.ids is not None:
+            sizes = np.bincount(self.ids)
+            self.has_copies = sizes[self.ids] > 1
+            order = np.argsort(self.ids, kind="stable")
+            bounds = np.searchsorted(self.ids[order], np.arange(groups.n_groups + 1))
+            self.members = [order[bounds[g] : bounds[g + 1]] for g in range(groups.n_groups)]
+
+    def pairs(self, index):
+        """(block row, key) pairs of the queries ``index``: each with itself and every copy
+        of its input."""
+        block_rows = [np.arange(len(index))]
+        keys = [index]
+        if self.ids is not None:
+            for i in np.flatnonzero(self.has_copies[index]):
+                members = self.members[self.ids[index[i]]]
+                block_rows.append(np.full(len(members), i))
+                keys.append(members)
+        return np.concatenate(block_rows), np.concatenate(keys)
+
+    def mark(self, r2, rows):
+        """+inf where query ``rows[i]`` and a key share an input (itself, its copies)."""
+        if isinstance(rows, slice):
+            return self.groups.leave_out(r2, rows, value=np.inf)
+        r2[np.arange(len(rows)), rows] = np.inf
+        if self.ids is not None:
+            # Only the rows with copies need a look at their group (most have none).
+            for i in np.flatnonzero(self.has_copies[rows]):
+                r2[i, self.members[self.ids[rows[i]]]] = np.inf
+        return r2
 
 
 class Criterion:
@@ -228,10 +336,7 @@ class Criterion:
         # the mean is between 1 and 4 whatever the units, so the optimizer's absolute
         # tolerances mean the same for y and c·y. A power of two is exact: weighted and
         # repeated rows, whose spreads differ in their last bits, see the same targets.
-        _, sigma = weighted_spread(Y, sample_weight)
-        top = float(sigma.max(initial=0.0))
-        total = top * float(np.sqrt(np.sum((sigma / top) ** 2))) if top > 0 else 1.0
-        self.y_scale = float(power_of_two_scale(total))
+        self.y_scale = target_unit(weighted_spread(Y, sample_weight)[1])
         Y = Y - weighted_mean(Y, sample_weight)
         self.Y = Y / self.y_scale
         self.sw = sample_weight
@@ -244,13 +349,7 @@ class Criterion:
         # neighbours there, not copies).
         self.groups = DuplicateGroups(X if leave_out_duplicates else np.arange(len(X))[:, None])
         self.n_groups = self.groups.n_groups
-        self.group_ids = self.groups.ids if self.n_groups < self.n else None
-        if self.group_ids is not None:
-            sizes = np.bincount(self.group_ids)
-            self._has_copies = sizes[self.group_ids] > 1
-            order = np.argsort(self.group_ids, kind="stable")
-            bounds = np.searchsorted(self.group_ids[order], np.arange(self.n_groups + 1))
-            self._members = [order[bounds[g] : bounds[g + 1]] for g in range(self.n_groups)]
+        self.left_out = LeftOutPairs(self.groups, self.n)
         # The columns of the local line (all of them, or the continuous features' with
         # discrete ones, whose levels enter through the kernel only).
         self.line = np.arange(X.shape[1]) if line is None else np.asarray(line, dtype=int)
@@ -291,10 +390,7 @@ class Criterion:
         self.scott = np.where(constant, 1.0, sigma_x * summary.total ** (-1.0 / (d + 4)))
         # The targets in the search's units, as in memory: centered, divided by a power of
         # two near their total standard deviation.
-        sigma_y = np.sqrt(summary.y_m2 / summary.total)
-        top = float(sigma_y.max(initial=0.0))
-        spread = top * float(np.sqrt(np.sum((sigma_y / top) ** 2))) if top > 0 else 1.0
-        self.y_scale = float(power_of_two_scale(spread))
+        self.y_scale = target_unit(np.sqrt(summary.y_m2 / summary.total))
         weight_unit = float(power_of_two_scale(summary.max_weight))
         self.total = summary.total / weight_unit
         _, _, X_q, Y_q, w_q = summary.sample
@@ -394,8 +490,14 @@ class Criterion:
         """
         r2 = augment_queries(K[rows]) @ K_aug.T
         r2 *= -2.0
+        return self._shifted(r2, rows)
+
+    def _shifted(self, r2, rows):
+        """Squared distances of the queries ``rows`` as the kernel takes them: +inf on the
+        left-out pairs for ``"loo"``, then the row minimum subtracted for the Gaussian
+        kernel (the shift of its logits), clipped at 0 for the others."""
         if self.loo:
-            r2 = self._leave_out(r2, rows)
+            r2 = self.left_out.mark(r2, rows)
         if self.profile == "gaussian":
             r2 -= r2.min(axis=1, keepdims=True)
         else:
@@ -413,7 +515,7 @@ class Criterion:
         """Gaussian kernel sums of a block (:func:`gaussian_sums`) and each row's own
         kernel value on the same shift (its logit is log s_i), for the trace."""
         index = np.arange(self.n)[rows]
-        left_out = self._left_out_pairs(index) if self.loo else None
+        left_out = self.left_out.pairs(index) if self.loo else None
         top, sums = gaussian_sums(
             K[rows], K_aug, self.log_sw, columns, factor, left_out, self._key_radius(K)
         )
@@ -426,29 +528,6 @@ class Criterion:
 
     def _key_radius(self, K):
         return float(np.sqrt(np.einsum("ij,ij->i", K, K).max(initial=0.0)))
-
-    def _left_out_pairs(self, index):
-        """(block row, key) pairs a leave-one-out block leaves out: each row with itself
-        and every copy of its input."""
-        block_rows = [np.arange(len(index))]
-        keys = [index]
-        if self.group_ids is not None:
-            for i in np.flatnonzero(self._has_copies[index]):
-                members = self._members[self.group_ids[index[i]]]
-                block_rows.append(np.full(len(members), i))
-                keys.append(members)
-        return np.concatenate(block_rows), np.concatenate(keys)
-
-    def _leave_out(self, r2, rows):
-        """+inf where query ``rows[i]`` and a key share an input (itself, its copies)."""
-        if isinstance(rows, slice):
-            return self.groups.leave_out(r2, rows, value=np.inf)
-        r2[np.arange(len(rows)), rows] = np.inf
-        if self.group_ids is not None:
-            # Only the rows with copies need a look at their group (most have none).
-            for i in np.flatnonzero(self._has_copies[rows]):
-                r2[i, self._members[self.group_ids[rows[i]]]] = np.inf
-        return r2
 
     def _kernel(self, r2, factor=1.0):
         """Kernel weights (times the sample weights) of a block, each row scaled by a
@@ -471,6 +550,11 @@ class Criterion:
             nearest = r2[empty] == r2[empty].min(axis=1, keepdims=True)
             E[empty] = nearest * (self.sw / self.sw.max())
         return E, empty
+
+    def _log_kernel_slope(self, r2, factor):
+        """Γ = −2 f'(r²/c²) of the profile on a block of distances (0 on left-out pairs)."""
+        finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
+        return -2.0 * log_kernel_derivative(finite, self.profile)
 
     def _block(
         self,
@@ -528,27 +612,19 @@ class Criterion:
             return rss, trace
         # A row that no key reaches has its nearest keys, which no bandwidth moves.
         S0 = np.where(empty, np.inf, S0)
-        d_rss, d_trace = self._constant_gradient(
-            K, columns, rows, r2, E, sums, residual, ybar, factor, S0, self_weight
+        if self.profile != "gaussian":
+            sums = np.dot(columns, (E * self._log_kernel_slope(r2, factor)).T).T
+        self_share = None if self.loo else self_weight / S0
+        d_rss, d_trace = constant_gradient(
+            K[rows], sums, residual, ybar, self.sw[rows] / S0, self_share, factor
         )
         return rss, trace, d_rss, d_trace
 
     def _polynomial_fit(self, E, columns, Q):
-        """The local polynomial of a block from its kernel weights ``E`` (rows × keys):
-        the fit (:func:`~kernattn._local.polynomial.polynomial_estimate`) and the
-        normalizing sums."""
+        """The local polynomial of a block from its kernel weights ``E`` (rows × keys) and
+        its normalizing sums (:func:`~kernattn._local.polynomial.weighted_polynomial_fit`)."""
         t = self.Y.shape[1]
-        n_design = n_design_columns(len(self.line), self.degree)
-        with np.errstate(over="ignore", invalid="ignore"):
-            # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
-            sums = np.dot(columns, E.T).T
-            square = np.square(E)
-            if self.precision is not None:
-                square /= self.precision
-            squared = np.dot(columns[2 * t : 2 * t + 1 + n_design], square.T).T
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            fit = polynomial_estimate(sums, squared, Q, t, len(self.line), self.degree)
-        return fit, sums[:, 2 * t]
+        return weighted_polynomial_fit(E, columns, Q, t, self.degree, self.precision)
 
     def _polynomial_block(
         self, K, K_aug, columns, rows, factor, gradient, r2, powers, weights, log_bandwidth
@@ -563,7 +639,6 @@ class Criterion:
         their fits in the log-bandwidths (a few rows, each against every key).
         """
         d = K.shape[1]
-        t = self.Y.shape[1]
         index = np.arange(self.n)[rows]
         if r2 is None:
             r2 = self._distances(K, K_aug, rows)
@@ -584,16 +659,8 @@ class Criterion:
             trace = (own * fit.self_factor).sum()
         if not gradient:
             return rss, trace
-        n_fit = len(monomial_exponents(len(self.line), self.degree))
-        # [1, φ(k)]: the keys' monomials up to the degree (the first design columns).
-        basis = np.vstack([np.ones((1, self.n)), columns[2 * t + 1 : 2 * t + n_fit]])
-        with np.errstate(over="ignore", invalid="ignore"):
-            # l_ij = w_ij A_ij, and the residual of key j from query i's fit, against the
-            # query's own residual: Σ_o r_io (y_jo − m̂_io(k_j)).
-            A = raw_coefficients(fit.design, fit.design.coefficients, 1.0) @ basis
-            beta = np.einsum("bt,btp->bp", residual, fitted_polynomial(fit))
-            P = residual @ self.Y.T if t > 1 else np.multiply.outer(residual[:, 0], self.Y[:, 0])
-            P -= beta @ basis
+        # l_ij = w_ij A_ij, and P_ij = Σ_o r_io (y_jo − m̂_io(k_j)).
+        A, P = key_residuals(fit, columns, residual, self.Y, self.degree)
         P *= A
         P *= E
         # A query whose left-out kernel underflowed everywhere (S0 = 0) has no gradient.
@@ -606,8 +673,7 @@ class Criterion:
             parts.append(T)
         stacked = parts[0] if len(parts) == 1 else np.vstack(parts)
         if self.profile != "gaussian":
-            finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
-            stacked *= np.tile(-2.0 * log_kernel_derivative(finite, self.profile), (len(parts), 1))
+            stacked *= np.tile(self._log_kernel_slope(r2, factor), (len(parts), 1))
         # A row that no key reaches has its nearest keys, which no bandwidth moves; a row
         # held back gets its share below.
         held = np.flatnonzero(fit.held_back & ~empty)
@@ -618,7 +684,7 @@ class Criterion:
             powers = np.hstack([np.ones((self.n, 1)), K, K**2])
         moments = stacked @ powers
         Qs = np.tile(K[rows], (len(parts), 1))
-        du = Qs**2 * moments[:, :1] - 2.0 * Qs * moments[:, 1 : 1 + d] + moments[:, 1 + d :]
+        du = expanded_squares(Qs, moments[:, :1], moments[:, 1 : 1 + d], moments[:, 1 + d :])
         du /= factor**2
         d_rss = -2.0 * du[:b].sum(axis=0)
         d_trace = -du[b:].sum(axis=0) if not self.loo else np.zeros(d)
@@ -647,21 +713,8 @@ class Criterion:
         for start in range(0, len(index), chunk):
             rows = index[start : start + chunk]
             k = len(rows)
-            squares = (K[rows][:, None, :] - K[None, :, :]) ** 2  # (k, n, d)
-            base = squares.sum(axis=2)
-            # Rows (f, sign, row) of the perturbed squared distances.
-            r2 = (
-                base[None, None]
-                + squares.transpose(2, 0, 1)[:, None] * factors[None, :, None, None]
-            )
-            r2 = r2.reshape(2 * d * k, n)
             stacked = np.tile(rows, 2 * d)
-            if self.loo:
-                r2 = self._leave_out(r2, stacked)
-            if self.profile == "gaussian":
-                r2 -= r2.min(axis=1, keepdims=True)
-            else:
-                np.maximum(r2, 0.0, out=r2)
+            r2 = self._shifted(perturbed_distances(K[rows], K, factors), stacked)
             E, _ = self._kernel(r2, factor)
             fit, S0 = self._polynomial_fit(E, columns, K[stacked][:, self.line])
             own = E[np.arange(len(stacked)), stacked] / S0 * fit.self_factor
@@ -672,28 +725,6 @@ class Criterion:
             ).transpose(1, 0, 2)
             d_own[start : start + k] = ((own[:, 0] - own[:, 1]) / (2.0 * _HELD_BACK_STEP)).T
         return d_fit, d_own
-
-    def _constant_gradient(
-        self, K, columns, rows, r2, E, sums, residual, ybar, factor, S0, w_self
-    ):
-        """The local-constant gradients from the sums of one product.
-
-        With Γ = −2f'(r²) (1 for the Gaussian kernel) and u = q − k,
-        Σ_j E_ij Γ_ij (r_i·y_j − r_i·ȳ_i) u_ijf² expands in q_f² Σ_j E Γ [1, y],
-        −2q_f Σ_j E Γ [k_f, y k_f] and Σ_j E Γ [k_f², y k_f²]: sums of the columns, so
-        the gradient costs no pass over the block beyond the product that gives the
-        estimate (for the Gaussian kernel, the same product).
-        """
-        d = K.shape[1]
-        if self.profile != "gaussian":
-            finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
-            sums = np.dot(columns, (E * (-2.0 * log_kernel_derivative(finite, self.profile))).T).T
-        inner, plain_u2 = constant_gradient_terms(K[rows], sums, residual, ybar)
-        d_rss = -2.0 * ((self.sw[rows] / S0) @ inner) / factor**2
-        if self.loo:
-            return d_rss, np.zeros(d)
-        # ∂S_ii/∂θ = −w_ii Σ_j w_ij Γ_ij u_ij².
-        return d_rss, -((w_self / S0) @ plain_u2) / factor**2
 
     # -------------------------------------------------------------- criteria
 
@@ -787,28 +818,8 @@ class Criterion:
 
     def _value(self, rss, trace, d_rss=None, d_trace=None):
         """The criterion (search units) from the squared error and the trace."""
-        sigma2 = rss / self.total
-        d_sigma2 = None if d_rss is None else d_rss / self.total
-        if self.loo:
-            return sigma2, d_sigma2
-        n = self.n_total
-        tau = trace / n
-        if self.criterion == "gcv":
-            room = 1.0 - tau
-            if not room > 0:
-                return _INFEASIBLE, None if d_rss is None else np.zeros_like(d_rss)
-            value = sigma2 / room**2
-            if d_rss is None:
-                return value, None
-            return value, d_sigma2 / room**2 + 2.0 * sigma2 * (d_trace / n) / room**3
-        room = 1.0 - tau - 2.0 / n
-        if not room > 0:
-            return _INFEASIBLE, None if d_rss is None else np.zeros_like(d_rss)
-        sigma2 = max(sigma2, 1e-300)
-        value = np.log(sigma2) + (1.0 + tau) / room
-        if d_rss is None:
-            return value, None
-        return value, d_sigma2 / sigma2 + (2.0 - 2.0 / n) / room**2 * (d_trace / n)
+        kind = "loo" if self.loo else self.criterion
+        return criterion_value(kind, rss, trace, self.total, self.n_total, d_rss, d_trace)
 
     def scaled_loss_and_grad(self, log_bandwidth, rows=None):
         """The criterion and its gradient at ``exp(log_bandwidth)`` (search units)."""
