@@ -324,6 +324,29 @@ def _constant_design(a0):
     )
 
 
+def _local_basis(raw, finite, layout):
+    r"""The local mean ``m`` and spreads ``s`` of the keys (0 and 1 in features without
+    spread), those features, the transform ``T`` of the raw monomials to those of
+    :math:`z = (k - m)/s` and each monomial's scale :math:`s^\alpha` (b, P), from the raw
+    moments ``[1, design moments]`` of a block."""
+    exponents = layout.exponents
+    P = len(exponents)
+    m = raw[:, layout.first]
+    raw_second = raw[:, layout.second]
+    feature_variance = raw_second - m**2 + RIDGE * raw_second
+    feature_active = (feature_variance > 0) & finite[:, None]
+    s = np.sqrt(np.where(feature_active, feature_variance, 1.0))
+    m = np.where(feature_active, m, 0.0)
+    # ψ(z) = T φ(k): Π_f (k_f − m_f)^α_f / s_f^α_f expanded by the binomial theorem.
+    rows, cols, coefficient, delta = layout.shift
+    scale = np.prod(s[:, None, :] ** exponents[None, :, :], axis=2)
+    transform = np.zeros((len(raw), P, P))
+    transform[:, rows, cols] = (
+        coefficient * np.prod((-m)[:, None, :] ** delta[None], axis=2) / scale[:, rows]
+    )
+    return m, s, feature_active, transform, scale
+
+
 def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARIANCE_BOUND):
     r"""The standardized local design of a block of queries, and each query's ridge.
 
@@ -359,19 +382,7 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         )
         raw = np.where(finite[:, None], raw, 0.0)
         squared = np.where(finite[:, None], squared_moments, 0.0)
-        m = raw[:, layout.first]
-        raw_second = raw[:, layout.second]
-        feature_variance = raw_second - m**2 + RIDGE * raw_second
-        feature_active = (feature_variance > 0) & finite[:, None]
-        s = np.sqrt(np.where(feature_active, feature_variance, 1.0))
-        m = np.where(feature_active, m, 0.0)
-        # ψ(z) = T φ(k): Π_f (k_f − m_f)^α_f / s_f^α_f expanded by the binomial theorem.
-        rows, cols, coefficient, delta = layout.shift
-        scale = np.prod(s[:, None, :] ** exponents[None, :, :], axis=2)
-        transform = np.zeros((b, P, P))
-        transform[:, rows, cols] = (
-            coefficient * np.prod((-m)[:, None, :] ** delta[None], axis=2) / scale[:, rows]
-        )
+        m, s, feature_active, transform, scale = _local_basis(raw, finite, layout)
         # Σ w φφᵀ and Σ w² φφᵀ: entry (a, c) is the moment of α_a + α_c.
         gram = layout.gram
         centered = transform @ raw[:, gram] @ transform.transpose(0, 2, 1)
