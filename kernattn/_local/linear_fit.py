@@ -26,6 +26,8 @@ A feature without resolvable local spread gets slope 0 there (the ridge), never 
 
 import numpy as np
 
+from kernattn._local.polynomial import polynomial_weights
+
 #: The ridge, relative to each feature's weighted second moment about the training mean:
 #: well above the rounding error of a covariance computed from moments (about 1e-16 of
 #: that second moment per term), far below any covariance that carries information.
@@ -206,6 +208,6 @@ def equivalent_weights(weights, keys, Q, n_params, groups=None, columns=None):
     if len(unresolved):
         fallback[unresolved] = sparse_neighborhoods(weights[unresolved], n_params, groups)
         g[fallback] = 0.0
-    factor = g @ keys.T
-    factor += (1.0 - np.einsum("bj,bj->b", g, mean))[:, None]
-    return weights * factor, fallback
+    # 1 + (k_j − m)ᵀg as a polynomial in the keys: [1 − mᵀg, g]·[1, k_j].
+    h = np.hstack([(1.0 - np.einsum("bj,bj->b", g, mean))[:, None], g])
+    return polynomial_weights(weights, h, keys), fallback

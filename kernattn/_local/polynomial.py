@@ -768,7 +768,36 @@ def equivalent_weights(
     weights : ndarray of shape (b, n)
     held_back : ndarray of bool, shape (b,)
     """
-    d = keys.shape[1]
+    normalized, columns, design = _weights_design(
+        weights, keys, Q, degree, columns, variance_bound, sample_weight
+    )
+    if degree == 0:
+        return normalized, design.held_back
+    P = len(monomial_exponents(keys.shape[1], degree))
+    # 1 + ψ̃_jᵀ g as a polynomial in the raw monomials φ(k_j): coefficients h, then h·φ(k_j).
+    h = raw_coefficients(design, design.coefficients, 1.0)
+    return polynomial_weights(normalized, h, columns[:, : P - 1]), design.held_back
+
+
+def polynomial_weights(normalized, coefficients, monomials):
+    r"""Kernel weights times a polynomial of the keys, :math:`l_j = w_j\, h^\top [1,
+    \phi(k_j)]`: the form of the equivalent weights of every local fit (a local
+    polynomial, :func:`equivalent_weights`; a local line,
+    :func:`kernattn._local.linear_fit.equivalent_weights`).
+
+    ``normalized`` (b, n) the weights :math:`w_j`, ``coefficients`` (b, P) the :math:`h`
+    of each row (the constant first), ``monomials`` (n, P - 1) the keys' :math:`\phi(k)`
+    without the constant."""
+    ones = np.ones((len(monomials), 1))
+    with np.errstate(over="ignore", invalid="ignore"):
+        factor = coefficients @ np.hstack([ones, monomials]).T
+    return normalized * factor
+
+
+def _weights_design(weights, keys, Q, degree, columns, variance_bound, sample_weight):
+    """The normalized kernel weights, the keys' :func:`design_columns` and the
+    :class:`LocalDesign` of a block, from its kernel weights (see
+    :func:`equivalent_weights`)."""
     weights = np.asarray(weights, dtype=np.float64)
     if columns is None:
         columns = design_columns(keys, degree)
@@ -778,14 +807,7 @@ def equivalent_weights(
         design_moments = normalized @ columns
         squared = _squared(normalized, sample_weight) @ np.hstack([ones, columns])
     design = local_design(design_moments, squared, Q, degree, variance_bound)
-    if degree == 0:
-        return normalized, design.held_back
-    P = len(monomial_exponents(d, degree))
-    # 1 + ψ̃_jᵀ g as a polynomial in the raw monomials φ(k_j): coefficients h, then h·φ(k_j).
-    h = raw_coefficients(design, design.coefficients, 1.0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        factor = h @ np.hstack([ones, columns[:, : P - 1]]).T
-    return normalized * factor, design.held_back
+    return normalized, columns, design
 
 
 def slope_weights(
@@ -811,15 +833,10 @@ def slope_weights(
     mask.
     """
     n, d = keys.shape
-    weights = np.asarray(weights, dtype=np.float64)
-    if columns is None:
-        columns = design_columns(keys, degree)
-    normalized = weights / weights.sum(axis=1, keepdims=True)
+    normalized, columns, design = _weights_design(
+        weights, keys, Q, degree, columns, variance_bound, sample_weight
+    )
     ones = np.ones((n, 1))
-    with np.errstate(over="ignore", invalid="ignore"):
-        design_moments = normalized @ columns
-        squared = _squared(normalized, sample_weight) @ np.hstack([ones, columns])
-    design = local_design(design_moments, squared, Q, degree, variance_bound)
     exponents = monomial_exponents(d, degree)
     z = np.where(design.finite[:, None], (Q - design.mean) / design.spread, 0.0)
     # ∂ψ_a/∂k_f = α_f z^(α − e_f) / s_f, standardized by √D.
