@@ -22,6 +22,11 @@ bandwidth grows the weights become uniform and the fit is the weighted least-squ
 of all the data; as it shrinks to 0 at a training point the weight of every other key
 vanishes, :math:`C` falls below the ridge and the estimate is that point's target.
 A feature without resolvable local spread gets slope 0 there (the ridge), never a NaN.
+
+The estimate of a line from kernel sums is the local polynomial of degree 1
+(:func:`kernattn._local.polynomial.polynomial_estimate`); this closed form serves the lines
+of learned kernels, whose equivalent weights have the form of every local fit's
+(:func:`kernattn._local.polynomial.polynomial_weights`), and the tilt's Newton steps.
 """
 
 import numpy as np
@@ -52,18 +57,6 @@ def key_columns(keys):
 def value_key_columns(values, keys):
     """``y_jo k_jf`` for every output ``o`` and feature ``f`` (output-major)."""
     return (values[:, :, None] * keys[:, None, :]).reshape(len(keys), -1)
-
-
-def line_columns(moments, values, keys):
-    """What kernel weights are summed against for a local line: the engine's value
-    moments ``[v, v², 1]``, then :func:`key_columns` and :func:`value_key_columns`, in
-    float64 (the local covariance is a difference of these sums). Keys beyond the float
-    range give infinite columns; those queries' lines are then not determined (see
-    :func:`solve_covariance`)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.hstack(
-            [moments.astype(np.float64), key_columns(keys), value_key_columns(values, keys)]
-        )
 
 
 def unpack_second(upper, d):
@@ -148,44 +141,6 @@ def sparse_neighborhoods(weights, n_params, groups=None):
 def n_line_parameters(X):
     """Parameters of a line in the features that vary: 1 + their number."""
     return 1 + int(np.sum(np.ptp(X, axis=0) > 0)) if len(X) else 1
-
-
-def line_estimate(sums, Q, t, d):
-    r"""The local-linear estimate from the kernel sums of a block of queries.
-
-    Parameters
-    ----------
-    sums : ndarray of shape (b, 2t + 1 + d + d(d+1)/2 + t d)
-        :math:`\sum_j e_j [v_j, v_j^2, 1, k_j, k_{ja} k_{jb} (a \le b), v_j k_j]` for
-        unnormalized kernel weights :math:`e_j`.
-    Q : ndarray of shape (b, d)
-        The queries' key-side projections.
-    t, d : int
-        Outputs and key dimension.
-
-    Returns
-    -------
-    mean : ndarray of shape (b, t)
-    ybar, second_values : ndarray of shape (b, t)
-        The kernel average of the values and of their squares.
-    resolved : ndarray of bool, shape (b,)
-        Rows whose line is determined (see :func:`~kernattn._local.linear_fit.solve_covariance`);
-        the others may need the local-constant estimate.
-    """
-    pairs = d * (d + 1) // 2
-    S0 = sums[:, 2 * t]
-    ybar = sums[:, :t] / S0[:, None]
-    second_values = sums[:, t : 2 * t] / S0[:, None]
-    m = sums[:, 2 * t + 1 : 2 * t + 1 + d] / S0[:, None]
-    second = unpack_second(sums[:, 2 * t + 1 + d : 2 * t + 1 + d + pairs] / S0[:, None], d)
-    T1 = sums[:, 2 * t + 1 + d + pairs :].reshape(len(Q), t, d) / S0[:, None, None]
-    Cxy = (T1 - ybar[:, :, None] * m[:, None, :]).transpose(0, 2, 1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        g, resolved = solve_covariance(m, second, (Q - m)[:, :, None])
-        g = g[:, :, 0]
-        Cxy[~np.isfinite(Cxy)] = 0.0
-        mean = ybar + np.einsum("bdt,bd->bt", Cxy, g)
-    return mean, ybar, second_values, resolved
 
 
 def equivalent_weights(weights, keys, Q, n_params, groups=None, columns=None):

@@ -188,8 +188,9 @@ def polynomial_columns(moments, values, keys, degree):
     The engine's value moments ``[v, v², 1]`` (``moments``), then :func:`design_columns`
     (the Gram matrix needs the monomials up to degree :math:`2p`), then the values times the
     non-constant monomials of degree at most :math:`p` (output-major), all in float64: the
-    local covariances are differences of these sums. For ``degree=1`` this is
-    :func:`kernattn._local.linear_fit.line_columns`, column for column. Keys beyond the float
+    local covariances are differences of these sums. For ``degree=1`` these are the value
+    moments, :func:`kernattn._local.linear_fit.key_columns` and
+    :func:`~kernattn._local.linear_fit.value_key_columns`. Keys beyond the float
     range give infinite columns; those queries get the local constant.
 
     The rule that holds queries back also needs :func:`design_columns` summed with the
