@@ -107,24 +107,21 @@ class LocalPolynomials:
     def weights(self, kernel_weights, kernel, X, h):
         """The equivalent weights (rows sum to 1) from the head's normalized kernel weights,
         and the rows held back."""
-        Q = self.queries(kernel, X, h)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            return equivalent_weights(
-                np.asarray(kernel_weights, dtype=np.float64),
-                self.keys,
-                Q,
-                self.degree,
-                columns=self.design_columns,
-                sample_weight=self.sample_weight,
-            )
+        return self._of_weights(equivalent_weights, kernel_weights, kernel, X, h)
 
     def slopes(self, kernel_weights, kernel, X, h):
         """The weights of the fitted polynomials' slopes at the queries, (b, n, len(dims))
         per unit of the keys (:func:`~kernattn._local.polynomial.slope_weights`), and the
         rows held back."""
+        return self._of_weights(slope_weights, kernel_weights, kernel, X, h)
+
+    def _of_weights(self, function, kernel_weights, kernel, X, h):
+        """``function`` (:func:`~kernattn._local.polynomial.equivalent_weights` or
+        :func:`~kernattn._local.polynomial.slope_weights`) of the head's kernel weights at
+        the queries ``X``."""
         Q = self.queries(kernel, X, h)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            return slope_weights(
+            return function(
                 np.asarray(kernel_weights, dtype=np.float64),
                 self.keys,
                 Q,

@@ -551,6 +551,15 @@ class Criterion:
             E[empty] = nearest * (self.sw / self.sw.max())
         return E, empty
 
+    def _weights(self, K, K_aug, rows, factor, r2=None, weights=None):
+        """A block's distances, kernel weights and the rows that no key reaches (``r2``,
+        ``weights``: the distances, the Gaussian kernel at ``factor``, when known)."""
+        if r2 is None:
+            r2 = self._distances(K, K_aug, rows)
+        if weights is None:
+            return r2, *self._kernel(r2, factor)
+        return r2, weights, np.zeros(len(r2), dtype=bool)
+
     def _log_kernel_slope(self, r2, factor):
         """Γ = −2 f'(r²/c²) of the profile on a block of distances (0 on left-out pairs)."""
         finite = np.where(np.isfinite(r2), r2 / factor**2, 0.0)
@@ -568,17 +577,15 @@ class Criterion:
         powers=None,
         weights=None,
         shifted_sums=None,
-        log_bandwidth=None,
     ):
         """Per block: Σ s_i‖r_i‖², Σ_i S_ii (not for ``"loo"``), and their gradients
         (``r2``: the block's distances, when they are shared by several factors;
         ``powers``: ``[1, k, k²]`` of the keys; ``weights``: the Gaussian kernel of ``r2``
         at ``factor``, when it is known; ``shifted_sums``: the block's ``(c, Σ)`` over the
-        keys, taken elsewhere; ``log_bandwidth``: where ``K`` was taken, for the local
-        polynomial's gradient)."""
+        keys, taken elsewhere)."""
         if self.degree:
             return self._polynomial_block(
-                K, K_aug, columns, rows, factor, gradient, r2, powers, weights, log_bandwidth
+                K, K_aug, columns, rows, factor, gradient, r2, powers, weights
             )
         t = self.Y.shape[1]
         if shifted_sums is not None:
@@ -589,12 +596,7 @@ class Criterion:
             sums, E_self = self._tiled_sums(K, K_aug, columns, rows, factor)
             E, empty = None, np.zeros(len(sums), dtype=bool)
         else:
-            if r2 is None:
-                r2 = self._distances(K, K_aug, rows)
-            if weights is None:
-                E, empty = self._kernel(r2, factor)
-            else:
-                E, empty = weights, np.zeros(len(r2), dtype=bool)
+            r2, E, empty = self._weights(K, K_aug, rows, factor, r2, weights)
             # (Cᵀ Eᵀ)ᵀ: BLAS is faster with the long dimension inside.
             sums = np.dot(columns, E.T).T
             E_self = None if self.loo else E[np.arange(len(E)), np.arange(self.n)[rows]]
@@ -626,9 +628,7 @@ class Criterion:
         t = self.Y.shape[1]
         return weighted_polynomial_fit(E, columns, Q, t, self.degree, self.precision)
 
-    def _polynomial_block(
-        self, K, K_aug, columns, rows, factor, gradient, r2, powers, weights, log_bandwidth
-    ):
+    def _polynomial_block(self, K, K_aug, columns, rows, factor, gradient, r2, powers, weights):
         """:meth:`_block` for a local polynomial of ``degree ≥ 1`` (whole rows of weights).
 
         The fit is the estimator's (held back where its local design cannot support it).
@@ -640,12 +640,7 @@ class Criterion:
         """
         d = K.shape[1]
         index = np.arange(self.n)[rows]
-        if r2 is None:
-            r2 = self._distances(K, K_aug, rows)
-        if weights is None:
-            E, empty = self._kernel(r2, factor)
-        else:
-            E, empty = weights, np.zeros(len(r2), dtype=bool)
+        r2, E, empty = self._weights(K, K_aug, rows, factor, r2, weights)
         b = len(E)
         Q = K[rows][:, self.line]
         fit, S0 = self._polynomial_fit(E, columns, Q)
@@ -746,7 +741,6 @@ class Criterion:
                     block,
                     gradient=gradient,
                     powers=powers,
-                    log_bandwidth=log_bandwidth,
                 )
 
             parts = self._map_blocks(block_statistics, rows)
