@@ -652,17 +652,16 @@ def exp_bounded(logits, lowest):
 
 def log_normalized(logits):
     r"""In place (numpy): :math:`e^{\ell_j} / \sum_i e^{\ell_i}` along the last axis, and each
-    row's log-normalizer :math:`\log \sum_j e^{\ell_j}`.
+    row's log-normalizer :math:`\log \sum_j e^{\ell_j}`, shifted by the row maximum.
 
-    Shifted by the row maximum and floored as :func:`softmax_weights`; removed (−inf)
-    entries weigh exactly 0. Every row needs a finite logit.
+    Not floored: removed (−inf) entries weigh exactly 0 without a search for them, and a
+    weight below :math:`e^{-700}` of the row's largest keeps its value. Every row needs a
+    finite logit.
     """
     top = np.max(logits, axis=-1)
-    gone = np.isneginf(logits)
-    with np.errstate(over="ignore", invalid="ignore"):
-        np.subtract(logits, top[..., None], out=logits)
-    exp_shifted(logits)
-    logits[gone] = 0.0
+    np.subtract(logits, top[..., None], out=logits)
+    with np.errstate(under="ignore"):
+        np.exp(logits, out=logits)
     total = np.sum(logits, axis=-1)
     logits /= total[..., None]
     return np.log(total) + top, logits
