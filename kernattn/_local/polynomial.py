@@ -103,7 +103,7 @@ from kernattn._core.warning_types import LocalDesignWarning  # noqa: F401
 
 #: The rounding floor, relative to each monomial's weighted raw second moment about the
 #: training center: well above the rounding error of a variance computed from moment sums
-#: (about 1e-16 of that moment per term, times the binomial coefficients of the shift, at
+#: (about 1e-16 of that moment per term, times the binomial coefficients of the centering, at
 #: most 4^p), far below any variance that carries information. The local line's value.
 RIDGE = 1e-12
 #: A monomial, or a direction of the standardized design, whose local variance is not above
@@ -264,7 +264,7 @@ class _Layout(NamedTuple):
     second: np.ndarray  # (d,): k_f²
     gram: np.ndarray  # (P, P): k^(α_a + α_c)
     doubled: np.ndarray  # (P - 1,): k^(2 α_a), a ≥ 1
-    shift: tuple  # _shift_pairs(exponents)
+    binomial: tuple  # _binomial_pairs(exponents)
 
 
 @functools.lru_cache(maxsize=32)
@@ -281,11 +281,11 @@ def _layout(n_features, degree):
         second=np.array([index[tuple(row)] for row in (2 * unit).tolist()]),
         gram=np.array([[index[tuple((a + c).tolist())] for c in exponents] for a in exponents]),
         doubled=np.array([index[tuple((2 * a).tolist())] for a in exponents[1:]], dtype=int),
-        shift=_shift_pairs(exponents),
+        binomial=_binomial_pairs(exponents),
     )
 
 
-def _shift_pairs(exponents):
+def _binomial_pairs(exponents):
     """For every pair (a, b) with β_b ≤ α_a: the indices, Π_f C(α_f, β_f) and α − β."""
     below = np.all(exponents[None, :, :] <= exponents[:, None, :], axis=2)
     rows, cols = np.nonzero(below)
@@ -339,7 +339,7 @@ def _local_basis(raw, finite, layout):
     s = np.sqrt(np.where(feature_active, feature_variance, 1.0))
     m = np.where(feature_active, m, 0.0)
     # ψ(z) = T φ(k): Π_f (k_f − m_f)^α_f / s_f^α_f expanded by the binomial theorem.
-    rows, cols, coefficient, delta = layout.shift
+    rows, cols, coefficient, delta = layout.binomial
     scale = np.prod(s[:, None, :] ** exponents[None, :, :], axis=2)
     transform = np.zeros((len(raw), P, P))
     transform[:, rows, cols] = (
@@ -545,10 +545,10 @@ def _ridge_for_variance(a0, u, M, a, e, bound, n_grid=96, n_steps=40):
 
 def _variance_and_slope(a0, u, M, a, e, ridge):
     r""":math:`V_\lambda` and :math:`dV_\lambda/d\lambda` per row (``M`` symmetric)."""
-    shifted = e + ridge[:, None]
-    g = a / shifted
+    regularized = e + ridge[:, None]
+    g = a / regularized
     Mg = (M @ g[:, :, None])[:, :, 0]
-    dg = -g / shifted
+    dg = -g / regularized
     value = a0 + 2.0 * np.einsum("bi,bi->b", u, g) + np.einsum("bi,bi->b", g, Mg)
     slope = 2.0 * np.einsum("bi,bi->b", u, dg) + 2.0 * np.einsum("bi,bi->b", Mg, dg)
     return value, slope
@@ -636,8 +636,8 @@ def solve_local(design, rhs, ridge=True):
     for ``rhs`` of shape (b, k, P') (0 on unresolved monomials); ``ridge=False``:
     :math:`R^{-1}` (the plain local polynomial, :math:`\lambda = 0`)."""
     V = design.eigenvectors
-    shifted = design.eigenvalues + (design.ridge[:, None] if ridge else 0.0)
-    inverse = np.where(design.kept, 1.0 / shifted, 0.0)
+    regularized = design.eigenvalues + (design.ridge[:, None] if ridge else 0.0)
+    inverse = np.where(design.kept, 1.0 / regularized, 0.0)
     projected = np.einsum("bji,bkj->bki", V, rhs) * inverse[:, None, :]
     solution = np.einsum("bji,bki->bkj", V, projected)
     return np.where(design.resolved[:, None, :], solution, 0.0)

@@ -21,7 +21,7 @@ empirical-likelihood weights). The weights stay a softmax (of the logits plus
 :math:`\sum_j \tilde w_j y_j` is a Nadaraya–Watson estimate, stays inside the targets'
 range, and reproduces a linear function wherever the balance is reached (up to the
 penalty below). For a Gaussian
-kernel of width :math:`h` the tilt is a shift of the query to :math:`q + h^2\lambda`.
+kernel of width :math:`h` the tilt moves the query to :math:`q + h^2\lambda`.
 
 A query outside the hull of the keys it sees (beyond the data's edge) has no balanced
 weights: the minimum runs off to infinity while the weight piles onto the outermost keys.
@@ -92,7 +92,7 @@ RANK_TOLERANCE = 1e-10
 #: A query farther from the keys' center than this many times their range (in some
 #: coordinate) is moved back along its direction to that distance: out there the tilted
 #: weights already sit on the outermost keys, and the tilt would overflow on the way.
-FAR_QUERY_RANGE = 1e6
+DISTANT_QUERY_RANGE = 1e6
 
 
 def key_spread(keys, sample_weight=None):
@@ -180,7 +180,7 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
     low, high = keys.min(axis=0), keys.max(axis=0)
     center, span = (low + high) / 2, np.where(high > low, high - low, 1.0)
     with np.errstate(over="ignore"):
-        reach = np.max(np.abs(Q - center) / span, axis=1, keepdims=True) / FAR_QUERY_RANGE
+        reach = np.max(np.abs(Q - center) / span, axis=1, keepdims=True) / DISTANT_QUERY_RANGE
     Q = np.where(reach > 1.0, center + (Q - center) / np.maximum(reach, 1.0), Q)
     with np.errstate(divide="ignore"):
         log_w = np.log(weights)

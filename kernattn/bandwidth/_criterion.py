@@ -481,7 +481,7 @@ class Criterion:
 
     def _distances(self, K, K_aug, rows):
         """Scaled squared distances of a block (rows × all keys), with the row minimum
-        subtracted for the Gaussian kernel (its exact shift); +inf on the left-out pairs
+        subtracted for the Gaussian kernel (the shift of its logits); +inf on the left-out pairs
         for ``"loo"``.
 
         One product of the augmented queries and keys (:mod:`kernattn._core.sums`):
@@ -729,7 +729,7 @@ class Criterion:
         K = self.X / np.exp(log_bandwidth)
         K_aug = augment_keys(K, gaussian_key_bias(K))
         columns = self._columns(K, gradient and factors is None)
-        scale = 1.0 if rows is None else self.n / len(rows)
+        to_whole = 1.0 if rows is None else self.n / len(rows)
         if factors is None:
             powers = np.hstack([np.ones((self.n, 1)), K, K**2]) if self.degree else None
 
@@ -744,7 +744,7 @@ class Criterion:
                 )
 
             parts = self._map_blocks(block_statistics, rows)
-            return [scale * np.sum([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
+            return [to_whole * np.sum([p[k] for p in parts], axis=0) for k in range(len(parts[0]))]
 
         squaring = self.profile == "gaussian" and self.log_sw is None
 
@@ -777,7 +777,7 @@ class Criterion:
 
         parts = self._map_blocks(block_grid, rows, tiled=self.tiled and not squaring)
         return [
-            [scale * sum(p[c][k] for p in parts) for k in range(2)] for c in range(len(factors))
+            [to_whole * sum(p[c][k] for p in parts) for k in range(2)] for c in range(len(factors))
         ]
 
     def _part_statistics(self, log_bandwidth, rows, gradient, factors):
@@ -801,14 +801,14 @@ class Criterion:
             self.loo,
         )
         K = self.X[: len(rows)] / np.exp(log_bandwidth)
-        scale = self.n / len(rows)
+        to_whole = self.n / len(rows)
         results = [
             self._block(K, None, None, rows, c, gradient=gradient and not grid, shifted_sums=part)
             for c, part in zip(factor_list, merged, strict=True)
         ]
         if grid:
-            return [[scale * r[k] for k in range(2)] for r in results]
-        return [scale * np.asarray(value) for value in results[0]]
+            return [[to_whole * r[k] for k in range(2)] for r in results]
+        return [to_whole * np.asarray(value) for value in results[0]]
 
     def _value(self, rss, trace, d_rss=None, d_trace=None):
         """The criterion (search units) from the squared error and the trace."""

@@ -366,7 +366,7 @@ def select_mixed_bandwidth(
     ``λ`` of the discrete ones (as R np's ``npregbw``).
 
     The search runs on the scales of the encoded columns, tied within each discrete feature
-    (:func:`kernattn.bandwidth.select_tied_bandwidth`; its grid shifts the continuous
+    (:func:`kernattn.bandwidth.select_tied_bandwidth`; its grid moves the continuous
     bandwidths first, then the discrete ones): continuous ones within a factor 1000
     of Scott's rule, discrete ones over kernel ratios from e^-40 (λ ≈ 0) to 1 − 1e-8 (the
     top of λ's range), starting from a ratio of e^-1. With a continuous feature, a row's

@@ -28,10 +28,10 @@ def select_tied_bandwidth(
 
     Parameter ``p`` is the log-scale of the columns ``tied[p]``; the other columns keep
     their ``scales``. The search is that of :func:`select_bandwidth` on all rows: the best
-    common shift of the log-parameters from their start over the same grid of factors, then
+    common offset of the log-parameters from their start over the same grid of factors, then
     L-BFGS-B with the analytic gradient (the sum of the tied columns' gradients) within
     ``bounds``, then each parameter tried at its upper bound and the refinement repeated
-    from any improvement. With ``grid_groups``, the grid shifts each group of parameters in
+    from any improvement. With ``grid_groups``, the grid moves each group of parameters in
     turn, the others held at their best so far.
 
     Parameters
@@ -52,7 +52,7 @@ def select_tied_bandwidth(
     line : ndarray of int, optional
         The columns of the local polynomial for ``degree ≥ 1`` (default: all).
     grid_groups : list of ndarray, optional
-        Groups of parameter indices whose common shift is searched one group after the
+        Groups of parameter indices whose common offset is searched one group after the
         other (default: all parameters together).
     leave_out_duplicates : bool
         Leave every exact duplicate of a row out with it (else only the row).
