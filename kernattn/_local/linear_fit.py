@@ -31,7 +31,7 @@ of learned kernels, whose equivalent weights have the form of every local fit's
 
 import numpy as np
 
-from kernattn._local.polynomial import polynomial_weights
+from kernattn._local.polynomial import correlation_form, polynomial_weights
 
 #: The ridge, relative to each feature's weighted second moment about the training mean:
 #: well above the rounding error of a covariance computed from moments (about 1e-16 of
@@ -89,7 +89,6 @@ def solve_covariance(mean, second, rhs):
         standardized covariance is well conditioned. Only the other rows can have a
         neighborhood too small for a line (see :func:`sparse_neighborhoods`).
     """
-    b, d = mean.shape
     with np.errstate(over="ignore", invalid="ignore"):
         C = second - mean[:, :, None] * mean[:, None, :]
         moment = np.diagonal(second, axis1=1, axis2=2)
@@ -98,14 +97,8 @@ def solve_covariance(mean, second, rhs):
         finite = np.all(np.isfinite(C), axis=(1, 2)) & np.all(np.isfinite(rhs), axis=(1, 2))
         active = (variance > 0) & finite[:, None]
         scale = np.where(active, np.sqrt(np.where(active, variance, 1.0)), 1.0)
-        R = C / (scale[:, :, None] * scale[:, None, :])
-        R[:, np.arange(d), np.arange(d)] += ridge / scale**2
         # Features without spread (or rows that overflowed) drop out: an identity block.
-        inactive = ~active
-        R = np.where(inactive[:, :, None] | inactive[:, None, :], 0.0, R)
-        R[:, np.arange(d), np.arange(d)] = np.where(
-            inactive, 1.0, np.diagonal(R, axis1=1, axis2=2)
-        )
+        R = correlation_form(C, scale, active, ridge / scale**2)
         scaled_rhs = np.where(active[:, :, None], rhs / scale[:, :, None], 0.0)
     solution = np.linalg.solve(R, scaled_rhs) / scale[:, :, None]
     solution[~finite] = 0.0
@@ -143,6 +136,13 @@ def n_line_parameters(X):
     return 1 + int(np.sum(np.ptp(X, axis=0) > 0)) if len(X) else 1
 
 
+def key_moments(weights, columns, d):
+    """The mean (b, d) and second moment (b, d, d) of the keys under normalized weights,
+    from :func:`key_columns` (``columns``)."""
+    sums = weights @ columns
+    return sums[:, :d], unpack_second(sums[:, d:], d)
+
+
 def equivalent_weights(weights, keys, Q, n_params, groups=None, columns=None):
     """The local-linear equivalent weights ``l_j`` from normalized kernel weights.
 
@@ -152,9 +152,7 @@ def equivalent_weights(weights, keys, Q, n_params, groups=None, columns=None):
     """
     d = keys.shape[1]
     columns = key_columns(keys) if columns is None else columns
-    sums = weights @ columns
-    mean = sums[:, :d]
-    second = unpack_second(sums[:, d:], d)
+    mean, second = key_moments(weights, columns, d)
     with np.errstate(over="ignore", invalid="ignore"):
         g, resolved = solve_covariance(mean, second, (Q - mean)[:, :, None])
     g = g[:, :, 0]

@@ -348,6 +348,22 @@ def _local_basis(raw, finite, layout):
     return m, s, feature_active, transform, scale
 
 
+def correlation_form(C, root, kept, diagonal=None):
+    r"""Covariances ``C`` (b, P, P) standardized, :math:`R = D^{-1/2} C D^{-1/2}` with
+    :math:`D^{1/2}` = ``root`` (b, P), ``diagonal`` (b, P) then added to the diagonal, on
+    the ``kept`` (b, P) rows and columns, and the identity elsewhere (the directions that
+    drop out): the form in which both a local polynomial's design (:func:`local_design`)
+    and a local line's covariance (:func:`kernattn._local.linear_fit.solve_covariance`)
+    are solved."""
+    P = C.shape[-1]
+    R = C / (root[:, :, None] * root[:, None, :])
+    if diagonal is not None:
+        R[:, np.arange(P), np.arange(P)] += diagonal
+    R = np.where(kept[:, :, None] & kept[:, None, :], R, 0.0)
+    R[:, np.arange(P), np.arange(P)] = np.where(kept, np.diagonal(R, axis1=1, axis2=2), 1.0)
+    return R
+
+
 def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARIANCE_BOUND):
     r"""The standardized local design of a block of queries, and each query's ridge.
 
@@ -400,11 +416,7 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         root = np.sqrt(np.where(total > 0, total, 1.0))
         offsets = (monomials((Q - m) / s, exponents)[:, 1:] - psi_bar) / root
         offsets = np.where(finite[:, None], offsets, 0.0)
-        R = (G + floor[:, :, None] * np.eye(P - 1)) / (root[:, :, None] * root[:, None, :])
-        R = np.where(resolved[:, :, None] & resolved[:, None, :], R, 0.0)
-        R[:, np.arange(P - 1), np.arange(P - 1)] = np.where(
-            resolved, np.diagonal(R, axis1=1, axis2=2), 1.0
-        )
+        R = correlation_form(G + floor[:, :, None] * np.eye(P - 1), root, resolved)
         v = np.where(resolved, offsets, 0.0)
         # Σ w² ψ̃ and Σ w² ψ̃ψ̃ᵀ, centered on ψ̄ (of the weights, not of their squares).
         a0 = squared[:, 0]

@@ -61,6 +61,7 @@ from kernattn._core.sums import log_normalized, softmax_weights
 from kernattn._local.linear_fit import (
     SUPPORT,
     key_columns,
+    key_moments,
     solve_covariance,
     unpack_second,
     value_key_columns,
@@ -111,12 +112,6 @@ def _log_normalizer(log_w, keys, lam, Q):
     ``w_j exp(λᵀk_j)`` scaled to sum to 1)."""
     log_total, tilted = log_normalized(log_w + lam @ keys.T)
     return log_total - np.einsum("bd,bd->b", lam, Q), tilted
-
-
-def _moments(weights, columns, d):
-    """The key mean and second moment of normalized weights."""
-    sums = weights @ columns
-    return sums[:, :d], unpack_second(sums[:, d:], d)
 
 
 def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY):
@@ -186,7 +181,7 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
         log_w = np.log(weights)
     lam = np.zeros((b, d))
     value, tilted = _log_normalizer(log_w, keys, lam, Q)
-    mean, second = _moments(tilted, columns, d)
+    mean, second = key_moments(tilted, columns, d)
     # The penalty's metric: the untilted covariance of the keys, C₀, floored by a small
     # share of their covariance over all keys (a query whose weight sits on one key has
     # C₀ ≈ 0: its tilt would be all but unpenalized, and its minimum far out).
@@ -195,7 +190,7 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
     for _ in range(MAX_ITER):
         if not len(active):
             break
-        mean, second = _moments(tilted[active], columns, d)
+        mean, second = key_moments(tilted[active], columns, d)
         lam_a = lam[active]
         gradient = mean - Q[active] + np.einsum("bde,be->bd", penalty[active], lam_a)
         step, _ = solve_covariance(mean, second + penalty[active], gradient[:, :, None])
