@@ -3,7 +3,12 @@ of the log-bandwidths, with their analytic gradients.
 
 The criterion's sums over the keys go through the one reduction
 (:func:`kernattn._core.sums.kernel_sums`): key tiles on a running shift, each row's own input
-left out.
+left out; blocks of whole rows of weights (the other profiles, a local polynomial, a grid of
+bandwidths) are exponentiated by its guards (:func:`~kernattn._core.sums.shifted_exp`,
+:func:`~kernattn._core.sums.exp_bounded`), and sums over parts of the keys merge at their
+shifts (:func:`~kernattn._core.sums.merge`). The local polynomial's own mathematics is
+:mod:`kernattn._local.polynomial`'s; :class:`Criterion` holds the training set, the blocks
+and the bookkeeping.
 """
 
 import numpy as np
