@@ -29,7 +29,7 @@ in the same way, by the leave-one-out error of the tilted estimate.
 import numpy as np
 
 from kernattn._core.blocks import map_query_blocks, single_threaded_blas
-from kernattn._core.sums import shifted_exp
+from kernattn._core.sums import softmax_weights
 from kernattn._local.linear_fit import equivalent_weights, n_line_parameters, sparse_neighborhoods
 from kernattn._local.tilt import PENALTIES, PENALTY, key_spread, tilt_weights, trend_direction
 from kernattn.learned._shrinkage import one_standard_error_choice
@@ -102,9 +102,7 @@ def leave_one_out_lines(
         logits *= factor
         logits += log_sw
         groups.leave_out(logits, rows, keys)
-        weights = shifted_exp(logits)
-        weights /= weights.sum(axis=1, keepdims=True)
-        return weights
+        return softmax_weights(logits)
 
     def sparse(span):
         # Balancing in d directions needs d + 1 keys with weight, as a line does.

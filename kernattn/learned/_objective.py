@@ -88,7 +88,7 @@ import numpy as np
 from kernattn._core.blocks import map_query_blocks, single_threaded_blas
 from kernattn._core.loo import DuplicateGroups
 from kernattn._core.numerics import power_of_two_scale
-from kernattn._core.sums import shifted_exp
+from kernattn._core.sums import kernel_sums, softmax_weights
 from kernattn._engine.heads import key_bias, project
 from kernattn._local.warp import apply_warp, warp_basis, warp_gradient
 
@@ -191,9 +191,8 @@ class Layout:
         key = query if self.tie_qk else theta[self.slices["key"]].reshape(self.shape)
         log_scale = theta[self.slices["log_scale"]] if self.learn_scale else None
         if self.convex:
-            logits = theta[self.slices["a"]]
-            a = np.exp(logits - logits.max())
-            return query, key, log_scale, a / a.sum(), np.zeros(self.n_outputs)
+            a = softmax_weights(theta[self.slices["a"]].copy())
+            return query, key, log_scale, a, np.zeros(self.n_outputs)
         return query, key, log_scale, theta[self.slices["a"]], theta[self.slices["b"]]
 
     def log_slopes(self, theta):
@@ -454,18 +453,22 @@ class LeaveOneOutObjective:
 
     def _block_softmax(self, heads, rows, keys, values_one, kernels):
         """Fill ``kernels[h]`` with head ``h``'s ``exp(ℓ − max)`` for a block and return its
-        sums ``[Σ_j e_ij y_j, Σ_j e_ij]``.
+        sums ``[Σ_j e_ij y_j, Σ_j e_ij]``, through the reduction
+        (:func:`~kernattn._core.sums.kernel_sums`, all keys in one tile: the weights stay
+        in ``kernels[h]`` for the gradient).
 
-        The query's own group gets logit ``-inf``, which the floor of
-        :func:`~kernattn._core.sums.shifted_exp` turns into ``e^-700``: nothing next to the
-        row maximum's 1 in any float64 sum.
+        The query's own group gets logit ``-inf``, which the reduction's floor turns into
+        ``e^-700``: nothing next to the row maximum's 1 in any float64 sum.
         """
         leave_out = self._left_out(rows, keys, kernels[0].shape)
+        n_keys = kernels[0].shape[1]
         sums = []
         for head, kernel in zip(heads, kernels, strict=True):
-            np.matmul(head.queries[rows], head.keys.T, out=kernel)
-            shifted_exp(leave_out(kernel))
-            sums.append(kernel @ values_one)
+
+            def logits(_, out, head=head, kernel=kernel):
+                return leave_out(np.matmul(head.queries[rows], head.keys.T, out=kernel))
+
+            sums.append(kernel_sums(logits, n_keys, values_one, tile=n_keys, fresh=True)[1])
         return sums
 
     def _map_blocks(self, function, n_queries, n_keys, n_arrays):
@@ -708,8 +711,7 @@ class LeaveOneOutObjective:
                 logits += self.log_sw
                 logits[kw == 0] = -np.inf
                 logits[~ok] = 0.0
-                w = shifted_exp(logits)
-                w /= w.sum(axis=1, keepdims=True)
+                w = softmax_weights(logits)
                 out[h] = [var[ok] @ sw, sw.sum(), w.max(axis=1)[ok] @ sw]
             return out
 
