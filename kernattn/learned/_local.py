@@ -30,6 +30,7 @@ import numpy as np
 
 from kernattn._core.blocks import map_query_blocks, single_threaded_blas
 from kernattn._core.sums import softmax_weights
+from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local.linear_fit import equivalent_weights, n_line_parameters, sparse_neighborhoods
 from kernattn._local.tilt import PENALTIES, PENALTY, key_spread, tilt_weights, trend_direction
 from kernattn.learned._shrinkage import one_standard_error_choice
@@ -77,7 +78,7 @@ def leave_one_out_lines(
     """
     layout = objective.layout
     _, _, _, a, b = layout.unpack(theta)
-    heads = objective._heads(theta, keys)
+    heads = objective.heads(theta, keys)
     factor = np.exp(log_factor)
     every = slice(None) if keys is None else keys
     Y = objective.Y[every]
@@ -357,3 +358,78 @@ def held_out_errors(objective, theta, queries, keys=None, degree=0, log_factor=0
     residual = held_out_estimates(objective, theta, queries, keys, degree, log_factor, tilt)
     residual -= objective.Y[queries]
     return np.einsum("ij,ij->i", residual, residual)
+
+
+#: Rows (at most) whose leave-one-out tilt measures ``unbalanced_``.
+UNBALANCED_ROWS = 512
+
+
+def unbalanced_share(objective, theta, log_factor, tilt):
+    """The share of the training rows (at most ``UNBALANCED_ROWS``, evenly spread) whose
+    leave-one-out tilt ``(kind, penalty)`` at ``log_factor`` could not reach its balance
+    in some head (``unbalanced_``)."""
+    n = len(objective.Z)
+    queries = objective.groups.valid_queries(np.arange(n), np.arange(n))
+    if not len(queries):
+        return 0.0
+    queries = queries[np.unique(np.linspace(0, len(queries) - 1, UNBALANCED_ROWS).astype(int))]
+    unreached = np.zeros(len(queries), dtype=bool)
+    leave_one_out_lines(objective, theta, log_factor, queries, tilt=tilt, unreached=unreached)
+    return float(unreached.mean())
+
+
+def local_lines(kernel, value_columns, values, sample_weight):
+    """The local line (a local polynomial of degree 1) of every head of ``kernel``, in its
+    key space, held back toward the kernel average where its local design cannot support
+    it (``values`` in the units of ``value_columns``)."""
+    return [
+        LocalPolynomials(kernel.keys(h), value_columns, values, 1, sample_weight=sample_weight)
+        for h in range(kernel.n_heads)
+    ]
+
+
+def corrected_kernel(heads, constant, line, share, *, sample_weight, tilt_values, lines):
+    """The fitted kernel with its local corrections.
+
+    Parameters
+    ----------
+    heads : callable
+        ``log_factor → SoftmaxHeads``: the heads with every logit multiplied by
+        ``exp(log_factor)``.
+    constant : tuple or None
+        The local constant's ``(log_factor, penalty, kind)`` (penalty ``None``: not
+        tilted), or ``None`` for a line alone.
+    line : float or None
+        The line's log-factor, or ``None`` for no line.
+    share : float
+        The line's share of a blend.
+    sample_weight : ndarray
+        The keys' weights.
+    tilt_values : ndarray
+        The targets in the units the tilt's width was tuned in (the slope's direction
+        weighs the outputs as that tuning did).
+    lines : tuple
+        ``(value_columns, values)``: the targets of the local lines in the engine's units.
+    """
+    kernel = heads(line if constant is None else constant[0])
+    if constant is None:
+        return kernel.with_local(local_lines(kernel, *lines, sample_weight))
+    tilts = None
+    if constant[1] is not None:
+        tilts = [
+            TiltedWeights(
+                kernel.keys(h), sample_weight, constant[1], kind=constant[2], values=tilt_values
+            )
+            for h in range(kernel.n_heads)
+        ]
+    if line is not None:
+        # Each head's line on a copy of the head at the line's own width.
+        blend = heads(line)
+        blend = blend.with_local(local_lines(blend, *lines, sample_weight))
+        return kernel.with_local(
+            [
+                BlendedLine(blend.select([h]), share, None if tilts is None else tilts[h])
+                for h in range(kernel.n_heads)
+            ]
+        )
+    return kernel if tilts is None else kernel.with_local(tilts)

@@ -195,6 +195,13 @@ class Layout:
             return query, key, log_scale, a, np.zeros(self.n_outputs)
         return query, key, log_scale, theta[self.slices["a"]], theta[self.slices["b"]]
 
+    def projections(self):
+        """The mask of the projections' entries (``W_q``, ``W_k``) in the flat vector."""
+        mask = np.zeros(self.size, dtype=bool)
+        mask[self.slices["query"]] = True
+        mask[self.slices["key"]] = True
+        return mask
+
     def log_slopes(self, theta):
         """The warp's log-slopes (n_features, warp_pieces), or ``None`` without a warp.
 
@@ -398,7 +405,9 @@ class LeaveOneOutObjective:
             return self.Z
         return apply_warp(self._basis, self.warp_knots, self.layout.log_slopes(theta))
 
-    def _heads(self, theta, keys, inputs=None):
+    def heads(self, theta, keys=None, inputs=None):
+        """Every head at ``theta`` against the rows ``keys`` (all for ``None``), in the form
+        the blocks use (projected queries and keys, their biases)."""
         query, key, log_scale, _, _ = self.layout.unpack(theta)
         scales = np.exp(log_scale) if log_scale is not None else self.scale
         inputs = self.inputs(theta) if inputs is None else inputs
@@ -499,7 +508,7 @@ class LeaveOneOutObjective:
         t = self.Y.shape[1]
         out = np.full((len(asked), self.layout.n_heads, t), np.nan)
         index = np.flatnonzero(np.isin(asked, valid))
-        heads = self._heads(theta, keys)
+        heads = self.heads(theta, keys)
         values_one = self._values_one if keys is None else self._values_one[keys]
 
         def estimate(span, kernels):
@@ -556,7 +565,7 @@ class LeaveOneOutObjective:
         queries, keys, n_keys = self._rows_and_keys(queries, keys)
         query, key, _, a, b = layout.unpack(theta)
         inputs = self.inputs(theta)
-        heads = self._heads(theta, keys, inputs)
+        heads = self.heads(theta, keys, inputs)
         total = self.sw[queries].sum()
         values_one = self._values_one if keys is None else self._values_one[keys]
         values_one_t = np.ascontiguousarray(values_one.T)

@@ -11,57 +11,34 @@ as a :class:`~kernattn._engine.heads.SoftmaxHeads` kernel; the engine predicts.
 """
 
 import copy
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.optimize import nnls
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._core.blocks import map_query_blocks
 from kernattn._core.loo import DuplicateGroups
 from kernattn._core.namespaces import in_caller_library
-from kernattn._core.numerics import (
-    normalized_weights,
-    power_of_two_scale,
-    standardization,
-)
+from kernattn._core.numerics import standardization
 from kernattn._core.rows import collection_predict
 from kernattn._engine.heads import SoftmaxHeads
 from kernattn._engine.regressor import NadarayaWatsonRegressor
-from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
-from kernattn._local.tilt import PENALTY
 from kernattn._local.warp import InputWarp, quantile_knots
-from kernattn.bandwidth import select_bandwidth
-from kernattn.learned._local import (
-    choose_tilt,
-    held_out_errors,
-    held_out_estimates,
-    leave_one_out_lines,
-    tune_width,
-)
+from kernattn.learned._degree import DEGREE_STANDARD_ERRORS, choose_degree, degree_candidates
+from kernattn.learned._heads import logit_variance, refit_mixture
+from kernattn.learned._local import UNBALANCED_ROWS, corrected_kernel, unbalanced_share
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
-from kernattn.learned._optimize import (
-    calibrate_width,
-    initial_projections,
-    optimize,
-    sample_groups,
-    scale_to_unit_variance,
-    validation_split,
-    warn_if_saturated,
+from kernattn.learned._optimize import sample_groups, validation_split
+from kernattn.learned._start import (
+    initial_scale,
+    start_parameters,
+    target_scale,
+    warm_parameters,
 )
-from kernattn.learned._shrinkage import (
-    LEVELS,
-    MIN_GROUPS_PER_FOLD,
-    N_FOLDS,
-    fold_rows,
-    held_out_shrinkage,
-    one_standard_error_choice,
-    shrink,
-)
+from kernattn.learned._training import train_kernel, untrained, validates
+
+__all__ = ["AttentionRegressor", "DEGREE_STANDARD_ERRORS", "UNBALANCED_ROWS"]
 
 _INITS = ("loo", "identity", "pca", "random")
 #: Above this many distinct training inputs, ``optimizer="auto"`` trains with Adam over
@@ -82,71 +59,102 @@ AUTO_TILT_INPUTS = 5
 #: ``warp="auto"`` warps one-dimensional inputs (fitted exactly) with this many pieces: in
 #: one dimension a learned metric is only a bandwidth, and the warp makes it vary.
 AUTO_WARP = 8
-#: ``degree="auto"`` gives the local line the smallest share (of ``LEVELS``: 0, 1/4, ..., 1)
-#: whose held-out error is within this many standard errors of the paired differences of the
-#: lowest. The choice is made on three inner folds of a few dozen to a few hundred queries,
-#: and the plain lowest follows their noise. An all-or-nothing choice of the line (at half a
-#: standard error) chose it in folds where it lost (R's Auto: 1.07 times the error of
-#: ``KernelSmoother(bandwidth="loo")``, the line alone 1.12); a share hedges between two
-#: estimates whose errors are not perfectly correlated, and on ``bench_attention.py``'s 17
-#: R data sets the one-standard-error share gives a geometric-mean ratio to the best
-#: reference of 0.966, against 1.016 for the all-or-nothing choice (0.972 for the plain
-#: lowest share in a prototype), and every data set with four or more inputs below the
-#: smoother's error.
-DEGREE_STANDARD_ERRORS = 1.0
 # Largest entry of a given init: the logits, quadratic in it, stay far from overflowing.
 _LARGEST_INIT = 1e100
 
 
-def _target_scale(values, sample_weight):
-    """The weighted root mean square of the centered targets (over every output; 1 for
-    constant targets), computed in units of a power of two near their size (no overflow)."""
-    unit = float(power_of_two_scale(values))
-    weights = normalized_weights(sample_weight)
-    rms = np.sqrt(np.sum(weights @ (values / unit) ** 2) / weights.sum()) * unit
-    return rms if rms > 0 and np.isfinite(rms) else 1.0
+def _resolved_options(tilt, warp, degree, n_features, n_groups):
+    """``tilt`` (the kinds of :mod:`kernattn._local.tilt` to choose among, none for no tilt)
+    and ``warp`` as fitted: ``"auto"`` tilts the weights of data with at least
+    ``AUTO_TILT_INPUTS * (n_features + 1)`` distinct inputs (unless ``degree=1``) along each
+    query's local slope for at most ``AUTO_TILT_FEATURES`` features and along the targets'
+    trend beyond, and warps one-dimensional inputs with ``AUTO_WARP`` pieces, both only up
+    to ``LARGE_N`` distinct training inputs (fitted exactly); ``True`` is ``"balance"``."""
+    exact = n_groups <= LARGE_N
+    if tilt == "auto":
+        tilts = ()
+        if exact and degree != 1 and n_groups >= AUTO_TILT_INPUTS * (n_features + 1):
+            tilts = ("slope",) if n_features <= AUTO_TILT_FEATURES else ("trend", "slope")
+    else:
+        tilts = () if tilt is False else ("balance" if tilt is True else tilt,)
+    if isinstance(warp, str):
+        warp = AUTO_WARP if exact and n_features == 1 else 0
+    return tilts, int(warp)
 
 
-def _is_convex(head_weights):
-    """Non-negative weights with a positive sum (a convex mixture once normalized)."""
-    return bool(np.all(head_weights >= 0) and head_weights.sum() > 0)
+def _training_plan(optimizer, key_subsample, n_groups):
+    """The optimizer, the keys per step and the Adam steps per iteration.
+
+    ``"auto"`` trains exactly (L-BFGS against every key) up to ``LARGE_N`` distinct
+    training inputs, and beyond with Adam over mini-batches of queries against
+    ``AUTO_KEY_SUBSAMPLE`` random keys, an iteration being ``AUTO_STEPS`` steps (an
+    epoch would grow with n)."""
+    large = n_groups > LARGE_N
+    steps = None
+    if optimizer == "auto":
+        optimizer = "adam" if large else "lbfgs"
+        steps = AUTO_STEPS if large else None
+    if key_subsample == "auto":
+        key_subsample = AUTO_KEY_SUBSAMPLE if large else None
+    return optimizer, key_subsample, steps
 
 
-def _convex_least_squares(F, Y, sample_weight, unit):
-    """Head weights on the simplex (non-negative, summing to 1, no bias) minimizing the
-    weighted squared error of ``Σ_h a_h F[:, h]`` against ``Y``.
-
-    Non-negative least squares with the constraint ``Σ_h a_h = 1`` as one more row weighted
-    far above the data (its residual is then below rounding of the data's), normalized
-    exactly at the end. Rows (i, output) are weighted as in the affine refit.
-    """
-    n, H, t = F.shape
-    design = F.transpose(0, 2, 1).reshape(-1, H)
-    root = np.sqrt(np.repeat(sample_weight, t)) * np.tile(unit / unit.max(), n)
-    A = design * root[:, None]
-    b = Y.ravel() * root
-    weight = 1e4 * max(np.linalg.norm(A), np.linalg.norm(b), 1.0)
-    A = np.vstack([A, np.full((1, H), weight)])
-    b = np.append(b, weight)
-    a = nnls(A, b)[0]
-    return a / a.sum() if a.sum() > 0 else np.full(H, 1.0 / H)
+#: Fitted attributes that only some fits have.
+_CONDITIONAL_ATTRIBUTES = (
+    "validation_scores_",
+    "warp_knots_",
+    "warp_slopes_",
+    "width_factor_",
+    "line_width_factor_",
+    "tilt_penalty_",
+)
 
 
-#: Rows (at most) whose leave-one-out tilt measures ``unbalanced_``.
-UNBALANCED_ROWS = 512
+def _fitted_attributes(training, degree, share, constant, line, warp):
+    """The fitted attributes of a training, a degree and a width (see
+    :func:`~kernattn.learned._degree.choose_degree`), and a ``warp`` of so many pieces."""
+    tilt = False if constant is None or constant[1] is None else constant[2]
+    fitted = {
+        "warp_": warp,
+        "n_iter_": training.n_iter,
+        "loss_curve_": training.loss_curve,
+        "shrinkage_": training.shrinkage,
+        "degree_": degree,
+        "line_share_": share,
+        "tilt_": tilt,
+        "held_back_": 0.0,
+        "unbalanced_": 0.0,
+    }
+    if training.validation_scores is not None:
+        fitted["validation_scores_"] = training.validation_scores
+    # The kernel's own width: the constant's (tilted: its factor), or a sole line's.
+    if degree == 1 or tilt:
+        fitted["width_factor_"] = float(np.exp(line if constant is None else constant[0]))
+    if degree == 1:
+        fitted["line_width_factor_"] = float(np.exp(line))
+    if tilt:
+        fitted["tilt_penalty_"] = constant[1]
+    return fitted
 
 
-def _unbalanced_share(objective, theta, log_factor, tilt):
-    """The share of the training rows (at most ``UNBALANCED_ROWS``, evenly spread) whose
-    leave-one-out tilt could not reach its balance in some head (``unbalanced_``)."""
-    n = len(objective.Z)
-    queries = objective.groups.valid_queries(np.arange(n), np.arange(n))
-    if not len(queries):
-        return 0.0
-    queries = queries[np.unique(np.linspace(0, len(queries) - 1, UNBALANCED_ROWS).astype(int))]
-    unreached = np.zeros(len(queries), dtype=bool)
-    leave_one_out_lines(objective, theta, log_factor, queries, tilt=tilt, unreached=unreached)
-    return float(unreached.mean())
+def _heads_factory(objective, theta, target_unit, **fixed):
+    """``log_factor → SoftmaxHeads``: the heads at ``theta`` (their bias in units of
+    ``target_unit``) with every head's logits multiplied by ``exp(log_factor)``; ``fixed``:
+    the kernel's other settings (similarity, standardization, keys, warp, …)."""
+    query, key, log_scale, a, b = objective.layout.unpack(theta)
+    scale = objective.scale if log_scale is None else np.exp(log_scale)
+
+    def heads(log_factor):
+        return SoftmaxHeads(
+            query_weights=query.copy(),
+            key_weights=key.copy(),
+            scale=scale * np.exp(log_factor),
+            head_weights=a.copy(),
+            head_bias=b * target_unit,
+            **fixed,
+        )
+
+    return heads
 
 
 def _read_only(array):
@@ -702,13 +710,6 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             )
         return np.broadcast_to(W, (self.n_heads, d, head_dim)).copy()
 
-    def _initial_scale(self, head_dim):
-        if self.scale is None or isinstance(self.scale, str):
-            value = 1.0 / np.sqrt(head_dim)
-        else:
-            value = float(self.scale)
-        return np.full(self.n_heads, value)
-
     # ---------------------------------------------------------------- fitting
 
     def _fit_kernel(self, X, Y, sample_weight):
@@ -721,25 +722,114 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             center, input_scale = standardization(X, sample_weight)
         else:
             center, input_scale = np.zeros(d), np.ones(d)
-        Z = (X - center) / input_scale
         groups = DuplicateGroups(X)
-        tilt_kinds, self.warp_ = self._resolved_options(d, groups.n_groups)
+        tilts, warp = _resolved_options(self.tilt, self.warp, self.degree, d, groups.n_groups)
+        objective, target_unit = self._objective(
+            X, sample_weight, groups, center, input_scale, warp
+        )
+        if self.early_stopping:
+            train, validation = validation_split(groups, self.validation_fraction, rng)
+        else:
+            train, validation = np.arange(len(X)), None
+        probe = sample_groups(groups, rng)
+        theta = warm_parameters(
+            objective.layout,
+            getattr(self, "kernel_", None) if self.warm_start else None,
+            getattr(self, "warp_slopes_", None),
+            getattr(self, "width_factor_", 1.0),
+            target_unit,
+        )
+        warm = theta is not None
+
+        def restart(rows=None):
+            return start_parameters(
+                objective,
+                objective.scale,
+                probe,
+                rng,
+                init=self.init,
+                user_init=user_init,
+                sample_weight=sample_weight,
+                n_jobs=self.n_jobs,
+                rows=rows,
+            )
+
+        theta = theta if warm else restart()
+        training = self._train(objective, theta, train, validation, rng, probe, warm, restart)
+        theta = training.theta
+        candidates = degree_candidates(
+            objective, theta, self.degree, groups.n_groups, head_dim, rng, tilts
+        )
+        degree, share, constant, line = choose_degree(
+            objective,
+            theta,
+            candidates,
+            fits=training.fits,
+            shrinkage=training.shrinkage,
+            head_dim=head_dim,
+            rng=rng,
+            previous=getattr(self, "line_share_", None) if warm else None,
+        )
+        fitted = _fitted_attributes(training, degree, share, constant, line, warp)
+        warp = None
+        if fitted["warp_"]:
+            log_slopes = objective.layout.log_slopes(theta)
+            fitted.update(warp_knots_=objective.warp_knots, warp_slopes_=np.exp(log_slopes))
+            # The kernel warps every input it compares, keys and queries alike.
+            warp = InputWarp(center, input_scale, objective.warp_knots, log_slopes)
+        heads = _heads_factory(
+            objective,
+            theta,
+            target_unit,
+            similarity=self.similarity,
+            center=center,
+            input_scale=input_scale,
+            keys=X,
+            log_sample_weight=self._log_sample_weight,
+            dtype=self._dtype,
+            warp=warp,
+        )
+        kernel = corrected_kernel(
+            heads,
+            constant,
+            line,
+            share,
+            sample_weight=self.sample_weight_[self._active],
+            tilt_values=self._values / target_unit,
+            lines=(self._value_columns, self._values / self._value_scale),
+        )
+        if degree == 1:
+            fitted["held_back_"] = self._held_back_share(kernel, X)
+        if fitted["tilt_"]:
+            tilt = (fitted["tilt_"], fitted["tilt_penalty_"])
+            fitted["unbalanced_"] = unbalanced_share(objective, theta, constant[0], tilt)
+        for name in _CONDITIONAL_ATTRIBUTES:
+            # Only what this fit found: a conditional attribute of an earlier fit goes.
+            if hasattr(self, name):
+                delattr(self, name)
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        return kernel
+
+    def _objective(self, X, sample_weight, groups, center, input_scale, warp):
+        """The leave-one-out objective of the standardized inputs (with ``warp`` pieces),
+        and the unit of its targets: their standard deviation (the mixture's bias is then
+        unit-free too, and the optimizer takes the same path for y and c·y)."""
+        d = X.shape[1]
+        head_dim = d if self.head_dim is None else self.head_dim
         learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
         layout = Layout(
             self.n_heads,
             d,
             head_dim,
-            Y.shape[1],
+            self._values.shape[1],
             self.tie_qk,
             learn_scale,
             self.head_mixture,
-            warp_pieces=self.warp_,
+            warp_pieces=warp,
         )
-        knots = quantile_knots(Z, self.warp_) if self.warp_ else None
-        scale = self._initial_scale(head_dim)
-        # The objective sees the targets in units of their standard deviation: the mixture's
-        # bias is then unit-free too, and the optimizer takes the same path for y and c·y.
-        target_unit = _target_scale(self._values, sample_weight)
+        Z = (X - center) / input_scale
+        target_unit = target_scale(self._values, sample_weight)
         objective = LeaveOneOutObjective(
             Z,
             self._values / target_unit,
@@ -747,23 +837,29 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             groups,
             layout,
             self.similarity,
-            scale,
+            initial_scale(self.scale, self.n_heads, head_dim),
             self.alpha,
             n_jobs=self.n_jobs,
             leave_one_out=self.leave_one_out,
-            warp_knots=knots,
+            warp_knots=quantile_knots(Z, warp) if warp else None,
         )
-        optimizer, key_subsample, steps_per_iteration = self._training_plan(groups.n_groups)
-        if self.early_stopping:
-            train, validation = validation_split(groups, self.validation_fraction, rng)
-        else:
-            train, validation = np.arange(len(X)), None
-        probe = sample_groups(groups, rng)
-        theta = self._warm_theta(layout, target_unit)
-        warm = theta is not None
-        if not warm:
-            theta = self._start(objective, layout, scale, probe, rng, user_init, sample_weight)
-        start = theta.copy()
+        return objective, target_unit
+
+    def _train(self, objective, theta, train, validation, rng, probe, warm, restart):
+        """Train the kernel from ``theta`` (``max_iter=0``: keep it) and take it back toward
+        that start as ``shrinkage`` says."""
+        groups = objective.groups
+        if self.max_iter == 0:
+            return untrained(objective, theta, train)
+        if len(groups.valid_queries(train, train)) == 0:
+            raise ValueError(
+                "AttentionRegressor learns its kernel by leave-one-out and needs at least "
+                f"2 distinct training inputs; got {len(groups.ids)} sample(s) with 1 distinct "
+                "input. Use max_iter=0 to keep the initial kernel."
+            )
+        optimizer, key_subsample, steps = _training_plan(
+            self.optimizer, self.key_subsample, groups.n_groups
+        )
         settings = dict(
             optimizer=optimizer,
             max_iter=self.max_iter,
@@ -775,391 +871,33 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             # Heads first trained under a uniform convex mixture: a mixture learned from
             # the start gives all the weight to the head that is best at the start, and
             # a head of weight ~0 gets a gradient ~0 and never learns.
-            frozen_first=layout.slices["a"] if layout.convex and self.n_heads > 1 else None,
-            steps_per_iteration=steps_per_iteration,
+            frozen_first=objective.layout.slices["a"]
+            if objective.layout.convex and self.n_heads > 1
+            else None,
+            steps_per_iteration=steps,
         )
-        self.__dict__.pop("validation_scores_", None)
-        fits = None
-        if self.max_iter > 0:
-            if len(groups.valid_queries(train, train)) == 0:
-                raise ValueError(
-                    "AttentionRegressor learns its kernel by leave-one-out and needs at least "
-                    f"2 distinct training inputs; got {len(X)} sample(s) with 1 distinct "
-                    "input. Use max_iter=0 to keep the initial kernel."
-                )
-            if warm or not (isinstance(self.init, str) and self.init == "loo"):
-                # The leave-one-out bandwidths may be narrow on purpose (targets without
-                # noise): only an arbitrary start is warned about.
-                query, key, log_scale, _, _ = layout.unpack(theta)
-                start_scale = scale if log_scale is None else np.exp(log_scale)
-                warn_if_saturated(objective, query, key, start_scale, probe)
-            theta, self.n_iter_, monitor = optimize(
-                objective,
-                theta,
-                train=train,
-                validation=validation,
-                rng=rng,
-                verbose=self.verbose,
-                **settings,
-            )
-            if steps_per_iteration is not None and self.similarity != "cosine":
-                # Trained against a key subsample: the width for all keys (a cosine head's
-                # width is its scale, which stays as the user set it).
-                projections = np.zeros(layout.size, dtype=bool)
-                projections[layout.slices["query"]] = True
-                projections[layout.slices["key"]] = True
-                theta = calibrate_width(
-                    objective, theta, projections, train, rng, verbose=self.verbose
-                )
-            self.loss_curve_ = monitor.loss_curve
-            if validation is not None:
-                self.validation_scores_ = monitor.validation_scores
-            validate = (
-                self.shrinkage == "auto"
-                and not warm
-                and steps_per_iteration is None
-                and groups.n_groups >= N_FOLDS * MIN_GROUPS_PER_FOLD
-            )
-            if validate:
-                # Each fold trains as long as the fit on all rows did, at most: the same
-                # procedure on two thirds of the rows (a longer run would only polish).
-                fold_settings = {**settings, "max_iter": max(self.n_iter_, 1)}
-
-                def train_part(theta, rows):
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", ConvergenceWarning)
-                        return optimize(
-                            objective,
-                            theta,
-                            train=rows,
-                            validation=None,
-                            rng=rng,
-                            verbose=0,
-                            **fold_settings,
-                        )[0]
-
-                def start_part(rows):
-                    return self._start(
-                        objective, layout, scale, probe, rng, user_init, sample_weight, rows
-                    )
-
-                def errors(theta, rows, held):
-                    return held_out_errors(objective, theta, held, rows)
-
-                self.shrinkage_, fits = held_out_shrinkage(
-                    fold_rows(groups, rng),
-                    start_part,
-                    train_part,
-                    errors,
-                    objective.sw,
-                    groups.ids,
-                )
-            else:
-                self.shrinkage_ = float(self.shrinkage or 0.0) if self.shrinkage != "auto" else 0.0
-            theta = shrink(start, theta, self.shrinkage_)
+        if validates(self.shrinkage, warm, steps is not None, groups.n_groups):
+            shrinkage = None
         else:
-            self.n_iter_ = 0
-            self.shrinkage_ = 0.0
-            self.loss_curve_ = [float(objective.loss(theta, train, train))]
-        query, key, log_scale, a, b = layout.unpack(theta)
-        scale = scale if log_scale is None else np.exp(log_scale)
-        self.__dict__.pop("warp_knots_", None)
-        self.__dict__.pop("warp_slopes_", None)
-        self.__dict__.pop("width_factor_", None)
-        self.__dict__.pop("tilt_penalty_", None)
-        warp = None
-        if self.warp_:
-            self.warp_knots_ = knots
-            self.warp_slopes_ = np.exp(layout.log_slopes(theta))
-            # The kernel warps every input it compares, keys and queries alike.
-            warp = InputWarp(center, input_scale, knots, layout.log_slopes(theta))
-        previous_share = getattr(self, "line_share_", None) if warm else None
-        self.__dict__.pop("line_width_factor_", None)
-        self.degree_, self.line_share_, constant, line = self._choose_degree(
-            objective, theta, groups.n_groups, head_dim, rng, fits, tilt_kinds, previous_share
+            shrinkage = float(self.shrinkage or 0.0) if self.shrinkage != "auto" else 0.0
+        # The leave-one-out bandwidths may be narrow on purpose (targets without noise):
+        # only an arbitrary start is warned about.
+        arbitrary = warm or not (isinstance(self.init, str) and self.init == "loo")
+        return train_kernel(
+            objective,
+            theta,
+            settings,
+            train=train,
+            validation=validation,
+            rng=rng,
+            verbose=self.verbose,
+            probe=probe if arbitrary else None,
+            # Trained against a key subsample: the width for all keys (a cosine head's
+            # width is its scale, which stays as the user set it).
+            calibrate=steps is not None and self.similarity != "cosine",
+            shrinkage=shrinkage,
+            restart=restart,
         )
-        self.tilt_ = False if constant is None or constant[1] is None else constant[2]
-
-        def heads(log_factor):
-            """The heads, every one's logits multiplied by ``exp(log_factor)``."""
-            return SoftmaxHeads(
-                similarity=self.similarity,
-                center=center,
-                input_scale=input_scale,
-                query_weights=query.copy(),
-                key_weights=key.copy(),
-                scale=scale * np.exp(log_factor),
-                head_weights=a.copy(),
-                head_bias=b * target_unit,
-                keys=X,
-                log_sample_weight=self._log_sample_weight,
-                dtype=self._dtype,
-                warp=warp,
-            )
-
-        # The kernel's own width: the constant's (tilted: its factor), or a sole line's.
-        log_factor = line if constant is None else constant[0]
-        if self.degree_ == 1 or self.tilt_:
-            self.width_factor_ = float(np.exp(log_factor))
-        if self.degree_ == 1:
-            self.line_width_factor_ = float(np.exp(line))
-        kernel = heads(log_factor)
-        weights = self.sample_weight_[self._active]
-        tilts = None
-        if self.tilt_:
-            self.tilt_penalty_ = constant[1]
-            tilts = [
-                TiltedWeights(
-                    kernel.keys(h),
-                    weights,
-                    self.tilt_penalty_,
-                    kind=self.tilt_,
-                    # In the objective's units (one unit for every output): the slope's
-                    # direction weighs the outputs as the width's tuning did.
-                    values=self._values / target_unit,
-                )
-                for h in range(kernel.n_heads)
-            ]
-        self.held_back_ = 0.0
-        if constant is None:
-            kernel = kernel.with_local(self._local_lines(kernel))
-        elif line is not None:
-            # Each head's line on a copy of the head at the line's own width.
-            lines = heads(line)
-            lines = lines.with_local(self._local_lines(lines))
-            kernel = kernel.with_local(
-                [
-                    BlendedLine(
-                        lines.select([h]), self.line_share_, None if tilts is None else tilts[h]
-                    )
-                    for h in range(kernel.n_heads)
-                ]
-            )
-        elif tilts is not None:
-            kernel = kernel.with_local(tilts)
-        if self.degree_ == 1:
-            self.held_back_ = self._held_back_share(kernel, X)
-        self.unbalanced_ = 0.0
-        if self.tilt_:
-            self.unbalanced_ = _unbalanced_share(
-                objective, theta, constant[0], (self.tilt_, self.tilt_penalty_)
-            )
-        return kernel
-
-    def _local_lines(self, kernel):
-        """The local line (a local polynomial of degree 1) of every head, in its key space,
-        held back toward the kernel average where its local design cannot support it."""
-        values = self._values / self._value_scale
-        weights = self.sample_weight_[self._active]
-        return [
-            LocalPolynomials(kernel.keys(h), self._value_columns, values, 1, sample_weight=weights)
-            for h in range(kernel.n_heads)
-        ]
-
-    def _resolved_options(self, n_features, n_groups):
-        """``tilt`` (``False`` or a kind of :mod:`kernattn._local.tilt`) and ``warp`` as fitted:
-        ``"auto"`` tilts the weights of data with at least ``AUTO_TILT_INPUTS *
-        (n_features + 1)`` distinct inputs (unless ``degree=1``) along each query's local
-        slope for at most ``AUTO_TILT_FEATURES`` features and along the targets' trend
-        beyond, and warps one-dimensional inputs with ``AUTO_WARP`` pieces, both only up to
-        ``LARGE_N`` distinct training inputs (fitted exactly); ``True`` is ``"balance"``."""
-        exact = n_groups <= LARGE_N
-        tilt = self.tilt
-        if tilt == "auto":
-            tilts = ()
-            if exact and self.degree != 1 and n_groups >= AUTO_TILT_INPUTS * (n_features + 1):
-                tilts = ("slope",) if n_features <= AUTO_TILT_FEATURES else ("trend", "slope")
-        else:
-            tilts = () if tilt is False else ("balance" if tilt is True else tilt,)
-        warp = self.warp
-        if isinstance(warp, str):
-            warp = AUTO_WARP if exact and n_features == 1 else 0
-        return tilts, int(warp)
-
-    def _training_plan(self, n_groups):
-        """The optimizer, the keys per step and the Adam steps per iteration.
-
-        ``"auto"`` trains exactly (L-BFGS against every key) up to ``LARGE_N`` distinct
-        training inputs, and beyond with Adam over mini-batches of queries against
-        ``AUTO_KEY_SUBSAMPLE`` random keys, an iteration being ``AUTO_STEPS`` steps (an
-        epoch would grow with n)."""
-        large = n_groups > LARGE_N
-        optimizer = self.optimizer
-        steps = None
-        if optimizer == "auto":
-            optimizer = "adam" if large else "lbfgs"
-            steps = AUTO_STEPS if large else None
-        key_subsample = self.key_subsample
-        if key_subsample == "auto":
-            key_subsample = AUTO_KEY_SUBSAMPLE if large else None
-        return optimizer, key_subsample, steps
-
-    def _choose_degree(
-        self, objective, theta, n_groups, head_dim, rng, fits, tilts=(), previous=None
-    ):
-        r"""The degree and the local line's share of the fitted estimate, the constant's
-        ``(log_factor, penalty)`` (``None``: no constant, a line alone; penalty ``None``: not
-        tilted) and the line's log-factor (``None``: no line).
-
-        A line needs more distinct neighbors than its ``head_dim + 1`` parameters; a tilt
-        two to balance. Each candidate's width (and penalty) is tuned by leave-one-out on
-        all rows. ``degree="auto"`` then mixes them: the estimate is :math:`(1 - s)\,\hat
-        y_0 + s\,\hat y_1`, the local constant (tilted or not) and the line, each at its
-        width, with the constant's share :math:`1 - s` the largest of ``LEVELS`` whose
-        held-out squared error is within ``DEGREE_STANDARD_ERRORS`` standard errors of the
-        paired differences of the lowest: on the inner validation's folds (``fits``, each
-        fold's kernel at the chosen shrinkage, the line's width tuned again on the fold's
-        rows, its held-out queries against those rows) when there are some, else by
-        leave-one-out on all rows. Both estimates are linear in the targets, so each level's
-        errors follow from the two residuals of every held-out query. A warm start keeps the
-        ``previous`` share (its fit had the inner validation this one skips).
-        """
-        candidates = {}
-        if self.degree != 1:
-            if tilts:
-                candidates[0] = (0.0, PENALTY, tilts[0])
-                if n_groups > 2:
-                    kind, log_factor, penalty = choose_tilt(objective, theta, rng, tilts)
-                    candidates[0] = (log_factor, penalty, kind)
-            else:
-                candidates[0] = (0.0, None, None)
-        if self.degree != 0 and (self.degree == 1 or n_groups > head_dim + 1):
-            log_factor = 0.0
-            if n_groups > head_dim + 1:
-                log_factor, _ = tune_width(objective, theta, rng)
-            candidates[1] = (log_factor, None, None)
-        if 1 not in candidates:
-            return 0, 0.0, candidates[0], None
-        if 0 not in candidates:
-            return 1, 1.0, None, candidates[1][0]
-        if previous is not None and not fits:
-            return self._with_share(previous, candidates)
-        if fits:
-            parts = [
-                (shrink(theta0, theta1, self.shrinkage_), rows, held)
-                for rows, held, theta0, theta1 in fits
-            ]
-        else:
-            parts = [(theta, None, np.arange(len(objective.Z)))]
-        residuals = {degree: [] for degree in candidates}
-        weights = []
-        for part_theta, rows, held in parts:
-            widths = dict(candidates)
-            if rows is not None:
-                # The line's width tuned on the fold's own rows: one tuned on every row
-                # has seen the held-out targets.
-                part = objective.restricted(rows)
-                width = 0.0
-                if part.groups.n_groups > head_dim + 1:
-                    width, _ = tune_width(part, part_theta, rng)
-                widths[1] = (width, None, None)
-            for degree, (log_factor, penalty, kind) in widths.items():
-                tilt = None if penalty is None else (kind, penalty)
-                estimates = held_out_estimates(
-                    objective, part_theta, held, rows, degree, log_factor, tilt
-                )
-                residuals[degree].append(estimates - objective.Y[held])
-            weights.append(objective.sw[held])
-        weights = np.concatenate(weights)
-        line, constant = (np.vstack(residuals[degree]) for degree in (1, 0))
-        ok = np.all(np.isfinite(line), axis=1) & np.all(np.isfinite(constant), axis=1)
-        line, constant = line[ok], constant[ok]
-        errors = np.column_stack(
-            [np.sum((line + c * (constant - line)) ** 2, axis=1) for c in LEVELS]
-        )
-        share = 1.0 - one_standard_error_choice(
-            errors, weights[ok], levels=LEVELS, multiple=DEGREE_STANDARD_ERRORS
-        )
-        return self._with_share(share, candidates)
-
-    @staticmethod
-    def _with_share(share, candidates):
-        """:meth:`_choose_degree`'s answer for the line's ``share`` among the ``candidates``
-        (both degrees)."""
-        if share == 0.0:
-            return 0, 0.0, candidates[0], None
-        if share == 1.0:
-            return 1, 1.0, None, candidates[1][0]
-        return 1, share, candidates[0], candidates[1][0]
-
-    def _warm_theta(self, layout, target_unit):
-        """The previous fit's parameters (``warm_start``, when their shapes match), or
-        ``None``."""
-        previous = getattr(self, "kernel_", None) if self.warm_start else None
-        if (
-            previous is not None
-            and previous.query_weights is not None
-            and previous.query_weights.shape == layout.shape
-            and previous.head_bias.shape == (layout.n_outputs,)
-            and (not layout.convex or _is_convex(previous.head_weights))
-        ):
-            # head_bias is in centered units: the new targets may have another mean. The
-            # local lines' width factor is not part of the learned scale; a warp of the same
-            # shape is kept (its knots follow the new data).
-            slopes = getattr(self, "warp_slopes_", None)
-            keep_warp = slopes is not None and slopes.shape == layout.warp_shape
-            return layout.pack(
-                previous.query_weights,
-                previous.key_weights,
-                np.log(previous.scale / getattr(self, "width_factor_", 1.0)),
-                previous.head_weights,
-                previous.head_bias / target_unit,
-                np.log(slopes) if keep_warp else None,
-            )
-        return None
-
-    def _start(self, objective, layout, scale, probe, rng, user_init, sample_weight, rows=None):
-        """New parameters to start from, chosen on the training ``rows`` (all for
-        ``None``)."""
-        if user_init is not None:
-            W = user_init
-        else:
-            head_dim = layout.shape[2]
-            base = None
-            if self.init == "loo":
-                base = self._bandwidth_projection(
-                    objective, head_dim, scale[0], rng, sample_weight, rows
-                )
-            init = "identity" if self.init == "loo" else self.init
-            W = initial_projections(
-                init, objective.Z, objective.sw, self.n_heads, head_dim, rng, base=base
-            )
-            if base is None or self.similarity != "gaussian":
-                W = scale_to_unit_variance(objective, W, scale, probe)
-        a = np.full(self.n_heads, 1.0 / self.n_heads)
-        return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
-
-    def _bandwidth_projection(self, objective, head_dim, scale, rng, sample_weight, rows=None):
-        r"""The projection of the smoother with leave-one-out bandwidths :math:`h_j` (in
-        standardized units) on the training ``rows``: :math:`W = \mathrm{diag}(1/h) /
-        \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
-        u'_j)/h_j)^2`. With ``head_dim < n_features`` the features of the smallest
-        bandwidths get a column each; ``None`` when the rows hold one distinct input.
-        ``sample_weight`` relative: rescaled to a mean of 1, so that the search's start
-        (Scott's rule, which counts weights as repeated rows) reads the number of rows and
-        the start does not depend on the weights' unit."""
-        rows = np.arange(len(objective.Z)) if rows is None else rows
-        if len(np.unique(objective.groups.ids[rows])) < 2:
-            return None
-        weights = np.asarray(sample_weight, dtype=float)[rows]
-        weights = weights / weights.max()
-        selection = select_bandwidth(
-            objective.Z[rows],
-            objective.Y[rows],
-            weights / weights.mean(),
-            criterion="loo",
-            n_jobs=self.n_jobs,
-            random_state=rng.randint(2**31 - 1),
-        )
-        h = selection.bandwidth
-        d = len(h)
-        if head_dim >= d:
-            # Diagonal (the penalty on off-diagonal entries leaves it alone), padded.
-            return np.eye(d, head_dim) / h[:, None] / np.sqrt(scale)
-        base = np.zeros((d, head_dim))
-        order = np.argsort(h, kind="stable")[:head_dim]
-        base[order, np.arange(head_dim)] = 1.0 / h[order]
-        return base / np.sqrt(scale)
 
     # ------------------------------------------------------ fitted attributes
 
@@ -1262,27 +1000,8 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         variance : ndarray of shape (n_heads,)
         """
         X = self._validate_queries(X)
-        kernel = self.kernel_
-        H = kernel.n_heads
-        sw = self.sample_weight_[self._active]
-        p = sw / sw.sum()
-        log_sw = kernel.log_sample_weight
-
-        def block(rows):
-            total = np.zeros(H)
-            for h in range(H):
-                logits = kernel.logits(kernel.queries(X[rows], h), h).astype(float)
-                logits -= log_sw
-                logits -= (logits @ p)[:, None]
-                logits **= 2
-                total[h] = np.sum(logits @ p)
-            return total
-
-        parts = map_query_blocks(block, len(X), 2 * kernel.n_keys, n_jobs=self.n_jobs, cache=False)
-        total = np.zeros(H)
-        for part in parts:
-            total += part
-        return total / max(len(X), 1)
+        sample_weight = self.sample_weight_[self._active]
+        return logit_variance(self.kernel_, X, sample_weight, n_jobs=self.n_jobs)
 
     # ----------------------------------------------------------------- heads
 
@@ -1326,52 +1045,14 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         return pruned
 
     def _refit_mixture(self, kernel):
-        """Weighted non-negative least squares of the targets on the heads' leave-one-out
-        estimates: head weights and the bias (centered units).
-
-        Done in the engine's units, the centered targets divided by one power of two per
-        output (exact): the squares of targets near 1e200 would overflow, of targets near
-        1e-200 underflow. Each output's rows are weighted by ``unit / largest unit`` (a
-        power of two), so the least squares are the plain ones divided by that largest
-        unit: the head weights are those of the unscaled problem, and the bias is
-        multiplied back at the end."""
-        X = kernel.warped(self.X_fit_[self._active])
-        sw = self.sample_weight_[self._active]
-        H = kernel.n_heads
-        _, d, head_dim = kernel.query_weights.shape
-        t = self._values.shape[1]
-        layout = Layout(H, d, head_dim, t, False, False, "affine")
-        unit = self._value_scale
-        values = self._values / unit
-        objective = LeaveOneOutObjective(
-            (X - kernel.center) / kernel.input_scale,
-            values,
-            sw,
-            DuplicateGroups(X),
-            layout,
-            kernel.similarity,
-            kernel.scale,
-            0.0,
+        """The heads' mixture refitted to their leave-one-out estimates (in the engine's
+        units, :func:`~kernattn.learned._heads.refit_mixture`)."""
+        return refit_mixture(
+            kernel,
+            kernel.warped(self.X_fit_[self._active]),
+            self._values / self._value_scale,
+            self.sample_weight_[self._active],
+            self._value_scale,
+            convex=self.head_mixture == "convex",
             n_jobs=self.n_jobs,
         )
-        theta = layout.pack(
-            kernel.query_weights, kernel.key_weights, None, np.ones(H), np.zeros(t)
-        )
-        F = objective.head_estimates(theta)  # (n, H, t)
-        ok = ~np.isnan(F[:, 0, 0])
-        F, Y, sw = F[ok], values[ok], sw[ok]
-        # Non-negative weights, as in stacked regression (Breiman, 1996): leave-one-out
-        # estimates are anti-correlated with their own targets (a head that attends almost
-        # uniformly predicts (Σ_j y_j − y_i)/(n − 1)), and unconstrained least squares turns
-        # that into a weight near −n that fits the training targets and nothing else.
-        total = sw.sum()
-        if self.head_mixture == "convex":
-            return _convex_least_squares(F, Y, sw, unit), np.zeros(t)
-        F_mean = np.einsum("i,iht->ht", sw, F) / total
-        Y_mean = sw @ Y / total
-        # Rows (i, output): y_io − ȳ_o ≈ Σ_h a_h (F_iho − F̄_ho), intercept from the means.
-        design = (F - F_mean).transpose(0, 2, 1).reshape(-1, H)
-        root = np.sqrt(np.repeat(sw, t)) * np.tile(unit / unit.max(), len(sw))
-        a = nnls(design * root[:, None], (Y - Y_mean).ravel() * root)[0]
-        with np.errstate(over="ignore"):
-            return a, (Y_mean - np.einsum("h,ht->t", a, F_mean)) * unit
