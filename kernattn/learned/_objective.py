@@ -202,6 +202,18 @@ class Layout:
         mask[self.slices["key"]] = True
         return mask
 
+    def widened(self, theta, log_factor):
+        """``theta`` with every head's logits multiplied by ``exp(log_factor)``: through the
+        log-scales when they are learned, else through the projections (dot and Gaussian
+        logits are bilinear in ``(W_q, W_k)``; a cosine head's logits do not change)."""
+        out = theta.copy()
+        if self.learn_scale:
+            out[self.slices["log_scale"]] += log_factor
+        else:
+            for name in ("query", "key"):
+                out[self.slices[name]] *= np.exp(log_factor / 2)
+        return out
+
     def log_slopes(self, theta):
         """The warp's log-slopes (n_features, warp_pieces), or ``None`` without a warp.
 

@@ -14,29 +14,18 @@ import copy
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.loo import DuplicateGroups
 from kernattn._core.namespaces import in_caller_library
-from kernattn._core.numerics import standardization
 from kernattn._core.rows import collection_predict
-from kernattn._engine.heads import SoftmaxHeads
 from kernattn._engine.regressor import NadarayaWatsonRegressor
-from kernattn._local.warp import InputWarp, quantile_knots
-from kernattn.learned._degree import DEGREE_STANDARD_ERRORS, choose_degree, degree_candidates
+from kernattn.learned._degree import DEGREE_STANDARD_ERRORS
+from kernattn.learned._fit import fit_heads, heads_factory, unbalanced
+from kernattn.learned._fitted import FittedHeadsMixin
 from kernattn.learned._heads import logit_variance, refit_mixture
-from kernattn.learned._local import UNBALANCED_ROWS, corrected_kernel, unbalanced_share
-from kernattn.learned._objective import Layout, LeaveOneOutObjective
-from kernattn.learned._optimize import sample_groups, validation_split
-from kernattn.learned._start import (
-    initial_scale,
-    start_parameters,
-    target_scale,
-    warm_parameters,
-)
-from kernattn.learned._training import train_kernel, untrained, validates
+from kernattn.learned._local import UNBALANCED_ROWS, corrected_kernel
 
 __all__ = ["AttentionRegressor", "DEGREE_STANDARD_ERRORS", "UNBALANCED_ROWS"]
 
@@ -110,61 +99,7 @@ _CONDITIONAL_ATTRIBUTES = (
 )
 
 
-def _fitted_attributes(training, degree, share, constant, line, warp):
-    """The fitted attributes of a training, a degree and a width (see
-    :func:`~kernattn.learned._degree.choose_degree`), and a ``warp`` of so many pieces."""
-    tilt = False if constant is None or constant[1] is None else constant[2]
-    fitted = {
-        "warp_": warp,
-        "n_iter_": training.n_iter,
-        "loss_curve_": training.loss_curve,
-        "shrinkage_": training.shrinkage,
-        "degree_": degree,
-        "line_share_": share,
-        "tilt_": tilt,
-        "held_back_": 0.0,
-        "unbalanced_": 0.0,
-    }
-    if training.validation_scores is not None:
-        fitted["validation_scores_"] = training.validation_scores
-    # The kernel's own width: the constant's (tilted: its factor), or a sole line's.
-    if degree == 1 or tilt:
-        fitted["width_factor_"] = float(np.exp(line if constant is None else constant[0]))
-    if degree == 1:
-        fitted["line_width_factor_"] = float(np.exp(line))
-    if tilt:
-        fitted["tilt_penalty_"] = constant[1]
-    return fitted
-
-
-def _heads_factory(objective, theta, target_unit, **fixed):
-    """``log_factor → SoftmaxHeads``: the heads at ``theta`` (their bias in units of
-    ``target_unit``) with every head's logits multiplied by ``exp(log_factor)``; ``fixed``:
-    the kernel's other settings (similarity, standardization, keys, warp, …)."""
-    query, key, log_scale, a, b = objective.layout.unpack(theta)
-    scale = objective.scale if log_scale is None else np.exp(log_scale)
-
-    def heads(log_factor):
-        return SoftmaxHeads(
-            query_weights=query.copy(),
-            key_weights=key.copy(),
-            scale=scale * np.exp(log_factor),
-            head_weights=a.copy(),
-            head_bias=b * target_unit,
-            **fixed,
-        )
-
-    return heads
-
-
-def _read_only(array):
-    """A view that cannot be written to: the fitted kernel's keys were projected with it."""
-    view = array.view()
-    view.flags.writeable = False
-    return view
-
-
-class AttentionRegressor(NadarayaWatsonRegressor):
+class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
     r"""Nadaraya–Watson regression whose kernel is multi-head attention, learned by
     leave-one-out.
 
@@ -717,92 +652,53 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         head_dim = d if self.head_dim is None else self.head_dim
         # A given init must fit the data: checked before any work.
         user_init = None if isinstance(self.init, str) else self._user_init(d, head_dim)
-        rng = check_random_state(self.random_state)
-        if self.standardize:
-            center, input_scale = standardization(X, sample_weight)
-        else:
-            center, input_scale = np.zeros(d), np.ones(d)
         groups = DuplicateGroups(X)
         tilts, warp = _resolved_options(self.tilt, self.warp, self.degree, d, groups.n_groups)
-        objective, target_unit = self._objective(
-            X, sample_weight, groups, center, input_scale, warp
+        optimizer, key_subsample, steps = _training_plan(
+            self.optimizer, self.key_subsample, groups.n_groups
         )
-        if self.early_stopping:
-            train, validation = validation_split(groups, self.validation_fraction, rng)
-        else:
-            train, validation = np.arange(len(X)), None
-        probe = sample_groups(groups, rng)
-        theta = warm_parameters(
-            objective.layout,
-            getattr(self, "kernel_", None) if self.warm_start else None,
-            getattr(self, "warp_slopes_", None),
-            getattr(self, "width_factor_", 1.0),
-            target_unit,
+        plan = dict(
+            tilts=tilts, warp=warp, optimizer=optimizer, key_subsample=key_subsample, steps=steps
         )
-        warm = theta is not None
-
-        def restart(rows=None):
-            return start_parameters(
-                objective,
-                objective.scale,
-                probe,
-                rng,
-                init=self.init,
-                user_init=user_init,
-                sample_weight=sample_weight,
-                n_jobs=self.n_jobs,
-                rows=rows,
+        previous = None
+        if self.warm_start and hasattr(self, "kernel_"):
+            previous = dict(
+                kernel=self.kernel_,
+                warp_slopes=getattr(self, "warp_slopes_", None),
+                width_factor=getattr(self, "width_factor_", 1.0),
+                line_share=getattr(self, "line_share_", None),
             )
-
-        theta = theta if warm else restart()
-        training = self._train(objective, theta, train, validation, rng, probe, warm, restart)
-        theta = training.theta
-        candidates = degree_candidates(
-            objective, theta, self.degree, groups.n_groups, head_dim, rng, tilts
-        )
-        degree, share, constant, line = choose_degree(
-            objective,
-            theta,
-            candidates,
-            fits=training.fits,
-            shrinkage=training.shrinkage,
+        fit = fit_heads(
+            X,
+            self._values,
+            sample_weight,
+            groups,
+            self.get_params(deep=False),
             head_dim=head_dim,
-            rng=rng,
-            previous=getattr(self, "line_share_", None) if warm else None,
+            user_init=user_init,
+            plan=plan,
+            previous=previous,
         )
-        fitted = _fitted_attributes(training, degree, share, constant, line, warp)
-        warp = None
-        if fitted["warp_"]:
-            log_slopes = objective.layout.log_slopes(theta)
-            fitted.update(warp_knots_=objective.warp_knots, warp_slopes_=np.exp(log_slopes))
-            # The kernel warps every input it compares, keys and queries alike.
-            warp = InputWarp(center, input_scale, objective.warp_knots, log_slopes)
-        heads = _heads_factory(
-            objective,
-            theta,
-            target_unit,
+        heads = heads_factory(
+            fit,
             similarity=self.similarity,
-            center=center,
-            input_scale=input_scale,
             keys=X,
             log_sample_weight=self._log_sample_weight,
             dtype=self._dtype,
-            warp=warp,
         )
         kernel = corrected_kernel(
             heads,
-            constant,
-            line,
-            share,
+            fit.constant,
+            fit.line,
+            fit.share,
             sample_weight=self.sample_weight_[self._active],
-            tilt_values=self._values / target_unit,
+            tilt_values=self._values / fit.target_unit,
             lines=(self._value_columns, self._values / self._value_scale),
         )
-        if degree == 1:
+        fitted = fit.attributes
+        if fitted["degree_"] == 1:
             fitted["held_back_"] = self._held_back_share(kernel, X)
-        if fitted["tilt_"]:
-            tilt = (fitted["tilt_"], fitted["tilt_penalty_"])
-            fitted["unbalanced_"] = unbalanced_share(objective, theta, constant[0], tilt)
+        fitted["unbalanced_"] = unbalanced(fit)
         for name in _CONDITIONAL_ATTRIBUTES:
             # Only what this fit found: a conditional attribute of an earlier fit goes.
             if hasattr(self, name):
@@ -811,97 +707,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
             setattr(self, name, value)
         return kernel
 
-    def _objective(self, X, sample_weight, groups, center, input_scale, warp):
-        """The leave-one-out objective of the standardized inputs (with ``warp`` pieces),
-        and the unit of its targets: their standard deviation (the mixture's bias is then
-        unit-free too, and the optimizer takes the same path for y and c·y)."""
-        d = X.shape[1]
-        head_dim = d if self.head_dim is None else self.head_dim
-        learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
-        layout = Layout(
-            self.n_heads,
-            d,
-            head_dim,
-            self._values.shape[1],
-            self.tie_qk,
-            learn_scale,
-            self.head_mixture,
-            warp_pieces=warp,
-        )
-        Z = (X - center) / input_scale
-        target_unit = target_scale(self._values, sample_weight)
-        objective = LeaveOneOutObjective(
-            Z,
-            self._values / target_unit,
-            sample_weight,
-            groups,
-            layout,
-            self.similarity,
-            initial_scale(self.scale, self.n_heads, head_dim),
-            self.alpha,
-            n_jobs=self.n_jobs,
-            leave_one_out=self.leave_one_out,
-            warp_knots=quantile_knots(Z, warp) if warp else None,
-        )
-        return objective, target_unit
-
-    def _train(self, objective, theta, train, validation, rng, probe, warm, restart):
-        """Train the kernel from ``theta`` (``max_iter=0``: keep it) and take it back toward
-        that start as ``shrinkage`` says."""
-        groups = objective.groups
-        if self.max_iter == 0:
-            return untrained(objective, theta, train)
-        if len(groups.valid_queries(train, train)) == 0:
-            raise ValueError(
-                "AttentionRegressor learns its kernel by leave-one-out and needs at least "
-                f"2 distinct training inputs; got {len(groups.ids)} sample(s) with 1 distinct "
-                "input. Use max_iter=0 to keep the initial kernel."
-            )
-        optimizer, key_subsample, steps = _training_plan(
-            self.optimizer, self.key_subsample, groups.n_groups
-        )
-        settings = dict(
-            optimizer=optimizer,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            learning_rate=self.learning_rate,
-            batch_size=self.batch_size,
-            key_subsample=key_subsample,
-            # Heads first trained under a uniform convex mixture: a mixture learned from
-            # the start gives all the weight to the head that is best at the start, and
-            # a head of weight ~0 gets a gradient ~0 and never learns.
-            frozen_first=objective.layout.slices["a"]
-            if objective.layout.convex and self.n_heads > 1
-            else None,
-            steps_per_iteration=steps,
-        )
-        if validates(self.shrinkage, warm, steps is not None, groups.n_groups):
-            shrinkage = None
-        else:
-            shrinkage = float(self.shrinkage or 0.0) if self.shrinkage != "auto" else 0.0
-        # The leave-one-out bandwidths may be narrow on purpose (targets without noise):
-        # only an arbitrary start is warned about.
-        arbitrary = warm or not (isinstance(self.init, str) and self.init == "loo")
-        return train_kernel(
-            objective,
-            theta,
-            settings,
-            train=train,
-            validation=validation,
-            rng=rng,
-            verbose=self.verbose,
-            probe=probe if arbitrary else None,
-            # Trained against a key subsample: the width for all keys (a cosine head's
-            # width is its scale, which stays as the user set it).
-            calibrate=steps is not None and self.similarity != "cosine",
-            shrinkage=shrinkage,
-            restart=restart,
-        )
-
     # ------------------------------------------------------ fitted attributes
 
-    def _kernel(self, name):
+    def _fitted_kernel(self, name):
         try:
             return self.__dict__["kernel_"]
         except KeyError:
@@ -909,45 +717,22 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 f"{type(self).__name__} has no attribute {name!r} before it is fitted"
             ) from None
 
-    @property
-    def query_projection_(self):
-        """:math:`W_q^h` of every head, (n_heads, n_features, head_dim) (read-only)."""
-        return _read_only(self._kernel("query_projection_").query_weights)
-
-    @property
-    def key_projection_(self):
-        """:math:`W_k^h` of every head, (n_heads, n_features, head_dim) (read-only)."""
-        return _read_only(self._kernel("key_projection_").key_weights)
-
-    @property
-    def scale_(self):
-        """The multiplier :math:`s_h` of every head's similarity (read-only)."""
-        return _read_only(self._kernel("scale_").scale)
-
-    @property
-    def head_weights_(self):
-        """The weight :math:`a_h` of every head's estimate in the mixture (read-only)."""
-        return _read_only(self._kernel("head_weights_").head_weights)
+    def _fitted_array(self, array):
+        """A view that cannot be written to: the fitted kernel's keys were projected with
+        it."""
+        view = array.view()
+        view.flags.writeable = False
+        return view
 
     @property
     def head_bias_(self):
         """The bias :math:`b` of the mixture, in target units (0 for a convex mixture)."""
-        kernel = self._kernel("head_bias_")
+        kernel = self._fitted_kernel("head_bias_")
         a = kernel.head_weights
         if not np.any(kernel.head_bias) and abs(a.sum() - 1.0) <= 1e-12 and np.all(a >= 0):
             # A convex mixture: its weights sum to 1 up to rounding, and it has no bias.
             return np.zeros_like(kernel.head_bias)
         return kernel.head_bias + (1.0 - a.sum()) * self._y_offset
-
-    @property
-    def center_(self):
-        """The center :math:`c` of the standardization (read-only)."""
-        return _read_only(self._kernel("center_").center)
-
-    @property
-    def input_scale_(self):
-        """The scale :math:`\\sigma` of the standardization (read-only)."""
-        return _read_only(self._kernel("input_scale_").input_scale)
 
     # ------------------------------------------------------------- predicting
 
