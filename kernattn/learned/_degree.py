@@ -17,6 +17,19 @@ on ``bench_attention.py``'s 17 R data sets the one-standard-error share gives a
 geometric-mean ratio to the best reference of 0.966, against 1.016 for the all-or-nothing
 choice (0.972 for the plain lowest share in a prototype), and every data set with four or
 more inputs below the smoother's error.
+
+A line is held back where its local design cannot support it: its line would be more than
+twice as noisy as one observation (:math:`\sum_i l_i^2 > 4`), because its weights rest on
+too few distinct keys or it lies outside their support; it is then shrunk toward the kernel
+average until :math:`\sum_i l_i^2 = 4` (a bounded extrapolation). The blend's equivalent
+weights :math:`(1 - s)\,w_i + s\,l_i` still sum to 1 and reproduce the estimate. A share
+hedges where the two estimates are close: on R's ``ISLR::Auto`` (7 inputs, 5-fold
+cross-validation) choosing one of them outright took the line in three folds where it lost
+(1.07 times the error of ``KernelSmoother(bandwidth="loo")``); the blend reaches 0.99 of it.
+On scikit-learn's diabetes data (75/25 split, standardized) the blend gives the line a share
+of 3/4 and reaches a test MSE of 3 210 (the line alone 3 168), against 3 202 for the default
+(``degree=0``, tilted along the targets' trend) and 3 512 for
+``KernelSmoother(bandwidth="loo")``; ``degree="auto"`` was the default of version 0.7.
 """
 
 import numpy as np

@@ -10,12 +10,10 @@ optionally the scales by leave-one-out (:mod:`kernattn.learned._objective`, opti
 as a :class:`~kernattn._engine.heads.SoftmaxHeads` kernel; the engine predicts.
 """
 
-import copy
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.loo import DuplicateGroups
 from kernattn._core.namespaces import in_caller_library
@@ -23,8 +21,7 @@ from kernattn._core.rows import collection_predict
 from kernattn._engine.regressor import NadarayaWatsonRegressor
 from kernattn.learned._degree import DEGREE_STANDARD_ERRORS
 from kernattn.learned._fit import fit_heads, heads_factory, unbalanced
-from kernattn.learned._fitted import FittedHeadsMixin
-from kernattn.learned._heads import logit_variance, refit_mixture
+from kernattn.learned._fitted import FittedHeadsMixin, HeadAnalysisMixin
 from kernattn.learned._local import UNBALANCED_ROWS, corrected_kernel
 
 __all__ = ["AttentionRegressor", "DEGREE_STANDARD_ERRORS", "UNBALANCED_ROWS"]
@@ -99,7 +96,7 @@ _CONDITIONAL_ATTRIBUTES = (
 )
 
 
-class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
+class AttentionRegressor(FittedHeadsMixin, HeadAnalysisMixin, NadarayaWatsonRegressor):
     r"""Nadaraya–Watson regression whose kernel is multi-head attention, learned by
     leave-one-out.
 
@@ -138,10 +135,9 @@ class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
     tilted until the keys balance about it along the local slope of the targets or along
     their linear trend (``tilt="auto"``): the kernel average's bias from a denser side of
     the data or a slope is removed with weights that stay non-negative and sum to 1, so the
-    default is Nadaraya–Watson in every dimension, with any number of heads. The ``"dot"`` kernel
-    :math:`\exp(s\, q^\top k)` with :math:`W_q \ne W_k` is asymmetric and not local by
-    itself (it prefers keys far along :math:`q`): in low dimension it misses local
-    structure (on the motorcycle data it is about 3× worse than the Gaussian kernel).
+    default is Nadaraya–Watson in every dimension, with any number of heads. The ``"dot"``
+    kernel with :math:`W_q \ne W_k` is asymmetric and not local by itself: in low dimension
+    it misses local structure (about 3× worse than the Gaussian on the motorcycle data).
 
     Parameters
     ----------
@@ -169,87 +165,38 @@ class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
     degree : {0, 1} or "auto", default=0
         0: each head's estimate is the softmax average of the targets (Nadaraya–Watson),
         tilted as ``tilt`` says: the default, and the only degree whose weights are a
-        distribution.
-        1 and ``"auto"`` leave the Nadaraya–Watson family: their equivalent weights can be
-        negative and their predictions can leave ``[min y, max y]``. 1: each head fits a
-        weighted least-squares line at the query, in the head's key space (the query's key
-        projection against the keys, weighted by the head's
-        softmax weights), and predicts its value there: the local-linear estimate, whose
-        equivalent weights :math:`l_i = w_i (1 + (k_i - m)^\top C^{-1}(k(x) - m))` sum to 1
-        but can be negative. This goes beyond Nadaraya–Watson: it removes the kernel
-        average's bias at the edges of the data and along slopes, but the prediction can
-        leave ``[min y, max y]``. The projections are learned as for ``degree=0``; then
-        every head's logits are multiplied by one factor (``width_factor_``, in
-        ``scale_``) chosen by the leave-one-out error of the local-linear mixture (a line
-        wants more neighbors than an average). The line is safe everywhere, as the
-        smoother's local polynomials (:class:`~kernattn.KernelSmoother`): a query whose
-        local design cannot support it — its line would be more than twice as noisy as
-        one observation (:math:`\sum_i l_i^2 > 4`), because its weights rest on too few
-        distinct keys or it lies outside their support — is held back, its line shrunk
-        toward the kernel average until :math:`\sum_i l_i^2 = 4` (a bounded
-        extrapolation), and ``predict`` says how many were with a
-        :class:`~kernattn.LocalDesignWarning`; ``held_back_`` gives the share of the
-        training rows held back in leave-one-out. ``"auto"``: a blend of the two,
-        :math:`(1 - s)\,\hat y_0 + s\,\hat y_1`, the local constant (tilted or not, as
-        ``tilt`` says) at its width and the line at its own (``line_width_factor_``), with
-        the line's share :math:`s` (``line_share_``) the smallest of 0, 1/4, 1/2, 3/4 and 1
-        whose held-out squared error is within one standard error of the paired
-        differences of the lowest, measured on the folds of the inner validation of
-        ``shrinkage`` (each fold's kernel predicting its held-out queries; by leave-one-out
-        on all rows when there is none). The blend's equivalent weights
-        :math:`(1 - s)\,w_i + s\,l_i` still sum to 1 and reproduce the estimate;
-        ``degree_`` is 1 when the line has a share. A share hedges where the two estimates
-        are close: on R's ``ISLR::Auto`` (7 inputs, 5-fold cross-validation) choosing one
-        of them outright took the line in three folds where it lost (1.07 times the error
-        of ``KernelSmoother(bandwidth="loo")``); the blend reaches 0.99 of it.
-        On scikit-learn's diabetes data (75/25 split, standardized) the blend gives the
-        line a share of 3/4 and reaches a test MSE of 3 210 (the line alone 3 168), against
-        3 202 for the default (``degree=0``, tilted along the targets' trend) and 3 512 for
-        ``KernelSmoother(bandwidth="loo")``; ``"auto"`` was the default of version 0.7.
+        distribution. 1 and ``"auto"`` leave the Nadaraya–Watson family: their equivalent
+        weights can be negative and their predictions can leave ``[min y, max y]``.
+        1: each head fits a weighted least-squares line at the query in its key space
+        (weighted by its softmax weights) and predicts its value there, the local-linear
+        estimate, with equivalent weights :math:`l_i = w_i (1 + (k_i - m)^\top C^{-1}(k(x)
+        - m))` that sum to 1; every head's logits are then multiplied by one factor
+        (``width_factor_``, in ``scale_``) chosen by the leave-one-out error of the lines. A
+        query whose local design cannot support its line (:math:`\sum_i l_i^2 > 4`) is held
+        back toward the kernel average, as the smoother's local polynomials are
+        (``held_back_``, and a :class:`~kernattn.LocalDesignWarning` in ``predict``).
+        ``"auto"``: the blend :math:`(1 - s)\,\hat y_0 + s\,\hat y_1` of the local constant
+        and the line, each at its own width (``line_width_factor_``), with the line's share
+        :math:`s` (``line_share_``) the smallest of 0, 1/4, …, 1 within one standard error of
+        the lowest held-out error on the folds of ``shrinkage``'s inner validation
+        (:mod:`kernattn.learned._degree`, with the measurements behind it); ``degree_`` is
+        1 when the line has a share.
     tilt : {"auto", "slope", "trend", "balance"} or bool, default="auto"
         Tilt each head's weights at each query, :math:`\tilde w_i \propto w_i
         e^{\lambda^\top k_i}`, with :math:`\lambda` chosen so that the keys balance about the
-        query's key (the weights closest to the softmax's in Kullback–Leibler divergence
-        with that balance; :mod:`kernattn._local.tilt`). The tilted weights are still a softmax
-        (of the logits plus :math:`\lambda^\top k_i`): non-negative, summing to 1, so the
-        estimate is still Nadaraya–Watson and stays inside ``[min y, max y]``. A kernel
-        average's leading bias has a slope term wherever the keys about a query are not
-        balanced (a denser side, the edge of the data); a local line removes it with
-        signed weights, the tilt with non-negative ones.
-
-        ``"slope"``: the balance along one direction, each query's local slope of the
-        targets :math:`\beta(x)` (the weighted least-squares slope in the head's key space
-        under its softmax weights): :math:`\sum_i \tilde w_i \beta^\top k_i = \beta^\top
-        k(x)`. To first order this is the local line's correction, :math:`\hat y \approx
-        \bar y + \beta^\top (k(x) - m)`, made by non-negative weights; a balance along one
-        direction needs two keys, not ``head_dim + 1``. ``"trend"``: the balance along one
-        fixed direction, the targets' linear trend over all keys (their least-squares
-        slope): less local, far less noisy with many features and few rows. ``"balance"``
-        (or ``True``): the balance in every direction of the key space,
-        :math:`\sum_i \tilde w_i k_i = k(x)`, as a local line has (its cost grows with
-        ``head_dim`` squared, a Newton solve per query, and with many features few queries
-        can be balanced in every direction). Beyond
-        the edge of the data no balance can be reached; a penalty, :math:`\varepsilon/2`
-        times the variance of the log-factors under the softmax weights, keeps the tilt
-        bounded and the weights on the outermost keys (``unbalanced_`` counts the training
-        rows left unbalanced). As for ``degree=1``, the projections are learned untilted;
-        then every head's logits are multiplied by a factor (``width_factor_``; a balance
-        wants more neighbours than an average), chosen by the leave-one-out error of the
-        tilted estimate among seven widenings by :math:`\sqrt 2`, with the penalty
-        (``tilt_penalty_``) :math:`\varepsilon = 1/16` along the slope, among 1/16 and 1
-        along the trend, among 1/16, 1 and 16 for ``"balance"``.
-
-        ``"auto"``: ``"slope"`` with one to three features; beyond, ``"trend"``, or
-        ``"slope"`` where its leave-one-out error is below the trend's by more than one
-        standard error of their paired differences (on the same queries). Measured on 17
-        of R's data sets (``examples/benchmarks/bench_attention.py``), the local slope is
-        the better direction with few features, and with more features on few rows the
-        trend (its leave-one-out choice against the slope was noisier than the gain); with
-        many rows the slope can win clearly (Friedman #1, 10 inputs and 1 500 rows: test MSE
-        1.39 against 1.69 for the trend, and 1.82 untilted). ``"auto"`` tilts when
-        ``degree`` is not 1, there are at least ``5 * (n_features + 1)`` distinct training
-        inputs and the fit is exact (at most ``LARGE_N``); ``tilt_`` records the kind (or
-        ``False``). Needs ``degree`` 0 or ``"auto"``.
+        query's key (:mod:`kernattn._local.tilt`): still a softmax, so the estimate stays
+        Nadaraya–Watson, without the kernel average's bias from a denser side of the data
+        or a slope. ``"slope"``: the balance along each query's local slope of the targets
+        (two keys suffice); ``"trend"``: along the targets' linear trend over all keys;
+        ``"balance"`` (or ``True``): in every direction of the key space. A penalty
+        :math:`\varepsilon` (``tilt_penalty_``) keeps the tilt bounded beyond the edge of
+        the data (``unbalanced_`` counts the rows left unbalanced); the width
+        (``width_factor_``) and :math:`\varepsilon` are chosen by the leave-one-out error
+        of the tilted estimate. ``"auto"``: ``"slope"`` with one to three features, beyond
+        ``"trend"`` unless the slope is better by one standard error; only with ``degree``
+        not 1, at least ``5 * (n_features + 1)`` distinct inputs and an exact fit (at most
+        ``LARGE_N``). ``tilt_`` records the kind (or ``False``). Needs ``degree`` 0 or
+        ``"auto"``. The choices and their measurements: :mod:`kernattn.learned._local`.
     warp : int or "auto", default="auto"
         Number of pieces of a learned monotone warp of each standardized input (0: no
         warp). Each feature goes through an increasing, continuous, piecewise-linear
@@ -280,27 +227,18 @@ class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
         :class:`~kernattn.KernelSmoother` selects by leave-one-out
         (:func:`~kernattn.bandwidth.select_bandwidth` on the standardized inputs), as the
         diagonal projection :math:`W = \mathrm{diag}(1/h) / \sqrt{s}`: with the Gaussian
-        similarity the first head starts at that smoother, and training moves from there
-        (with ``max_iter=0``, ``tilt=False`` and ``warp=0`` it predicts as the smoother with
-        those bandwidths). The search runs on the standardized inputs and targets: it is
-        ``KernelSmoother(bandwidth="loo")``'s search in other units, which ends at the same
-        bandwidths up to its tolerance where the criterion has one clear minimum, but can end
-        in another, nearly level minimum than the search on the raw data (a rounding
-        difference on the path decides; on R's ``ISLR::Auto`` one fold in five). With
-        ``head_dim < n_features`` the features of the smallest bandwidths get a column
-        each. Otherwise the identity (truncated or padded to ``head_dim``), the leading
-        principal directions of the standardized inputs, or Gaussian; each scaled so that
-        the initial logits have unit within-query variance, whatever ``head_dim`` is (so
-        is ``"loo"`` for the dot and cosine similarities). Heads
-        after the first start distinct: from a random rotation of the first head's
-        projection with the features weighed by random factors (log-normal, σ = 0.5). With
-        several heads and a convex mixture, the heads are first trained under equal
-        weights, then together with the mixture (a mixture learned from the start gives
-        all the weight to the head that is best at the start, and the others never learn).
-        An array of shape
-        ``(n_features, head_dim)`` (every head) or ``(n_heads, n_features, head_dim)`` is used
-        as given, for queries and keys (heads that start identical receive identical
-        gradients and stay identical: give one array per head).
+        similarity the first head starts at that smoother (with ``max_iter=0``,
+        ``tilt=False`` and ``warp=0`` it predicts as the smoother with those bandwidths;
+        :mod:`kernattn.learned._start`). Otherwise the identity (truncated or padded to
+        ``head_dim``), the leading principal directions of the standardized inputs, or
+        Gaussian; each scaled so that the initial logits have unit within-query variance
+        (so is ``"loo"`` for the dot and cosine similarities). Heads after the first start
+        from a random rotation of the first head's projection with the features weighed by
+        random factors (log-normal, σ = 0.5); with a convex mixture they are first trained
+        under equal weights, then with the mixture. An array of shape ``(n_features,
+        head_dim)`` (every head) or ``(n_heads, n_features, head_dim)`` is used as given,
+        for queries and keys (heads that start identical stay identical: give one array
+        per head).
     alpha : float, default=1.0
         L2 penalty on the off-diagonal entries of the projections, weighed against the sum
         of squared leave-one-out errors divided by the targets' variance (as ridge
@@ -313,18 +251,13 @@ class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
         How far the trained parameters :math:`\theta_1` are taken back toward the start
         :math:`\theta_0` (for ``init="loo"`` the smoother's diagonal metric):
         :math:`\theta = \theta_1 + \lambda(\theta_0 - \theta_1)`, :math:`\lambda` =
-        ``shrinkage_``. The leave-one-out loss of a metric with :math:`d^2` parameters,
-        chosen by that same loss, is an optimistic estimate of its error: with many
-        features and few samples the trained metric generalises worse than the
-        per-feature bandwidths it contains. ``"auto"`` chooses :math:`\lambda` among 0,
-        1/4, 1/2, 3/4 and 1 by an inner validation the training loss cannot see: 3 folds
-        of the duplicate groups, each trained from its own start on the other two and
-        scored on its held-out queries; the largest :math:`\lambda` within one standard
-        error (of the paired per-query differences) of the lowest held-out error is kept
-        (:mod:`kernattn.learned._shrinkage`). It costs three more trainings on two
-        thirds of the data, and runs only when the fit is exact (at most ``LARGE_N``
-        distinct inputs), trains (``max_iter > 0``), is not warm-started and has at
-        least 15 distinct inputs; otherwise ``"auto"`` is 0. A float is used as given;
+        ``shrinkage_`` (the leave-one-out loss of a metric chosen by that same loss is
+        optimistic). ``"auto"`` chooses :math:`\lambda` among 0, 1/4, …, 1 by an inner
+        validation on 3 folds of the duplicate groups, each trained from its own start: the
+        largest :math:`\lambda` within one standard error of the lowest held-out error
+        (:mod:`kernattn.learned._shrinkage`). It runs only when the fit is exact (at most
+        ``LARGE_N`` distinct inputs), trains (``max_iter > 0``), is not warm-started and has
+        at least 15 distinct inputs; otherwise ``"auto"`` is 0. A float is used as given;
         0 or ``None``: the trained parameters.
     optimizer : {"auto", "lbfgs", "adam"}, default="auto"
         Full-batch L-BFGS with the analytic gradient, or Adam over mini-batches of queries
@@ -406,12 +339,10 @@ class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
         The kind of tilt of the weights, ``"slope"``, ``"trend"`` or ``"balance"``, or
         ``False`` (``tilt``, with ``"auto"`` resolved and ``True`` read as ``"balance"``).
     unbalanced_ : float
-        The share of the training rows (at most 512 of them, evenly spread) whose
-        leave-one-out tilt cannot reach its balance in some head: the row lies outside the
-        range of the keys its kernel weights reach along the tilt's direction (in some
-        coordinate of the key space, for ``"balance"``), at the edge of the data or with
-        too few keys about it. Their weight rests on the outermost keys: their estimates
-        stay inside the targets' range. 0 without a tilt.
+        The share of the training rows (at most 512, evenly spread) whose leave-one-out
+        tilt cannot reach its balance in some head (outside the range of the keys its
+        weights reach, :func:`~kernattn.learned._local.unbalanced_share`): their weight
+        rests on the outermost keys. 0 without a tilt.
     warp_ : int
         :math:`P`, the number of pieces of the warp (``warp``, with ``"auto"`` resolved; 0:
         none).
@@ -434,11 +365,9 @@ class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
         The factor of the line's logits, relative to the learned ``scale`` (only with
         ``degree_ = 1``; in a blend the line's kernel is a copy of the heads with it).
     held_back_ : float
-        The share of the training rows (at most 512 of them, evenly spread in the order of
-        their inputs) whose leave-one-out local line is held back in some head: each row
-        fitted from the others (its exact duplicates left out with it). 0 for
-        ``degree=0``. Queries held back in a prediction are counted by the
-        :class:`~kernattn.LocalDesignWarning` of that call.
+        The share of the training rows (at most 512, evenly spread in the order of their
+        inputs) whose leave-one-out local line is held back in some head; 0 for
+        ``degree=0`` (a prediction counts its own in a :class:`~kernattn.LocalDesignWarning`).
     tilt_penalty_ : float
         :math:`\varepsilon`, the weight of the penalty on the tilt chosen by leave-one-out
         (only with ``tilt_``).
@@ -766,78 +695,3 @@ class AttentionRegressor(FittedHeadsMixin, NadarayaWatsonRegressor):
         X = self._validate_queries(X)
         heads = self._check_heads(heads)
         return self._finish_prediction(*self._predict_centered(X, return_std, heads=heads))
-
-    @in_caller_library
-    def logit_variance(self, X):
-        """Per head: the mean over the queries of the logits' variance across the keys.
-
-        Sample-weighted over the keys (the ``log s_i`` term is not part of the logit
-        here). Around 1 the softmax spreads its weight; much larger, it is close to
-        one-hot and its gradient vanishes.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-            The queries.
-
-        Returns
-        -------
-        variance : ndarray of shape (n_heads,)
-        """
-        X = self._validate_queries(X)
-        sample_weight = self.sample_weight_[self._active]
-        return logit_variance(self.kernel_, X, sample_weight, n_jobs=self.n_jobs)
-
-    # ----------------------------------------------------------------- heads
-
-    def prune_heads(self, heads, refit_mixture=True):
-        """A copy that keeps only ``heads``, to measure what the other heads contribute.
-
-        Parameters
-        ----------
-        heads : array_like of int
-            Indices of the heads to keep.
-        refit_mixture : bool, default=True
-            Re-estimate ``head_weights_`` and ``head_bias_`` of the kept heads by weighted
-            non-negative least squares on their leave-one-out estimates over the training
-            set (stacked regression [1]_; the projections are not retrained; with
-            ``degree=1`` or tilted weights too, the estimates are the heads' kernel
-            averages). Unconstrained
-            weights would exploit the anti-correlation of a leave-one-out estimate with its
-            own target, and fit the training set only. Otherwise keep their weights and
-            replace each dropped head by the training mean (as ``predict(X, heads=...)``
-            does).
-
-        Returns
-        -------
-        pruned : AttentionRegressor
-            With ``n_heads = len(heads)``.
-
-        References
-        ----------
-        .. [1] L. Breiman, "Stacked regressions", Machine Learning 24 (1996).
-        """
-        check_is_fitted(self)
-        keep = self._check_heads(heads)
-        kernel = self.kernel_.select(keep)
-        if refit_mixture:
-            kernel = kernel.with_mixture(*self._refit_mixture(kernel))
-        pruned = copy.deepcopy(self)
-        pruned.kernel_ = kernel
-        pruned.n_heads = len(keep)
-        if not isinstance(self.init, str) and np.ndim(self.init) == 3:
-            pruned.init = np.asarray(self.init)[keep]
-        return pruned
-
-    def _refit_mixture(self, kernel):
-        """The heads' mixture refitted to their leave-one-out estimates (in the engine's
-        units, :func:`~kernattn.learned._heads.refit_mixture`)."""
-        return refit_mixture(
-            kernel,
-            kernel.warped(self.X_fit_[self._active]),
-            self._values / self._value_scale,
-            self.sample_weight_[self._active],
-            self._value_scale,
-            convex=self.head_mixture == "convex",
-            n_jobs=self.n_jobs,
-        )

@@ -8,6 +8,17 @@ convex mixture. :func:`start_parameters` makes it from an ``init`` of
 :math:`h`, :func:`bandwidth_projection`; otherwise :func:`~kernattn.learned._optimize.\
 initial_projections` scaled to unit logit variance); :func:`warm_parameters` takes a
 previous fit's kernel back into that vector (``warm_start``). Plain settings in, arrays out.
+
+The bandwidth search of ``init="loo"`` runs on the standardized inputs and targets: it is
+``KernelSmoother(bandwidth="loo")``'s search in other units, which ends at the same
+bandwidths up to its tolerance where the criterion has one clear minimum, but can end in
+another, nearly level minimum than the search on the raw data (a rounding difference on the
+path decides; on R's ``ISLR::Auto`` one fold in five). With ``head_dim < n_features`` the
+features of the smallest bandwidths get a column each. Heads after the first start
+distinct (:func:`~kernattn.learned._optimize.initial_projections`): heads that start
+identical receive identical gradients and stay identical. With several heads and a convex
+mixture the heads are first trained under equal weights: a mixture learned from the start
+gives all the weight to the head that is best at the start, and the others never learn.
 """
 
 import numpy as np
