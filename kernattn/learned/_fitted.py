@@ -11,6 +11,15 @@ from kernattn._core.namespaces import in_caller_library
 from kernattn.learned._heads import logit_variance, refit_mixture
 
 
+def _kernel_attribute(name, field, doc):
+    """The fitted attribute ``name``: the kernel's ``field``, handed out by the estimator."""
+
+    def get(self):
+        return self._fitted_array(getattr(self._fitted_kernel(name), field))
+
+    return property(get, doc=doc)
+
+
 class FittedHeadsMixin:
     """``query_projection_``, ``key_projection_``, ``scale_``, ``head_weights_``,
     ``center_`` and ``input_scale_`` of a fitted kernel of heads
@@ -27,35 +36,32 @@ class FittedHeadsMixin:
     def _fitted_array(self, array):
         raise NotImplementedError
 
-    @property
-    def query_projection_(self):
-        """:math:`W_q^h` of every head, (n_heads, n_features, head_dim)."""
-        return self._fitted_array(self._fitted_kernel("query_projection_").query_weights)
-
-    @property
-    def key_projection_(self):
-        """:math:`W_k^h` of every head, (n_heads, n_features, head_dim)."""
-        return self._fitted_array(self._fitted_kernel("key_projection_").key_weights)
-
-    @property
-    def scale_(self):
-        """The multiplier :math:`s_h` of every head's similarity."""
-        return self._fitted_array(self._fitted_kernel("scale_").scale)
-
-    @property
-    def head_weights_(self):
-        """The weight :math:`a_h` of every head's estimate in the mixture."""
-        return self._fitted_array(self._fitted_kernel("head_weights_").head_weights)
-
-    @property
-    def center_(self):
-        """The center :math:`c` of the standardization of the inputs."""
-        return self._fitted_array(self._fitted_kernel("center_").center)
-
-    @property
-    def input_scale_(self):
-        """The scale :math:`\\sigma` of the standardization of the inputs."""
-        return self._fitted_array(self._fitted_kernel("input_scale_").input_scale)
+    query_projection_ = _kernel_attribute(
+        "query_projection_",
+        "query_weights",
+        ":math:`W_q^h` of every head, (n_heads, n_features, head_dim).",
+    )
+    key_projection_ = _kernel_attribute(
+        "key_projection_",
+        "key_weights",
+        ":math:`W_k^h` of every head, (n_heads, n_features, head_dim).",
+    )
+    scale_ = _kernel_attribute(
+        "scale_", "scale", "The multiplier :math:`s_h` of every head's similarity."
+    )
+    head_weights_ = _kernel_attribute(
+        "head_weights_",
+        "head_weights",
+        "The weight :math:`a_h` of every head's estimate in the mixture.",
+    )
+    center_ = _kernel_attribute(
+        "center_", "center", "The center :math:`c` of the standardization of the inputs."
+    )
+    input_scale_ = _kernel_attribute(
+        "input_scale_",
+        "input_scale",
+        "The scale :math:`\\sigma` of the standardization of the inputs.",
+    )
 
 
 class HeadAnalysisMixin:

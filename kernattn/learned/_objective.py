@@ -166,14 +166,9 @@ class Layout:
         """The flat vector of the parameters (``key`` ignored when tied, ``log_scale`` when
         the scale is fixed, ``b`` for a convex mixture, whose ``a`` is stored as its
         logits ``log a``; the warp's ``log_slopes`` default to 0, the identity)."""
-        theta = np.zeros(self.size)
+        theta = self._projections_and_scales(query, key, log_scale)
         if self.warped and log_slopes is not None:
             theta[self.slices["warp"]] = np.ravel(log_slopes)
-        theta[self.slices["query"]] = np.ravel(query)
-        if not self.tie_qk:
-            theta[self.slices["key"]] = np.ravel(key)
-        if self.learn_scale:
-            theta[self.slices["log_scale"]] = log_scale
         if self.convex:
             # A head weight of 0 (a pruned mixture) stays negligible, not -inf.
             a = np.asarray(a, dtype=float)
@@ -182,6 +177,17 @@ class Layout:
             theta[self.slices["a"]] = a
             theta[self.slices["b"]] = b
         return theta
+
+    def _projections_and_scales(self, query, key, log_scale):
+        """A flat vector holding ``query``, ``key`` (unless tied) and ``log_scale`` (when
+        learned) in their places, 0 elsewhere: parameters or their gradient."""
+        out = np.zeros(self.size)
+        out[self.slices["query"]] = np.ravel(query)
+        if not self.tie_qk:
+            out[self.slices["key"]] = np.ravel(key)
+        if self.learn_scale:
+            out[self.slices["log_scale"]] = log_scale
+        return out
 
     def unpack(self, theta):
         """``(W_q, W_k, log_scale, a, b)``, the projections as views of ``theta``
@@ -234,12 +240,7 @@ class Layout:
         :math:`\partial L/\partial c_h = a_h (\partial L/\partial a_h - \sum_g a_g\,
         \partial L/\partial a_g)`, and ``g_b`` is dropped.
         """
-        grad = np.zeros(self.size)
-        grad[self.slices["query"]] = np.ravel(g_query)
-        if not self.tie_qk:
-            grad[self.slices["key"]] = np.ravel(g_key)
-        if self.learn_scale:
-            grad[self.slices["log_scale"]] = g_log_scale
+        grad = self._projections_and_scales(g_query, g_key, g_log_scale)
         if self.convex:
             grad[self.slices["a"]] = a * (g_a - a @ g_a)
         else:

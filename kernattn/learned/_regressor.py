@@ -23,6 +23,7 @@ from kernattn.learned._degree import DEGREE_STANDARD_ERRORS
 from kernattn.learned._fit import fit_heads, heads_factory, unbalanced
 from kernattn.learned._fitted import FittedHeadsMixin, HeadAnalysisMixin
 from kernattn.learned._local import UNBALANCED_ROWS, corrected_kernel
+from kernattn.learned._start import given_projections
 
 __all__ = ["AttentionRegressor", "DEGREE_STANDARD_ERRORS", "UNBALANCED_ROWS"]
 
@@ -564,23 +565,15 @@ class AttentionRegressor(FittedHeadsMixin, HeadAnalysisMixin, NadarayaWatsonRegr
                     "Scale it down, or use init='identity'."
                 )
 
-    def _user_init(self, d, head_dim):
-        W = np.asarray(self.init, dtype=float)
-        if W.shape not in ((d, head_dim), (self.n_heads, d, head_dim)):
-            raise ValueError(
-                "init must be 'identity', 'pca', 'random' or an array of shape (n_features, "
-                f"head_dim) = ({d}, {head_dim}) or (n_heads, n_features, head_dim); got "
-                f"{W.shape!r}"
-            )
-        return np.broadcast_to(W, (self.n_heads, d, head_dim)).copy()
-
     # ---------------------------------------------------------------- fitting
 
     def _fit_kernel(self, X, Y, sample_weight):
         d = X.shape[1]
         head_dim = d if self.head_dim is None else self.head_dim
         # A given init must fit the data: checked before any work.
-        user_init = None if isinstance(self.init, str) else self._user_init(d, head_dim)
+        user_init = None
+        if not isinstance(self.init, str):
+            user_init = given_projections(self.init, self.n_heads, d, head_dim)
         groups = DuplicateGroups(X)
         tilts, warp = _resolved_options(self.tilt, self.warp, self.degree, d, groups.n_groups)
         optimizer, key_subsample, steps = _training_plan(

@@ -28,6 +28,19 @@ from kernattn.bandwidth import select_bandwidth
 from kernattn.learned._optimize import initial_projections, scale_to_unit_variance
 
 
+def given_projections(init, n_heads, n_features, head_dim):
+    """The projections of an array ``init``, one per head: an array of shape
+    ``(n_features, head_dim)`` for every head or ``(n_heads, n_features, head_dim)``."""
+    W = np.asarray(init, dtype=float)
+    if W.shape not in ((n_features, head_dim), (n_heads, n_features, head_dim)):
+        raise ValueError(
+            "init must be 'identity', 'pca', 'random' or an array of shape (n_features, "
+            f"head_dim) = ({n_features}, {head_dim}) or (n_heads, n_features, head_dim); got "
+            f"{W.shape!r}"
+        )
+    return np.broadcast_to(W, (n_heads, n_features, head_dim)).copy()
+
+
 def initial_scale(scale, n_heads, head_dim):
     r"""Every head's multiplier of the similarity to start from: :math:`1/\sqrt{d_{head}}`
     for ``scale`` ``None`` or ``"learned"``, the given float otherwise."""
