@@ -490,7 +490,7 @@ class LeaveOneOutObjective:
             def logits(_, out, head=head, kernel=kernel):
                 return leave_out(np.matmul(head.queries[rows], head.keys.T, out=kernel))
 
-            sums.append(kernel_sums(logits, n_keys, values_one, tile=n_keys, fresh=True)[1])
+            sums.append(kernel_sums(logits, n_keys, values_one, tile=n_keys)[1])
         return sums
 
     def _map_blocks(self, function, n_queries, n_keys, n_arrays):

@@ -4,10 +4,12 @@ Each head :math:`h` compares a query with the training inputs through learned pr
 of the standardized inputs, :math:`q = u W_q^h`, :math:`k_i = u_i W_k^h`, and averages the
 training targets with the softmax of the logits :math:`s_h\, \mathrm{sim}(q, k_i)`; the
 heads' estimates are mixed convexly (a Nadaraya–Watson estimate again) or, on request,
-affinely. ``fit`` learns the projections, the mixture and
-optionally the scales by leave-one-out (:mod:`kernattn.learned._objective`, optimized by
-:mod:`kernattn.learned._optimize`) and hands the result to the shared Nadaraya–Watson engine
-as a :class:`~kernattn._engine.heads.SoftmaxHeads` kernel; the engine predicts.
+affinely. The estimator holds the parameters, resolves their ``"auto"`` values and checks
+them; ``fit`` hands them to the fitting layer (:func:`kernattn.learned._fit.fit_heads`: the
+start, the training on the leave-one-out objective of :mod:`kernattn.learned._objective`,
+the shrinkage, the degree, the width and the tilt), binds the result to the training rows
+as a :class:`~kernattn._engine.heads.SoftmaxHeads` kernel with its local corrections, and
+the shared Nadaraya–Watson engine predicts.
 """
 
 from numbers import Integral, Real
