@@ -22,6 +22,8 @@ from kernattn._engine.labels import (
     loo_queries,
     unseen_weight,
 )
+from kernattn.learned._fitted import FittedHeadsMixin
+from kernattn.learned._local import held_out_estimates
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import (
     initial_projections,
@@ -29,6 +31,7 @@ from kernattn.learned._optimize import (
     sample_groups,
     validation_split,
 )
+from kernattn.learned._start import initial_scale, uniform_start
 
 #: The starts of the projections.
 INITS = ("lda", "pca", "identity")
@@ -81,7 +84,7 @@ def discriminant_directions(Z, Y, sample_weight, head_dim):
     return W
 
 
-class AttentionClassifier(NadarayaWatsonClassifier):
+class AttentionClassifier(FittedHeadsMixin, NadarayaWatsonClassifier):
     r"""Nadaraya–Watson classification with a learned multi-head attention kernel.
 
     The class probabilities at a query :math:`x` are the attention weights' class sums,
@@ -317,10 +320,7 @@ class AttentionClassifier(NadarayaWatsonClassifier):
         groups = DuplicateGroups(Z)
         learn_scale = isinstance(self.scale, str)
         layout = Layout(self.n_heads, d, head_dim, n_classes, self.tie_qk, learn_scale, "convex")
-        scale = np.full(
-            self.n_heads,
-            1.0 / np.sqrt(head_dim) if self.scale is None or learn_scale else float(self.scale),
-        )
+        scale = initial_scale(self.scale, self.n_heads, head_dim)
         # The squared error's codes are centered (the regressor's convention), the
         # log-loss's are not (it reads the probability of the true class).
         offset = np.zeros(n_classes) if self.loss == "log" else weights @ Yk
@@ -399,9 +399,7 @@ class AttentionClassifier(NadarayaWatsonClassifier):
     def _probabilities(objective, theta, rows, keys, offset):
         """The mixture of the heads' estimates of the codes for ``rows`` against ``keys``
         (leave-one-out), plus the ``offset`` the objective's codes were centered by."""
-        _, _, _, a, _ = objective.layout.unpack(theta)
-        heads = objective.head_estimates(theta, queries=rows, keys=keys)
-        return np.einsum("h,iht->it", a, heads) + offset
+        return held_out_estimates(objective, theta, rows, keys) + offset
 
     def _widest_honest(self, objective, theta, rows, keys, offset, Y, sw, prior):
         """The parameters with every head's logits multiplied by the factor (on a grid of
@@ -414,14 +412,7 @@ class AttentionClassifier(NadarayaWatsonClassifier):
             return theta, 1.0
 
         def widened(log_factor):
-            out = theta.copy()
-            if layout.learn_scale:
-                out[layout.slices["log_scale"]] += log_factor
-            else:
-                # Gaussian and dot logits are bilinear in (W_q, W_k).
-                for name in ("query", "key"):
-                    out[layout.slices[name]] *= np.exp(log_factor / 2)
-            return out
+            return layout.widened(theta, log_factor)
 
         unseen = unseen_weight(objective.Z[rows], sw[rows])
 
@@ -450,12 +441,9 @@ class AttentionClassifier(NadarayaWatsonClassifier):
         else:
             base = initial_projections(self.init, Z[train], sw[train], 1, head_dim, rng)[0]
         W = initial_projections("identity", Z, sw, self.n_heads, head_dim, rng, base=base)
-        a = np.full(self.n_heads, 1.0 / self.n_heads)
-        log_scale = np.log(scale)
 
         def theta_at(log_factor):
-            factor = np.exp(log_factor)
-            return layout.pack(W * factor, W * factor, log_scale, a, np.zeros(layout.n_outputs))
+            return uniform_start(layout, W * np.exp(log_factor), scale)
 
         if user_init is not None or self.similarity == "cosine" or objective.groups.n_groups < 2:
             return theta_at(0.0)
@@ -471,39 +459,12 @@ class AttentionClassifier(NadarayaWatsonClassifier):
 
     # ------------------------------------------------------ fitted attributes
 
-    def _kernel(self):
+    def _fitted_kernel(self, name):
         check_is_fitted(self)
         return self.engine_.kernel_
 
-    @property
-    def query_projection_(self):
-        """:math:`W_q^h` of every head, (n_heads, n_features, head_dim)."""
-        return self._kernel().query_weights.copy()
-
-    @property
-    def key_projection_(self):
-        """:math:`W_k^h` of every head, (n_heads, n_features, head_dim)."""
-        return self._kernel().key_weights.copy()
-
-    @property
-    def scale_(self):
-        """The multiplier :math:`s_h` of every head's similarity."""
-        return self._kernel().scale.copy()
-
-    @property
-    def head_weights_(self):
-        """The weight :math:`a_h` of every head in the convex mixture."""
-        return self._kernel().head_weights.copy()
-
-    @property
-    def center_(self):
-        """The center of the standardization."""
-        return self._kernel().center.copy()
-
-    @property
-    def input_scale_(self):
-        """The scale of the standardization."""
-        return self._kernel().input_scale.copy()
+    def _fitted_array(self, array):
+        return array.copy()
 
     def prune_heads(self, heads):
         """A copy that keeps only ``heads``, their mixture weights renormalized to sum to 1

@@ -88,7 +88,7 @@ import numpy as np
 from kernattn._core.blocks import map_query_blocks, single_threaded_blas
 from kernattn._core.loo import DuplicateGroups
 from kernattn._core.numerics import power_of_two_scale
-from kernattn._core.sums import shifted_exp
+from kernattn._core.sums import kernel_sums, softmax_weights
 from kernattn._engine.heads import key_bias, project
 from kernattn._local.warp import apply_warp, warp_basis, warp_gradient
 
@@ -166,14 +166,9 @@ class Layout:
         """The flat vector of the parameters (``key`` ignored when tied, ``log_scale`` when
         the scale is fixed, ``b`` for a convex mixture, whose ``a`` is stored as its
         logits ``log a``; the warp's ``log_slopes`` default to 0, the identity)."""
-        theta = np.zeros(self.size)
+        theta = self._projections_and_scales(query, key, log_scale)
         if self.warped and log_slopes is not None:
             theta[self.slices["warp"]] = np.ravel(log_slopes)
-        theta[self.slices["query"]] = np.ravel(query)
-        if not self.tie_qk:
-            theta[self.slices["key"]] = np.ravel(key)
-        if self.learn_scale:
-            theta[self.slices["log_scale"]] = log_scale
         if self.convex:
             # A head weight of 0 (a pruned mixture) stays negligible, not -inf.
             a = np.asarray(a, dtype=float)
@@ -183,6 +178,17 @@ class Layout:
             theta[self.slices["b"]] = b
         return theta
 
+    def _projections_and_scales(self, query, key, log_scale):
+        """A flat vector holding ``query``, ``key`` (unless tied) and ``log_scale`` (when
+        learned) in their places, 0 elsewhere: parameters or their gradient."""
+        out = np.zeros(self.size)
+        out[self.slices["query"]] = np.ravel(query)
+        if not self.tie_qk:
+            out[self.slices["key"]] = np.ravel(key)
+        if self.learn_scale:
+            out[self.slices["log_scale"]] = log_scale
+        return out
+
     def unpack(self, theta):
         """``(W_q, W_k, log_scale, a, b)``, the projections as views of ``theta``
         (``log_scale`` is ``None`` for a fixed scale, ``W_k`` is ``W_q`` when tied; a convex
@@ -191,10 +197,28 @@ class Layout:
         key = query if self.tie_qk else theta[self.slices["key"]].reshape(self.shape)
         log_scale = theta[self.slices["log_scale"]] if self.learn_scale else None
         if self.convex:
-            logits = theta[self.slices["a"]]
-            a = np.exp(logits - logits.max())
-            return query, key, log_scale, a / a.sum(), np.zeros(self.n_outputs)
+            a = softmax_weights(theta[self.slices["a"]].copy())
+            return query, key, log_scale, a, np.zeros(self.n_outputs)
         return query, key, log_scale, theta[self.slices["a"]], theta[self.slices["b"]]
+
+    def projections(self):
+        """The mask of the projections' entries (``W_q``, ``W_k``) in the flat vector."""
+        mask = np.zeros(self.size, dtype=bool)
+        mask[self.slices["query"]] = True
+        mask[self.slices["key"]] = True
+        return mask
+
+    def widened(self, theta, log_factor):
+        """``theta`` with every head's logits multiplied by ``exp(log_factor)``: through the
+        log-scales when they are learned, else through the projections (dot and Gaussian
+        logits are bilinear in ``(W_q, W_k)``; a cosine head's logits do not change)."""
+        out = theta.copy()
+        if self.learn_scale:
+            out[self.slices["log_scale"]] += log_factor
+        else:
+            for name in ("query", "key"):
+                out[self.slices[name]] *= np.exp(log_factor / 2)
+        return out
 
     def log_slopes(self, theta):
         """The warp's log-slopes (n_features, warp_pieces), or ``None`` without a warp.
@@ -216,12 +240,7 @@ class Layout:
         :math:`\partial L/\partial c_h = a_h (\partial L/\partial a_h - \sum_g a_g\,
         \partial L/\partial a_g)`, and ``g_b`` is dropped.
         """
-        grad = np.zeros(self.size)
-        grad[self.slices["query"]] = np.ravel(g_query)
-        if not self.tie_qk:
-            grad[self.slices["key"]] = np.ravel(g_key)
-        if self.learn_scale:
-            grad[self.slices["log_scale"]] = g_log_scale
+        grad = self._projections_and_scales(g_query, g_key, g_log_scale)
         if self.convex:
             grad[self.slices["a"]] = a * (g_a - a @ g_a)
         else:
@@ -399,7 +418,9 @@ class LeaveOneOutObjective:
             return self.Z
         return apply_warp(self._basis, self.warp_knots, self.layout.log_slopes(theta))
 
-    def _heads(self, theta, keys, inputs=None):
+    def heads(self, theta, keys=None, inputs=None):
+        """Every head at ``theta`` against the rows ``keys`` (all for ``None``), in the form
+        the blocks use (projected queries and keys, their biases)."""
         query, key, log_scale, _, _ = self.layout.unpack(theta)
         scales = np.exp(log_scale) if log_scale is not None else self.scale
         inputs = self.inputs(theta) if inputs is None else inputs
@@ -454,18 +475,22 @@ class LeaveOneOutObjective:
 
     def _block_softmax(self, heads, rows, keys, values_one, kernels):
         """Fill ``kernels[h]`` with head ``h``'s ``exp(ℓ − max)`` for a block and return its
-        sums ``[Σ_j e_ij y_j, Σ_j e_ij]``.
+        sums ``[Σ_j e_ij y_j, Σ_j e_ij]``, through the reduction
+        (:func:`~kernattn._core.sums.kernel_sums`, all keys in one tile: the weights stay
+        in ``kernels[h]`` for the gradient).
 
-        The query's own group gets logit ``-inf``, which the floor of
-        :func:`~kernattn._core.sums.shifted_exp` turns into ``e^-700``: nothing next to the
-        row maximum's 1 in any float64 sum.
+        The query's own group gets logit ``-inf``, which the reduction's floor turns into
+        ``e^-700``: nothing next to the row maximum's 1 in any float64 sum.
         """
         leave_out = self._left_out(rows, keys, kernels[0].shape)
+        n_keys = kernels[0].shape[1]
         sums = []
         for head, kernel in zip(heads, kernels, strict=True):
-            np.matmul(head.queries[rows], head.keys.T, out=kernel)
-            shifted_exp(leave_out(kernel))
-            sums.append(kernel @ values_one)
+
+            def logits(_, out, head=head, kernel=kernel):
+                return leave_out(np.matmul(head.queries[rows], head.keys.T, out=kernel))
+
+            sums.append(kernel_sums(logits, n_keys, values_one, tile=n_keys)[1])
         return sums
 
     def _map_blocks(self, function, n_queries, n_keys, n_arrays):
@@ -496,7 +521,7 @@ class LeaveOneOutObjective:
         t = self.Y.shape[1]
         out = np.full((len(asked), self.layout.n_heads, t), np.nan)
         index = np.flatnonzero(np.isin(asked, valid))
-        heads = self._heads(theta, keys)
+        heads = self.heads(theta, keys)
         values_one = self._values_one if keys is None else self._values_one[keys]
 
         def estimate(span, kernels):
@@ -553,7 +578,7 @@ class LeaveOneOutObjective:
         queries, keys, n_keys = self._rows_and_keys(queries, keys)
         query, key, _, a, b = layout.unpack(theta)
         inputs = self.inputs(theta)
-        heads = self._heads(theta, keys, inputs)
+        heads = self.heads(theta, keys, inputs)
         total = self.sw[queries].sum()
         values_one = self._values_one if keys is None else self._values_one[keys]
         values_one_t = np.ascontiguousarray(values_one.T)
@@ -708,8 +733,7 @@ class LeaveOneOutObjective:
                 logits += self.log_sw
                 logits[kw == 0] = -np.inf
                 logits[~ok] = 0.0
-                w = shifted_exp(logits)
-                w /= w.sum(axis=1, keepdims=True)
+                w = softmax_weights(logits)
                 out[h] = [var[ok] @ sw, sw.sum(), w.max(axis=1)[ok] @ sw]
             return out
 

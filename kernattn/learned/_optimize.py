@@ -122,7 +122,7 @@ def warn_if_saturated(objective, query, key, scale, rows):
             "close to 0 and training barely moves. Scale the initial projections down or use "
             "a smaller scale.",
             UserWarning,
-            stacklevel=5,
+            stacklevel=7,
         )
 
 
@@ -437,7 +437,7 @@ def optimize(
             f"AttentionRegressor's {optimizer} optimizer stopped at max_iter={max_iter} "
             "before converging; increase max_iter or tol.",
             ConvergenceWarning,
-            stacklevel=5,
+            stacklevel=7,
         )
     return theta, n_iter, monitor
 

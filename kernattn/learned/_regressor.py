@@ -4,64 +4,30 @@ Each head :math:`h` compares a query with the training inputs through learned pr
 of the standardized inputs, :math:`q = u W_q^h`, :math:`k_i = u_i W_k^h`, and averages the
 training targets with the softmax of the logits :math:`s_h\, \mathrm{sim}(q, k_i)`; the
 heads' estimates are mixed convexly (a Nadaraya–Watson estimate again) or, on request,
-affinely. ``fit`` learns the projections, the mixture and
-optionally the scales by leave-one-out (:mod:`kernattn.learned._objective`, optimized by
-:mod:`kernattn.learned._optimize`) and hands the result to the shared Nadaraya–Watson engine
-as a :class:`~kernattn._engine.heads.SoftmaxHeads` kernel; the engine predicts.
+affinely. The estimator holds the parameters, resolves their ``"auto"`` values and checks
+them; ``fit`` hands them to the fitting layer (:func:`kernattn.learned._fit.fit_heads`: the
+start, the training on the leave-one-out objective of :mod:`kernattn.learned._objective`,
+the shrinkage, the degree, the width and the tilt), binds the result to the training rows
+as a :class:`~kernattn._engine.heads.SoftmaxHeads` kernel with its local corrections, and
+the shared Nadaraya–Watson engine predicts.
 """
 
-import copy
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.optimize import nnls
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
-from kernattn._core.blocks import map_query_blocks
 from kernattn._core.loo import DuplicateGroups
 from kernattn._core.namespaces import in_caller_library
-from kernattn._core.numerics import (
-    normalized_weights,
-    power_of_two_scale,
-    standardization,
-)
 from kernattn._core.rows import collection_predict
-from kernattn._engine.heads import SoftmaxHeads
 from kernattn._engine.regressor import NadarayaWatsonRegressor
-from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
-from kernattn._local.tilt import PENALTY
-from kernattn._local.warp import InputWarp, quantile_knots
-from kernattn.bandwidth import select_bandwidth
-from kernattn.learned._local import (
-    choose_tilt,
-    held_out_errors,
-    held_out_estimates,
-    leave_one_out_lines,
-    tune_width,
-)
-from kernattn.learned._objective import Layout, LeaveOneOutObjective
-from kernattn.learned._optimize import (
-    calibrate_width,
-    initial_projections,
-    optimize,
-    sample_groups,
-    scale_to_unit_variance,
-    validation_split,
-    warn_if_saturated,
-)
-from kernattn.learned._shrinkage import (
-    LEVELS,
-    MIN_GROUPS_PER_FOLD,
-    N_FOLDS,
-    fold_rows,
-    held_out_shrinkage,
-    one_standard_error_choice,
-    shrink,
-)
+from kernattn.learned._degree import DEGREE_STANDARD_ERRORS
+from kernattn.learned._fit import fit_heads, heads_factory, unbalanced
+from kernattn.learned._fitted import FittedHeadsMixin, HeadAnalysisMixin
+from kernattn.learned._local import UNBALANCED_ROWS, corrected_kernel
+from kernattn.learned._start import given_projections
+
+__all__ = ["AttentionRegressor", "DEGREE_STANDARD_ERRORS", "UNBALANCED_ROWS"]
 
 _INITS = ("loo", "identity", "pca", "random")
 #: Above this many distinct training inputs, ``optimizer="auto"`` trains with Adam over
@@ -82,81 +48,58 @@ AUTO_TILT_INPUTS = 5
 #: ``warp="auto"`` warps one-dimensional inputs (fitted exactly) with this many pieces: in
 #: one dimension a learned metric is only a bandwidth, and the warp makes it vary.
 AUTO_WARP = 8
-#: ``degree="auto"`` gives the local line the smallest share (of ``LEVELS``: 0, 1/4, ..., 1)
-#: whose held-out error is within this many standard errors of the paired differences of the
-#: lowest. The choice is made on three inner folds of a few dozen to a few hundred queries,
-#: and the plain lowest follows their noise. An all-or-nothing choice of the line (at half a
-#: standard error) chose it in folds where it lost (R's Auto: 1.07 times the error of
-#: ``KernelSmoother(bandwidth="loo")``, the line alone 1.12); a share hedges between two
-#: estimates whose errors are not perfectly correlated, and on ``bench_attention.py``'s 17
-#: R data sets the one-standard-error share gives a geometric-mean ratio to the best
-#: reference of 0.966, against 1.016 for the all-or-nothing choice (0.972 for the plain
-#: lowest share in a prototype), and every data set with four or more inputs below the
-#: smoother's error.
-DEGREE_STANDARD_ERRORS = 1.0
 # Largest entry of a given init: the logits, quadratic in it, stay far from overflowing.
 _LARGEST_INIT = 1e100
 
 
-def _target_scale(values, sample_weight):
-    """The weighted root mean square of the centered targets (over every output; 1 for
-    constant targets), computed in units of a power of two near their size (no overflow)."""
-    unit = float(power_of_two_scale(values))
-    weights = normalized_weights(sample_weight)
-    rms = np.sqrt(np.sum(weights @ (values / unit) ** 2) / weights.sum()) * unit
-    return rms if rms > 0 and np.isfinite(rms) else 1.0
+def _resolved_options(tilt, warp, degree, n_features, n_groups):
+    """``tilt`` (the kinds of :mod:`kernattn._local.tilt` to choose among, none for no tilt)
+    and ``warp`` as fitted: ``"auto"`` tilts the weights of data with at least
+    ``AUTO_TILT_INPUTS * (n_features + 1)`` distinct inputs (unless ``degree=1``) along each
+    query's local slope for at most ``AUTO_TILT_FEATURES`` features and along the targets'
+    trend beyond, and warps one-dimensional inputs with ``AUTO_WARP`` pieces, both only up
+    to ``LARGE_N`` distinct training inputs (fitted exactly); ``True`` is ``"balance"``."""
+    exact = n_groups <= LARGE_N
+    if tilt == "auto":
+        tilts = ()
+        if exact and degree != 1 and n_groups >= AUTO_TILT_INPUTS * (n_features + 1):
+            tilts = ("slope",) if n_features <= AUTO_TILT_FEATURES else ("trend", "slope")
+    else:
+        tilts = () if tilt is False else ("balance" if tilt is True else tilt,)
+    if isinstance(warp, str):
+        warp = AUTO_WARP if exact and n_features == 1 else 0
+    return tilts, int(warp)
 
 
-def _is_convex(head_weights):
-    """Non-negative weights with a positive sum (a convex mixture once normalized)."""
-    return bool(np.all(head_weights >= 0) and head_weights.sum() > 0)
+def _training_plan(optimizer, key_subsample, n_groups):
+    """The optimizer, the keys per step and the Adam steps per iteration.
+
+    ``"auto"`` trains exactly (L-BFGS against every key) up to ``LARGE_N`` distinct
+    training inputs, and beyond with Adam over mini-batches of queries against
+    ``AUTO_KEY_SUBSAMPLE`` random keys, an iteration being ``AUTO_STEPS`` steps (an
+    epoch would grow with n)."""
+    large = n_groups > LARGE_N
+    steps = None
+    if optimizer == "auto":
+        optimizer = "adam" if large else "lbfgs"
+        steps = AUTO_STEPS if large else None
+    if key_subsample == "auto":
+        key_subsample = AUTO_KEY_SUBSAMPLE if large else None
+    return optimizer, key_subsample, steps
 
 
-def _convex_least_squares(F, Y, sample_weight, unit):
-    """Head weights on the simplex (non-negative, summing to 1, no bias) minimizing the
-    weighted squared error of ``Σ_h a_h F[:, h]`` against ``Y``.
-
-    Non-negative least squares with the constraint ``Σ_h a_h = 1`` as one more row weighted
-    far above the data (its residual is then below rounding of the data's), normalized
-    exactly at the end. Rows (i, output) are weighted as in the affine refit.
-    """
-    n, H, t = F.shape
-    design = F.transpose(0, 2, 1).reshape(-1, H)
-    root = np.sqrt(np.repeat(sample_weight, t)) * np.tile(unit / unit.max(), n)
-    A = design * root[:, None]
-    b = Y.ravel() * root
-    weight = 1e4 * max(np.linalg.norm(A), np.linalg.norm(b), 1.0)
-    A = np.vstack([A, np.full((1, H), weight)])
-    b = np.append(b, weight)
-    a = nnls(A, b)[0]
-    return a / a.sum() if a.sum() > 0 else np.full(H, 1.0 / H)
+#: Fitted attributes that only some fits have.
+_CONDITIONAL_ATTRIBUTES = (
+    "validation_scores_",
+    "warp_knots_",
+    "warp_slopes_",
+    "width_factor_",
+    "line_width_factor_",
+    "tilt_penalty_",
+)
 
 
-#: Rows (at most) whose leave-one-out tilt measures ``unbalanced_``.
-UNBALANCED_ROWS = 512
-
-
-def _unbalanced_share(objective, theta, log_factor, tilt):
-    """The share of the training rows (at most ``UNBALANCED_ROWS``, evenly spread) whose
-    leave-one-out tilt could not reach its balance in some head (``unbalanced_``)."""
-    n = len(objective.Z)
-    queries = objective.groups.valid_queries(np.arange(n), np.arange(n))
-    if not len(queries):
-        return 0.0
-    queries = queries[np.unique(np.linspace(0, len(queries) - 1, UNBALANCED_ROWS).astype(int))]
-    unreached = np.zeros(len(queries), dtype=bool)
-    leave_one_out_lines(objective, theta, log_factor, queries, tilt=tilt, unreached=unreached)
-    return float(unreached.mean())
-
-
-def _read_only(array):
-    """A view that cannot be written to: the fitted kernel's keys were projected with it."""
-    view = array.view()
-    view.flags.writeable = False
-    return view
-
-
-class AttentionRegressor(NadarayaWatsonRegressor):
+class AttentionRegressor(FittedHeadsMixin, HeadAnalysisMixin, NadarayaWatsonRegressor):
     r"""Nadaraya–Watson regression whose kernel is multi-head attention, learned by
     leave-one-out.
 
@@ -195,10 +138,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     tilted until the keys balance about it along the local slope of the targets or along
     their linear trend (``tilt="auto"``): the kernel average's bias from a denser side of
     the data or a slope is removed with weights that stay non-negative and sum to 1, so the
-    default is Nadaraya–Watson in every dimension, with any number of heads. The ``"dot"`` kernel
-    :math:`\exp(s\, q^\top k)` with :math:`W_q \ne W_k` is asymmetric and not local by
-    itself (it prefers keys far along :math:`q`): in low dimension it misses local
-    structure (on the motorcycle data it is about 3× worse than the Gaussian kernel).
+    default is Nadaraya–Watson in every dimension, with any number of heads. The ``"dot"``
+    kernel with :math:`W_q \ne W_k` is asymmetric and not local by itself: in low dimension
+    it misses local structure (about 3× worse than the Gaussian on the motorcycle data).
 
     Parameters
     ----------
@@ -226,87 +168,38 @@ class AttentionRegressor(NadarayaWatsonRegressor):
     degree : {0, 1} or "auto", default=0
         0: each head's estimate is the softmax average of the targets (Nadaraya–Watson),
         tilted as ``tilt`` says: the default, and the only degree whose weights are a
-        distribution.
-        1 and ``"auto"`` leave the Nadaraya–Watson family: their equivalent weights can be
-        negative and their predictions can leave ``[min y, max y]``. 1: each head fits a
-        weighted least-squares line at the query, in the head's key space (the query's key
-        projection against the keys, weighted by the head's
-        softmax weights), and predicts its value there: the local-linear estimate, whose
-        equivalent weights :math:`l_i = w_i (1 + (k_i - m)^\top C^{-1}(k(x) - m))` sum to 1
-        but can be negative. This goes beyond Nadaraya–Watson: it removes the kernel
-        average's bias at the edges of the data and along slopes, but the prediction can
-        leave ``[min y, max y]``. The projections are learned as for ``degree=0``; then
-        every head's logits are multiplied by one factor (``width_factor_``, in
-        ``scale_``) chosen by the leave-one-out error of the local-linear mixture (a line
-        wants more neighbors than an average). The line is safe everywhere, as the
-        smoother's local polynomials (:class:`~kernattn.KernelSmoother`): a query whose
-        local design cannot support it — its line would be more than twice as noisy as
-        one observation (:math:`\sum_i l_i^2 > 4`), because its weights rest on too few
-        distinct keys or it lies outside their support — is held back, its line shrunk
-        toward the kernel average until :math:`\sum_i l_i^2 = 4` (a bounded
-        extrapolation), and ``predict`` says how many were with a
-        :class:`~kernattn.LocalDesignWarning`; ``held_back_`` gives the share of the
-        training rows held back in leave-one-out. ``"auto"``: a blend of the two,
-        :math:`(1 - s)\,\hat y_0 + s\,\hat y_1`, the local constant (tilted or not, as
-        ``tilt`` says) at its width and the line at its own (``line_width_factor_``), with
-        the line's share :math:`s` (``line_share_``) the smallest of 0, 1/4, 1/2, 3/4 and 1
-        whose held-out squared error is within one standard error of the paired
-        differences of the lowest, measured on the folds of the inner validation of
-        ``shrinkage`` (each fold's kernel predicting its held-out queries; by leave-one-out
-        on all rows when there is none). The blend's equivalent weights
-        :math:`(1 - s)\,w_i + s\,l_i` still sum to 1 and reproduce the estimate;
-        ``degree_`` is 1 when the line has a share. A share hedges where the two estimates
-        are close: on R's ``ISLR::Auto`` (7 inputs, 5-fold cross-validation) choosing one
-        of them outright took the line in three folds where it lost (1.07 times the error
-        of ``KernelSmoother(bandwidth="loo")``); the blend reaches 0.99 of it.
-        On scikit-learn's diabetes data (75/25 split, standardized) the blend gives the
-        line a share of 3/4 and reaches a test MSE of 3 210 (the line alone 3 168), against
-        3 202 for the default (``degree=0``, tilted along the targets' trend) and 3 512 for
-        ``KernelSmoother(bandwidth="loo")``; ``"auto"`` was the default of version 0.7.
+        distribution. 1 and ``"auto"`` leave the Nadaraya–Watson family: their equivalent
+        weights can be negative and their predictions can leave ``[min y, max y]``.
+        1: each head fits a weighted least-squares line at the query in its key space
+        (weighted by its softmax weights) and predicts its value there, the local-linear
+        estimate, with equivalent weights :math:`l_i = w_i (1 + (k_i - m)^\top C^{-1}(k(x)
+        - m))` that sum to 1; every head's logits are then multiplied by one factor
+        (``width_factor_``, in ``scale_``) chosen by the leave-one-out error of the lines. A
+        query whose local design cannot support its line (:math:`\sum_i l_i^2 > 4`) is held
+        back toward the kernel average, as the smoother's local polynomials are
+        (``held_back_``, and a :class:`~kernattn.LocalDesignWarning` in ``predict``).
+        ``"auto"``: the blend :math:`(1 - s)\,\hat y_0 + s\,\hat y_1` of the local constant
+        and the line, each at its own width (``line_width_factor_``), with the line's share
+        :math:`s` (``line_share_``) the smallest of 0, 1/4, …, 1 within one standard error of
+        the lowest held-out error on the folds of ``shrinkage``'s inner validation
+        (:mod:`kernattn.learned._degree`, with the measurements behind it); ``degree_`` is
+        1 when the line has a share.
     tilt : {"auto", "slope", "trend", "balance"} or bool, default="auto"
         Tilt each head's weights at each query, :math:`\tilde w_i \propto w_i
         e^{\lambda^\top k_i}`, with :math:`\lambda` chosen so that the keys balance about the
-        query's key (the weights closest to the softmax's in Kullback–Leibler divergence
-        with that balance; :mod:`kernattn._local.tilt`). The tilted weights are still a softmax
-        (of the logits plus :math:`\lambda^\top k_i`): non-negative, summing to 1, so the
-        estimate is still Nadaraya–Watson and stays inside ``[min y, max y]``. A kernel
-        average's leading bias has a slope term wherever the keys about a query are not
-        balanced (a denser side, the edge of the data); a local line removes it with
-        signed weights, the tilt with non-negative ones.
-
-        ``"slope"``: the balance along one direction, each query's local slope of the
-        targets :math:`\beta(x)` (the weighted least-squares slope in the head's key space
-        under its softmax weights): :math:`\sum_i \tilde w_i \beta^\top k_i = \beta^\top
-        k(x)`. To first order this is the local line's correction, :math:`\hat y \approx
-        \bar y + \beta^\top (k(x) - m)`, made by non-negative weights; a balance along one
-        direction needs two keys, not ``head_dim + 1``. ``"trend"``: the balance along one
-        fixed direction, the targets' linear trend over all keys (their least-squares
-        slope): less local, far less noisy with many features and few rows. ``"balance"``
-        (or ``True``): the balance in every direction of the key space,
-        :math:`\sum_i \tilde w_i k_i = k(x)`, as a local line has (its cost grows with
-        ``head_dim`` squared, a Newton solve per query, and with many features few queries
-        can be balanced in every direction). Beyond
-        the edge of the data no balance can be reached; a penalty, :math:`\varepsilon/2`
-        times the variance of the log-factors under the softmax weights, keeps the tilt
-        bounded and the weights on the outermost keys (``unbalanced_`` counts the training
-        rows left unbalanced). As for ``degree=1``, the projections are learned untilted;
-        then every head's logits are multiplied by a factor (``width_factor_``; a balance
-        wants more neighbours than an average), chosen by the leave-one-out error of the
-        tilted estimate among seven widenings by :math:`\sqrt 2`, with the penalty
-        (``tilt_penalty_``) :math:`\varepsilon = 1/16` along the slope, among 1/16 and 1
-        along the trend, among 1/16, 1 and 16 for ``"balance"``.
-
-        ``"auto"``: ``"slope"`` with one to three features; beyond, ``"trend"``, or
-        ``"slope"`` where its leave-one-out error is below the trend's by more than one
-        standard error of their paired differences (on the same queries). Measured on 17
-        of R's data sets (``examples/benchmarks/bench_attention.py``), the local slope is
-        the better direction with few features, and with more features on few rows the
-        trend (its leave-one-out choice against the slope was noisier than the gain); with
-        many rows the slope can win clearly (Friedman #1, 10 inputs and 1 500 rows: test MSE
-        1.39 against 1.69 for the trend, and 1.82 untilted). ``"auto"`` tilts when
-        ``degree`` is not 1, there are at least ``5 * (n_features + 1)`` distinct training
-        inputs and the fit is exact (at most ``LARGE_N``); ``tilt_`` records the kind (or
-        ``False``). Needs ``degree`` 0 or ``"auto"``.
+        query's key (:mod:`kernattn._local.tilt`): still a softmax, so the estimate stays
+        Nadaraya–Watson, without the kernel average's bias from a denser side of the data
+        or a slope. ``"slope"``: the balance along each query's local slope of the targets
+        (two keys suffice); ``"trend"``: along the targets' linear trend over all keys;
+        ``"balance"`` (or ``True``): in every direction of the key space. A penalty
+        :math:`\varepsilon` (``tilt_penalty_``) keeps the tilt bounded beyond the edge of
+        the data (``unbalanced_`` counts the rows left unbalanced); the width
+        (``width_factor_``) and :math:`\varepsilon` are chosen by the leave-one-out error
+        of the tilted estimate. ``"auto"``: ``"slope"`` with one to three features, beyond
+        ``"trend"`` unless the slope is better by one standard error; only with ``degree``
+        not 1, at least ``5 * (n_features + 1)`` distinct inputs and an exact fit (at most
+        ``LARGE_N``). ``tilt_`` records the kind (or ``False``). Needs ``degree`` 0 or
+        ``"auto"``. The choices and their measurements: :mod:`kernattn.learned._local`.
     warp : int or "auto", default="auto"
         Number of pieces of a learned monotone warp of each standardized input (0: no
         warp). Each feature goes through an increasing, continuous, piecewise-linear
@@ -337,27 +230,18 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         :class:`~kernattn.KernelSmoother` selects by leave-one-out
         (:func:`~kernattn.bandwidth.select_bandwidth` on the standardized inputs), as the
         diagonal projection :math:`W = \mathrm{diag}(1/h) / \sqrt{s}`: with the Gaussian
-        similarity the first head starts at that smoother, and training moves from there
-        (with ``max_iter=0``, ``tilt=False`` and ``warp=0`` it predicts as the smoother with
-        those bandwidths). The search runs on the standardized inputs and targets: it is
-        ``KernelSmoother(bandwidth="loo")``'s search in other units, which ends at the same
-        bandwidths up to its tolerance where the criterion has one clear minimum, but can end
-        in another, nearly level minimum than the search on the raw data (a rounding
-        difference on the path decides; on R's ``ISLR::Auto`` one fold in five). With
-        ``head_dim < n_features`` the features of the smallest bandwidths get a column
-        each. Otherwise the identity (truncated or padded to ``head_dim``), the leading
-        principal directions of the standardized inputs, or Gaussian; each scaled so that
-        the initial logits have unit within-query variance, whatever ``head_dim`` is (so
-        is ``"loo"`` for the dot and cosine similarities). Heads
-        after the first start distinct: from a random rotation of the first head's
-        projection with the features weighed by random factors (log-normal, σ = 0.5). With
-        several heads and a convex mixture, the heads are first trained under equal
-        weights, then together with the mixture (a mixture learned from the start gives
-        all the weight to the head that is best at the start, and the others never learn).
-        An array of shape
-        ``(n_features, head_dim)`` (every head) or ``(n_heads, n_features, head_dim)`` is used
-        as given, for queries and keys (heads that start identical receive identical
-        gradients and stay identical: give one array per head).
+        similarity the first head starts at that smoother (with ``max_iter=0``,
+        ``tilt=False`` and ``warp=0`` it predicts as the smoother with those bandwidths;
+        :mod:`kernattn.learned._start`). Otherwise the identity (truncated or padded to
+        ``head_dim``), the leading principal directions of the standardized inputs, or
+        Gaussian; each scaled so that the initial logits have unit within-query variance
+        (so is ``"loo"`` for the dot and cosine similarities). Heads after the first start
+        from a random rotation of the first head's projection with the features weighed by
+        random factors (log-normal, σ = 0.5); with a convex mixture they are first trained
+        under equal weights, then with the mixture. An array of shape ``(n_features,
+        head_dim)`` (every head) or ``(n_heads, n_features, head_dim)`` is used as given,
+        for queries and keys (heads that start identical stay identical: give one array
+        per head).
     alpha : float, default=1.0
         L2 penalty on the off-diagonal entries of the projections, weighed against the sum
         of squared leave-one-out errors divided by the targets' variance (as ridge
@@ -370,18 +254,13 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         How far the trained parameters :math:`\theta_1` are taken back toward the start
         :math:`\theta_0` (for ``init="loo"`` the smoother's diagonal metric):
         :math:`\theta = \theta_1 + \lambda(\theta_0 - \theta_1)`, :math:`\lambda` =
-        ``shrinkage_``. The leave-one-out loss of a metric with :math:`d^2` parameters,
-        chosen by that same loss, is an optimistic estimate of its error: with many
-        features and few samples the trained metric generalises worse than the
-        per-feature bandwidths it contains. ``"auto"`` chooses :math:`\lambda` among 0,
-        1/4, 1/2, 3/4 and 1 by an inner validation the training loss cannot see: 3 folds
-        of the duplicate groups, each trained from its own start on the other two and
-        scored on its held-out queries; the largest :math:`\lambda` within one standard
-        error (of the paired per-query differences) of the lowest held-out error is kept
-        (:mod:`kernattn.learned._shrinkage`). It costs three more trainings on two
-        thirds of the data, and runs only when the fit is exact (at most ``LARGE_N``
-        distinct inputs), trains (``max_iter > 0``), is not warm-started and has at
-        least 15 distinct inputs; otherwise ``"auto"`` is 0. A float is used as given;
+        ``shrinkage_`` (the leave-one-out loss of a metric chosen by that same loss is
+        optimistic). ``"auto"`` chooses :math:`\lambda` among 0, 1/4, …, 1 by an inner
+        validation on 3 folds of the duplicate groups, each trained from its own start: the
+        largest :math:`\lambda` within one standard error of the lowest held-out error
+        (:mod:`kernattn.learned._shrinkage`). It runs only when the fit is exact (at most
+        ``LARGE_N`` distinct inputs), trains (``max_iter > 0``), is not warm-started and has
+        at least 15 distinct inputs; otherwise ``"auto"`` is 0. A float is used as given;
         0 or ``None``: the trained parameters.
     optimizer : {"auto", "lbfgs", "adam"}, default="auto"
         Full-batch L-BFGS with the analytic gradient, or Adam over mini-batches of queries
@@ -463,12 +342,10 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         The kind of tilt of the weights, ``"slope"``, ``"trend"`` or ``"balance"``, or
         ``False`` (``tilt``, with ``"auto"`` resolved and ``True`` read as ``"balance"``).
     unbalanced_ : float
-        The share of the training rows (at most 512 of them, evenly spread) whose
-        leave-one-out tilt cannot reach its balance in some head: the row lies outside the
-        range of the keys its kernel weights reach along the tilt's direction (in some
-        coordinate of the key space, for ``"balance"``), at the edge of the data or with
-        too few keys about it. Their weight rests on the outermost keys: their estimates
-        stay inside the targets' range. 0 without a tilt.
+        The share of the training rows (at most 512, evenly spread) whose leave-one-out
+        tilt cannot reach its balance in some head (outside the range of the keys its
+        weights reach, :func:`~kernattn.learned._local.unbalanced_share`): their weight
+        rests on the outermost keys. 0 without a tilt.
     warp_ : int
         :math:`P`, the number of pieces of the warp (``warp``, with ``"auto"`` resolved; 0:
         none).
@@ -491,11 +368,9 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         The factor of the line's logits, relative to the learned ``scale`` (only with
         ``degree_ = 1``; in a blend the line's kernel is a copy of the heads with it).
     held_back_ : float
-        The share of the training rows (at most 512 of them, evenly spread in the order of
-        their inputs) whose leave-one-out local line is held back in some head: each row
-        fitted from the others (its exact duplicates left out with it). 0 for
-        ``degree=0``. Queries held back in a prediction are counted by the
-        :class:`~kernattn.LocalDesignWarning` of that call.
+        The share of the training rows (at most 512, evenly spread in the order of their
+        inputs) whose leave-one-out local line is held back in some head; 0 for
+        ``degree=0`` (a prediction counts its own in a :class:`~kernattn.LocalDesignWarning`).
     tilt_penalty_ : float
         :math:`\varepsilon`, the weight of the penalty on the tilt chosen by leave-one-out
         (only with ``tilt_``).
@@ -692,478 +567,73 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                     "Scale it down, or use init='identity'."
                 )
 
-    def _user_init(self, d, head_dim):
-        W = np.asarray(self.init, dtype=float)
-        if W.shape not in ((d, head_dim), (self.n_heads, d, head_dim)):
-            raise ValueError(
-                "init must be 'identity', 'pca', 'random' or an array of shape (n_features, "
-                f"head_dim) = ({d}, {head_dim}) or (n_heads, n_features, head_dim); got "
-                f"{W.shape!r}"
-            )
-        return np.broadcast_to(W, (self.n_heads, d, head_dim)).copy()
-
-    def _initial_scale(self, head_dim):
-        if self.scale is None or isinstance(self.scale, str):
-            value = 1.0 / np.sqrt(head_dim)
-        else:
-            value = float(self.scale)
-        return np.full(self.n_heads, value)
-
     # ---------------------------------------------------------------- fitting
 
     def _fit_kernel(self, X, Y, sample_weight):
         d = X.shape[1]
         head_dim = d if self.head_dim is None else self.head_dim
         # A given init must fit the data: checked before any work.
-        user_init = None if isinstance(self.init, str) else self._user_init(d, head_dim)
-        rng = check_random_state(self.random_state)
-        if self.standardize:
-            center, input_scale = standardization(X, sample_weight)
-        else:
-            center, input_scale = np.zeros(d), np.ones(d)
-        Z = (X - center) / input_scale
+        user_init = None
+        if not isinstance(self.init, str):
+            user_init = given_projections(self.init, self.n_heads, d, head_dim)
         groups = DuplicateGroups(X)
-        tilt_kinds, self.warp_ = self._resolved_options(d, groups.n_groups)
-        learn_scale = isinstance(self.scale, str)  # "learned", the only string allowed
-        layout = Layout(
-            self.n_heads,
-            d,
-            head_dim,
-            Y.shape[1],
-            self.tie_qk,
-            learn_scale,
-            self.head_mixture,
-            warp_pieces=self.warp_,
+        tilts, warp = _resolved_options(self.tilt, self.warp, self.degree, d, groups.n_groups)
+        optimizer, key_subsample, steps = _training_plan(
+            self.optimizer, self.key_subsample, groups.n_groups
         )
-        knots = quantile_knots(Z, self.warp_) if self.warp_ else None
-        scale = self._initial_scale(head_dim)
-        # The objective sees the targets in units of their standard deviation: the mixture's
-        # bias is then unit-free too, and the optimizer takes the same path for y and c·y.
-        target_unit = _target_scale(self._values, sample_weight)
-        objective = LeaveOneOutObjective(
-            Z,
-            self._values / target_unit,
+        plan = dict(
+            tilts=tilts, warp=warp, optimizer=optimizer, key_subsample=key_subsample, steps=steps
+        )
+        previous = None
+        if self.warm_start and hasattr(self, "kernel_"):
+            previous = dict(
+                kernel=self.kernel_,
+                warp_slopes=getattr(self, "warp_slopes_", None),
+                width_factor=getattr(self, "width_factor_", 1.0),
+                line_share=getattr(self, "line_share_", None),
+            )
+        fit = fit_heads(
+            X,
+            self._values,
             sample_weight,
             groups,
-            layout,
-            self.similarity,
-            scale,
-            self.alpha,
-            n_jobs=self.n_jobs,
-            leave_one_out=self.leave_one_out,
-            warp_knots=knots,
+            self.get_params(deep=False),
+            head_dim=head_dim,
+            user_init=user_init,
+            plan=plan,
+            previous=previous,
         )
-        optimizer, key_subsample, steps_per_iteration = self._training_plan(groups.n_groups)
-        if self.early_stopping:
-            train, validation = validation_split(groups, self.validation_fraction, rng)
-        else:
-            train, validation = np.arange(len(X)), None
-        probe = sample_groups(groups, rng)
-        theta = self._warm_theta(layout, target_unit)
-        warm = theta is not None
-        if not warm:
-            theta = self._start(objective, layout, scale, probe, rng, user_init, sample_weight)
-        start = theta.copy()
-        settings = dict(
-            optimizer=optimizer,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            learning_rate=self.learning_rate,
-            batch_size=self.batch_size,
-            key_subsample=key_subsample,
-            # Heads first trained under a uniform convex mixture: a mixture learned from
-            # the start gives all the weight to the head that is best at the start, and
-            # a head of weight ~0 gets a gradient ~0 and never learns.
-            frozen_first=layout.slices["a"] if layout.convex and self.n_heads > 1 else None,
-            steps_per_iteration=steps_per_iteration,
+        heads = heads_factory(
+            fit,
+            similarity=self.similarity,
+            keys=X,
+            log_sample_weight=self._log_sample_weight,
+            dtype=self._dtype,
         )
-        self.__dict__.pop("validation_scores_", None)
-        fits = None
-        if self.max_iter > 0:
-            if len(groups.valid_queries(train, train)) == 0:
-                raise ValueError(
-                    "AttentionRegressor learns its kernel by leave-one-out and needs at least "
-                    f"2 distinct training inputs; got {len(X)} sample(s) with 1 distinct "
-                    "input. Use max_iter=0 to keep the initial kernel."
-                )
-            if warm or not (isinstance(self.init, str) and self.init == "loo"):
-                # The leave-one-out bandwidths may be narrow on purpose (targets without
-                # noise): only an arbitrary start is warned about.
-                query, key, log_scale, _, _ = layout.unpack(theta)
-                start_scale = scale if log_scale is None else np.exp(log_scale)
-                warn_if_saturated(objective, query, key, start_scale, probe)
-            theta, self.n_iter_, monitor = optimize(
-                objective,
-                theta,
-                train=train,
-                validation=validation,
-                rng=rng,
-                verbose=self.verbose,
-                **settings,
-            )
-            if steps_per_iteration is not None and self.similarity != "cosine":
-                # Trained against a key subsample: the width for all keys (a cosine head's
-                # width is its scale, which stays as the user set it).
-                projections = np.zeros(layout.size, dtype=bool)
-                projections[layout.slices["query"]] = True
-                projections[layout.slices["key"]] = True
-                theta = calibrate_width(
-                    objective, theta, projections, train, rng, verbose=self.verbose
-                )
-            self.loss_curve_ = monitor.loss_curve
-            if validation is not None:
-                self.validation_scores_ = monitor.validation_scores
-            validate = (
-                self.shrinkage == "auto"
-                and not warm
-                and steps_per_iteration is None
-                and groups.n_groups >= N_FOLDS * MIN_GROUPS_PER_FOLD
-            )
-            if validate:
-                # Each fold trains as long as the fit on all rows did, at most: the same
-                # procedure on two thirds of the rows (a longer run would only polish).
-                fold_settings = {**settings, "max_iter": max(self.n_iter_, 1)}
-
-                def train_part(theta, rows):
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", ConvergenceWarning)
-                        return optimize(
-                            objective,
-                            theta,
-                            train=rows,
-                            validation=None,
-                            rng=rng,
-                            verbose=0,
-                            **fold_settings,
-                        )[0]
-
-                def start_part(rows):
-                    return self._start(
-                        objective, layout, scale, probe, rng, user_init, sample_weight, rows
-                    )
-
-                def errors(theta, rows, held):
-                    return held_out_errors(objective, theta, held, rows)
-
-                self.shrinkage_, fits = held_out_shrinkage(
-                    fold_rows(groups, rng),
-                    start_part,
-                    train_part,
-                    errors,
-                    objective.sw,
-                    groups.ids,
-                )
-            else:
-                self.shrinkage_ = float(self.shrinkage or 0.0) if self.shrinkage != "auto" else 0.0
-            theta = shrink(start, theta, self.shrinkage_)
-        else:
-            self.n_iter_ = 0
-            self.shrinkage_ = 0.0
-            self.loss_curve_ = [float(objective.loss(theta, train, train))]
-        query, key, log_scale, a, b = layout.unpack(theta)
-        scale = scale if log_scale is None else np.exp(log_scale)
-        self.__dict__.pop("warp_knots_", None)
-        self.__dict__.pop("warp_slopes_", None)
-        self.__dict__.pop("width_factor_", None)
-        self.__dict__.pop("tilt_penalty_", None)
-        warp = None
-        if self.warp_:
-            self.warp_knots_ = knots
-            self.warp_slopes_ = np.exp(layout.log_slopes(theta))
-            # The kernel warps every input it compares, keys and queries alike.
-            warp = InputWarp(center, input_scale, knots, layout.log_slopes(theta))
-        previous_share = getattr(self, "line_share_", None) if warm else None
-        self.__dict__.pop("line_width_factor_", None)
-        self.degree_, self.line_share_, constant, line = self._choose_degree(
-            objective, theta, groups.n_groups, head_dim, rng, fits, tilt_kinds, previous_share
+        kernel = corrected_kernel(
+            heads,
+            fit.constant,
+            fit.line,
+            fit.share,
+            sample_weight=self.sample_weight_[self._active],
+            tilt_values=self._values / fit.target_unit,
+            lines=(self._value_columns, self._values / self._value_scale),
         )
-        self.tilt_ = False if constant is None or constant[1] is None else constant[2]
-
-        def heads(log_factor):
-            """The heads, every one's logits multiplied by ``exp(log_factor)``."""
-            return SoftmaxHeads(
-                similarity=self.similarity,
-                center=center,
-                input_scale=input_scale,
-                query_weights=query.copy(),
-                key_weights=key.copy(),
-                scale=scale * np.exp(log_factor),
-                head_weights=a.copy(),
-                head_bias=b * target_unit,
-                keys=X,
-                log_sample_weight=self._log_sample_weight,
-                dtype=self._dtype,
-                warp=warp,
-            )
-
-        # The kernel's own width: the constant's (tilted: its factor), or a sole line's.
-        log_factor = line if constant is None else constant[0]
-        if self.degree_ == 1 or self.tilt_:
-            self.width_factor_ = float(np.exp(log_factor))
-        if self.degree_ == 1:
-            self.line_width_factor_ = float(np.exp(line))
-        kernel = heads(log_factor)
-        weights = self.sample_weight_[self._active]
-        tilts = None
-        if self.tilt_:
-            self.tilt_penalty_ = constant[1]
-            tilts = [
-                TiltedWeights(
-                    kernel.keys(h),
-                    weights,
-                    self.tilt_penalty_,
-                    kind=self.tilt_,
-                    # In the objective's units (one unit for every output): the slope's
-                    # direction weighs the outputs as the width's tuning did.
-                    values=self._values / target_unit,
-                )
-                for h in range(kernel.n_heads)
-            ]
-        self.held_back_ = 0.0
-        if constant is None:
-            kernel = kernel.with_local(self._local_lines(kernel))
-        elif line is not None:
-            # Each head's line on a copy of the head at the line's own width.
-            lines = heads(line)
-            lines = lines.with_local(self._local_lines(lines))
-            kernel = kernel.with_local(
-                [
-                    BlendedLine(
-                        lines.select([h]), self.line_share_, None if tilts is None else tilts[h]
-                    )
-                    for h in range(kernel.n_heads)
-                ]
-            )
-        elif tilts is not None:
-            kernel = kernel.with_local(tilts)
-        if self.degree_ == 1:
-            self.held_back_ = self._held_back_share(kernel, X)
-        self.unbalanced_ = 0.0
-        if self.tilt_:
-            self.unbalanced_ = _unbalanced_share(
-                objective, theta, constant[0], (self.tilt_, self.tilt_penalty_)
-            )
+        fitted = fit.attributes
+        if fitted["degree_"] == 1:
+            fitted["held_back_"] = self._held_back_share(kernel, X)
+        fitted["unbalanced_"] = unbalanced(fit)
+        for name in _CONDITIONAL_ATTRIBUTES:
+            # Only what this fit found: a conditional attribute of an earlier fit goes.
+            if hasattr(self, name):
+                delattr(self, name)
+        for name, value in fitted.items():
+            setattr(self, name, value)
         return kernel
-
-    def _local_lines(self, kernel):
-        """The local line (a local polynomial of degree 1) of every head, in its key space,
-        held back toward the kernel average where its local design cannot support it."""
-        values = self._values / self._value_scale
-        weights = self.sample_weight_[self._active]
-        return [
-            LocalPolynomials(kernel.keys(h), self._value_columns, values, 1, sample_weight=weights)
-            for h in range(kernel.n_heads)
-        ]
-
-    def _resolved_options(self, n_features, n_groups):
-        """``tilt`` (``False`` or a kind of :mod:`kernattn._local.tilt`) and ``warp`` as fitted:
-        ``"auto"`` tilts the weights of data with at least ``AUTO_TILT_INPUTS *
-        (n_features + 1)`` distinct inputs (unless ``degree=1``) along each query's local
-        slope for at most ``AUTO_TILT_FEATURES`` features and along the targets' trend
-        beyond, and warps one-dimensional inputs with ``AUTO_WARP`` pieces, both only up to
-        ``LARGE_N`` distinct training inputs (fitted exactly); ``True`` is ``"balance"``."""
-        exact = n_groups <= LARGE_N
-        tilt = self.tilt
-        if tilt == "auto":
-            tilts = ()
-            if exact and self.degree != 1 and n_groups >= AUTO_TILT_INPUTS * (n_features + 1):
-                tilts = ("slope",) if n_features <= AUTO_TILT_FEATURES else ("trend", "slope")
-        else:
-            tilts = () if tilt is False else ("balance" if tilt is True else tilt,)
-        warp = self.warp
-        if isinstance(warp, str):
-            warp = AUTO_WARP if exact and n_features == 1 else 0
-        return tilts, int(warp)
-
-    def _training_plan(self, n_groups):
-        """The optimizer, the keys per step and the Adam steps per iteration.
-
-        ``"auto"`` trains exactly (L-BFGS against every key) up to ``LARGE_N`` distinct
-        training inputs, and beyond with Adam over mini-batches of queries against
-        ``AUTO_KEY_SUBSAMPLE`` random keys, an iteration being ``AUTO_STEPS`` steps (an
-        epoch would grow with n)."""
-        large = n_groups > LARGE_N
-        optimizer = self.optimizer
-        steps = None
-        if optimizer == "auto":
-            optimizer = "adam" if large else "lbfgs"
-            steps = AUTO_STEPS if large else None
-        key_subsample = self.key_subsample
-        if key_subsample == "auto":
-            key_subsample = AUTO_KEY_SUBSAMPLE if large else None
-        return optimizer, key_subsample, steps
-
-    def _choose_degree(
-        self, objective, theta, n_groups, head_dim, rng, fits, tilts=(), previous=None
-    ):
-        r"""The degree and the local line's share of the fitted estimate, the constant's
-        ``(log_factor, penalty)`` (``None``: no constant, a line alone; penalty ``None``: not
-        tilted) and the line's log-factor (``None``: no line).
-
-        A line needs more distinct neighbors than its ``head_dim + 1`` parameters; a tilt
-        two to balance. Each candidate's width (and penalty) is tuned by leave-one-out on
-        all rows. ``degree="auto"`` then mixes them: the estimate is :math:`(1 - s)\,\hat
-        y_0 + s\,\hat y_1`, the local constant (tilted or not) and the line, each at its
-        width, with the constant's share :math:`1 - s` the largest of ``LEVELS`` whose
-        held-out squared error is within ``DEGREE_STANDARD_ERRORS`` standard errors of the
-        paired differences of the lowest: on the inner validation's folds (``fits``, each
-        fold's kernel at the chosen shrinkage, the line's width tuned again on the fold's
-        rows, its held-out queries against those rows) when there are some, else by
-        leave-one-out on all rows. Both estimates are linear in the targets, so each level's
-        errors follow from the two residuals of every held-out query. A warm start keeps the
-        ``previous`` share (its fit had the inner validation this one skips).
-        """
-        candidates = {}
-        if self.degree != 1:
-            if tilts:
-                candidates[0] = (0.0, PENALTY, tilts[0])
-                if n_groups > 2:
-                    kind, log_factor, penalty = choose_tilt(objective, theta, rng, tilts)
-                    candidates[0] = (log_factor, penalty, kind)
-            else:
-                candidates[0] = (0.0, None, None)
-        if self.degree != 0 and (self.degree == 1 or n_groups > head_dim + 1):
-            log_factor = 0.0
-            if n_groups > head_dim + 1:
-                log_factor, _ = tune_width(objective, theta, rng)
-            candidates[1] = (log_factor, None, None)
-        if 1 not in candidates:
-            return 0, 0.0, candidates[0], None
-        if 0 not in candidates:
-            return 1, 1.0, None, candidates[1][0]
-        if previous is not None and not fits:
-            return self._with_share(previous, candidates)
-        if fits:
-            parts = [
-                (shrink(theta0, theta1, self.shrinkage_), rows, held)
-                for rows, held, theta0, theta1 in fits
-            ]
-        else:
-            parts = [(theta, None, np.arange(len(objective.Z)))]
-        residuals = {degree: [] for degree in candidates}
-        weights = []
-        for part_theta, rows, held in parts:
-            widths = dict(candidates)
-            if rows is not None:
-                # The line's width tuned on the fold's own rows: one tuned on every row
-                # has seen the held-out targets.
-                part = objective.restricted(rows)
-                width = 0.0
-                if part.groups.n_groups > head_dim + 1:
-                    width, _ = tune_width(part, part_theta, rng)
-                widths[1] = (width, None, None)
-            for degree, (log_factor, penalty, kind) in widths.items():
-                tilt = None if penalty is None else (kind, penalty)
-                estimates = held_out_estimates(
-                    objective, part_theta, held, rows, degree, log_factor, tilt
-                )
-                residuals[degree].append(estimates - objective.Y[held])
-            weights.append(objective.sw[held])
-        weights = np.concatenate(weights)
-        line, constant = (np.vstack(residuals[degree]) for degree in (1, 0))
-        ok = np.all(np.isfinite(line), axis=1) & np.all(np.isfinite(constant), axis=1)
-        line, constant = line[ok], constant[ok]
-        errors = np.column_stack(
-            [np.sum((line + c * (constant - line)) ** 2, axis=1) for c in LEVELS]
-        )
-        share = 1.0 - one_standard_error_choice(
-            errors, weights[ok], levels=LEVELS, multiple=DEGREE_STANDARD_ERRORS
-        )
-        return self._with_share(share, candidates)
-
-    @staticmethod
-    def _with_share(share, candidates):
-        """:meth:`_choose_degree`'s answer for the line's ``share`` among the ``candidates``
-        (both degrees)."""
-        if share == 0.0:
-            return 0, 0.0, candidates[0], None
-        if share == 1.0:
-            return 1, 1.0, None, candidates[1][0]
-        return 1, share, candidates[0], candidates[1][0]
-
-    def _warm_theta(self, layout, target_unit):
-        """The previous fit's parameters (``warm_start``, when their shapes match), or
-        ``None``."""
-        previous = getattr(self, "kernel_", None) if self.warm_start else None
-        if (
-            previous is not None
-            and previous.query_weights is not None
-            and previous.query_weights.shape == layout.shape
-            and previous.head_bias.shape == (layout.n_outputs,)
-            and (not layout.convex or _is_convex(previous.head_weights))
-        ):
-            # head_bias is in centered units: the new targets may have another mean. The
-            # local lines' width factor is not part of the learned scale; a warp of the same
-            # shape is kept (its knots follow the new data).
-            slopes = getattr(self, "warp_slopes_", None)
-            keep_warp = slopes is not None and slopes.shape == layout.warp_shape
-            return layout.pack(
-                previous.query_weights,
-                previous.key_weights,
-                np.log(previous.scale / getattr(self, "width_factor_", 1.0)),
-                previous.head_weights,
-                previous.head_bias / target_unit,
-                np.log(slopes) if keep_warp else None,
-            )
-        return None
-
-    def _start(self, objective, layout, scale, probe, rng, user_init, sample_weight, rows=None):
-        """New parameters to start from, chosen on the training ``rows`` (all for
-        ``None``)."""
-        if user_init is not None:
-            W = user_init
-        else:
-            head_dim = layout.shape[2]
-            base = None
-            if self.init == "loo":
-                base = self._bandwidth_projection(
-                    objective, head_dim, scale[0], rng, sample_weight, rows
-                )
-            init = "identity" if self.init == "loo" else self.init
-            W = initial_projections(
-                init, objective.Z, objective.sw, self.n_heads, head_dim, rng, base=base
-            )
-            if base is None or self.similarity != "gaussian":
-                W = scale_to_unit_variance(objective, W, scale, probe)
-        a = np.full(self.n_heads, 1.0 / self.n_heads)
-        return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
-
-    def _bandwidth_projection(self, objective, head_dim, scale, rng, sample_weight, rows=None):
-        r"""The projection of the smoother with leave-one-out bandwidths :math:`h_j` (in
-        standardized units) on the training ``rows``: :math:`W = \mathrm{diag}(1/h) /
-        \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
-        u'_j)/h_j)^2`. With ``head_dim < n_features`` the features of the smallest
-        bandwidths get a column each; ``None`` when the rows hold one distinct input.
-        ``sample_weight`` relative: rescaled to a mean of 1, so that the search's start
-        (Scott's rule, which counts weights as repeated rows) reads the number of rows and
-        the start does not depend on the weights' unit."""
-        rows = np.arange(len(objective.Z)) if rows is None else rows
-        if len(np.unique(objective.groups.ids[rows])) < 2:
-            return None
-        weights = np.asarray(sample_weight, dtype=float)[rows]
-        weights = weights / weights.max()
-        selection = select_bandwidth(
-            objective.Z[rows],
-            objective.Y[rows],
-            weights / weights.mean(),
-            criterion="loo",
-            n_jobs=self.n_jobs,
-            random_state=rng.randint(2**31 - 1),
-        )
-        h = selection.bandwidth
-        d = len(h)
-        if head_dim >= d:
-            # Diagonal (the penalty on off-diagonal entries leaves it alone), padded.
-            return np.eye(d, head_dim) / h[:, None] / np.sqrt(scale)
-        base = np.zeros((d, head_dim))
-        order = np.argsort(h, kind="stable")[:head_dim]
-        base[order, np.arange(head_dim)] = 1.0 / h[order]
-        return base / np.sqrt(scale)
 
     # ------------------------------------------------------ fitted attributes
 
-    def _kernel(self, name):
+    def _fitted_kernel(self, name):
         try:
             return self.__dict__["kernel_"]
         except KeyError:
@@ -1171,45 +641,22 @@ class AttentionRegressor(NadarayaWatsonRegressor):
                 f"{type(self).__name__} has no attribute {name!r} before it is fitted"
             ) from None
 
-    @property
-    def query_projection_(self):
-        """:math:`W_q^h` of every head, (n_heads, n_features, head_dim) (read-only)."""
-        return _read_only(self._kernel("query_projection_").query_weights)
-
-    @property
-    def key_projection_(self):
-        """:math:`W_k^h` of every head, (n_heads, n_features, head_dim) (read-only)."""
-        return _read_only(self._kernel("key_projection_").key_weights)
-
-    @property
-    def scale_(self):
-        """The multiplier :math:`s_h` of every head's similarity (read-only)."""
-        return _read_only(self._kernel("scale_").scale)
-
-    @property
-    def head_weights_(self):
-        """The weight :math:`a_h` of every head's estimate in the mixture (read-only)."""
-        return _read_only(self._kernel("head_weights_").head_weights)
+    def _fitted_array(self, array):
+        """A view that cannot be written to: the fitted kernel's keys were projected with
+        it."""
+        view = array.view()
+        view.flags.writeable = False
+        return view
 
     @property
     def head_bias_(self):
         """The bias :math:`b` of the mixture, in target units (0 for a convex mixture)."""
-        kernel = self._kernel("head_bias_")
+        kernel = self._fitted_kernel("head_bias_")
         a = kernel.head_weights
         if not np.any(kernel.head_bias) and abs(a.sum() - 1.0) <= 1e-12 and np.all(a >= 0):
             # A convex mixture: its weights sum to 1 up to rounding, and it has no bias.
             return np.zeros_like(kernel.head_bias)
         return kernel.head_bias + (1.0 - a.sum()) * self._y_offset
-
-    @property
-    def center_(self):
-        """The center :math:`c` of the standardization (read-only)."""
-        return _read_only(self._kernel("center_").center)
-
-    @property
-    def input_scale_(self):
-        """The scale :math:`\\sigma` of the standardization (read-only)."""
-        return _read_only(self._kernel("input_scale_").input_scale)
 
     # ------------------------------------------------------------- predicting
 
@@ -1243,135 +690,3 @@ class AttentionRegressor(NadarayaWatsonRegressor):
         X = self._validate_queries(X)
         heads = self._check_heads(heads)
         return self._finish_prediction(*self._predict_centered(X, return_std, heads=heads))
-
-    @in_caller_library
-    def logit_variance(self, X):
-        """Per head: the mean over the queries of the logits' variance across the keys.
-
-        Sample-weighted over the keys (the ``log s_i`` term is not part of the logit
-        here). Around 1 the softmax spreads its weight; much larger, it is close to
-        one-hot and its gradient vanishes.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-            The queries.
-
-        Returns
-        -------
-        variance : ndarray of shape (n_heads,)
-        """
-        X = self._validate_queries(X)
-        kernel = self.kernel_
-        H = kernel.n_heads
-        sw = self.sample_weight_[self._active]
-        p = sw / sw.sum()
-        log_sw = kernel.log_sample_weight
-
-        def block(rows):
-            total = np.zeros(H)
-            for h in range(H):
-                logits = kernel.logits(kernel.queries(X[rows], h), h).astype(float)
-                logits -= log_sw
-                logits -= (logits @ p)[:, None]
-                logits **= 2
-                total[h] = np.sum(logits @ p)
-            return total
-
-        parts = map_query_blocks(block, len(X), 2 * kernel.n_keys, n_jobs=self.n_jobs, cache=False)
-        total = np.zeros(H)
-        for part in parts:
-            total += part
-        return total / max(len(X), 1)
-
-    # ----------------------------------------------------------------- heads
-
-    def prune_heads(self, heads, refit_mixture=True):
-        """A copy that keeps only ``heads``, to measure what the other heads contribute.
-
-        Parameters
-        ----------
-        heads : array_like of int
-            Indices of the heads to keep.
-        refit_mixture : bool, default=True
-            Re-estimate ``head_weights_`` and ``head_bias_`` of the kept heads by weighted
-            non-negative least squares on their leave-one-out estimates over the training
-            set (stacked regression [1]_; the projections are not retrained; with
-            ``degree=1`` or tilted weights too, the estimates are the heads' kernel
-            averages). Unconstrained
-            weights would exploit the anti-correlation of a leave-one-out estimate with its
-            own target, and fit the training set only. Otherwise keep their weights and
-            replace each dropped head by the training mean (as ``predict(X, heads=...)``
-            does).
-
-        Returns
-        -------
-        pruned : AttentionRegressor
-            With ``n_heads = len(heads)``.
-
-        References
-        ----------
-        .. [1] L. Breiman, "Stacked regressions", Machine Learning 24 (1996).
-        """
-        check_is_fitted(self)
-        keep = self._check_heads(heads)
-        kernel = self.kernel_.select(keep)
-        if refit_mixture:
-            kernel = kernel.with_mixture(*self._refit_mixture(kernel))
-        pruned = copy.deepcopy(self)
-        pruned.kernel_ = kernel
-        pruned.n_heads = len(keep)
-        if not isinstance(self.init, str) and np.ndim(self.init) == 3:
-            pruned.init = np.asarray(self.init)[keep]
-        return pruned
-
-    def _refit_mixture(self, kernel):
-        """Weighted non-negative least squares of the targets on the heads' leave-one-out
-        estimates: head weights and the bias (centered units).
-
-        Done in the engine's units, the centered targets divided by one power of two per
-        output (exact): the squares of targets near 1e200 would overflow, of targets near
-        1e-200 underflow. Each output's rows are weighted by ``unit / largest unit`` (a
-        power of two), so the least squares are the plain ones divided by that largest
-        unit: the head weights are those of the unscaled problem, and the bias is
-        multiplied back at the end."""
-        X = kernel.warped(self.X_fit_[self._active])
-        sw = self.sample_weight_[self._active]
-        H = kernel.n_heads
-        _, d, head_dim = kernel.query_weights.shape
-        t = self._values.shape[1]
-        layout = Layout(H, d, head_dim, t, False, False, "affine")
-        unit = self._value_scale
-        values = self._values / unit
-        objective = LeaveOneOutObjective(
-            (X - kernel.center) / kernel.input_scale,
-            values,
-            sw,
-            DuplicateGroups(X),
-            layout,
-            kernel.similarity,
-            kernel.scale,
-            0.0,
-            n_jobs=self.n_jobs,
-        )
-        theta = layout.pack(
-            kernel.query_weights, kernel.key_weights, None, np.ones(H), np.zeros(t)
-        )
-        F = objective.head_estimates(theta)  # (n, H, t)
-        ok = ~np.isnan(F[:, 0, 0])
-        F, Y, sw = F[ok], values[ok], sw[ok]
-        # Non-negative weights, as in stacked regression (Breiman, 1996): leave-one-out
-        # estimates are anti-correlated with their own targets (a head that attends almost
-        # uniformly predicts (Σ_j y_j − y_i)/(n − 1)), and unconstrained least squares turns
-        # that into a weight near −n that fits the training targets and nothing else.
-        total = sw.sum()
-        if self.head_mixture == "convex":
-            return _convex_least_squares(F, Y, sw, unit), np.zeros(t)
-        F_mean = np.einsum("i,iht->ht", sw, F) / total
-        Y_mean = sw @ Y / total
-        # Rows (i, output): y_io − ȳ_o ≈ Σ_h a_h (F_iho − F̄_ho), intercept from the means.
-        design = (F - F_mean).transpose(0, 2, 1).reshape(-1, H)
-        root = np.sqrt(np.repeat(sw, t)) * np.tile(unit / unit.max(), len(sw))
-        a = nnls(design * root[:, None], (Y - Y_mean).ravel() * root)[0]
-        with np.errstate(over="ignore"):
-            return a, (Y_mean - np.einsum("h,ht->t", a, F_mean)) * unit
