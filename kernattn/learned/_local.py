@@ -19,7 +19,8 @@ are multiplied by the factor :math:`c` that minimizes the leave-one-out error of
 local-linear estimate (a line wants more neighbors than an average).
 
 Everything needs only the sums :math:`\sum_j w_j [1, k_j, k_j k_j^\top, y_j, y_j k_j^\top]`:
-:func:`kernattn._local.linear_fit.line_estimate` turns them into the estimate.
+:func:`kernattn._local.polynomial.polynomial_estimate` (degree 1) turns them into the
+estimate.
 
 The tilted weights (:mod:`kernattn._local.tilt`) balance the keys about the query with
 non-negative weights instead: the estimate stays Nadaraya–Watson. Their width is re-tuned
