@@ -38,7 +38,15 @@ import numpy as np
 
 from kernattn._core.blocks import query_block_size
 from kernattn._core.numerics import power_of_two_scale
-from kernattn._core.sums import centered_sums, exp_floor, kernel_sums, shifted_exp, underflowed
+from kernattn._core.sums import (
+    centered_sums,
+    exp_floor,
+    kernel_sums,
+    shifted_exp,
+    softmax_weights,
+    subtract_row_max,
+    underflowed,
+)
 from kernattn.kernels import OUTSIDE_SLOPE, log_kernel, squared_distances
 
 #: Similarities whose logits depend on the distance ‖q − k‖ only (never positive).
@@ -386,8 +394,7 @@ class SoftmaxHeads:
         unit, log_size = self._project_scaled(X, h, "query")
         if self.similarity in ("dot", "cosine"):
             # q·k = exp(log_size + log_unit) · unit·k̃; the row maximum taken out first.
-            logits = np.einsum("ij,kj->ik", unit, unit_keys)
-            logits -= logits.max(axis=1, keepdims=True, initial=-np.inf)
+            logits = subtract_row_max(np.einsum("ij,kj->ik", unit, unit_keys))
             _scale_logits(logits, log_size + log_unit)
             logits += self.log_sample_weight
             return logits
@@ -404,7 +411,7 @@ class SoftmaxHeads:
             # (q·k − ½‖k‖²)/(exp(log_size) F): the key term fades beyond the float range.
             distant = np.einsum("ij,kj->ik", unit[far], unit_keys)
             distant -= 0.5 * shrink * np.einsum("ij,ij->i", unit_keys, unit_keys)
-            distant -= distant.max(axis=1, keepdims=True, initial=-np.inf)
+            subtract_row_max(distant)
             _scale_logits(distant, log_size[far] + log_unit)
             if self.similarity != "gaussian":
                 with np.errstate(over="ignore"):
@@ -600,9 +607,7 @@ class SoftmaxHeads:
         the keys."""
         X = self.warped(X)
         if self.far_only(h):
-            weights = shifted_exp(self._far_logits(X, h))
-            weights /= weights.sum(axis=1, keepdims=True)
-            return weights
+            return softmax_weights(self._far_logits(X, h))
         queries = self._queries(X, h)
         if not self.nonpositive:
             with np.errstate(over="ignore", invalid="ignore"):
