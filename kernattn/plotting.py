@@ -233,11 +233,7 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
     r = np.asarray(n_components, dtype=float)
     first = None
     for i, (label, err) in enumerate(_curves(errors, "error").items()):
-        err = np.asarray(err, dtype=float).reshape(len(r), -1)
-        middle = np.median(err, axis=1)
-        slope = _slope(r, middle)
-        text = label if slope is None else f"{label} (slope {slope:.2f})"
-        ax.plot(r, middle, "o-", color=f"C{i}", label=text)
+        err, middle = _median_curve(ax, i, r, label, err, slice(None))
         if err.shape[1] > 1:
             low, high = np.percentile(err, [10, 90], axis=1)
             ax.fill_between(r, low, high, color=f"C{i}", alpha=0.15, lw=0)
@@ -245,12 +241,7 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
             first = middle
     if reference and first is not None:
         ax.plot(r, first[0] * np.sqrt(r[0] / r), ":", color="0.4", label=r"$\propto r^{-1/2}$")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("number of random features r")
-    ax.set_ylabel("approximation error")
-    ax.legend(fontsize=9)
-    return ax
+    return _log_log(ax, "number of random features r", "approximation error")
 
 
 def plot_runtime(n_samples, times, *, slope_from=None, ax=None):
@@ -279,17 +270,30 @@ def plot_runtime(n_samples, times, *, slope_from=None, ax=None):
     n = np.asarray(n_samples, dtype=float)
     fitted = n >= slope_from if slope_from is not None else np.ones(len(n), dtype=bool)
     for i, (label, t) in enumerate(_curves(times, "time").items()):
-        t = np.asarray(t, dtype=float).reshape(len(n), -1)
-        middle = np.median(t, axis=1)
-        slope = _slope(n[fitted], middle[fitted])
-        text = label if slope is None else f"{label} (slope {slope:.2f})"
-        ax.plot(n, middle, "o-", color=f"C{i}", label=text)
+        t, _ = _median_curve(ax, i, n, label, t, fitted)
         if t.shape[1] > 1:
             ax.fill_between(n, t.min(axis=1), t.max(axis=1), color=f"C{i}", alpha=0.2, lw=0)
+    return _log_log(ax, "number of samples n", "time (s)")
+
+
+def _median_curve(ax, i, x, label, values, fitted):
+    """Draw a curve's median over its repeats (the columns of ``values``) against ``x`` in
+    colour ``i``, labelled with its slope fitted on the points ``fitted``; its values as
+    (len(x), n_repeats) and the median."""
+    values = np.asarray(values, dtype=float).reshape(len(x), -1)
+    middle = np.median(values, axis=1)
+    slope = _slope(x[fitted], middle[fitted])
+    text = label if slope is None else f"{label} (slope {slope:.2f})"
+    ax.plot(x, middle, "o-", color=f"C{i}", label=text)
+    return values, middle
+
+
+def _log_log(ax, xlabel, ylabel):
+    """Log-log axes with their labels and the legend."""
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("number of samples n")
-    ax.set_ylabel("time (s)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=9)
     return ax
 
