@@ -69,6 +69,7 @@ __all__ = [
     "NadarayaWatsonRegressor",
     "canonical_order",
     "fit_transaction",
+    "validated_queries",
 ]
 
 
@@ -82,6 +83,14 @@ def fit_transaction(estimator):
         estimator.__dict__.clear()
         estimator.__dict__.update(previous)
         raise
+
+
+def validated_queries(estimator, X):
+    """The queries of a fitted ``estimator``, checked by scikit-learn (its messages for
+    NaN, shapes and feature counts), in float64."""
+    check_is_fitted(estimator)
+    X = validate_data(estimator, X, reset=False, dtype=[np.float64, np.float32])
+    return np.asarray(X, dtype=np.float64)
 
 
 def canonical_order(X, Y, sample_weight):
@@ -432,9 +441,7 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
     # ------------------------------------------------------------- predicting
 
     def _validate_queries(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return np.asarray(X, dtype=np.float64)
+        return validated_queries(self, X)
 
     def _check_heads(self, heads):
         """Head indices: all for ``None``; distinct integers in range otherwise."""
