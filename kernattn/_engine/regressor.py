@@ -16,7 +16,7 @@ object, ``kernel_``; everything else is done here, once, for all of them:
 - the fit transaction: a fit that fails leaves an earlier fit intact;
 - the exact prediction path: queries in blocks bounded by ``working_memory``, keys in tiles,
   logits turned into weights with the log-sum-exp shift (or, for never-positive logits, only
-  the rows that underflow recomputed from :meth:`SoftmaxHeads.far_logits`), on threads;
+  the rows that underflow recomputed from :meth:`SoftmaxHeads.unit_logits`), on threads;
 - the mixture of the heads, ``predict(X, return_std=True)``, ``attention_weights(X, head=)``,
   ``attention_entropy`` and ``effective_neighbors``;
 - the conditional distribution from the same weights (:mod:`kernattn._engine.distribution`):
@@ -426,7 +426,7 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         if local is None:
             return self.kernel_.weights(X, h)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            # A far query's kernel weights come from its far-field logits.
+            # A distant query's kernel weights come from its unit-path logits.
             weights = self.kernel_.weights(X, h)
         return local.weights(weights, self.kernel_, X, h)[0]
 
