@@ -17,12 +17,15 @@ object, ``kernel_``; everything else is done here, once, for all of them:
 - the exact prediction path: queries in blocks bounded by ``working_memory``, keys in tiles,
   logits turned into weights with the log-sum-exp shift (or, for never-positive logits, only
   the rows that underflow recomputed from :meth:`SoftmaxHeads.unit_logits`), on threads;
-- the mixture of the heads, ``predict(X, return_std=True)``, ``attention_weights(X, head=)``,
-  ``attention_entropy`` and ``effective_neighbors``;
-- the conditional distribution from the same weights (:mod:`kernattn._engine.distribution`):
-  ``predict_cdf``, ``predict_quantiles`` (the kernel sums over the keys in target order) and
+- the mixture of the heads and ``predict(X, return_std=True)`` (a head's moments and their
+  mixture are functions of :mod:`kernattn._engine.moments`), ``attention_weights(X,
+  head=)``, ``attention_entropy`` and ``effective_neighbors``;
+- the conditional distribution from the same weights: ``predict_cdf``,
+  ``predict_quantiles`` (the kernel sums over the keys in target order) and
   ``conformal_interval`` (the leave-one-out residuals of the kernel average, with the
-  reduction's left-out pairs).
+  reduction's left-out pairs), the methods of
+  :class:`~kernattn._engine.conditional.ConditionalDistributionMixin` over the mathematics
+  of :mod:`kernattn._engine.distribution`.
 
 The exact sums, weights and centered moments of a head are the kernel's own
 (:meth:`SoftmaxHeads.sums`, :meth:`~SoftmaxHeads.weights`, :meth:`~SoftmaxHeads.centered`,
