@@ -168,30 +168,22 @@ def build_parser():
             f"For classification tasks, from: {', '.join(classifier_names)}"
         ),
     )
-    compare.add_argument(
-        "--folds",
-        type=_integer(2),
-        default=None,
-        metavar="K",
-        help="number of cross-validation folds (default: 5, or 3 with --quick)",
+    folds = "number of cross-validation folds (default: 5, or 3 with --quick)"
+    repeats = "repeat the folds R times with fresh shuffles (default: 1)"
+    seed = (
+        "random seed (default: 0); the seeds of the tasks, the splitter and the "
+        "estimators are drawn from it, and the output reports all of them"
     )
-    compare.add_argument(
-        "--repeats",
-        type=_integer(1),
-        default=1,
-        metavar="R",
-        help="repeat the folds R times with fresh shuffles (default: 1)",
-    )
-    compare.add_argument(
-        "--seed",
-        type=_integer(0),
-        default=0,
-        metavar="S",
-        help=(
-            "random seed (default: 0); the seeds of the tasks, the splitter and the "
-            "estimators are drawn from it, and the output reports all of them"
-        ),
-    )
+    # The integer options: (flag, smallest value, default, metavar, help).
+    integer_options = [
+        ("--folds", 2, None, "K", folds),
+        ("--repeats", 1, 1, "R", repeats),
+        ("--seed", 0, 0, "S", seed),
+    ]
+    for flag, minimum, default, metavar, text in integer_options:
+        compare.add_argument(
+            flag, type=_integer(minimum), default=default, metavar=metavar, help=text
+        )
     compare.add_argument(
         "--n-jobs",
         type=_n_jobs,

@@ -132,6 +132,17 @@ def make_curve(n_samples=200, *, noise=0.5, random_state=None):
     return Task(x[:, None], y, f"1-D curve y = 2 sin x + x^0.8 + N(0, {noise:g}^2), n={n}")
 
 
+def _friedman(number, features, n_samples, noise, random_state):
+    """scikit-learn's Friedman problem ``number`` (#1 with its 10 features), checked and
+    described."""
+    n = _check_n_samples(n_samples)
+    noise = _check_noise(noise)
+    make = getattr(_sk_datasets, f"make_friedman{number}")
+    options = {"n_features": 10} if number == 1 else {}
+    X, y = make(n, noise=noise, random_state=random_state, **options)
+    return Task(X, y, f"Friedman #{number}: {features}, noise {noise:g}, n={n}")
+
+
 def make_friedman1(n_samples=400, *, noise=1.0, random_state=None):
     r"""Friedman #1: :math:`y = 10 \sin(\pi x_1 x_2) + 20 (x_3 - 0.5)^2 + 10 x_4 + 5 x_5 +
     \epsilon` on :math:`U(0, 1)^{10}`; features 6-10 are irrelevant.
@@ -150,10 +161,7 @@ def make_friedman1(n_samples=400, *, noise=1.0, random_state=None):
     -------
     task : Task
     """
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
-    X, y = _sk_datasets.make_friedman1(n, n_features=10, noise=noise, random_state=random_state)
-    return Task(X, y, f"Friedman #1: 10 features (5 irrelevant), noise {noise:g}, n={n}")
+    return _friedman(1, "10 features (5 irrelevant)", n_samples, noise, random_state)
 
 
 def make_friedman2(n_samples=400, *, noise=125.0, random_state=None):
@@ -174,10 +182,7 @@ def make_friedman2(n_samples=400, *, noise=125.0, random_state=None):
     -------
     task : Task
     """
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
-    X, y = _sk_datasets.make_friedman2(n, noise=noise, random_state=random_state)
-    return Task(X, y, f"Friedman #2: 4 features on very different scales, noise {noise:g}, n={n}")
+    return _friedman(2, "4 features on very different scales", n_samples, noise, random_state)
 
 
 def make_friedman3(n_samples=400, *, noise=0.1, random_state=None):
@@ -198,10 +203,7 @@ def make_friedman3(n_samples=400, *, noise=0.1, random_state=None):
     -------
     task : Task
     """
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
-    X, y = _sk_datasets.make_friedman3(n, noise=noise, random_state=random_state)
-    return Task(X, y, f"Friedman #3: 4 features on very different scales, noise {noise:g}, n={n}")
+    return _friedman(3, "4 features on very different scales", n_samples, noise, random_state)
 
 
 def _rows_of(loader, name, n_samples, random_state):

@@ -155,6 +155,12 @@ def _negative_width(estimator, X, y, sample_weight, *, alpha, method):
     return -float(np.mean(np.average(upper - lower, axis=0, weights=sample_weight)))
 
 
+def _interval_scorer(name, score, alpha, method):
+    """A scorer of ``conformal_interval`` at level ``alpha`` with ``method``, both checked
+    before any fit."""
+    return _Scorer(name, score, alpha=check_alpha(alpha), method=check_conformal_method(method))
+
+
 def pinball_scorer(quantile):
     r"""A scorer of ``predict_quantiles`` at one level: minus the mean pinball loss.
 
@@ -252,12 +258,7 @@ def coverage_scorer(alpha=0.1, method="jackknife+"):
     >>> bool(0.85 < scores.mean() < 0.95)
     True
     """
-    return _Scorer(
-        "coverage_scorer",
-        _coverage,
-        alpha=check_alpha(alpha),
-        method=check_conformal_method(method),
-    )
+    return _interval_scorer("coverage_scorer", _coverage, alpha, method)
 
 
 def interval_width_scorer(alpha=0.1, method="jackknife+"):
@@ -304,9 +305,4 @@ def interval_width_scorer(alpha=0.1, method="jackknife+"):
     >>> search.best_params_
     {'bandwidth': 0.02}
     """
-    return _Scorer(
-        "interval_width_scorer",
-        _negative_width,
-        alpha=check_alpha(alpha),
-        method=check_conformal_method(method),
-    )
+    return _interval_scorer("interval_width_scorer", _negative_width, alpha, method)

@@ -233,11 +233,7 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
     r = np.asarray(n_components, dtype=float)
     first = None
     for i, (label, err) in enumerate(_curves(errors, "error").items()):
-        err = np.asarray(err, dtype=float).reshape(len(r), -1)
-        middle = np.median(err, axis=1)
-        slope = _slope(r, middle)
-        text = label if slope is None else f"{label} (slope {slope:.2f})"
-        ax.plot(r, middle, "o-", color=f"C{i}", label=text)
+        err, middle = _median_curve(ax, i, r, label, err, slice(None))
         if err.shape[1] > 1:
             low, high = np.percentile(err, [10, 90], axis=1)
             ax.fill_between(r, low, high, color=f"C{i}", alpha=0.15, lw=0)
@@ -245,12 +241,7 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
             first = middle
     if reference and first is not None:
         ax.plot(r, first[0] * np.sqrt(r[0] / r), ":", color="0.4", label=r"$\propto r^{-1/2}$")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("number of random features r")
-    ax.set_ylabel("approximation error")
-    ax.legend(fontsize=9)
-    return ax
+    return _log_log(ax, "number of random features r", "approximation error")
 
 
 def plot_runtime(n_samples, times, *, slope_from=None, ax=None):
@@ -279,17 +270,30 @@ def plot_runtime(n_samples, times, *, slope_from=None, ax=None):
     n = np.asarray(n_samples, dtype=float)
     fitted = n >= slope_from if slope_from is not None else np.ones(len(n), dtype=bool)
     for i, (label, t) in enumerate(_curves(times, "time").items()):
-        t = np.asarray(t, dtype=float).reshape(len(n), -1)
-        middle = np.median(t, axis=1)
-        slope = _slope(n[fitted], middle[fitted])
-        text = label if slope is None else f"{label} (slope {slope:.2f})"
-        ax.plot(n, middle, "o-", color=f"C{i}", label=text)
+        t, _ = _median_curve(ax, i, n, label, t, fitted)
         if t.shape[1] > 1:
             ax.fill_between(n, t.min(axis=1), t.max(axis=1), color=f"C{i}", alpha=0.2, lw=0)
+    return _log_log(ax, "number of samples n", "time (s)")
+
+
+def _median_curve(ax, i, x, label, values, fitted):
+    """Draw a curve's median over its repeats (the columns of ``values``) against ``x`` in
+    colour ``i``, labelled with its slope fitted on the points ``fitted``; its values as
+    (len(x), n_repeats) and the median."""
+    values = np.asarray(values, dtype=float).reshape(len(x), -1)
+    middle = np.median(values, axis=1)
+    slope = _slope(x[fitted], middle[fitted])
+    text = label if slope is None else f"{label} (slope {slope:.2f})"
+    ax.plot(x, middle, "o-", color=f"C{i}", label=text)
+    return values, middle
+
+
+def _log_log(ax, xlabel, ylabel):
+    """Log-log axes with their labels and the legend."""
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("number of samples n")
-    ax.set_ylabel("time (s)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=9)
     return ax
 
@@ -307,6 +311,116 @@ _METRICS = {
 
 #: The lowest R² :func:`plot_comparison` draws; worse scores are cut there and labelled.
 _R2_FLOOR = -1.0
+
+
+def _comparison_values(result, metric, mean_key, std_key):
+    """A comparison's ``metric`` per (task, estimator), its standard deviation over the
+    splits (0 where there is none) and each task's size."""
+    tasks, names = result.tasks, result.estimators
+    values = np.full((len(tasks), len(names)), np.nan)
+    errors = np.zeros_like(values)
+    sizes = {}
+    for row in result.rows:
+        i, j = tasks.index(row["task"]), names.index(row["estimator"])
+        sizes.setdefault(row["task"], row["n_samples"])
+        if metric == "time":
+            values[i, j] = row["fit_time"] + row["predict_time"]
+        else:
+            values[i, j] = row[mean_key]
+            errors[i, j] = row[std_key] if std_key else 0.0
+    return values, errors, sizes
+
+
+def _plot_times(ax, x, offsets, values, names):
+    """Times as points on a log axis (bars would have no meaningful base)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for j, name in enumerate(names):
+        ax.plot(
+            x + offsets[j],
+            values[:, j],
+            marker="o",
+            markersize=6,
+            linestyle="none",
+            label=name,
+            color=f"C{j}",
+        )
+    ax.set_yscale("log")
+    # Ticks at 1, 2, 5 × 10^k, written as plain seconds (0.02, not 2 × 10⁻²).
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.grid(axis="y", which="major", color="0.85", lw=0.8)
+    ax.set_axisbelow(True)
+    ax.set_xlim(-0.5, len(x) - 0.5)
+
+
+def _plot_bars(ax, metric, x, offsets, width, values, errors, names, label, std_key):
+    """Scores as bars with ± one standard deviation (MSE relative to each task's best, R²
+    cut at a floor); the axis label, with a note on cut bars."""
+    if metric == "mse":
+        # A perfect fit (MSE 0) would divide by zero: measure from the smallest positive MSE.
+        best = np.nanmin(np.where(values > 0, values, np.nan), axis=1, keepdims=True)
+        best = np.where(np.isfinite(best), best, 1.0)
+        values, errors = values / best, errors / best
+    floor = None
+    if metric == "r2":
+        # The axis reaches the worst score (with its error bar), down to -1 at most: a far
+        # worse model would squash every other bar, so its bar is cut at -1, hatched and
+        # labelled with its value.
+        lowest = np.nanmin(values - errors) if np.isfinite(values).any() else 0.0
+        floor = max(min(0.0, lowest - 0.05), _R2_FLOOR)
+        errors[values < floor] = 0.0  # a cut bar's error bar would float at the floor
+    for j, name in enumerate(names):
+        heights = values[:, j]
+        if floor is not None:
+            heights = np.maximum(heights, floor)
+        bars = ax.bar(
+            x + offsets[j],
+            heights,
+            width,
+            yerr=errors[:, j] if std_key else None,
+            label=name,
+            color=f"C{j}",
+            capsize=2,
+            error_kw={"lw": 0.8},
+        )
+        if floor is not None:
+            _mark_cut_bars(
+                ax, bars, np.flatnonzero(values[:, j] < floor), values[:, j], x + offsets[j], floor
+            )
+    if floor is not None:
+        ax.set_ylim(floor, 1.0)
+        ax.axhline(0.0, color="0.3", lw=0.8)
+        if (values < floor).any():
+            label += f"; bars cut at {floor:g}"
+    if metric == "mse":
+        ax.axhline(1.0, color="0.3", lw=0.8)
+    if metric == "log_loss":
+        ax.set_ylim(bottom=0.0)  # a log-loss is ≥ 0; its error bar may reach below
+    if metric == "accuracy" and np.isfinite(values).any():
+        # Accuracies of good classifiers differ by points near 1: the axis starts a tenth
+        # below the lowest (with its error bar), at 0 at most.
+        ax.set_ylim(max(0.0, np.floor(10 * np.nanmin(values - errors)) / 10 - 0.1), 1.0)
+    return label
+
+
+def _mark_cut_bars(ax, bars, cut, values, positions, floor):
+    """Hatch the ``cut`` bars (R² below the floor) and label them with their value."""
+    for i in cut:
+        bars[i].set_hatch("//")
+        bars[i].set_edgecolor("white")
+        ax.annotate(
+            f"R² = {values[i]:.2g}",
+            (positions[i], floor),
+            xytext=(0, 4),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+            rotation=90,
+            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "0.5", "lw": 0.5},
+        )
 
 
 def plot_comparison(result, metric=None, *, ax=None):
@@ -336,98 +450,14 @@ def plot_comparison(result, metric=None, *, ax=None):
     ax = _axes(ax)
     mean_key, std_key, label = _METRICS[metric]
     tasks, names = result.tasks, result.estimators
+    values, errors, sizes = _comparison_values(result, metric, mean_key, std_key)
     width = 0.8 / max(len(names), 1)
-    values = np.full((len(tasks), len(names)), np.nan)
-    errors = np.zeros_like(values)
-    sizes = {}
-    for row in result.rows:
-        i, j = tasks.index(row["task"]), names.index(row["estimator"])
-        sizes.setdefault(row["task"], row["n_samples"])
-        if metric == "time":
-            values[i, j] = row["fit_time"] + row["predict_time"]
-        else:
-            values[i, j] = row[mean_key]
-            errors[i, j] = row[std_key] if std_key else 0.0
     x = np.arange(len(tasks))
     offsets = [(j - (len(names) - 1) / 2) * width for j in range(len(names))]
     if metric in ("fit_time", "predict_time", "time"):
-        for j, name in enumerate(names):
-            ax.plot(
-                x + offsets[j],
-                values[:, j],
-                marker="o",
-                markersize=6,
-                linestyle="none",
-                label=name,
-                color=f"C{j}",
-            )
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-        ax.set_yscale("log")
-        # Ticks at 1, 2, 5 × 10^k, written as plain seconds (0.02, not 2 × 10⁻²).
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.grid(axis="y", which="major", color="0.85", lw=0.8)
-        ax.set_axisbelow(True)
-        ax.set_xlim(-0.5, len(tasks) - 0.5)
+        _plot_times(ax, x, offsets, values, names)
     else:
-        if metric == "mse":
-            # A perfect fit (MSE 0) would divide by zero: measure from the smallest positive MSE.
-            best = np.nanmin(np.where(values > 0, values, np.nan), axis=1, keepdims=True)
-            best = np.where(np.isfinite(best), best, 1.0)
-            values, errors = values / best, errors / best
-        floor = None
-        if metric == "r2":
-            # The axis reaches the worst score (with its error bar), down to -1 at most: a
-            # far worse model would squash every other bar, so its bar is cut at -1, hatched
-            # and labelled with its value.
-            lowest = np.nanmin(values - errors) if np.isfinite(values).any() else 0.0
-            floor = max(min(0.0, lowest - 0.05), _R2_FLOOR)
-            errors[values < floor] = 0.0  # a cut bar's error bar would float at the floor
-        for j, name in enumerate(names):
-            heights = values[:, j]
-            if floor is not None:
-                heights = np.maximum(heights, floor)
-            bars = ax.bar(
-                x + offsets[j],
-                heights,
-                width,
-                yerr=errors[:, j] if std_key else None,
-                label=name,
-                color=f"C{j}",
-                capsize=2,
-                error_kw={"lw": 0.8},
-            )
-            if floor is None:
-                continue
-            for i in np.flatnonzero(values[:, j] < floor):
-                bars[i].set_hatch("//")
-                bars[i].set_edgecolor("white")
-                ax.annotate(
-                    f"R² = {values[i, j]:.2g}",
-                    (x[i] + offsets[j], floor),
-                    xytext=(0, 4),
-                    textcoords="offset points",
-                    ha="center",
-                    va="bottom",
-                    fontsize=9,
-                    rotation=90,
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "0.5", "lw": 0.5},
-                )
-        if floor is not None:
-            ax.set_ylim(floor, 1.0)
-            ax.axhline(0.0, color="0.3", lw=0.8)
-            if (values < floor).any():
-                label += f"; bars cut at {floor:g}"
-        if metric == "mse":
-            ax.axhline(1.0, color="0.3", lw=0.8)
-        if metric == "log_loss":
-            ax.set_ylim(bottom=0.0)  # a log-loss is ≥ 0; its error bar may reach below
-        if metric == "accuracy" and np.isfinite(values).any():
-            # Accuracies of good classifiers differ by points near 1: the axis starts a
-            # tenth below the lowest (with its error bar), at 0 at most.
-            ax.set_ylim(max(0.0, np.floor(10 * np.nanmin(values - errors)) / 10 - 0.1), 1.0)
+        label = _plot_bars(ax, metric, x, offsets, width, values, errors, names, label, std_key)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{task}\n(n={sizes[task]})" for task in tasks])
     ax.set_ylabel(label)

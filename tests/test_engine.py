@@ -690,3 +690,32 @@ def test_sums_of_squared_weights_follow_the_running_maximum(data, similarity):
                 rtol=1e-9,
                 atol=1e-12,
             )
+
+
+def test_an_out_of_core_source_in_the_row_registry_serves_fit_and_predict(monkeypatch):
+    # The engine knows sources of rows only through the registry a backend fills: here a
+    # stand-in source whose rows are arrays, fitted through its Rows and predicted by its
+    # backend.
+    import kernattn._core.rows as rows
+
+    monkeypatch.setattr(rows, "_SOURCES", list(rows._SOURCES))
+
+    class Source:
+        def __init__(self, data):
+            self.data = data
+
+    def source_rows(X, y, sample_weight):
+        return rows.ArrayRows(X.data, y.data, None, n_parts=3)
+
+    def source_predict(model, X, return_std=False):
+        return model.predict(X.data, return_std=return_std)
+
+    rows.register_source(lambda data: isinstance(data, Source), source_rows, source_predict)
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(40, 3)), rng.normal(size=40)
+    queries = rng.normal(size=(7, 3))
+    model = HandBuiltHeads().fit(Source(X), Source(y))
+    expected = HandBuiltHeads().fit(X, y)
+    np.testing.assert_array_equal(model.predict(Source(queries)), expected.predict(queries))
+    mean, std = model.predict(Source(queries), return_std=True)
+    np.testing.assert_array_equal(std, expected.predict(queries, return_std=True)[1])

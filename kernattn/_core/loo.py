@@ -36,6 +36,7 @@ class DuplicateGroups:
         self.ids = duplicate_groups(X)
         self.n_groups = int(self.ids.max()) + 1 if len(self.ids) else 0
         self._pairs = None
+        self._by_group = None
 
     def _left_out_pairs(self):
         """(query row, key row) pairs with identical inputs, sorted by query row."""
@@ -49,6 +50,19 @@ class DuplicateGroups:
             by_row = np.argsort(rows, kind="stable")
             self._pairs = rows[by_row], cols[by_row]
         return self._pairs
+
+    def pairs_of(self, queries):
+        """The left-out pairs of a block of query rows for the reduction: ``(i, j)`` for
+        every query ``queries[i]`` and every row ``j`` of its group (itself included)."""
+        if self._by_group is None:
+            order = np.argsort(self.ids, kind="stable")
+            self._by_group = order, np.searchsorted(self.ids[order], np.arange(self.n_groups + 1))
+        order, starts = self._by_group
+        members = [order[starts[self.ids[q]] : starts[self.ids[q] + 1]] for q in queries]
+        return (
+            np.repeat(np.arange(len(queries)), [len(m) for m in members]),
+            np.concatenate(members),
+        )
 
     def leave_out(self, block, rows, keys=None, value=-np.inf):
         """Set ``block[i, j] = value`` where query ``rows[i]`` and key ``keys[j]`` share a group.

@@ -10,10 +10,10 @@ same fit however the parts are computed.
 - :class:`ArrayRows`: arrays in memory, one part (or several, for tests);
 - :class:`ChunkRows`: chunks read from an iterable (from disk, say), on threads, a few
   held at once;
-- a partitioned collection (a dask array or dataframe): the rows live on the workers of a
-  cluster, and the parts are its partitions. The backend for it is registered by
-  :mod:`kernattn.distributed` (:func:`register_collection`); this module knows only the
-  registration, so that the estimators never import the backend.
+- an out-of-core source (a cluster's partitioned arrays, say): the rows live elsewhere, and
+  the parts are its partitions. A backend registers its kind of source here
+  (:func:`register_source`); this module knows only the registry, so that the estimators
+  and the engine never import a backend.
 """
 
 from collections import deque
@@ -26,37 +26,44 @@ from kernattn._core.blocks import effective_n_jobs, single_threaded_blas
 #: Partial results merged per node of a reduction tree.
 SPLIT_EVERY = 8
 
-_COLLECTIONS = []
+_SOURCES = []
 
 
-def register_collection(handles, rows, predict):
-    """Register a backend for a kind of partitioned collection.
+def register_source(handles, rows, predict):
+    """Register a backend for a kind of out-of-core row source.
 
-    ``handles(data)`` says whether an argument is such a collection; ``rows(X, y,
+    ``handles(data)`` says whether an argument is such a source; ``rows(X, y,
     sample_weight)`` makes its :class:`Rows`; ``predict(model, X, **kwargs)`` predicts on
     it (or with a model whose training set is one).
     """
-    _COLLECTIONS.append((handles, rows, predict))
+    _SOURCES.append((handles, rows, predict))
 
 
 def _backend(*data):
-    for backend in _COLLECTIONS:
+    for backend in _SOURCES:
         if any(d is not None and backend[0](d) for d in data):
             return backend
     return None
 
 
-def collection_rows(X, y, sample_weight=None):
-    """The :class:`Rows` of a partitioned collection, or ``None`` for data in memory."""
+def out_of_core_rows(X, y, sample_weight=None):
+    """The :class:`Rows` of an out-of-core source, or ``None`` for data in memory."""
     backend = _backend(X, y, sample_weight)
     return None if backend is None else backend[1](X, y, sample_weight)
 
 
-def collection_predict(X, *fitted):
-    """The prediction backend of ``X`` (or of a fitted model's partitioned training set
+def out_of_core_predict(X, *fitted):
+    """The prediction backend of ``X`` (or of a fitted model's out-of-core training set
     among ``fitted``), or ``None`` for arrays in memory."""
     backend = _backend(X, *fitted)
     return None if backend is None else backend[2]
+
+
+# The names the backends and estimators registered and asked through before the registry
+# was named for what it holds.
+register_collection = register_source
+collection_rows = out_of_core_rows
+collection_predict = out_of_core_predict
 
 
 def tree_merge(parts, merge):

@@ -72,6 +72,7 @@ __all__ = [
     "log_sum_exp",
     "merge",
     "merge_centered",
+    "subtract_row_max",
     "shifted_exp",
     "softmax_weights",
     "underflowed",
@@ -665,3 +666,14 @@ def log_normalized(logits):
     total = np.sum(logits, axis=-1)
     logits /= total[..., None]
     return np.log(total) + top, logits
+
+
+# --- added for engine ---
+
+
+def subtract_row_max(logits):
+    """In place (numpy): the log-sum-exp shift alone, ``ℓ − max ℓ`` along the last axis:
+    each row's largest logit becomes 0 before the row is scaled (a row without entries is
+    left as it is)."""
+    logits -= np.max(logits, axis=-1, keepdims=True, initial=-np.inf)
+    return logits

@@ -59,7 +59,8 @@ from numbers import Real
 import numpy as np
 from scipy.special import ndtr
 
-from kernattn._core.blocks import KEY_TILE
+from kernattn._core.blocks import KEY_TILE, iter_query_blocks, map_query_blocks, query_block_size
+from kernattn._core.loo import DuplicateGroups
 
 __all__ = [
     "CONFORMAL_METHODS",
@@ -77,6 +78,17 @@ __all__ = [
     "local_residual_quantiles",
     "quantile_ranks",
     "threshold_ranks",
+    "MixedWeights",
+    "conformal_bounds",
+    "cross_validated_y_bandwidth",
+    "head_proportions",
+    "kernel_estimate",
+    "leave_one_out_at",
+    "leave_one_out_residuals",
+    "map_distribution",
+    "residual_ranks",
+    "smoothed_cdf",
+    "with_total",
 ]
 
 
@@ -384,3 +396,341 @@ def local_residual_quantiles(weights, tiles, sorted_residuals, alpha):
         ranks = quantile_ranks(dense.masses, level[reachable, None], dense.fractions, tiles.tile)
         half[reachable] = sorted_residuals[ranks[:, 0]]
     return half
+
+
+def with_total(weights, keys):
+    """Columns of the reduction that return a tile's weights themselves and their sum."""
+    return np.concatenate([weights, weights.sum(axis=1, keepdims=True)], axis=1)
+
+
+def head_proportions(head_weights):
+    r"""The heads' shares :math:`\pi_h = |a_h| / \sum_g |a_g|` of the mixture whose weights
+    are the distribution (as for ``return_std``; equal shares when every :math:`a_h` is 0)."""
+    a = np.abs(head_weights)
+    total = a.sum()
+    return a / total if total > 0 else np.full(len(a), 1.0 / len(a))
+
+
+class MixedWeights:
+    """The weights a fitted engine's conditional distribution is taken under: the heads'
+    weights mixed in the shares :func:`head_proportions`.
+
+    Parameters
+    ----------
+    kernel : SoftmaxHeads or approximate kernel
+        The fitted kernel (``head_weights``, ``n_heads``, ``local`` if any).
+    exact : object or None
+        The kernel whose reduction serves the distribution (its ``sums`` take an order of
+        keys and left-out pairs); ``None`` where the weights are approximate and are held
+        in memory.
+    head_weights : callable
+        ``head_weights(X, h)``: head ``h``'s weights of a block of queries against the kept
+        keys (a local fit's equivalent weights where the head has one).
+    """
+
+    def __init__(self, kernel, exact, head_weights):
+        self.kernel = kernel
+        self.exact = exact
+        self.head_weights = head_weights
+        self.proportions = head_proportions(kernel.head_weights)
+        self.heads = np.flatnonzero(self.proportions > 0)
+        local = getattr(kernel, "local", None)
+        self.local = [None] * kernel.n_heads if local is None else list(local)
+        # Kernel averages of an exact kernel: the reduction serves them, no weights in memory.
+        self.by_reduction = exact is not None and all(self.local[h] is None for h in self.heads)
+
+    def block_sizes(self, n_arrays):
+        """The query block options of a pass: key tiles for the reduction, else
+        ``n_arrays`` (queries × keys) arrays in memory."""
+        if self.by_reduction:
+            return {"key_tile": KEY_TILE}
+        return {"n_arrays": n_arrays, "cache": False}
+
+    def mixed(self, X):
+        """The mixed weights of a block of queries (rows sum to 1)."""
+        weights = None
+        for h, p in enumerate(self.proportions):
+            if p == 0:
+                continue
+            w = np.asarray(self.head_weights(X, h), dtype=np.float64)
+            weights = p * w if weights is None else weights + p * w
+        return weights
+
+    def of_kernel(self, X, h):
+        """Head ``h``'s kernel weights (the local constant's, whatever the head's local
+        fit): what the leave-one-out estimates of conformal intervals are formed from."""
+        if self.local[h] is None:
+            return np.asarray(self.head_weights(X, h), dtype=np.float64)
+        return self.kernel.weights(X, h)
+
+    def on_tiles(self, X, tiles):
+        r"""For each output's :class:`TargetTiles`, a block's weight on every tile of sorted
+        targets (masses, (b, n_tiles)), ``fractions(rows, j)`` (the weights of those rows
+        on the keys of tile ``j``) and the rows whose weights were rearranged.
+
+        Kernel averages of an exact kernel come from the one reduction over the keys in
+        target order (one pass for the masses, one tile for each fraction); other weights
+        from the block's weights in memory (:class:`DenseWeights`, which rearranges signed
+        rows).
+        """
+        if not self.by_reduction:
+            weights = self.mixed(X)
+            for tile in tiles:
+                dense = DenseWeights(weights, tile)
+                yield dense.masses, dense.fractions, dense.rearranged
+            return
+        for tile in tiles:
+            yield *self._reduced_tiles(X, tile), np.zeros(len(X), dtype=bool)
+
+    def _reduced_tiles(self, X, tile):
+        n_tiles, kernel, heads = tile.n_tiles, self.exact, self.heads
+
+        def tile_masses(weights, keys):
+            # One key tile of the reduction is one tile of ranks: its weight goes to its
+            # own column (and to the total, last).
+            part = np.zeros((len(weights), n_tiles + 1))
+            part[:, keys.start // tile.tile] = part[:, n_tiles] = weights.sum(axis=1)
+            return part
+
+        shares = []
+        for h in heads:
+            sums = kernel.sums(X, h, tile_masses, keys=tile.order).astype(np.float64)
+            shares.append(self.proportions[h] * sums[:, :n_tiles] / sums[:, n_tiles:])
+
+        def fractions(rows, j):
+            mixed = 0.0
+            for h, share in zip(heads, shares, strict=True):
+                sums = kernel.sums(X[rows], h, with_total, keys=tile.keys(j))
+                inside = sums[:, :-1] / np.where(sums[:, -1:] > 0, sums[:, -1:], 1.0)
+                mixed = mixed + share[rows, j][:, None] * inside
+            return mixed
+
+        return np.sum(shares, axis=0), fractions
+
+    def averages(self, X, columns):
+        """A block's weighted averages of ``columns`` (one row per kept key, a column of
+        ones last) and the rows whose weights are signed: through the kernel sums where
+        the reduction serves the weights."""
+        if self.by_reduction:
+            averages = 0.0
+            for h, share in enumerate(self.proportions):
+                if share > 0:
+                    sums = self.exact.sums(X, h, columns).astype(np.float64)
+                    averages = averages + share * sums[:, :-1] / sums[:, -1:]
+            return averages, np.zeros(len(X), dtype=bool)
+        weights = self.mixed(X)
+        return weights @ columns[:, :-1], np.any(weights < 0, axis=1)
+
+
+def map_distribution(weights, X, target_order, compute, n_jobs):
+    """``compute(rows, o, masses, fractions, tile)`` for every query block and output
+    ``o`` (:meth:`MixedWeights.on_tiles`, the keys in the order ``target_order[:, o]``);
+    the number of rows rearranged, summed."""
+    tiles = [TargetTiles(order) for order in target_order.T]
+
+    def run(rows):
+        rearranged = np.zeros(rows.stop - rows.start, dtype=bool)
+        for o, (masses, fractions, bad) in enumerate(weights.on_tiles(X[rows], tiles)):
+            compute(rows, o, masses, fractions, tiles[o].tile)
+            rearranged |= bad
+        return int(rearranged.sum())
+
+    # Without the reduction: the weights, their copy in target order and the rearranged
+    # rows' work.
+    sizes = weights.block_sizes(4)
+    return sum(map_query_blocks(run, len(X), len(target_order), n_jobs=n_jobs, **sizes))
+
+
+def smoothed_cdf(weights, X, targets, thresholds, bandwidths, n_jobs):
+    """The CDF smoothed in y, (n_outputs, n_queries, n_thresholds), of the kept
+    ``targets`` (n, n_outputs), and the number of signed rows rearranged (sorted along the
+    thresholds) and clipped."""
+    n_outputs, T = thresholds.shape
+    columns = np.concatenate(
+        [kernel_cdf_columns(targets[:, o], thresholds[o], bandwidths[o]) for o in range(n_outputs)]
+        + [np.ones((len(targets), 1))],
+        axis=1,
+    )
+    out = np.zeros((n_outputs, len(X), T))
+
+    def run(rows):
+        block, signed = weights.averages(X[rows], columns)
+        block = block.reshape(len(block), n_outputs, T).transpose(1, 0, 2)
+        rearranged = np.zeros(len(signed), dtype=bool)
+        if np.any(signed):
+            part = block[:, signed]
+            bad = np.any(np.diff(part, axis=2) < 0, axis=(0, 2)) | np.any(
+                (part < 0) | (part > 1), axis=(0, 2)
+            )
+            rearranged[np.flatnonzero(signed)[bad]] = True
+            block[:, signed] = np.clip(np.sort(part, axis=2), 0.0, 1.0)
+        out[:, rows] = block
+        return int(rearranged.sum())
+
+    sizes = weights.block_sizes(3)
+    counts = map_query_blocks(run, len(X), len(targets), n_jobs=n_jobs, **sizes)
+    return out, sum(counts)
+
+
+def cross_validated_y_bandwidth(weights, inputs, targets, max_rows):
+    """Per output, the bandwidth in y of the smoothed CDF with the lowest leave-one-out
+    CRPS: at most ``max_rows`` of the kept rows (``inputs``, ``targets``), evenly spread,
+    each with its own row and exact duplicates removed from its weights."""
+    n = len(inputs)
+    n_rows = min(max_rows, query_block_size(n, n, n_arrays=3, cache=False))
+    rows = np.unique(np.linspace(0, n - 1, n_rows).round().astype(int))
+    ids = DuplicateGroups(inputs).ids
+    mixed = weights.mixed(inputs[rows])
+    mixed[ids[rows][:, None] == ids[None, :]] = 0.0
+    total = mixed.sum(axis=1)
+    # A row with no other input has no leave-one-out CDF.
+    kept = total > 0
+    mixed = mixed[kept] / total[kept, None]
+    rows = rows[kept]
+    chosen = []
+    for o in range(targets.shape[1]):
+        y = targets[:, o]
+        grid = np.unique(np.quantile(y, np.linspace(0.01, 0.99, 50)))
+        spacing = np.gradient(grid) if len(grid) > 1 else np.ones(1)
+        observed = y[rows][:, None] <= grid[None, :]
+        criteria = [
+            np.mean(((mixed @ kernel_cdf_columns(y, grid, h) - observed) ** 2) @ spacing)
+            for h in y_bandwidth_candidates(y)
+        ]
+        chosen.append(y_bandwidth_candidates(y)[int(np.argmin(criteria))])
+    return np.array(chosen)
+
+
+def leave_one_out_residuals(weights, inputs, values, columns, value_scale):
+    r"""Per kept row, :math:`y_i - \hat\mu_{-i}(x_i)` (centered target units, (n,
+    n_outputs)): the kernel average without the row and its exact duplicates, through the
+    reduction with those pairs left out (``columns``: the value columns ``[v, v², 1]`` in
+    units of ``value_scale``), or, for approximate weights, with their weight removed from
+    the row's weights; :math:`\pm\infty` for a row with no other input."""
+    groups = DuplicateGroups(inputs)
+    exact, kernel = weights.exact, weights.kernel
+    a, b = kernel.head_weights, kernel.head_bias
+    n, t = values.shape
+    estimate = np.zeros((n, t)) + b
+    alone = np.zeros(n, dtype=bool)
+    for block in iter_query_blocks(n, n if exact is None else min(n, KEY_TILE), n_arrays=3):
+        left_out = groups.pairs_of(np.arange(n)[block])
+        for h in range(kernel.n_heads):
+            if exact is not None:
+                sums = exact.sums(inputs[block], h, columns, left_out=left_out)
+                sums = sums.astype(np.float64)
+                total = sums[:, -1]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mean = sums[:, :t] / total[:, None] * value_scale
+            else:
+                total, mean = _without_own(weights.of_kernel(inputs[block], h), values, left_out)
+            alone[block] |= ~(total > 0)
+            estimate[block] += a[h] * mean
+    residuals = values - estimate
+    residuals[alone] = np.inf
+    return residuals
+
+
+def _without_own(weights, values, left_out):
+    """The total weight and weighted mean of ``values`` of a block's weights (rows summing
+    to 1) with the ``left_out`` pairs' weight removed."""
+    own = np.zeros(len(weights))
+    np.add.at(own, left_out[0], weights[left_out])
+    own_values = np.zeros((len(weights), values.shape[1]))
+    np.add.at(own_values, left_out[0], weights[left_out][:, None] * values[left_out[1]])
+    total = 1.0 - own
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total, (weights @ values - own_values) / total[:, None]
+
+
+def leave_one_out_at(weights, X, values, ids):
+    r""":math:`\hat\mu_{-i}(x)` at a block of queries for every kept row :math:`i`
+    (centered target units, shape (n_outputs, b, n)), from the heads' kernel weights:
+    :math:`(\hat\mu(x) - \sum_{j \in G_i} w_j y_j) / (1 - \sum_{j \in G_i} w_j)`
+    with :math:`G_i` the row's group of exact duplicates (``ids``); :math:`+\infty` where
+    the group holds (nearly) all of the weight, which leaves nothing to estimate from."""
+    from scipy import sparse
+
+    n, t = values.shape
+    n_groups = int(ids.max()) + 1
+    # Each row's group: its own column of a sparse indicator (none without duplicates).
+    members = None
+    if n_groups < n:
+        members = sparse.csr_matrix((np.ones(n), (np.arange(n), ids)), shape=(n, n_groups))
+    kernel = weights.kernel
+    a, b = kernel.head_weights, kernel.head_bias
+    result = np.zeros((t, len(X), n)) + b[:, None, None]
+    unknown = np.zeros((len(X), n), dtype=bool)
+    for h in range(kernel.n_heads):
+        w = weights.of_kernel(X, h)
+        own = w if members is None else np.asarray(w @ members)[:, ids]
+        rest = 1.0 - own
+        # Rounding leaves 1 − w with few digits where the group holds nearly all the
+        # weight: those estimates are unknown (the interval is then unbounded).
+        unknown |= ~(rest > 1e-9)
+        for o in range(t):
+            mean = w @ values[:, o]
+            own_values = w * values[:, o]
+            if members is not None:
+                own_values = np.asarray(own_values @ members)[:, ids]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                result[o] += a[h] * (mean[:, None] - own_values) / rest
+    result[:, unknown] = np.inf
+    return result
+
+
+def kernel_estimate(weights, X, values):
+    """The kernel average's estimate (the local constant of every head, mixed; centered
+    target units, (b, n_outputs)) and the block's mixed kernel weights."""
+    kernel = weights.kernel
+    a, b = kernel.head_weights, kernel.head_bias
+    estimate = np.zeros((len(X), len(b))) + b
+    mixed = None
+    for h in range(kernel.n_heads):
+        w = weights.of_kernel(X, h)
+        estimate += a[h] * (w @ values)
+        p = weights.proportions[h]
+        mixed = p * w if mixed is None else mixed + p * w
+    return estimate, mixed
+
+
+def residual_ranks(residuals, inputs):
+    """What a conformal interval needs of the kept rows' leave-one-out ``residuals``: their
+    absolute values, order per output and sorted values, and the rows' groups of exact
+    duplicates (computed once per fit)."""
+    residuals = np.abs(residuals)
+    order = np.argsort(residuals, axis=0, kind="stable")
+    ids = DuplicateGroups(inputs).ids
+    return residuals, order, np.take_along_axis(residuals, order, axis=0), ids
+
+
+def conformal_bounds(weights, X, method, alpha, ranked, sample_weight, values, n_jobs):
+    """The conformal intervals of queries (centered target units, (n_queries, n_outputs)
+    each), ``"jackknife+"`` or ``"local"``, from the kept rows' leave-one-out residuals
+    ranked by :func:`residual_ranks`."""
+    n, t = values.shape
+    residuals, order, sorted_residuals, ids = ranked
+    tiles = [TargetTiles(column) for column in order.T]
+    lower = np.empty((len(X), t))
+    upper = np.empty((len(X), t))
+
+    def compute(rows):
+        if method == "jackknife+":
+            loo = leave_one_out_at(weights, X[rows], values, ids)
+            for o in range(t):
+                low, high = jackknife_plus(loo[o], residuals[:, o], alpha, sample_weight)
+                lower[rows, o], upper[rows, o] = low, high
+        else:
+            # The kernel weights carry the sample weights: a row of weight 2 counts twice
+            # among the residuals.
+            estimate, mixed = kernel_estimate(weights, X[rows], values)
+            for o in range(t):
+                half = local_residual_quantiles(mixed, tiles[o], sorted_residuals[:, o], alpha)
+                lower[rows, o] = estimate[:, o] - half
+                upper[rows, o] = estimate[:, o] + half
+
+    # jackknife+: the weights, the groups' shares, the leave-one-out estimates per output
+    # and the two sets of values a selection copies; local: the weights twice.
+    n_arrays = 8 + 3 * t if method == "jackknife+" else 4
+    map_query_blocks(compute, len(X), n, n_jobs=n_jobs, n_arrays=n_arrays, cache=False)
+    return lower, upper

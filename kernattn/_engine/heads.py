@@ -38,7 +38,15 @@ import numpy as np
 
 from kernattn._core.blocks import query_block_size
 from kernattn._core.numerics import power_of_two_scale
-from kernattn._core.sums import centered_sums, exp_floor, kernel_sums, shifted_exp, underflowed
+from kernattn._core.sums import (
+    centered_sums,
+    exp_floor,
+    kernel_sums,
+    shifted_exp,
+    softmax_weights,
+    subtract_row_max,
+    underflowed,
+)
 from kernattn.kernels import OUTSIDE_SLOPE, log_kernel, squared_distances
 
 #: Similarities whose logits depend on the distance ‖q − k‖ only (never positive).
@@ -48,14 +56,14 @@ SIMILARITIES = ("dot", "cosine") + RADIAL
 # A projection this large is recomputed in scaled form: its square, or its products with
 # the keys, could overflow.
 LARGE = 1e150
-# A far query more than this many times the keys' extent from the center is compared with
+# A distant query more than this many times the keys' extent from the center is compared with
 # the keys through qᵀk (the differences q − k would round the keys away).
-_EXACT_REACH = 1e8
-# Entries of the (rows × keys × head_dim) differences of a chunk of far rows.
-_FAR_ENTRIES = 2**18
+_DIFFERENCE_REACH = 1e8
+# Entries of the (rows × keys × head_dim) differences of a chunk of rows on the unit path.
+_UNIT_ENTRIES = 2**18
 
 # What :meth:`SoftmaxHeads._bind` computes per head from the keys, built on first use.
-_BOUND = ("_inputs", "_keys", "_keys_aug", "_keys_sq", "_key_radius", "_unit_keys", "_far_only")
+_BOUND = ("_inputs", "_keys", "_keys_aug", "_keys_sq", "_key_radius", "_unit_keys", "_unit_only")
 
 # Added to ‖u‖² before the square root of the cosine normalization: a zero projection then
 # has a zero (not NaN) direction and the normalization stays differentiable.
@@ -169,9 +177,9 @@ class SoftmaxHeads:
         """What :meth:`logits` takes: head ``h``'s queries of inputs ``X``, prepared."""
         return self._queries(self.warped(X), h)
 
-    def far_logits(self, X, h):
-        """:meth:`_far_logits` of inputs ``X`` (warped first)."""
-        return self._far_logits(self.warped(X), h)
+    def unit_logits(self, X, h):
+        """:meth:`_unit_logits` of inputs ``X`` (warped first)."""
+        return self._unit_logits(self.warped(X), h)
 
     def with_local(self, local):
         """A copy with these local fits, one per head (``None``: the kernel average)."""
@@ -248,14 +256,14 @@ class SoftmaxHeads:
     def _bind(self, X):
         """Per head, what every query block meets: the keys and their biases (the
         attributes ``_BOUND``, as a dict)."""
-        # The inputs themselves, for the far path's exact differences.
+        # The inputs themselves, for the unit path's exact differences.
         bound = {"_inputs": X if self.nonpositive else None}
         bound.update({name: [] for name in _BOUND[1:]})
         for h in range(self.n_heads):
             K = self._project(X, h, "key")
-            unit_keys, far_only = self._bind_unit_keys(X, K, h)
+            unit_keys, unit_only = self._bind_unit_keys(X, K, h)
             bound["_unit_keys"].append(unit_keys)
-            bound["_far_only"].append(far_only)
+            bound["_unit_only"].append(unit_only)
             with np.errstate(over="ignore"):
                 sq = np.einsum("ij,ij->i", K, K)
             bound["_keys"].append(K)
@@ -273,12 +281,12 @@ class SoftmaxHeads:
         return bound
 
     def _bind_unit_keys(self, X, K, h):
-        """The keys in units of a power of two near their extent, for the far path, with
-        their log unit; and whether the head is far only.
+        """The keys in units of a power of two near their extent, for the unit path, with
+        their log unit; and whether the head is on the unit path only.
 
         Keys whose squares could overflow (a tiny ``input_scale``) make every logit of
         the one-product path lose its meaning: such a head sends every query through the
-        far path.
+        unit path.
         """
         if np.all(np.abs(K) < LARGE):
             unit = power_of_two_scale(K)
@@ -287,9 +295,9 @@ class SoftmaxHeads:
         log_unit = float(log_size.max(initial=0.0))
         return (unit * np.exp(log_size - log_unit)[:, None], log_unit), True
 
-    def far_only(self, h):
+    def unit_only(self, h):
         """Whether head ``h``'s keys are too large for the one-product path."""
-        return self._far_only[h]
+        return self._unit_only[h]
 
     def select(self, heads):
         """A copy with only ``heads`` (their mixture weights kept as they are)."""
@@ -302,7 +310,7 @@ class SoftmaxHeads:
         out.scale = self.scale[heads]
         out.head_weights = self.head_weights[heads]
         out.local = [self.local[h] for h in heads]
-        for name in ("_keys", "_keys_aug", "_keys_sq", "_key_radius", "_unit_keys", "_far_only"):
+        for name in ("_keys", "_keys_aug", "_keys_sq", "_key_radius", "_unit_keys", "_unit_only"):
             setattr(out, name, [getattr(self, name)[h] for h in heads])
         return out
 
@@ -320,7 +328,7 @@ class SoftmaxHeads:
         """What :meth:`logits` takes: head ``h``'s queries, prepared, in ``dtype``."""
         Q = self._project(X, h, "query")
         # A projection beyond float32's range (or whose square overflows) becomes inf here:
-        # its logits are not finite, and the caller redoes the row with far_logits.
+        # its logits are not finite, and the caller redoes the row with unit_logits.
         with np.errstate(over="ignore", invalid="ignore"):
             if self._keys_aug[h] is None:
                 return Q.astype(self.dtype, copy=False)
@@ -365,55 +373,54 @@ class SoftmaxHeads:
             np.maximum(logits, self._floor, out=logits)
         return logits
 
-    def _far_logits(self, X, h):
+    def _unit_logits(self, X, h):
         """Logits up to a per-query constant, in float64, for the rows the one-product path
         cannot serve (their kernel underflowed, or something overflowed).
 
         The keys are taken in units of their extent ``F`` and the query as
         ``exp(log_size) · unit`` (:meth:`project_scaled`), so nothing overflows. For radial
         similarities the query's own −½‖q‖² is left out: it is the same for every key, but
-        for a far query it swamps the differences between keys. Within ``_EXACT_REACH`` key
-        extents, the squared distances are summed from the exact differences
-        ``Σ_j (q_j − k_j)²``: ties are exact, and a row's logits do not depend on the other
-        rows computed with it. Farther out, those differences would round the keys away, and
-        the logits come from ``qᵀk − ½‖k‖²``. Outside a compact support the log-kernel is
-        −10⁶ r². The logits are shifted so that each row's largest is 0 before being
-        multiplied by the (possibly huge) scale: a row too far for floats to resolve gets
-        its nearest key(s), never NaN.
+        for a distant query it swamps the differences between keys. Within
+        ``_DIFFERENCE_REACH`` key extents, the squared distances are summed from the
+        differences themselves, ``Σ_j (q_j − k_j)²``: ties are kept, and a row's logits do
+        not depend on the other rows computed with it. Farther out, those differences
+        would round the keys away, and the logits come from ``qᵀk − ½‖k‖²``. Outside a
+        compact support the log-kernel is −10⁶ r². The logits are shifted so that each
+        row's largest is 0 before being multiplied by the (possibly huge) scale: a row too
+        distant for floats to resolve gets its nearest key(s), never NaN.
         """
         unit_keys, log_unit = self._unit_keys[h]
         X = np.asarray(X, dtype=float)
         unit, log_size = self._project_scaled(X, h, "query")
         if self.similarity in ("dot", "cosine"):
             # q·k = exp(log_size + log_unit) · unit·k̃; the row maximum taken out first.
-            logits = np.einsum("ij,kj->ik", unit, unit_keys)
-            logits -= logits.max(axis=1, keepdims=True, initial=-np.inf)
+            logits = subtract_row_max(np.einsum("ij,kj->ik", unit, unit_keys))
             _scale_logits(logits, log_size + log_unit)
             logits += self.log_sample_weight
             return logits
         relative = log_size - log_unit
-        near = relative <= np.log(_EXACT_REACH)
+        within = relative <= np.log(_DIFFERENCE_REACH)
         logits = np.empty((len(X), self.n_keys))
-        if np.any(near):
-            logits[near] = self._far_radial(
-                X[near], h, unit[near], relative[near], unit_keys, log_unit
+        if np.any(within):
+            logits[within] = self._unit_radial(
+                X[within], h, unit[within], relative[within], unit_keys, log_unit
             )
-        if not np.all(near):
-            far = ~near
-            shrink = np.exp(-relative[far])[:, None]
+        if not np.all(within):
+            beyond = ~within
+            shrink = np.exp(-relative[beyond])[:, None]
             # (q·k − ½‖k‖²)/(exp(log_size) F): the key term fades beyond the float range.
-            distant = np.einsum("ij,kj->ik", unit[far], unit_keys)
+            distant = np.einsum("ij,kj->ik", unit[beyond], unit_keys)
             distant -= 0.5 * shrink * np.einsum("ij,ij->i", unit_keys, unit_keys)
-            distant -= distant.max(axis=1, keepdims=True, initial=-np.inf)
-            _scale_logits(distant, log_size[far] + log_unit)
+            subtract_row_max(distant)
+            _scale_logits(distant, log_size[beyond] + log_unit)
             if self.similarity != "gaussian":
                 with np.errstate(over="ignore"):
                     distant *= 2.0 * OUTSIDE_SLOPE
-            logits[far] = distant
+            logits[beyond] = distant
         logits += self.log_sample_weight
         return logits
 
-    def _far_radial(self, X, h, unit, relative, unit_keys, log_unit):
+    def _unit_radial(self, X, h, unit, relative, unit_keys, log_unit):
         """Radial logits (without a per-row constant) from the exact differences with the
         keys: of the inputs, ``(x − x_i)/σ · W``, when queries and keys share the
         projection (a difference that ties in the inputs ties in the logits), else of the
@@ -424,7 +431,7 @@ class SoftmaxHeads:
         )
         logits = np.empty((len(X), self.n_keys))
         log_factor = np.empty(len(X))
-        step = query_block_size(len(X), unit_keys.size, n_arrays=2, cache=_FAR_ENTRIES)
+        step = query_block_size(len(X), unit_keys.size, n_arrays=2, cache=_UNIT_ENTRIES)
         smallest = power_of_two_scale(self.input_scale.min())
         W = None if self.query_weights is None else self.query_weights[h]
         for start in range(0, len(X), step):
@@ -458,7 +465,7 @@ class SoftmaxHeads:
             # Some key within the support (the row underflowed only through tiny sample
             # weights): the log-kernel itself, shifted by its value at the nearest key.
             r2 = _times_exp(logits[inside] + nearest[inside], log_factor[inside, None])
-            with np.errstate(over="ignore"):  # −10⁶ r² of a far key: −inf, a weight of 0
+            with np.errstate(over="ignore"):  # −10⁶ r² of a distant key: −inf, a weight of 0
                 logits[inside] = (
                     log_kernel(r2, self.similarity)
                     - log_kernel(r2_nearest[inside], self.similarity)[:, None]
@@ -484,7 +491,7 @@ class SoftmaxHeads:
         ``c`` is a per-query shift that keeps the largest term at most 1 (it cancels in
         every ratio of these sums). For never-positive logits there is no shift to wait
         for: the key tiles' sums simply add up, and only rows that underflowed are redone
-        from :meth:`far_logits`, as are rows whose projection or logits overflowed (a query
+        from :meth:`unit_logits`, as are rows whose projection or logits overflowed (a query
         near the largest float, or a float64 query beyond a float32 fit's range).
 
         ``total`` is the index of the column of ones among ``columns`` (the denominator,
@@ -503,11 +510,12 @@ class SoftmaxHeads:
             raise TypeError("keys and left_out cannot be combined")
         X = self.warped(X)
         dtype = getattr(columns, "dtype", np.float64)
-        if self.far_only(h):
-            # Keys too large for the one product (a tiny input scale): every row is far.
-            far = self._far_weights(X, h, left_out)
-            far = far if keys is None else far[:, keys]
-            return _far_sums(far, columns, squared).astype(dtype)
+        if self.unit_only(h):
+            # Keys too large for the one product (a tiny input scale): every row takes the
+            # unit path.
+            weights = self._unit_weights(X, h, left_out)
+            weights = weights if keys is None else weights[:, keys]
+            return _sums_of_weights(weights, columns, squared).astype(dtype)
         queries = self._queries(X, h)
         shift = not self.nonpositive or left_out is not None
         floor = True if shift else self.may_underflow(queries, h)
@@ -538,9 +546,9 @@ class SoftmaxHeads:
                     np.searchsorted(np.flatnonzero(redo), left_out[0][inside]),
                     left_out[1][inside],
                 )
-            far = self._far_weights(X[redo], h, left_out)
-            far = far if keys is None else far[:, keys]
-            sums[redo] = _far_sums(far, columns, squared)
+            weights = self._unit_weights(X[redo], h, left_out)
+            weights = weights if keys is None else weights[:, keys]
+            sums[redo] = _sums_of_weights(weights, columns, squared)
         return sums
 
     def moments(self, X, h, columns):
@@ -551,10 +559,10 @@ class SoftmaxHeads:
         t = (columns.shape[1] - 1) // 2
         return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
 
-    def _far_weights(self, X, h, left_out=None):
-        """Weights (largest 1 per row) of rows from :meth:`far_logits`, with the
+    def _unit_weights(self, X, h, left_out=None):
+        """Weights (largest 1 per row) of rows from :meth:`unit_logits`, with the
         ``left_out`` pairs at 0 (a row with nothing left: all 0)."""
-        logits = self._far_logits(X, h)
+        logits = self._unit_logits(X, h)
         if left_out is not None:
             logits[left_out] = -np.inf
         with np.errstate(invalid="ignore"):
@@ -568,22 +576,22 @@ class SoftmaxHeads:
         """Head ``h``'s kernel moments of ``values`` about their own weighted mean for a
         block of queries (:func:`kernattn._core.sums.centered_sums`): the total weight ``W``
         (on the reduction's shift), the weighted mean ``m`` and ``M₂ = Σ_i w_i (v_i −
-        m)²`` in float64; rows the one product cannot serve come from :meth:`far_logits`."""
+        m)²`` in float64; rows the one product cannot serve come from :meth:`unit_logits`."""
         values = np.asarray(values, dtype=np.float64)
         X = self.warped(X)
-        if self.far_only(h):
-            return _moments_of(shifted_exp(self._far_logits(X, h)), values)
+        if self.unit_only(h):
+            return _moments_of(shifted_exp(self._unit_logits(X, h)), values)
         _, total, mean, m2 = self._centered_state(X, h, values)
         redo = underflowed(total) | ~np.all(np.isfinite(mean), axis=1)
         if np.any(redo):
             total[redo], mean[redo], m2[redo] = _moments_of(
-                shifted_exp(self._far_logits(X[redo], h)), values
+                shifted_exp(self._unit_logits(X[redo], h)), values
             )
         return total, mean, m2
 
     def centered_state(self, X, h, values):
         """:meth:`centered` with the shift of the logits it was taken on, ``(c, W, m,
-        M₂)``, and no far path: the states of several sets of keys (the partitions of a
+        M₂)``, and no unit path: the states of several sets of keys (the partitions of a
         training set) merge with :func:`kernattn._core.sums.merge_centered`."""
         return self._centered_state(self.warped(X), h, values)
 
@@ -599,10 +607,8 @@ class SoftmaxHeads:
         """Head ``h``'s normalized weights (rows sum to 1) of a block of queries against
         the keys."""
         X = self.warped(X)
-        if self.far_only(h):
-            weights = shifted_exp(self._far_logits(X, h))
-            weights /= weights.sum(axis=1, keepdims=True)
-            return weights
+        if self.unit_only(h):
+            return softmax_weights(self._unit_logits(X, h))
         queries = self._queries(X, h)
         if not self.nonpositive:
             with np.errstate(over="ignore", invalid="ignore"):
@@ -613,13 +619,13 @@ class SoftmaxHeads:
                 weights = np.exp(logits, out=logits)
         redo = underflowed(weights.sum(axis=1))
         if np.any(redo):
-            weights[redo] = shifted_exp(self._far_logits(X[redo], h))
+            weights[redo] = shifted_exp(self._unit_logits(X[redo], h))
         weights /= weights.sum(axis=1, keepdims=True)
         return weights
 
 
-def _far_sums(weights, columns, squared=None):
-    """The sums of :meth:`SoftmaxHeads.sums` from a block of far weights in memory."""
+def _sums_of_weights(weights, columns, squared=None):
+    """The sums of :meth:`SoftmaxHeads.sums` from a block of weights in memory."""
     if callable(columns):
         sums = np.asarray(columns(weights, slice(0, weights.shape[1])), dtype=np.float64)
     else:

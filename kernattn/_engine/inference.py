@@ -104,7 +104,7 @@ def nadaraya_watson_gradient_weights(weights, queries, keys, bandwidth, kernel):
     gradient_weights : ndarray of shape (m, n, d)
     """
     if kernel == "gaussian":
-        # a_ij − ā_j = (x_ij − Σ_k w_k x_kj)/h_j²: the query itself cancels (and a far query
+        # a_ij − ā_j = (x_ij − Σ_k w_k x_kj)/h_j²: the query itself cancels (and a distant query
         # cannot overflow the differences).
         centroid = weights @ keys
         difference = keys[None, :, :] - centroid[:, None, :]

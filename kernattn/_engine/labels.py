@@ -31,7 +31,11 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from kernattn._core.loo import DuplicateGroups
 from kernattn._engine.heads import SoftmaxHeads
-from kernattn._engine.regressor import NadarayaWatsonRegressor, fit_transaction
+from kernattn._engine.regressor import (
+    NadarayaWatsonRegressor,
+    fit_transaction,
+    validated_queries,
+)
 
 #: The prior's share is at least this: every probability is then positive (at least this
 #: share of a class frequency), whatever the leave-one-out log-loss prefers.
@@ -218,9 +222,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
     # ---------------------------------------------------------------- predicting
 
     def _validate_queries(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return np.asarray(X, dtype=np.float64)
+        return validated_queries(self, X)
 
     def predict_proba(self, X):
         """Class probabilities: the weights' class sums, smoothed toward the class

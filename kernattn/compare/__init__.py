@@ -564,6 +564,69 @@ def _fit_and_score(estimator, X, y, train, test, error_score="raise", classes=No
     }
 
 
+def _task_splits(task_data, splitter, cv):
+    """Every task's splits (a list of (train, test) per task name), checked."""
+    splits = {}
+    for name, (X, y, _) in task_data.items():
+        n_splits = splitter.get_n_splits(X, y)
+        if isinstance(cv, numbers.Integral) and cv > len(X):
+            raise ValueError(f"cv={cv} folds but task {name!r} has only {len(X)} samples")
+        splits[name] = list(splitter.split(X, y))
+        if not splits[name] or n_splits < 1:
+            raise ValueError(f"the splitter gave no splits for task {name!r}")
+    return splits
+
+
+def _settings(splitter, n_repeats, random_state, seeds, n_jobs):
+    """The settings a comparison records: the splitter, the repeats, the ``random_state``
+    given (an integer, or None) and what every random choice was seeded with, all drawn
+    from it (``seeds``: the built-in tasks, None when the data were given; the splitter,
+    None for a splitter object, used as given; every estimator ``random_state`` left at
+    None)."""
+    given_seed = random_state if isinstance(random_state, numbers.Integral) else None
+    return {
+        "cv": repr(splitter),
+        "n_repeats": int(n_repeats),
+        "random_state": None if given_seed is None else int(given_seed),
+        "seeds": seeds,
+        "n_jobs": n_jobs,
+    }
+
+
+def _runners(splits, n_estimators, n_jobs, verbose):
+    """The joblib runner of the folds (no more workers than a task has splits) and the
+    fold progress report (shown for ``verbose >= 2``)."""
+    progress = _FoldProgress(
+        sum(len(s) for s in splits.values()) * n_estimators, enabled=int(verbose or 0) >= 2
+    )
+    parallel = Parallel(
+        n_jobs=_workers(n_jobs, max(len(s) for s in splits.values())), return_as="generator"
+    )
+    return parallel, progress
+
+
+def _scores(parallel, fits, task_name, estimator_name, splits, progress):
+    """The scores of ``fits`` (a fresh estimator, X, y, the error score and the classes,
+    as :func:`_fit_and_score` takes them) on every split, in order, each fold on a clone of
+    the estimator; a failure raised as a ``RuntimeError`` naming the task and the
+    estimator."""
+    template, X, y, error_score, classes = fits
+    scores = []
+    try:
+        for score in parallel(
+            delayed(_fit_and_score)(clone(template), X, y, train, test, error_score, classes)
+            for train, test in splits
+        ):
+            scores.append(score)
+            progress.fold_done(task_name, estimator_name, len(scores), len(splits))
+    except Exception as exc:
+        progress.clear()
+        raise RuntimeError(
+            f"{estimator_name} failed on task {task_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    return scores
+
+
 def compare(
     estimators=None,
     tasks=None,
@@ -657,64 +720,29 @@ def compare(
     task_seed, split_seed, estimator_seed = derive_seeds(random_state).values()
     splitter = _check_cv(cv, n_repeats, split_seed, stratified=classification)
     task_data = _check_tasks(tasks, task_seed, task_type)
-    splits = {}
-    for name, (X, y, _) in task_data.items():
-        n_splits = splitter.get_n_splits(X, y)
-        if isinstance(cv, numbers.Integral) and cv > len(X):
-            raise ValueError(f"cv={cv} folds but task {name!r} has only {len(X)} samples")
-        splits[name] = list(splitter.split(X, y))
-        if not splits[name] or n_splits < 1:
-            raise ValueError(f"the splitter gave no splits for task {name!r}")
-
-    given_seed = random_state if isinstance(random_state, numbers.Integral) else None
-    settings = {
-        "cv": repr(splitter),
-        "n_repeats": int(n_repeats),
-        "random_state": None if given_seed is None else int(given_seed),
-        # What every random choice was seeded with, all drawn from ``random_state``: the
-        # built-in tasks (None when the data were given), the splitter (None for a splitter
-        # object, used as given) and every estimator ``random_state`` left at None.
-        "seeds": {
-            "tasks": task_seed if _makes_tasks(tasks) else None,
-            "splits": None if _is_splitter(cv) else split_seed,
-            "estimators": estimator_seed,
-        },
-        "n_jobs": n_jobs,
+    splits = _task_splits(task_data, splitter, cv)
+    seeds = {
+        "tasks": task_seed if _makes_tasks(tasks) else None,
+        "splits": None if _is_splitter(cv) else split_seed,
+        "estimators": estimator_seed,
     }
     result = ComparisonResult(
-        settings=settings,
+        settings=_settings(splitter, n_repeats, random_state, seeds, n_jobs),
         descriptions={name: task.description for name, task in task_data.items()},
     )
-    total = len(task_data) * len(named)
-    progress = _FoldProgress(
-        sum(len(s) for s in splits.values()) * len(named), enabled=int(verbose or 0) >= 2
-    )
-    parallel = Parallel(
-        n_jobs=_workers(n_jobs, max(len(s) for s in splits.values())), return_as="generator"
-    )
+    parallel, progress = _runners(splits, len(named), n_jobs, verbose)
     for task_name, (X, y, _) in task_data.items():
         classes = np.unique(y) if classification else None
         for estimator_name, estimator in named.items():
             template = _seed_estimator(clone(estimator), estimator_seed)
-            n_folds = len(splits[task_name])
-            scores = []
-            try:
-                for score in parallel(
-                    delayed(_fit_and_score)(
-                        clone(template), X, y, train, test, error_score, classes
-                    )
-                    for train, test in splits[task_name]
-                ):
-                    scores.append(score)
-                    progress.fold_done(task_name, estimator_name, len(scores), n_folds)
-            except Exception as exc:
-                progress.clear()
-                raise RuntimeError(
-                    f"{estimator_name} failed on task {task_name!r}: {type(exc).__name__}: {exc}"
-                ) from exc
+            fits = (template, X, y, error_score, classes)
+            scores = _scores(
+                parallel, fits, task_name, estimator_name, splits[task_name], progress
+            )
             row = result.add(task_name, estimator_name, X.shape, scores)
             if verbose:
                 progress.clear()
+                total = len(task_data) * len(named)
                 print(result.progress_line(row, len(result.rows), total), flush=True)
     return result
 

@@ -190,22 +190,12 @@ class ComparisonResult:
 
     def _cells(self, row):
         if self.task_type == "classification":
-            return [
-                row["task"],
-                row["estimator"],
-                f"{row['log_loss_mean']:.3f} ± {row['log_loss_std']:.3f}",
-                f"{row['accuracy_mean']:.3f} ± {row['accuracy_std']:.3f}",
-                _seconds(row["fit_time"]),
-                _seconds(row["predict_time"]),
-            ]
-        return [
-            row["task"],
-            row["estimator"],
-            f"{row['r2_mean']:.3f} ± {row['r2_std']:.3f}",
-            f"{_sig(row['mse_mean'])} ± {_sig(row['mse_std'], 2)}",
-            _seconds(row["fit_time"]),
-            _seconds(row["predict_time"]),
-        ]
+            scores = [_mean_std(row, "log_loss"), _mean_std(row, "accuracy")]
+        else:
+            mse = f"{_sig(row['mse_mean'])} ± {_sig(row['mse_std'], 2)}"
+            scores = [_mean_std(row, "r2"), mse]
+        times = [_seconds(row["fit_time"]), _seconds(row["predict_time"])]
+        return [row["task"], row["estimator"], *scores, *times]
 
     def to_string(self):
         """The aligned table: held-out R² and MSE (mean ± std over splits), times in seconds;
@@ -438,3 +428,8 @@ def _read(path_or_text):
     if isinstance(path_or_text, str) and "\n" in path_or_text:
         return path_or_text
     raise FileNotFoundError(f"no such file: {path_or_text!r}")
+
+
+def _mean_std(row, metric):
+    """A score's mean ± standard deviation over the splits, to three decimals."""
+    return f"{row[metric + '_mean']:.3f} ± {row[metric + '_std']:.3f}"

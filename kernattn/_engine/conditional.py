@@ -1,0 +1,371 @@
+"""The conditional distribution of a fitted Nadaraya–Watson engine: its public methods.
+
+``predict_cdf``, ``predict_quantiles`` and ``conformal_interval`` of every kernattn
+regressor. They validate their arguments and read the fitted state; the mathematics (the
+tiles of sorted targets, the mixed weights, the leave-one-out residuals and the intervals)
+lives in :mod:`kernattn._engine.distribution`.
+"""
+
+import warnings
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from kernattn._core.namespaces import in_caller_library
+from kernattn._engine.distribution import (
+    MixedWeights,
+    cdf_at_counts,
+    check_alpha,
+    check_conformal_method,
+    check_quantiles,
+    check_thresholds,
+    check_y_bandwidth,
+    conformal_bounds,
+    cross_validated_y_bandwidth,
+    leave_one_out_residuals,
+    map_distribution,
+    quantile_ranks,
+    residual_ranks,
+    smoothed_cdf,
+    threshold_ranks,
+)
+
+#: The training rows (at most) whose leave-one-out CDF chooses ``y_bandwidth="cv"``.
+Y_BANDWIDTH_ROWS = 400
+
+
+class ConditionalDistributionMixin:
+    """The conditional distribution's methods of :class:`NadarayaWatsonRegressor
+    <kernattn._engine.regressor.NadarayaWatsonRegressor>`: the CDF, quantiles and
+    conformal intervals from the weights of its predictions.
+
+    The hooks an estimator may override: :meth:`_training_inputs` (the kept inputs as the
+    kernel compares them) and :meth:`_exact_kernel` (``None`` for approximate weights).
+    """
+
+    def _check_targets_kept(self):
+        """The distribution's methods read the kept training targets (and weights against
+        them): a fit that keeps none (``partial_fit``) cannot serve them."""
+        check_is_fitted(self)
+        if "_target_order" not in self.__dict__ or "X_fit_" not in self.__dict__:
+            raise RuntimeError(
+                "the conditional distribution needs the training targets and the weights "
+                "against them, and this fit keeps only sums (partial_fit, or a fit in "
+                "chunks); fit on the whole training set to use predict_cdf, "
+                "predict_quantiles and conformal_interval"
+            )
+
+    def _training_inputs(self):
+        """The positive-weight training inputs as the kernel sees them (an estimator that
+        encodes its inputs overrides this)."""
+        return self.X_fit_[self._active]
+
+    def _exact_kernel(self):
+        """The kernel whose reduction serves the distribution: its ``sums`` take an order
+        of keys (the CDF and quantiles) and left-out pairs (the leave-one-out residuals).
+        ``None`` where the weights are approximate: they are then held in memory, and a
+        row's own weight is removed from its weights."""
+        return self.kernel_
+
+    def _mixed_weights(self):
+        """The weights the distribution is taken under (:class:`~kernattn._engine.
+        distribution.MixedWeights`)."""
+        return MixedWeights(self.kernel_, self._exact_kernel(), self._head_weights)
+
+    def _report_rearranged(self, n_rearranged, n_queries):
+        if n_rearranged:
+            warnings.warn(
+                f"{n_rearranged} of {n_queries} queries have signed weights whose conditional "
+                "CDF decreases or leaves [0, 1]; it was replaced by its monotone "
+                "rearrangement (Chernozhukov, Fernández-Val and Galichon 2010) and clipped "
+                "to [0, 1]",
+                UserWarning,
+                stacklevel=4,
+            )
+
+    def _per_output(self, result):
+        """Drop the leading output axis for a 1-D target."""
+        return result[0] if self._target_shape == () else result
+
+    @in_caller_library
+    def predict_cdf(self, X, thresholds, *, y_bandwidth=None):
+        r"""The conditional CDF :math:`\hat F(t \mid x) = \sum_i w_i(x)\, 1\{y_i \le t\}`.
+
+        The Nadaraya–Watson estimate of the indicator targets :math:`1\{y_i \le t\}` with the
+        weights of :meth:`attention_weights` (Hall, Wolff and Yao 1999 [1]_). With the targets
+        sorted once at fit and cut into tiles of consecutive ranks, one pass of the kernel
+        sums over the keys in that order gives each query's weight on every tile, and a
+        threshold then needs the weights of its own tile only: about the cost of one
+        ``predict``, whatever the number of thresholds. Non-decreasing in :math:`t`, in
+        :math:`[0, 1]`. Where the weights can be negative (local lines, signed feature
+        maps) a query whose sums decrease or leave :math:`[0, 1]` gets their monotone
+        rearrangement (Chernozhukov, Fernández-Val and Galichon 2010 [2]_), clipped; a
+        ``UserWarning`` says how many. With several heads, the mixture of their weights
+        in the shares :math:`|a_h| / \sum_g |a_g|` (as ``return_std``).
+
+        With ``y_bandwidth`` the CDF is smoothed in :math:`y` as well (R np's ``npcdist``;
+        Li, Lin and Racine [3]_):
+        :math:`\tilde F(t \mid x) = \sum_i w_i(x)\, \Phi((t - y_i)/h_y)`, one kernel sum
+        of the columns :math:`\Phi((t_k - y_i)/h_y)` (its cost grows with the number of
+        thresholds). ``"cv"`` chooses :math:`h_y` per output by leave-one-out: at most 400
+        training rows, evenly spread, each with its own row and exact duplicates removed
+        from its weights, minimize the integrated squared distance between their CDF and
+        their own target's step, :math:`\int (\tilde F_{-i}(t \mid x_i) - 1\{y_i \le
+        t\})^2 dt` (the CRPS, over 50 quantiles of the targets) among :math:`2^{-5}` to
+        :math:`2^2` times Silverman's rule for the targets; the choice is kept for later
+        calls on this fit.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        thresholds : array_like of shape (n_thresholds,) or (n_outputs, n_thresholds)
+            Sorted increasingly, no NaN; one row per output, or one list for all.
+        y_bandwidth : None, "cv", float or array_like of shape (n_outputs,), default=None
+            ``None``: the step CDF of the training targets; otherwise the bandwidth of the
+            Gaussian kernel CDF in :math:`y`, in the targets' units.
+
+        Returns
+        -------
+        cdf : ndarray of shape (n_queries, n_thresholds)
+            With a leading ``n_outputs`` axis for 2-D targets.
+
+        References
+        ----------
+        .. [1] P. Hall, R. C. L. Wolff, Q. Yao, "Methods for estimating a conditional
+           distribution function", J. Amer. Statist. Assoc. 94 (1999).
+        .. [2] V. Chernozhukov, I. Fernández-Val, A. Galichon, "Quantile and probability
+           curves without crossing", Econometrica 78 (2010).
+        .. [3] Q. Li, J. Lin, J. S. Racine, "Optimal bandwidth selection for nonparametric
+           conditional distribution and quantile functions", J. Bus. Econ. Statist. 31
+           (2013).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kernattn import KernelSmoother
+        >>> X = np.linspace(0, 1, 200)[:, None]
+        >>> y = X[:, 0] + 0.1 * np.random.default_rng(0).normal(size=200)
+        >>> model = KernelSmoother(bandwidth=0.05).fit(X, y)
+        >>> model.predict_cdf([[0.5]], [0.3, 0.5, 0.7]).round(2)
+        array([[0.01, 0.59, 0.98]])
+        >>> model.predict_cdf([[0.5]], [0.3, 0.5, 0.7], y_bandwidth=0.05).round(2)
+        array([[0.04, 0.51, 0.97]])
+        """
+        X = self._validate_queries(X)
+        self._check_targets_kept()
+        n_outputs = self._sorted_targets.shape[1]
+        thresholds = check_thresholds(thresholds, n_outputs)
+        y_bandwidth = check_y_bandwidth(y_bandwidth, n_outputs)
+        weights = self._mixed_weights()
+        if y_bandwidth is not None:
+            if isinstance(y_bandwidth, str):
+                y_bandwidth = self._cross_validated_y_bandwidth(weights)
+            targets = self._values + self._y_offset
+            out, n_rearranged = smoothed_cdf(
+                weights, X, targets, thresholds, y_bandwidth, self.n_jobs
+            )
+            self._report_rearranged(n_rearranged, len(X))
+            return self._per_output(out)
+        ranks = [
+            threshold_ranks(self._sorted_targets[:, o], thresholds[o]) for o in range(n_outputs)
+        ]
+        out = np.zeros((n_outputs, len(X), thresholds.shape[1]))
+
+        def compute(rows, o, masses, fractions, tile):
+            out[o, rows] = cdf_at_counts(masses, ranks[o], fractions, tile)
+
+        n_rearranged = map_distribution(weights, X, self._target_order, compute, self.n_jobs)
+        self._report_rearranged(n_rearranged, len(X))
+        return self._per_output(out)
+
+    def _cross_validated_y_bandwidth(self, weights=None):
+        """Per output, the bandwidth in y of the smoothed CDF with the lowest leave-one-out
+        CRPS (see :meth:`predict_cdf`), computed once per fit (``weights``:
+        :meth:`_mixed_weights`, default made here)."""
+        weights = self._mixed_weights() if weights is None else weights
+
+        def compute():
+            targets = self._values + self._y_offset
+            inputs = self._training_inputs()
+            return cross_validated_y_bandwidth(weights, inputs, targets, Y_BANDWIDTH_ROWS)
+
+        return self.__dict__["_y_bandwidth_built"].get(compute)
+
+    @in_caller_library
+    def predict_quantiles(self, X, quantiles=(0.1, 0.5, 0.9)):
+        r"""Conditional quantiles :math:`\hat Q(\tau \mid x) = \inf\{t : \hat F(t \mid x)
+        \ge \tau\}` of :meth:`predict_cdf`.
+
+        Exact weighted quantiles of the training targets under each query's weights (Hall,
+        Wolff and Yao 1999; R np's ``npqreg``): the smallest target whose cumulative
+        weight, over the targets sorted once at fit, reaches :math:`\tau` (for
+        :math:`\tau = 0` the smallest target of positive weight). Non-crossing by
+        construction: every level reads the same non-decreasing :math:`\hat F`. Every query
+        of a block is served at once (no loop over queries): one pass of the kernel sums
+        over the keys in target order gives each query's weight on every tile of sorted
+        targets, and the tile where a level is reached is then read key by key (about
+        twice the cost of one ``predict`` for 9 levels). Signed weights (local lines,
+        signed feature maps) are rearranged first, as in :meth:`predict_cdf`.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        quantiles : float or array_like of floats in [0, 1], default=(0.1, 0.5, 0.9)
+
+        Returns
+        -------
+        quantiles : ndarray of shape (n_queries, n_quantiles)
+            Non-decreasing along the levels when they are sorted; with a leading
+            ``n_outputs`` axis for 2-D targets.
+
+        See Also
+        --------
+        conformal_interval : prediction intervals with a coverage guarantee.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kernattn import KernelSmoother
+        >>> X = np.linspace(0, 1, 200)[:, None]
+        >>> y = X[:, 0] + 0.1 * np.random.default_rng(0).normal(size=200)
+        >>> model = KernelSmoother(bandwidth=0.05).fit(X, y)
+        >>> model.predict_quantiles([[0.5]], [0.1, 0.5, 0.9]).round(2)
+        array([[0.36, 0.5 , 0.61]])
+        """
+        X = self._validate_queries(X)
+        self._check_targets_kept()
+        levels = check_quantiles(quantiles)
+        n_outputs = self._sorted_targets.shape[1]
+        out = np.zeros((n_outputs, len(X), len(levels)))
+
+        def compute(rows, o, masses, fractions, tile):
+            ranks = quantile_ranks(masses, levels, fractions, tile)
+            out[o, rows] = self._sorted_targets[ranks, o]
+
+        weights = self._mixed_weights()
+        n_rearranged = map_distribution(weights, X, self._target_order, compute, self.n_jobs)
+        self._report_rearranged(n_rearranged, len(X))
+        return self._per_output(out.astype(self._dtype, copy=False))
+
+    @in_caller_library
+    def conformal_interval(self, X, alpha=0.1, method="jackknife+"):
+        r"""Prediction intervals for a new observation :math:`y` at :math:`x`, from the
+        leave-one-out residuals of the fitted kernel.
+
+        Unlike ``predict_interval`` (a confidence interval for the smoothed *mean*, which
+        narrows as the training set grows), these intervals are meant to contain the next
+        *observation* with probability :math:`1 - \alpha`: they are at least as wide as the
+        noise. No model is refitted: the leave-one-out estimate
+        :math:`\hat\mu_{-i}` of a Nadaraya–Watson average is the same average with row
+        :math:`i` (and its exact duplicates, as in the bandwidth search) left out of the
+        kernel sums, :math:`R_i = |y_i - \hat\mu_{-i}(x_i)|`.
+
+        - ``"jackknife+"`` (Barber, Candès, Ramdas and Tibshirani 2021 [1]_):
+          :math:`[\hat q^-_\alpha\{\hat\mu_{-i}(x) - R_i\},\
+          \hat q^+_\alpha\{\hat\mu_{-i}(x) + R_i\}]`, :math:`\hat q^+_\alpha` the
+          :math:`\lceil(1-\alpha)(n+1)\rceil`-th smallest of the :math:`n` values,
+          :math:`\hat q^-_\alpha` the :math:`\lfloor\alpha(n+1)\rfloor`-th smallest. Its
+          marginal coverage is at least :math:`1 - 2\alpha` for any distribution of
+          exchangeable data and the kernel held fixed (the bandwidth or projections,
+          fitted on all rows, are not refitted), and close to :math:`1 - \alpha` in
+          practice. The width is the same everywhere, up to the estimates' spread.
+        - ``"local"``: :math:`\hat\mu(x) \pm \hat q(x)`, :math:`\hat q(x)` the
+          :math:`(1-\alpha)(1 + 1/n_\mathrm{eff})` quantile of the :math:`R_i` weighted by
+          the query's own kernel weights :math:`w_i(x)`
+          (:math:`n_\mathrm{eff} = 1 / \sum_i w_i(x)^2`): it widens where the noise is
+          larger. Its coverage holds approximately, conditionally on the neighbourhood of
+          :math:`x` (localized conformal prediction, Guan 2023 [2]_), with no finite-sample
+          guarantee.
+
+        Both use the kernel average (the local constant of each head, mixed as in
+        ``predict``): a head's local line or tilt, whose leave-one-out estimate is not the
+        kernel's with a row removed, is not used here. Sample weights weigh the kernel (as
+        in ``predict``) and, for jackknife+, each row's two values in the ranks (the new
+        observation weighing the mean sample weight, so that equal weights give the rule
+        above).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_queries, n_features)
+            The queries.
+        alpha : float in (0, 1), default=0.1
+            One minus the nominal coverage (0.1: 90 % intervals).
+        method : {"jackknife+", "local"}, default="jackknife+"
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            Shaped like ``predict``'s output; :math:`\pm\infty` where too few residuals
+            (or too few effective neighbours, for ``"local"``) support the level.
+
+        Notes
+        -----
+        The residuals take one pass of the training set against itself,
+        :math:`O(n^2 d)`, on the first call after a fit (kept for later calls); each query
+        then costs :math:`O(n)` for ``"local"`` and :math:`O(n)` plus a selection among
+        :math:`n` values for ``"jackknife+"``. An ``AttentionRegressor`` fitted with
+        ``leave_one_out=False`` raises a ``ValueError``: its kernel was trained to copy
+        each row's own target, and its leave-one-out residuals measure nothing it learned.
+
+        References
+        ----------
+        .. [1] R. F. Barber, E. J. Candès, A. Ramdas, R. J. Tibshirani, "Predictive
+           inference with the jackknife+", Ann. Statist. 49 (2021).
+        .. [2] L. Guan, "Localized conformal prediction: a generalized inference framework
+           for conformal prediction", Biometrika 110 (2023).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from kernattn import KernelSmoother
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(0, 1, size=(300, 1))
+        >>> y = X[:, 0] + 0.1 * rng.normal(size=300)
+        >>> model = KernelSmoother(bandwidth=0.05).fit(X, y)
+        >>> lower, upper = model.conformal_interval([[0.5]], alpha=0.1)
+        >>> (upper - lower).round(1)  # about 2 × 1.645 noise standard deviations
+        array([0.3])
+        """
+        alpha = check_alpha(alpha)
+        method = check_conformal_method(method)
+        X = self._validate_queries(X)
+        self._check_targets_kept()
+        if getattr(self, "leave_one_out", True) is False:
+            raise ValueError(
+                "conformal intervals need leave-one-out residuals of a kernel fitted on the "
+                "leave-one-out loss; this model was fitted with leave_one_out=False (its "
+                "kernel copies each row's own target); refit with leave_one_out=True"
+            )
+        weights = self._mixed_weights()
+        lower, upper = conformal_bounds(
+            weights,
+            X,
+            method,
+            alpha,
+            self._residuals(weights),
+            self.sample_weight_[self._active],
+            self._values,
+            self.n_jobs,
+        )
+        lower += self._y_offset
+        upper += self._y_offset
+        shape = (len(X),) + self._target_shape
+        return lower.reshape(shape).astype(self._dtype), upper.reshape(shape).astype(self._dtype)
+
+    def _residuals(self, weights=None):
+        """The kept rows' leave-one-out residuals ranked for conformal intervals
+        (:func:`~kernattn._engine.distribution.residual_ranks`), computed once per fit
+        (``weights``: :meth:`_mixed_weights`, default made here)."""
+        weights = self._mixed_weights() if weights is None else weights
+
+        def compute():
+            inputs = self._training_inputs()
+            columns = None if weights.exact is None else self._value_columns
+            residuals = leave_one_out_residuals(
+                weights, inputs, self._values, columns, self._value_scale
+            )
+            return residual_ranks(residuals, inputs)
+
+        return self.__dict__["_residuals_built"].get(compute)
