@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import Interval, InvalidParameterError, Str
 
 from kernattn._core.loo import DuplicateGroups
 from kernattn._core.namespaces import in_caller_library
-from kernattn._core.rows import collection_predict
+from kernattn._core.rows import out_of_core_predict
 from kernattn._engine.regressor import NadarayaWatsonRegressor
 from kernattn.learned._degree import DEGREE_STANDARD_ERRORS
 from kernattn.learned._fit import fit_heads, heads_factory, unbalanced
@@ -684,7 +684,7 @@ class AttentionRegressor(FittedHeadsMixin, HeadAnalysisMixin, NadarayaWatsonRegr
         y_std : ndarray of the same shape
             Only when ``return_std=True``.
         """
-        backend = collection_predict(X)
+        backend = out_of_core_predict(X)
         if backend is not None:
             return backend(self, X, return_std=return_std, heads=heads)
         X = self._validate_queries(X)
