@@ -57,6 +57,7 @@ import copy
 
 import numpy as np
 from scipy import sparse
+from scipy.spatial import cKDTree
 from sklearn.neighbors import KDTree
 
 from kernattn._core.blocks import KEY_TILE, map_query_blocks, query_block_size
@@ -71,6 +72,8 @@ NEAR_MASS = np.exp(-0.5 * REACH**2)
 _TILE_ENTRIES = 2**17
 # Entries of a (rows × features × moments) block when the keys are summed per cell.
 _CELL_ENTRIES = 2**21
+# Query-key pairs per block of cells in a prediction (a few cells per thread task).
+_CELL_WORK = 2**20
 
 
 class NearFieldKernel:
@@ -124,6 +127,10 @@ class NearFieldKernel:
         self.cell_sums = np.zeros((len(self.centers), far.n_components, far.key_sums.shape[2]))
         self.cell_counts = np.zeros(len(self.centers), dtype=np.int64)
         self._tree = KDTree(self.centers)
+        # scipy's tree answers the one-nearest queries of every key and query (a few times
+        # faster than scikit-learn's on these sizes); scikit-learn's orders the centers'
+        # neighbours.
+        self._nearest = cKDTree(self.centers)
         self.set_near_cells(n_near_cells)
         self.near_keys = None
         self._inner_cells = None
@@ -400,7 +407,7 @@ class NearFieldKernel:
         cells = np.empty(len(U), dtype=np.int64)
 
         def assign(rows):
-            cells[rows] = self._tree.query(U[rows], k=1, return_distance=False).ravel()
+            cells[rows] = self._nearest.query(U[rows], k=1)[1]
 
         # The tree search releases the GIL: blocks of queries on threads.
         map_query_blocks(assign, len(U), self.n_cells, cache=False)
@@ -508,6 +515,10 @@ class NearFieldKernel:
         tile = min(tile, query_block_size(len(head), len(Q), n_arrays=2, cache=False))
 
         def logits(keys, out):
+            # Formed in double precision, rounded to single as they are written: the
+            # reduction exponentiates them in place.
+            if out is None:
+                out = np.empty((len(Qa), keys.stop - keys.start), dtype=np.float32)
             return np.matmul(Qa, head[keys].T, out=out)
 
         _, near_sums = kernel_sums(
@@ -633,3 +644,60 @@ class NearFieldKernel:
         return weights, unreliable
 
     # ------------------------------------------------------------- its error
+
+
+def predict_by_cell(kernel, X, head_moments, return_std, dtype, n_jobs=None, near=None):
+    """The estimate (and spread) at the queries ``X`` from the split ``kernel``, the
+    queries of one cell together.
+
+    The queries are sorted by cell once, and threads take runs of whole cells: each cell's
+    queries meet their near keys in one dense product (:meth:`NearFieldKernel.sorted_moments`).
+    One Gaussian head of weight 1 and no bias: the estimate is its mean.
+
+    Parameters
+    ----------
+    kernel : NearFieldKernel
+    X : ndarray of shape (n_queries, n_features)
+    head_moments : callable
+        ``head_moments(X_rows, moments)``: the mean, spread and unreliable rows of the
+        queries ``X_rows`` from their ``moments`` (first, second, unreliable), the rows the
+        features cannot serve computed otherwise.
+    return_std : bool
+    dtype : dtype
+        Of the returned arrays.
+    n_jobs : int, optional
+    near : ndarray, optional
+        The queries' near sums, taken where the keys are (a prediction in stages).
+
+    Returns
+    -------
+    mean, variance : ndarray of shape (n_queries, n_outputs) (``variance`` ``None``
+        without ``return_std``)
+    n_fallback : int
+        The queries the features could not serve.
+    """
+    Q, cells = kernel.query_cells(X)
+    order = np.argsort(cells, kind="stable")
+    Q, cells = Q[order], cells[order]
+    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
+    t = kernel.n_outputs
+    mean = np.empty((len(X), t), dtype=dtype)
+    variance = np.empty((len(X), t), dtype=dtype) if return_std else None
+
+    def predict_cells(groups):
+        part = slice(starts[groups.start], starts[groups.stop])
+        rows = order[part]
+        given = None if near is None else near[rows]
+        moments = kernel.sorted_moments(Q[part], cells[part], given)
+        first, spread, unreliable = head_moments(X[rows], moments)
+        mean[rows] = first
+        if return_std:
+            variance[rows] = np.maximum(spread, 0.0)
+        return int(unreliable.sum())
+
+    # A "row" of the map is a cell: its work is its queries times its near keys.
+    work = max(len(X) * kernel.mean_near_keys / max(len(starts) - 1, 1), 1.0)
+    n_fallback = map_query_blocks(
+        predict_cells, len(starts) - 1, int(work), n_jobs=n_jobs, cache=_CELL_WORK
+    )
+    return mean, variance, sum(n_fallback)

@@ -19,17 +19,15 @@ from sklearn.utils.validation import check_is_fitted
 from kernattn._core.blocks import (
     KEY_TILE,
     iter_query_blocks,
-    map_query_blocks,
     single_threaded_blas,
 )
 from kernattn._core.namespaces import from_caller, in_caller_library
-from kernattn._core.numerics import has_spread, power_of_two_scale, weighted_mean
+from kernattn._core.numerics import power_of_two_scale, weighted_mean
 from kernattn._core.rows import ChunkRows
 from kernattn._engine.regressor import NadarayaWatsonRegressor, fit_transaction
 from kernattn._engine.summary import RowSummary, check_summary, sample_seed, summarize
 from kernattn.bandwidth import (
     BANDWIDTH_RULES,
-    resolve_bandwidth,
 )
 from kernattn.feature_maps import (
     FEATURE_MAPS,
@@ -40,36 +38,34 @@ from kernattn.feature_maps import (
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._cost import (
     CANDIDATE_COMPONENTS,
-    ERROR_KEYS,
     ERROR_QUERIES,
     EXACT_ROWS,
-    KEYS_PER_CELL,
     LINEAR_SHARE,
-    near_key_cap,
-    split_cost,
-    split_pays,
 )
 from kernattn.linear._feature_kernel import FeatureKernel
-from kernattn.linear._near_field import NearFieldKernel
-from kernattn.linear._near_search import ErrorProbe, grow_near_cells, search_rank
+from kernattn.linear._near_field import NearFieldKernel, predict_by_cell
 from kernattn.linear._passes import (
-    CELL_FEATURES,
     MAX_CELLS,
     cell_kernel,
-    cell_sums,
     chunk_arrays,
     feature_sums,
-    merge_cell_sums,
+    gaussian_center_bandwidth,
     merge_feature_sums,
-    near_share_on_sample,
+    near_field_in_parts,
+    ordered_sample,
     sample_prefix,
+    value_units,
 )
 from kernattn.linear._recipe import DESCRIBED, recipe_of
+from kernattn.linear._split_fit import (
+    cell_centers,
+    fit_near_field,
+    keys_within_reach,
+    unserved_share,
+)
 
 #: Default tolerance on the mean L1 distance between approximate and exact weights.
 TOL = 0.1
-#: Query-key pairs per block of cells in a near-field prediction (a few cells per thread task).
-_CELL_WORK = 2**20
 
 
 class ExactFallbackWarning(UserWarning):
@@ -569,115 +565,60 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             self.weight_error_, self.n_near_keys_ = 0.0, float(len(X))
             return kernel.bind(X, sample_weight, self._dtype)
         # Drawn after everything _make_kernel draws, so that its draws do not change.
-        rng = check_random_state(self.random_state).randint(2**31 - 1)
-        rng = check_random_state(rng)
-        near_field = self._near_field()
+        rng = check_random_state(check_random_state(self.random_state).randint(2**31 - 1))
+        recipe = self._recipe()
+        near_field = self._near_field() and keys_within_reach(kernel, X)
         if near_field:
-            # Keys beyond ~1e100 kernel units (a bandwidth near 1e-300) leave no distance
-            # finite: the far field alone is used, and it computes such queries exactly.
-            with np.errstate(over="ignore", invalid="ignore"):
-                near_field = bool(np.all(np.abs(kernel.project(X, 0, "key")) < 1e100))
-        if near_field:
-            kernel = NearFieldKernel(kernel, self._cell_centers(kernel, X, rng), 1)
+            kernel = NearFieldKernel(kernel, cell_centers(kernel, X, rng), 1)
         kernel.bind(X, sample_weight, self._dtype)
         with single_threaded_blas():
-            rows = self._recipe().subsample(len(X), rng, ERROR_QUERIES)
+            rows = recipe.subsample(len(X), rng, ERROR_QUERIES)
             if near_field:
-                kernel.sort_keys(X, self._values, sample_weight)
-                probe = ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
-                first = 1
-                if self.n_components == "auto" and self._n_near == "auto":
-                    first = self._choose_rank(kernel, probe, X, sample_weight, rng)
-            kernel.accumulate(X, self._values, sample_weight)
-            if near_field:
-                self._choose_near_field(kernel, probe, first)
-                if self._n_near == "auto" and not split_pays(kernel):
-                    self.exact_weights_ = True
-                else:
-                    kernel.precompute()
+                choice = fit_near_field(
+                    kernel,
+                    X,
+                    self._values,
+                    sample_weight,
+                    rng,
+                    rows,
+                    subsample=recipe.subsample,
+                    n_near=self._n_near,
+                    tol=self.tol,
+                    n_subsample=self.n_subsample,
+                    rank=self.n_components == "auto" and self._n_near == "auto",
+                )
+                self._record_near_field(kernel, choice)
+            else:
+                kernel.accumulate(X, self._values, sample_weight)
             if not self.exact_weights_:
                 self._check_fallback_share(kernel, X[rows])
         if self.exact_weights_:
             self.weight_error_, self.n_near_keys_ = 0.0, float(len(X))
         return kernel
 
-    @staticmethod
-    def _cell_centers(kernel, X, rng):
-        """The centers of the near field's cells: the projected keys of random distinct
-        rows, one per ``KEYS_PER_CELL`` rows (cells of equal expected size)."""
-        keys = np.unique(X, axis=0) if len(X) <= 100_000 else X
-        n_cells = max(1, len(X) // KEYS_PER_CELL)
-        rows = rng.choice(len(keys), min(n_cells, len(keys)), replace=False)
-        return np.unique(kernel.project(keys[np.sort(rows)], 0, "key"), axis=0)
-
-    def _choose_rank(self, kernel, probe, X, sample_weight, rng):
-        """Choose the far field's rank and a first near field from the accuracy target
-        (:func:`~kernattn.linear._near_search.search_rank` on all keys, each candidate map
-        fitted on a subsample of keys). Sets the kernel's map; returns the near cells to
-        start from."""
-        n = kernel.n_keys
-        keys = self._recipe().subsample(len(X), rng)
-        projected = kernel.far.project(X[keys], 0, "key")
-
-        def fit_map(r):
-            if r == kernel.n_components:
-                return kernel.feature_map
-            return NystroemFeatures(r).fit(
-                projected, sample_weight=sample_weight[keys], random_state=rng
+    def _record_near_field(self, kernel, choice):
+        """Record the near field chosen at fit (and the far field's map chosen with it)."""
+        if choice.feature_map is not None:
+            self.feature_maps_ = [choice.feature_map]
+            self.n_components_ = choice.feature_map.n_components_
+        if not choice.met:
+            warnings.warn(
+                f"the weight error measured at fit, {choice.errors.mean():.3g}, is above tol="
+                f"{self.tol:g} with the most near keys that keep prediction linear "
+                f"({kernel.mean_near_keys:.0f} of {kernel.n_keys}); raise n_components or "
+                "tol, or give n_near_keys",
+                UserWarning,
+                stacklevel=4,
             )
-
-        def cost_of(feature_map):
-            return split_cost(
-                n,
-                feature_map.n_components_,
-                kernel.mean_near_keys,
-                kernel.n_near_cells,
-                kernel.n_outputs,
-            )
-
-        cap = near_key_cap(n, self.n_subsample)
-        feature_map, cells = search_rank(
-            kernel, probe, n, cap, fit_map, cost_of, self.tol, self.n_subsample
-        )
-        kernel.set_feature_map(feature_map)
-        self.feature_maps_ = [feature_map]
-        self.n_components_ = feature_map.n_components_
-        return cells
-
-    def _choose_near_field(self, kernel, probe, first=1):
-        """Set the near cells from ``n_near_keys`` (or, for "auto", from ``tol``, starting
-        at ``first`` cells) and record the measured weight error."""
-        n = kernel.n_keys
-        probe.use_kernel()
-        if self._n_near == "auto":
-            cap = near_key_cap(n, self.n_subsample)
-            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
-            if not met:
-                warnings.warn(
-                    f"the weight error measured at fit, {errors.mean():.3g}, is above tol="
-                    f"{self.tol:g} with the most near keys that keep prediction linear "
-                    f"({kernel.mean_near_keys:.0f} of {n}); raise n_components or tol, or "
-                    "give n_near_keys",
-                    UserWarning,
-                    stacklevel=4,
-                )
-        else:
-            cells = np.ceil(self._n_near * kernel.n_cells / n)
-            kernel.set_near_cells(int(cells))
-            errors = probe.errors()
-        self.weight_error_ = float(errors.mean())
+        self.weight_error_ = float(choice.errors.mean())
         self.n_near_keys_ = kernel.mean_near_keys
+        self.exact_weights_ = choice.exact_weights
 
     def _check_fallback_share(self, kernel, X_sample):
         """Warn at fit when the features cannot serve more than 10 % of the training rows:
         those would be computed against every key."""
-        if len(X_sample) < 10:
-            return
-        unreliable = np.zeros(len(X_sample), dtype=bool)
-        for h in range(kernel.n_heads):
-            unreliable |= kernel.moments(X_sample, h)[2]
-        share = unreliable.mean()
-        if share > LINEAR_SHARE:
+        share = unserved_share(kernel, X_sample)
+        if share is not None and share > LINEAR_SHARE:
             warnings.warn(
                 f"{share:.0%} of {len(X_sample)} sampled training rows cannot be served by "
                 "the features and would be computed exactly against every training key: "
@@ -815,44 +756,29 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
 
     def _fit_near_field_in_parts(self, rows, near, summary, seed):
         """The near field's sums taken part by part, its share of keys chosen on the
-        sample."""
-        n = int(summary.count)
-        if self._n_near == "auto":
-            # Before the sums: it may choose another map for the far field.
-            share, errors, met, feature_map = near_share_on_sample(
-                near,
-                summary,
-                seed,
-                tol=self.tol,
-                n_subsample=self.n_subsample,
-                choose_rank=self.n_components == "auto" and isinstance(self.feature_map, str),
+        sample (:func:`~kernattn.linear._passes.near_field_in_parts`)."""
+        near, weight_error, met, feature_map = near_field_in_parts(
+            rows,
+            near,
+            summary,
+            seed,
+            n_near=self._n_near,
+            tol=self.tol,
+            n_subsample=self.n_subsample,
+            choose_rank=self.n_components == "auto" and isinstance(self.feature_map, str),
+        )
+        if feature_map is not None:
+            self.feature_maps_ = [feature_map]
+            self.n_components_ = feature_map.n_components_
+        if not met:
+            warnings.warn(
+                f"the weight error measured at fit on {len(summary.sample[2])} sampled "
+                f"rows, {weight_error:.3g}, is above tol={self.tol:g} with the most near "
+                "keys that keep prediction linear; raise n_components or tol, or give "
+                "n_near_keys",
+                UserWarning,
+                stacklevel=5,
             )
-            weight_error = float(errors.mean())
-            if feature_map is not None:
-                self.feature_maps_ = [feature_map]
-                self.n_components_ = feature_map.n_components_
-            if not met:
-                warnings.warn(
-                    f"the weight error measured at fit on {len(summary.sample[2])} sampled "
-                    f"rows, {weight_error:.3g}, is above tol={self.tol:g} with the most near "
-                    "keys that keep prediction linear; raise n_components or tol, or give "
-                    "n_near_keys",
-                    UserWarning,
-                    stacklevel=5,
-                )
-            if near.n_cells * near.n_components > CELL_FEATURES:
-                # More features than the cells were drawn for: fewer, larger cells.
-                near = cell_kernel(near.far, summary)
-        else:
-            share, weight_error = self._n_near / n, None
-        sums, cells, counts = rows.reduce(cell_sums, merge_cell_sums, near, summary.y_mean)
-        far = near.far
-        far.key_sums, far.key_log_scale, far.key_radius, far.target_sums = sums
-        near.set_cell_sums(cells, counts)
-        # The near cells hold about that share of the keys.
-        near.set_near_cells(int(np.ceil(share * near.n_cells)))
-        # Every cell's far sums once: each query block only reads them.
-        near.precompute()
         self._keep_no_keys(near)
         self.n_near_keys_ = near.mean_near_keys
         if weight_error is not None:
@@ -865,29 +791,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         the fitted attributes that describe it."""
         self._dtype = np.dtype(dtype)
         self._target_shape = tuple(target_shape)
-        self._y_offset = summary.y_mean
-        # max|y − offset| from the extremes: the power of two the values are summed in.
-        spread = np.maximum(summary.y_max - summary.y_mean, summary.y_mean - summary.y_min)
-        self._value_scale = power_of_two_scale(spread[None, :], axis=0)
-        _, order, X_s, Y_s, w_s = summary.sample
-        rows = np.argsort(order, kind="stable")
-        X_s, Y_s, w_s = X_s[rows], Y_s[rows], w_s[rows]
+        self._y_offset, self._value_scale = value_units(summary)
+        sample = ordered_sample(summary)
         center, bandwidth, loo_error = None, None, None
         if isinstance(self.kernel, str) and self.kernel == "gaussian":
-            d = len(summary.x_mean)
-            center = summary.x_mean if self.center is None else self.center
-            sigma = np.sqrt(summary.x_m2 / summary.total)
-            if isinstance(self.bandwidth, str) and self.bandwidth == "scott":
-                h = sigma * summary.total ** (-1.0 / (d + 4))
-                # A constant feature gets 1, as in rule_of_thumb_bandwidth.
-                bandwidth = np.where(has_spread(sigma, summary.max_abs), h, 1.0)
-            elif isinstance(self.bandwidth, str):
-                bandwidth, loo_error = resolve_bandwidth(
-                    self.bandwidth, X_s, Y_s, w_s, n_jobs=self.n_jobs
-                )
-                # Scott's rate: the bandwidth of the sample shrinks like n^(-1/(d+4)).
-                bandwidth = bandwidth * (len(w_s) / summary.count) ** (1.0 / (d + 4))
-        kernel = self._make_kernel(X_s, Y_s, w_s, center=center, bandwidth=bandwidth)
+            center, bandwidth, loo_error = gaussian_center_bandwidth(
+                summary, sample, self.center, self.bandwidth, n_jobs=self.n_jobs
+            )
+        kernel = self._make_kernel(*sample, center=center, bandwidth=bandwidth)
         kernel.weight_scale = float(summary.max_weight)
         if loo_error is not None:
             self.loo_error_ = loo_error
@@ -1034,35 +945,14 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         )
         if not near_field or self._all_weights_exact():
             return super()._predict_centered(X, return_std, heads, exact)
-        # The near field computes the queries of one cell together (one dense product per
-        # cell): the queries are sorted by cell once, and the threads take runs of whole
-        # cells. One Gaussian head of weight 1 and no bias: the estimate is its mean.
-        kernel = self.kernel_
-        Q, cells = kernel.query_cells(X)
-        order = np.argsort(cells, kind="stable")
-        Q, cells = Q[order], cells[order]
-        starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
-        t = len(self._y_offset)
-        mean = np.empty((len(X), t), dtype=self._dtype)
-        variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
 
-        def predict_cells(groups):
-            part = slice(starts[groups.start], starts[groups.stop])
-            rows = order[part]
-            given = None if near is None else near[rows]
-            moments = kernel.sorted_moments(Q[part], cells[part], given)
-            first, spread, unreliable = self._head_moments(X[rows], 0, return_std, exact, moments)
-            mean[rows] = first
-            if return_std:
-                variance[rows] = np.maximum(spread, 0.0)
-            return int(unreliable.sum())
+        def moments_at(rows, moments):
+            return self._head_moments(rows, 0, return_std, exact, moments)
 
-        # A "row" of the map is a cell: its work is its queries times its near keys.
-        work = max(len(X) * kernel.mean_near_keys / max(len(starts) - 1, 1), 1.0)
-        n_fallback = map_query_blocks(
-            predict_cells, len(starts) - 1, int(work), n_jobs=self.n_jobs, cache=_CELL_WORK
+        mean, variance, n_fallback = predict_by_cell(
+            self.kernel_, X, moments_at, return_std, self._dtype, self.n_jobs, near
         )
-        self._report_fallback(sum(n_fallback), len(X))
+        self._report_fallback(n_fallback, len(X))
         return mean, variance
 
     def _report_fallback(self, n_fallback, n_queries):
