@@ -21,12 +21,8 @@ of a fit over training rows in parts (chunks from disk, :func:`fit_chunks`, or t
 of a Dask collection) in ``_passes``.
 """
 
-from kernattn.linear._regressor import (
-    ExactFallbackWarning,
-    LinearAttentionRegressor,
-    NotLinearTimeWarning,
-    fit_chunks,
-)
+from kernattn.linear._fallback import ExactFallbackWarning, NotLinearTimeWarning
+from kernattn.linear._regressor import LinearAttentionRegressor, fit_chunks
 
 __all__ = [
     "ExactFallbackWarning",

@@ -11,74 +11,46 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.blocks import (
     KEY_TILE,
-    iter_query_blocks,
     single_threaded_blas,
 )
-from kernattn._core.namespaces import from_caller, in_caller_library
-from kernattn._core.numerics import power_of_two_scale, weighted_mean
+from kernattn._core.namespaces import in_caller_library
 from kernattn._core.rows import ChunkRows
-from kernattn._engine.regressor import NadarayaWatsonRegressor, fit_transaction
-from kernattn._engine.summary import RowSummary, check_summary, sample_seed, summarize
-from kernattn.bandwidth import (
-    BANDWIDTH_RULES,
-)
+from kernattn._engine.regressor import NadarayaWatsonRegressor
+from kernattn.bandwidth import BANDWIDTH_RULES
 from kernattn.feature_maps import (
     FEATURE_MAPS,
     FeatureMap,
     NystroemFeatures,
-    PositiveRandomFeatures,
 )
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._cost import (
     CANDIDATE_COMPONENTS,
-    ERROR_QUERIES,
     EXACT_ROWS,
     LINEAR_SHARE,
 )
-from kernattn.linear._feature_kernel import FeatureKernel
+from kernattn.linear._fallback import (
+    NotLinearTimeWarning,
+    fallback_warning,
+    unserved_message,
+)
+from kernattn.linear._feature_kernel import exact_moments, served_moments, served_weights
+from kernattn.linear._in_parts import InPartsFitMixin
 from kernattn.linear._near_field import NearFieldKernel, predict_by_cell
-from kernattn.linear._passes import (
-    MAX_CELLS,
-    cell_kernel,
-    chunk_arrays,
-    feature_sums,
-    gaussian_center_bandwidth,
-    merge_feature_sums,
-    near_field_in_parts,
-    ordered_sample,
-    sample_prefix,
-    value_units,
-)
+from kernattn.linear._passes import chunk_arrays
 from kernattn.linear._recipe import DESCRIBED, recipe_of
-from kernattn.linear._split_fit import (
-    cell_centers,
-    fit_near_field,
-    keys_within_reach,
-    unserved_share,
-)
+from kernattn.linear._split_fit import take_sums, tol_message, unserved_share
 
 #: Default tolerance on the mean L1 distance between approximate and exact weights.
 TOL = 0.1
 
 
-class ExactFallbackWarning(UserWarning):
-    """Some queries were computed exactly, against every training key, because the
-    features could not serve them (see :class:`LinearAttentionRegressor`, "Numerics")."""
-
-
-class NotLinearTimeWarning(ExactFallbackWarning):
-    """More than 10 % of the queries are computed exactly against every training key: the
-    prediction (or fit) costs O(n) per query, no longer linear time in all."""
-
-
-class LinearAttentionRegressor(NadarayaWatsonRegressor):
+class LinearAttentionRegressor(InPartsFitMixin, NadarayaWatsonRegressor):
     r"""Linear attention: a Nadaraya–Watson regressor whose cost is linear in n.
 
     Approximates the Nadaraya–Watson estimate of a softmax kernel with a feature map
@@ -111,50 +83,28 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     — where Nadaraya–Watson is most accurate — a query's weight sits on a few hundred near
     keys, and no low-rank kernel resolves it. By default (``feature_map="nystroem"``,
     Gaussian kernel) each query's keys are split (sparse + low-rank attention, Chen et al.,
-    2021): the keys of the cells nearest to the query's cell are computed exactly, the rest
-    through the Nyström features, whose estimate over the near cells is subtracted, so no
-    key counts twice (:mod:`kernattn.linear._near_field`). The cells are the
-    nearest-center cells of about ``n / 50`` random training keys; their feature sums are
-    sums over rows, like :math:`S, z`. With ``n_near_keys="auto"`` the near field is grown
-    (1, 2, 3, 4, 5, 6, 7, 8, 10, … cells, steps of about :math:`2^{1/4}`) until the weight
-    error measured at fit is at most ``tol``: the mean, over 100 training rows each left
-    out of its own sums, of the L1 distance :math:`\sum_i |\hat w_i - w_i|` between the
-    split weights and the exact kernel's (``weight_error_``; the far keys' part on a
-    sample of 20 000 keys). It never computes more than ``max(n / 10, 2 n_subsample)`` keys
-    per query, and never more than 20 000 (``MAX_NEAR_KEYS``), so beyond 200 000 keys the
-    cost per query stops growing and prediction is linear in n (a warning says when the
-    tolerance is not met there). The L1 distance bounds the error of every prediction:
+    2021): the keys of the cells nearest to the query's cell (the nearest-center cells of
+    about ``n / 50`` random training keys) are computed exactly, the rest through the
+    Nyström features, whose estimate over the near cells is subtracted, so no key counts
+    twice (:mod:`kernattn.linear._near_field`). With ``n_near_keys="auto"`` the near field
+    is grown (steps of about :math:`2^{1/4}` cells) until the weight error measured at fit
+    is at most ``tol``: the mean, over 100 training rows each left out of its own sums, of
+    the L1 distance :math:`\sum_i |\hat w_i - w_i|` between the split weights and the exact
+    kernel's (``weight_error_``), which bounds every prediction's error,
     :math:`|\hat y - y_{\mathrm{exact}}| \le \frac12 \|\hat w - w\|_1 (\max_i y_i -
-    \min_i y_i)`. Near keys get their exact kernel (positive weights, exponentials in single
-    precision: relative error below 1e-7); far keys the Nyström estimate, which can be
-    slightly negative; a query whose far field has a non-positive denominator uses its near
-    field alone. Weights sum to 1.
-
-    **Rank and near field from the accuracy target.** With ``n_components="auto"`` too,
-    the rank is chosen with the near field: for each candidate rank (32, 64, …, 1024, at
-    most a quarter of the keys and half of ``n_subsample``) a Nyström map is fitted and the
-    fewest near cells meeting ``tol`` found (the far field's sums estimated on the sampled
-    keys), and the pair of the lowest predicted cost is kept
-    (near keys, features, per-cell sums, in exact kernel values). Where the far field carries
-    the weight (a wide bandwidth) that is one cell and few features; at small bandwidths in
-    several dimensions, where a few hundred features barely change the near field needed,
-    few features and more near keys. The chosen pair is then measured with the far field's
-    own sums and the near field grown if needed: ``n_components_``, ``n_near_keys_`` and
-    ``weight_error_`` report it.
-
-    **Exact weights where the split would not pay.** The split has costs of its own — the
-    landmarks, the cells, the error probe, about ``FIT_OVERHEAD`` = 5e8 exact kernel values
-    (0.9 s) in all, and per query its near keys and features. With ``n_near_keys="auto"``
-    every weight is computed exactly, as :class:`~kernattn.KernelSmoother` does, when the
-    split is predicted to cost more than half of the exact weights for as many queries as
-    training rows: always up to about 32 000 rows (``EXACT_ROWS``, where even one cell of
-    keys and 32 features would; no feature map is then fitted), and beyond that when the
-    near field chosen is that large. ``exact_weights_`` says so; no warning is given, since
-    the estimate is then the exact smoother's. In ``examples/benchmarks/bench_linear.py``
-    (d = 8, leave-one-out bandwidths, n = 200 000) the split is within 5 % of the exact
-    smoother's test MSE and over 10 times faster, and at small n the default costs what the
-    exact smoother costs. ``partial_fit`` keeps no keys, hence no near field: after it the
-    far field alone is used.
+    \min_i y_i)`. At most ``max(n / 10, 2 n_subsample)`` keys per query, and never more
+    than 20 000 (``MAX_NEAR_KEYS``), are computed exactly, so prediction stays linear in n
+    (a warning says when ``tol`` is not met there). With ``n_components="auto"`` too, the
+    rank (32, 64, …, 1024) is chosen with the near field, as the pair of the lowest
+    predicted cost that meets ``tol``. Where the split is predicted to cost more than half
+    of the exact weights for as many queries as training rows — always up to about 32 000
+    rows (``EXACT_ROWS``) — every weight is computed exactly, as
+    :class:`~kernattn.KernelSmoother` does (``exact_weights_``, no warning). Near keys get
+    their exact kernel (positive weights, exponentials in single precision: relative error
+    below 1e-7); far keys the Nyström estimate, which can be slightly negative; a query
+    whose far field has a non-positive denominator uses its near field alone. Weights sum
+    to 1. ``partial_fit`` keeps no keys, hence no near field: after it the far field alone
+    is used. The user guide (:ref:`linear_attention`) shows the choice and its costs.
 
     **Center and scale.** The positive features estimate :math:`\exp(q^\top k)` with
     relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`: it grows like
@@ -475,28 +425,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 stacklevel=4,
             )
             self._n_near = self.n_neighbors
-        if self._n_near not in (0, "auto"):
-            if not isinstance(self._recipe().template(), NystroemFeatures):
-                raise ValueError(
-                    "n_near_keys > 0 needs Nyström features (feature_map='nystroem', whose "
-                    f"landmarks are the cells of the near field); got feature_map="
-                    f"{self.feature_map!r}. Use n_near_keys=0 or 'auto' with other maps"
-                )
-            if not (isinstance(self.kernel, str) and self.kernel == "gaussian"):
-                raise ValueError(
-                    f"n_near_keys > 0 needs kernel='gaussian'; got kernel={self.kernel!r}"
-                )
-        if self.learn_projection:
-            if not (isinstance(self.kernel, str) and self.kernel == "gaussian"):
-                raise ValueError(
-                    f"learn_projection=True needs kernel='gaussian'; got kernel={self.kernel!r}"
-                )
-            if not isinstance(self._recipe().template(), PositiveRandomFeatures):
-                raise ValueError(
-                    "learn_projection=True needs positive random features (feature_map="
-                    "'positive', 'hyperbolic', 'optimal' or a PositiveRandomFeatures); got "
-                    f"feature_map={self.feature_map!r}"
-                )
+        self._recipe().check_settings(self._n_near)
 
     def _near_field(self):
         """Whether the kernel splits each query's keys into an exact near field and a
@@ -566,34 +495,27 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             return kernel.bind(X, sample_weight, self._dtype)
         # Drawn after everything _make_kernel draws, so that its draws do not change.
         rng = check_random_state(check_random_state(self.random_state).randint(2**31 - 1))
-        recipe = self._recipe()
-        near_field = self._near_field() and keys_within_reach(kernel, X)
-        if near_field:
-            kernel = NearFieldKernel(kernel, cell_centers(kernel, X, rng), 1)
-        kernel.bind(X, sample_weight, self._dtype)
-        with single_threaded_blas():
-            rows = recipe.subsample(len(X), rng, ERROR_QUERIES)
-            if near_field:
-                choice = fit_near_field(
-                    kernel,
-                    X,
-                    self._values,
-                    sample_weight,
-                    rng,
-                    rows,
-                    subsample=recipe.subsample,
-                    n_near=self._n_near,
-                    tol=self.tol,
-                    n_subsample=self.n_subsample,
-                    rank=self.n_components == "auto" and self._n_near == "auto",
-                )
-                self._record_near_field(kernel, choice)
-            else:
-                kernel.accumulate(X, self._values, sample_weight)
-            if not self.exact_weights_:
-                self._check_fallback_share(kernel, X[rows])
+        kernel, rows, choice = take_sums(
+            kernel,
+            X,
+            self._values,
+            sample_weight,
+            self._dtype,
+            rng,
+            subsample=self._recipe().subsample,
+            near_field=self._near_field(),
+            n_near=self._n_near,
+            tol=self.tol,
+            n_subsample=self.n_subsample,
+            rank=self.n_components == "auto" and self._n_near == "auto",
+        )
+        if choice is not None:
+            self._record_near_field(kernel, choice)
         if self.exact_weights_:
             self.weight_error_, self.n_near_keys_ = 0.0, float(len(X))
+        else:
+            with single_threaded_blas():
+                self._check_fallback_share(kernel, X[rows])
         return kernel
 
     def _record_near_field(self, kernel, choice):
@@ -602,14 +524,7 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             self.feature_maps_ = [choice.feature_map]
             self.n_components_ = choice.feature_map.n_components_
         if not choice.met:
-            warnings.warn(
-                f"the weight error measured at fit, {choice.errors.mean():.3g}, is above tol="
-                f"{self.tol:g} with the most near keys that keep prediction linear "
-                f"({kernel.mean_near_keys:.0f} of {kernel.n_keys}); raise n_components or "
-                "tol, or give n_near_keys",
-                UserWarning,
-                stacklevel=4,
-            )
+            warnings.warn(tol_message(choice.errors, self.tol, kernel), UserWarning, stacklevel=4)
         self.weight_error_ = float(choice.errors.mean())
         self.n_near_keys_ = kernel.mean_near_keys
         self.exact_weights_ = choice.exact_weights
@@ -620,200 +535,10 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         share = unserved_share(kernel, X_sample)
         if share is not None and share > LINEAR_SHARE:
             warnings.warn(
-                f"{share:.0%} of {len(X_sample)} sampled training rows cannot be served by "
-                "the features and would be computed exactly against every training key: "
-                "prediction is no longer linear in the training set size. Use "
-                "feature_map='nystroem' (the default) or a larger bandwidth",
-                NotLinearTimeWarning,
-                stacklevel=4,
+                unserved_message(share, len(X_sample)), NotLinearTimeWarning, stacklevel=4
             )
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None):
-        """Add a chunk of training data to the key sums S, S₂, z.
-
-        The first call (on an unfitted estimator) also fixes what the kernel needs from the
-        data — the center, the bandwidth, the attention model, the features (Nyström
-        landmarks too), the target offset — from that chunk, unless given as parameters.
-        With ``center``, ``bandwidth`` and ``random_state`` given (and, for Nyström
-        features, the landmarks), any split into chunks gives the same sums as one call on
-        the concatenation (up to rounding). That is the far field alone: ``fit`` on the
-        concatenation predicts the same only with ``n_near_keys=0`` and only where the
-        features serve the query, since ``fit`` keeps the training keys, computes a near
-        field exactly and computes exactly the queries whose denominator is unreliable.
-        Later calls (also after ``fit``) only add to the sums; the training keys are not
-        kept, so ``attention_weights`` is unavailable and queries whose denominator is
-        unreliable get the weighted training mean.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_samples, n_features)
-            A chunk of training inputs (the keys).
-        y : array_like of shape (n_samples,) or (n_samples, n_outputs)
-            Their targets, shaped like the first chunk's.
-        sample_weight : array_like of shape (n_samples,), optional
-            Non-negative, at least one positive.
-
-        Returns
-        -------
-        self : LinearAttentionRegressor
-            The updated estimator.
-        """
-        first = not hasattr(self, "kernel_")
-        (X, y, sample_weight), _ = from_caller(X, y, sample_weight)
-        with fit_transaction(self):
-            if first:
-                self._check_params()
-            X, y, sample_weight = self._validate_training_data(X, y, sample_weight, reset=first)
-            Y = y.reshape(len(y), -1)
-            active = sample_weight > 0
-            X, Y, sample_weight = X[active], Y[active], sample_weight[active]
-            if first:
-                self._target_shape = y.shape[1:]
-                # As the engine does for fit: in units that cannot overflow (exact).
-                self._y_offset = weighted_mean(Y, sample_weight)
-                self._value_scale = power_of_two_scale(Y - self._y_offset, axis=0)
-                kernel = self._make_kernel(X, Y, sample_weight)
-            elif y.shape[1:] != self._target_shape:
-                raise ValueError(
-                    f"y has shape {y.shape[1:]} per sample; earlier chunks had "
-                    f"{self._target_shape}"
-                )
-            elif not self.kernel_.n_components:
-                # A fit that computed every weight exactly took no feature sums: they are
-                # taken now, from its training set, before the chunk is added.
-                kernel = self._far_of_training_set()
-            else:
-                kernel = self.kernel_.without_keys()
-            self._keep_no_keys(kernel.accumulate(X, Y - self._y_offset, sample_weight))
-        return self
-
-    def _keep_no_keys(self, kernel):
-        """Fitted with ``kernel`` (its sums taken) and no training keys kept: no training
-        set, no values to attend to, no near field."""
-        for name in (
-            "X_fit_",
-            "y_fit_",
-            "sample_weight_",
-            "_active",
-            "_value_columns_built",
-            "_target_order",
-            "_sorted_targets",
-            "_residuals_built",
-            "_y_bandwidth_built",
-        ):
-            self.__dict__.pop(name, None)
-        if not isinstance(kernel, NearFieldKernel):
-            # Attributes of a near field, which a fit without keys does not have.
-            for name in ("weight_error_", "n_near_keys_"):
-                self.__dict__.pop(name, None)
-        self.exact_weights_ = False
-        self._log_sample_weight = np.zeros(0)
-        self._values = np.zeros((0, kernel.n_outputs))
-        self.kernel_ = kernel
-
-    # ----------------------------------------------------------- fit in parts
-
-    def _fit_rows(self, rows):
-        """The fit on training rows in parts: chunks (:func:`fit_chunks`) or the partitions
-        of a dask collection, in two passes (:mod:`kernattn.linear._passes`).
-
-        The first pass takes the statistics and a uniform sample of the rows of positive
-        weight (:mod:`kernattn._engine.summary`), from which the kernel is made as in memory on a
-        subsample; the second sums every part's features, merged up a tree in the order of
-        the parts. Rows that stay where they are (a cluster's partitions) also get the near
-        field: its cells are centered on sampled rows, its per-cell sums are taken with the
-        totals, and the share of keys it computes exactly is chosen on the sample
-        (:meth:`_near_share_on_sample`); at prediction every partition computes its near
-        keys where it is. Chunks keep no keys: the Nyström features serve alone.
-        """
-        seed = sample_seed(self.random_state)
-        near_field = self._near_field() and rows.keeps_rows
-        # The near field's centers are drawn with the sample: more rows of it, whose first
-        # n_subsample (the smallest sampling keys) are the sample of the kernel all the same.
-        n_sample = max(self.n_subsample, MAX_CELLS) if near_field else self.n_subsample
-        summary = rows.reduce(summarize, RowSummary.merge, seed, n_sample)
-        check_summary(summary)
-        self.__dict__.pop("feature_names_in_", None)
-        if rows.feature_names is not None:
-            self.feature_names_in_ = rows.feature_names
-        self.n_features_in_ = rows.n_features
-        dtype = np.float32 if rows.dtype == np.float32 else np.float64
-        kernel = self._kernel_from_summary(
-            sample_prefix(summary, self.n_subsample), rows.target_shape, dtype, near_field
-        )
-        near = cell_kernel(kernel, summary) if near_field else None
-        if near is None:
-            sums = rows.reduce(feature_sums, merge_feature_sums, kernel, summary.y_mean)
-            kernel.key_sums, kernel.key_log_scale, kernel.key_radius, kernel.target_sums = sums
-            self._keep_no_keys(kernel)
-        else:
-            self._fit_near_field_in_parts(rows, near, summary, seed)
-        if rows.keeps_rows:
-            # The training set stays where it is: the exact rows of predict are computed
-            # there.
-            self.X_fit_, self.y_fit_, self.sample_weight_ = rows.arrays()
-
-    def _fit_near_field_in_parts(self, rows, near, summary, seed):
-        """The near field's sums taken part by part, its share of keys chosen on the
-        sample (:func:`~kernattn.linear._passes.near_field_in_parts`)."""
-        near, weight_error, met, feature_map = near_field_in_parts(
-            rows,
-            near,
-            summary,
-            seed,
-            n_near=self._n_near,
-            tol=self.tol,
-            n_subsample=self.n_subsample,
-            choose_rank=self.n_components == "auto" and isinstance(self.feature_map, str),
-        )
-        if feature_map is not None:
-            self.feature_maps_ = [feature_map]
-            self.n_components_ = feature_map.n_components_
-        if not met:
-            warnings.warn(
-                f"the weight error measured at fit on {len(summary.sample[2])} sampled "
-                f"rows, {weight_error:.3g}, is above tol={self.tol:g} with the most near "
-                "keys that keep prediction linear; raise n_components or tol, or give "
-                "n_near_keys",
-                UserWarning,
-                stacklevel=5,
-            )
-        self._keep_no_keys(near)
-        self.n_near_keys_ = near.mean_near_keys
-        if weight_error is not None:
-            self.weight_error_ = weight_error
-
-    def _kernel_from_summary(self, summary, target_shape, dtype, near_field):
-        """The kernel (empty sums) from the first pass: the target offset and units, the
-        center and bandwidth from the full-data statistics (a rule or a search on the
-        sample, rescaled to n by Scott's rate), the rest as in memory on the sample; sets
-        the fitted attributes that describe it."""
-        self._dtype = np.dtype(dtype)
-        self._target_shape = tuple(target_shape)
-        self._y_offset, self._value_scale = value_units(summary)
-        sample = ordered_sample(summary)
-        center, bandwidth, loo_error = None, None, None
-        if isinstance(self.kernel, str) and self.kernel == "gaussian":
-            center, bandwidth, loo_error = gaussian_center_bandwidth(
-                summary, sample, self.center, self.bandwidth, n_jobs=self.n_jobs
-            )
-        kernel = self._make_kernel(*sample, center=center, bandwidth=bandwidth)
-        kernel.weight_scale = float(summary.max_weight)
-        if loo_error is not None:
-            self.loo_error_ = loo_error
-        if self._near_field() and not near_field:
-            # The near field computes each query's nearest keys exactly from keys held in
-            # memory; over chunks, as after partial_fit, the Nyström far field serves alone.
-            warnings.warn(
-                "fitted in chunks, LinearAttentionRegressor has no near field: the Nyström "
-                "features alone (n_near_keys=0) approximate the kernel, which is coarser at "
-                "small bandwidths; fit in memory or on a dask collection for the near field, "
-                "or pass n_near_keys=0 to silence this",
-                UserWarning,
-                stacklevel=5,
-            )
-        return kernel
+    # ------------------------------------------------------------ the kernel
 
     def _recipe(self):
         """How this estimator makes its kernel (its settings, plain)."""
@@ -841,26 +566,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         self.__dict__.update(described)
         return kernel
 
-    def _far_of_training_set(self):
-        """The far field's kernel (features fitted, sums taken) of a fit that computed every
-        weight exactly, from its kept training set and heads."""
-        exact = self.kernel_
-        rows = self._active
-        X, w = self.X_fit_[rows], self.sample_weight_[rows]
-        rng = check_random_state(self.random_state)
-        feature_maps = self._recipe().fit_feature_maps(exact.heads, exact.key_shift, X, w, rng)
-        kernel = FeatureKernel(
-            exact.heads,
-            feature_maps,
-            exact.key_shift,
-            exact.head_bias,
-            exact.weight_scale,
-            value_scale=exact.value_scale,
-        )
-        self.feature_maps_ = feature_maps
-        self.n_components_ = kernel.n_components
-        return kernel.accumulate(X, self._values, w)
-
     # ------------------------------------------------------------ engine hooks
 
     def _all_weights_exact(self):
@@ -877,59 +582,35 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         cell), the rows they cannot serve from ``exact`` (default: the exact kernel bound
         to the kept keys; ``None`` without keys: the training mean)."""
         exact = self.kernel_.exact_heads if exact is None else exact
+        unreliable = None
         if self._all_weights_exact():
-            sums = self._exact_sums(X, h)
-            first, second = self._moments_of_sums(sums)
-            if not return_std:
-                return first, None, None
-            spread = self._accurate_spread(X, h, first, second - first**2, second, exact)
-            return first, spread, None
-        first, second, unreliable = self.kernel_.moments(X, h) if moments is None else moments
-        if np.any(unreliable):
-            rows = np.flatnonzero(unreliable)
-            if exact is None:
-                mean, second_moment = self.kernel_.training_moments()
-                first[rows], second[rows] = mean, second_moment
-            else:
-                columns = getattr(self, "_value_columns", None)  # none kept: given elsewhere
-                first[rows], second[rows] = exact.moments(X[rows], h, columns)
+            first, second = exact_moments(
+                self.kernel_.exact_heads, X, h, self._value_columns, self.kernel_.n_outputs
+            )
+        else:
+            # No value columns where no keys are kept: the exact rows are given elsewhere.
+            first, second, unreliable = served_moments(
+                self.kernel_, X, h, exact, lambda: getattr(self, "_value_columns", None), moments
+            )
         if not return_std:
             return first, None, unreliable
-        spread = second - first**2
-        if exact is not None:
-            # Weights that sit on values far from the global mean (compared with their
-            # spread) leave E[v²] − E[v]² with no correct digit: those rows are redone as
-            # Σ_i w_i (v_i − ŷ)² with the weights of the kernel the features approximate.
-            spread = self._accurate_spread(X, h, first, spread, second, exact)
-        else:
+        if exact is None:
             # Without keys nothing can be redone: a spread lost to cancellation is clipped.
-            spread = np.maximum(spread, 0.0)
-        return first, spread, unreliable
-
-    def _moments_of_sums(self, sums):
-        t = self.kernel_.n_outputs
-        return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
-
-    def _exact_sums(self, X, h):
-        """The exact kernel's sums of the value moments ``[v, v², 1]`` at ``X`` (in
-        blocks bounded by ``working_memory``)."""
-        exact = self.kernel_.exact_heads
-        width = min(exact.n_keys, KEY_TILE) if exact.nonpositive else 2 * exact.n_keys
-        return np.vstack(
-            [
-                exact.sums(X[rows], h, self._value_columns)
-                for rows in iter_query_blocks(len(X), width, cache=False)
-            ]
-        ).astype(np.float64, copy=False)
+            return first, np.maximum(second - first**2, 0.0), unreliable
+        # Weights that sit on values far from the global mean (compared with their spread)
+        # leave E[v²] − E[v]² with no correct digit: those rows are redone as
+        # Σ_i w_i (v_i − ŷ)² with the weights of the kernel the features approximate.
+        return (
+            first,
+            self._accurate_spread(X, h, first, second - first**2, second, exact),
+            unreliable,
+        )
 
     def _head_weights(self, X, h):
         self._check_keys_kept()
         if self._all_weights_exact():
             return self.kernel_.exact_heads.weights(X, h)
-        weights, unreliable = self.kernel_.weights(X, h)
-        if np.any(unreliable):
-            weights[unreliable] = self.kernel_.exact_heads.weights(X[unreliable], h)
-        return weights
+        return served_weights(self.kernel_, X, h)
 
     def _block_width(self):
         if self._all_weights_exact():
@@ -956,29 +637,9 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         return mean, variance
 
     def _report_fallback(self, n_fallback, n_queries):
-        if not n_fallback:
-            return
-        how = (
-            "computed exactly"
-            if self.kernel_.exact_heads is not None
-            else "given the training mean (partial_fit keeps no keys to compute them exactly)"
-        )
-        message = (
-            f"{n_fallback} of {n_queries} queries had a linear-attention denominator that is "
-            "not safely positive (negative, cancelling or underflowing feature sums), or lay "
-            "beyond the reach of the features (far from every key, Nyström landmark, or key "
-            f"of the near field); "
-            f"they were {how}"
-        )
-        category = ExactFallbackWarning
-        if n_fallback > LINEAR_SHARE * n_queries and self.kernel_.exact_heads is not None:
-            category = NotLinearTimeWarning
-            message += (
-                f". That is more than {LINEAR_SHARE:.0%} of the queries: this prediction is "
-                "no longer linear in the training set size (use feature_map='nystroem', the "
-                "default, or a larger bandwidth)"
-            )
-        warnings.warn(message, category, stacklevel=4)
+        if n_fallback:
+            keys_kept = self.kernel_.exact_heads is not None
+            warnings.warn(*fallback_warning(n_fallback, n_queries, keys_kept), stacklevel=4)
 
     @in_caller_library
     def predict(self, X, return_std=False):

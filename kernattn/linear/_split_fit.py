@@ -17,14 +17,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernattn._core.blocks import single_threaded_blas
 from kernattn.feature_maps import NystroemFeatures
 from kernattn.linear._cost import (
     ERROR_KEYS,
+    ERROR_QUERIES,
     KEYS_PER_CELL,
     near_key_cap,
     split_cost,
     split_pays,
 )
+from kernattn.linear._near_field import NearFieldKernel
 from kernattn.linear._near_search import ErrorProbe, grow_near_cells, search_rank
 
 
@@ -58,6 +61,42 @@ def keys_within_reach(kernel, X):
     bandwidth near 1e-300) no distance is finite, and the far field serves alone."""
     with np.errstate(over="ignore", invalid="ignore"):
         return bool(np.all(np.abs(kernel.project(X, 0, "key")) < 1e100))
+
+
+def take_sums(kernel, X, values, sample_weight, dtype, rng, *, subsample, near_field, **settings):
+    """Bind the training set to ``kernel`` and take its sums: with ``near_field`` (and keys
+    within reach) as a split kernel whose near field is chosen by :func:`fit_near_field`
+    (``settings``: its keyword arguments), else as the feature sums alone.
+
+    Returns the kernel, the training rows drawn to measure it (``subsample(n, rng,
+    ERROR_QUERIES)``) and the :class:`SplitChoice` (``None`` without a near field).
+    """
+    near_field = near_field and keys_within_reach(kernel, X)
+    if near_field:
+        kernel = NearFieldKernel(kernel, cell_centers(kernel, X, rng), 1)
+    kernel.bind(X, sample_weight, dtype)
+    choice = None
+    # Many small products: BLAS threads would spin more than they compute.
+    with single_threaded_blas():
+        rows = subsample(len(X), rng, ERROR_QUERIES)
+        if near_field:
+            choice = fit_near_field(
+                kernel, X, values, sample_weight, rng, rows, subsample=subsample, **settings
+            )
+        else:
+            kernel.accumulate(X, values, sample_weight)
+    return kernel, rows, choice
+
+
+def tol_message(errors, tol, kernel):
+    """The fit's warning where the weight ``errors`` measured with the most near keys that
+    keep prediction linear are above ``tol`` on average."""
+    return (
+        f"the weight error measured at fit, {errors.mean():.3g}, is above tol="
+        f"{tol:g} with the most near keys that keep prediction linear "
+        f"({kernel.mean_near_keys:.0f} of {kernel.n_keys}); raise n_components or "
+        "tol, or give n_near_keys"
+    )
 
 
 def fit_near_field(
@@ -148,6 +187,3 @@ def unserved_share(kernel, X_sample):
     for h in range(kernel.n_heads):
         unreliable |= kernel.moments(X_sample, h)[2]
     return float(unreliable.mean())
-
-
-__all__ = ["SplitChoice", "cell_centers", "fit_near_field", "keys_within_reach", "unserved_share"]
