@@ -85,6 +85,19 @@ class KernelRecipe:
         )
         return template
 
+    def splits(self, n_near_keys):
+        """Whether the kernel splits each query's keys into an exact near field and a
+        Nyström far field (Nyström features, the Gaussian kernel, no learned projection,
+        ``n_near_keys`` not 0)."""
+        template = self.template()
+        return (
+            n_near_keys != 0
+            and isinstance(template, NystroemFeatures)
+            and isinstance(self.kernel, str)
+            and self.kernel == "gaussian"
+            and not self.learn_projection
+        )
+
     def check_settings(self, n_near_keys):
         """Refuse settings that do not go together: a near field (``n_near_keys`` above 0)
         needs Nyström features and the Gaussian kernel; a learned projection the Gaussian

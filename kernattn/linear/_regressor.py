@@ -13,7 +13,6 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.blocks import (
     KEY_TILE,
@@ -26,7 +25,6 @@ from kernattn.bandwidth import BANDWIDTH_RULES
 from kernattn.feature_maps import (
     FEATURE_MAPS,
     FeatureMap,
-    NystroemFeatures,
 )
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._cost import (
@@ -39,18 +37,19 @@ from kernattn.linear._fallback import (
     fallback_warning,
     unserved_message,
 )
-from kernattn.linear._feature_kernel import exact_moments, served_moments, served_weights
+from kernattn.linear._feature_kernel import exact_moments, served_moments
 from kernattn.linear._in_parts import InPartsFitMixin
 from kernattn.linear._near_field import NearFieldKernel, predict_by_cell
 from kernattn.linear._passes import chunk_arrays
 from kernattn.linear._recipe import DESCRIBED, recipe_of
 from kernattn.linear._split_fit import take_sums, tol_message, unserved_share
+from kernattn.linear._weights import AttentionWeightsMixin
 
 #: Default tolerance on the mean L1 distance between approximate and exact weights.
 TOL = 0.1
 
 
-class LinearAttentionRegressor(InPartsFitMixin, NadarayaWatsonRegressor):
+class LinearAttentionRegressor(InPartsFitMixin, AttentionWeightsMixin, NadarayaWatsonRegressor):
     r"""Linear attention: a Nadaraya–Watson regressor whose cost is linear in n.
 
     Approximates the Nadaraya–Watson estimate of a softmax kernel with a feature map
@@ -106,21 +105,19 @@ class LinearAttentionRegressor(InPartsFitMixin, NadarayaWatsonRegressor):
     to 1. ``partial_fit`` keeps no keys, hence no near field: after it the far field alone
     is used. The user guide (:ref:`linear_attention`) shows the choice and its costs.
 
-    **Center and scale.** The positive features estimate :math:`\exp(q^\top k)` with
-    relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`: it grows like
-    :math:`\exp(\|q\|^2 + \|k\|^2)` with the norms of the inputs in kernel units. The inputs
-    are therefore centered (``center``, the weighted mean by default), and random features
-    are accurate only where the bandwidth is not small compared with the spread of the data
-    — a large bandwidth, few input dimensions, or both. With a small bandwidth their
-    estimate stays finite and inside the range of the targets, but it is a different,
-    coarser smoother. Nyström features do not have this limit: their r features are the
-    kernel's values at r landmarks chosen from the training keys (k-means centers), so they
-    resolve the kernel wherever the data are — at the resolution r landmarks allow. Used
-    alone (``n_near_keys=0``), they too are a coarser smoother at small bandwidths. On the
-    8-feature task of ``examples/benchmarks/bench_linear.py`` at its leave-one-out
-    bandwidths (r = 256, n = 50 000) the test MSE is about 15 times the exact smoother's
-    with positive features, 12 times with ``feature_map="optimal"``, 3.3 times with
-    Nyström features alone, and within 1 % with the default near field.
+    **Center and scale.** Positive random features estimate :math:`\exp(q^\top k)` with a
+    relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`, which grows like
+    :math:`\exp(\|q\|^2 + \|k\|^2)` in kernel units: the inputs are centered (``center``,
+    the weighted mean by default), and random features are accurate only where the
+    bandwidth is not small next to the spread of the data; below, their estimate stays
+    finite and inside the range of the targets, but it is a different, coarser smoother.
+    Nyström features (the kernel at r k-means landmarks of the training keys) resolve the
+    kernel wherever the data are, at the resolution r landmarks allow; alone
+    (``n_near_keys=0``) they too are coarser at small bandwidths. On the 8-feature task of
+    ``examples/benchmarks/bench_linear.py`` (r = 256, n = 50 000) the test MSE is about 15
+    times the exact smoother's with positive features, 12 times with
+    ``feature_map="optimal"``, 3.3 times with Nyström features alone, and within 1 % with
+    the default near field.
 
     **Numerics.** Query log-features have their row maximum subtracted, key log-features
     one constant per head (both cancel in the ratio); never a constant per key, which would
@@ -428,16 +425,8 @@ class LinearAttentionRegressor(InPartsFitMixin, NadarayaWatsonRegressor):
         self._recipe().check_settings(self._n_near)
 
     def _near_field(self):
-        """Whether the kernel splits each query's keys into an exact near field and a
-        Nyström far field."""
-        template = self._recipe().template()
-        return (
-            self._n_near != 0
-            and isinstance(template, NystroemFeatures)
-            and isinstance(self.kernel, str)
-            and self.kernel == "gaussian"
-            and not self.learn_projection
-        )
+        """Whether the kernel splits each query's keys (:meth:`KernelRecipe.splits`)."""
+        return self._recipe().splits(self._n_near)
 
     # ----------------------------------------------------------------- fitting
 
@@ -488,7 +477,7 @@ class LinearAttentionRegressor(InPartsFitMixin, NadarayaWatsonRegressor):
                 # The near field chooses its rank from tol: the smallest candidate first.
                 rank = min(CANDIDATE_COMPONENTS[0], len(X))
         with single_threaded_blas():
-            kernel = self._make_kernel(X, Y, sample_weight, rank, fit_maps=not exact)
+            kernel = self._make_kernel(X, Y, sample_weight, rank=rank, fit_maps=not exact)
         if exact:
             self.exact_weights_ = True
             self.weight_error_, self.n_near_keys_ = 0.0, float(len(X))
@@ -544,22 +533,12 @@ class LinearAttentionRegressor(InPartsFitMixin, NadarayaWatsonRegressor):
         """How this estimator makes its kernel (its settings, plain)."""
         return recipe_of(self)
 
-    def _make_kernel(
-        self, X, Y, sample_weight, rank=None, fit_maps=True, center=None, bandwidth=None
-    ):
+    def _make_kernel(self, X, Y, sample_weight, **options):
         """The kernel from (the first chunk of) the data, with empty sums (see
-        :meth:`KernelRecipe.make <kernattn.linear._recipe.KernelRecipe.make>`); sets the
-        fitted attributes that describe it."""
+        :meth:`KernelRecipe.make <kernattn.linear._recipe.KernelRecipe.make>`, whose
+        keyword ``options`` it takes); sets the fitted attributes that describe it."""
         kernel, described = self._recipe().make(
-            X,
-            Y,
-            sample_weight,
-            self._y_offset,
-            self._value_scale,
-            rank=rank,
-            fit_maps=fit_maps,
-            center=center,
-            bandwidth=bandwidth,
+            X, Y, sample_weight, self._y_offset, self._value_scale, **options
         )
         for name in DESCRIBED:
             self.__dict__.pop(name, None)
@@ -605,12 +584,6 @@ class LinearAttentionRegressor(InPartsFitMixin, NadarayaWatsonRegressor):
             self._accurate_spread(X, h, first, second - first**2, second, exact),
             unreliable,
         )
-
-    def _head_weights(self, X, h):
-        self._check_keys_kept()
-        if self._all_weights_exact():
-            return self.kernel_.exact_heads.weights(X, h)
-        return served_weights(self.kernel_, X, h)
 
     def _block_width(self):
         if self._all_weights_exact():
@@ -667,41 +640,6 @@ class LinearAttentionRegressor(InPartsFitMixin, NadarayaWatsonRegressor):
             Only when ``return_std=True``.
         """
         return super().predict(X, return_std=return_std)
-
-    # ------------------------------------------------------------------ weights
-
-    def _check_keys_kept(self):
-        if self.kernel_.exact_heads is None:
-            raise RuntimeError(
-                "attention weights need the training keys, and partial_fit keeps only the "
-                "sums S and z; fit on the whole training set to get the weights"
-            )
-
-    @in_caller_library
-    def attention_weights(self, X, head=None):
-        r"""The implied weights :math:`\phi(q)^\top s_i \phi(k_i) / \phi(q)^\top z`.
-
-        Row ``i`` is the (possibly signed) distribution the estimate averages the training
-        targets with: ``predict(X) == attention_weights(X) @ y_fit_`` (plus ``head_bias_``
-        for a mixture of heads). Rows computed exactly (see the class docstring) have the
-        exact kernel's weights. Needs the training keys, which ``fit`` keeps and
-        ``partial_fit`` does not.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-            The queries.
-        head : int, optional
-            That head's weights (rows sum to 1). ``None``: ``Σ_h head_weights_[h] w_h``.
-
-        Returns
-        -------
-        weights : ndarray of shape (n_queries, n_train)
-            Rows with zero sample weight get weight 0.
-        """
-        check_is_fitted(self)
-        self._check_keys_kept()
-        return super().attention_weights(X, head=head)
 
 
 def fit_chunks(estimator, chunks):
