@@ -43,13 +43,16 @@ from kernattn.linear._near_field import NearFieldKernel, predict_by_cell
 from kernattn.linear._passes import chunk_arrays
 from kernattn.linear._recipe import DESCRIBED, recipe_of
 from kernattn.linear._split_fit import take_sums, tol_message, unserved_share
+from kernattn.linear._staged import StagedPredictionMixin
 from kernattn.linear._weights import AttentionWeightsMixin
 
 #: Default tolerance on the mean L1 distance between approximate and exact weights.
 TOL = 0.1
 
 
-class LinearAttentionRegressor(InPartsFitMixin, AttentionWeightsMixin, NadarayaWatsonRegressor):
+class LinearAttentionRegressor(
+    InPartsFitMixin, AttentionWeightsMixin, StagedPredictionMixin, NadarayaWatsonRegressor
+):
     r"""Linear attention: a Nadaraya–Watson regressor whose cost is linear in n.
 
     Approximates the Nadaraya–Watson estimate of a softmax kernel with a feature map

@@ -94,9 +94,23 @@ def _columns(prediction, return_std):
     return np.hstack([mean.reshape(len(mean), -1), std.reshape(len(std), -1)])
 
 
+class StagedPredictionMixin:
+    """The entry point of the stages on a linear-attention estimator."""
+
+    def predict_given(self, X, return_std=False, *, exact, near=None):
+        """The prediction at ``X`` with what needs the training keys given: ``exact``, a
+        provider of the exact kernel's moments (:class:`Recorder`, :class:`GivenStates`),
+        and ``near``, the queries' near sums taken where the keys are (see
+        :mod:`kernattn.linear._staged`; :mod:`kernattn.distributed` runs the stages).
+
+        Returns ``predict(X, return_std)`` as one array of columns: the mean's, then the
+        spread's."""
+        mean, variance = self._predict_centered(X, return_std, exact=exact, near=near)
+        return _columns(self._finish_prediction(mean, variance), return_std)
+
+
 def _predict(model, X, return_std, exact, near):
-    mean, variance = model._predict_centered(X, return_std, exact=exact, near=near)
-    return _columns(model._finish_prediction(mean, variance), return_std)
+    return model.predict_given(X, return_std, exact=exact, near=near)
 
 
 def sorted_part(model, X, y, w):
