@@ -70,8 +70,10 @@ __all__ = [
     "log_sum_exp",
     "merge",
     "merge_centered",
+    "merge_shifts",
     "shifted_exp",
     "softmax_weights",
+    "row_shift",
     "underflowed",
     "updatable",
 ]
@@ -634,3 +636,40 @@ def softmax_weights(logits, *, exponent=0, removed=False):
         logits[gone] = 0.0
     logits /= np.sum(logits, axis=-1, keepdims=True)
     return logits
+
+
+# --- added for linear ---
+
+
+def row_shift(logits, fallback=None, *, axis=-1, xp=None):
+    r"""The shift of every row of ``logits``: its largest entry (``axis=None``: one shift,
+    the largest of all).
+
+    A row with no finite largest entry (no keys, every key removed) takes the shift of the
+    same row of ``fallback`` (other logits of the same queries, such as a far field's), or
+    stays :math:`-\infty`.
+    """
+    xp = array_namespace(logits) if xp is None else xp
+    if axis is None:
+        return xp.max(logits) if logits.size else -math.inf
+    if logits.shape[axis] == 0:
+        shape = list(logits.shape)
+        del shape[axis]
+        top = xp.full(tuple(shape), -math.inf, dtype=logits.dtype)
+    else:
+        top = xp.max(logits, axis=axis)
+    if fallback is not None:
+        none = ~xp.isfinite(top)
+        if xp.any(none):
+            top = xp.where(none, xp.max(fallback, axis=axis), top)
+    return top
+
+
+def merge_shifts(tops, *, xp=None):
+    r"""The shift at which partial sums taken at the shifts ``tops`` merge, and each part's
+    factor onto it: :math:`c = \max_i c_i` and :math:`e^{c_i - c}` (0 for a part whose
+    shift is :math:`-\infty`: it summed nothing), as :func:`merge` for many parts at once.
+    """
+    xp = array_namespace(tops) if xp is None else xp
+    top = xp.max(tops) if tops.shape[0] else xp.asarray(-math.inf)
+    return top, _scale_of(tops, top, 0, xp)

@@ -55,6 +55,7 @@ import copy
 import numpy as np
 
 from kernattn._core.blocks import KEY_TILE, iter_query_blocks
+from kernattn._core.sums import merge, row_shift
 from kernattn._engine.heads import SoftmaxHeads, key_bias
 
 # Denominators below this fraction of Σ_j |φ_j(q) z_j| are dominated by cancellation.
@@ -220,10 +221,10 @@ class FeatureKernel:
         if feature_map.log_domain:
             logs = feature_map.log_transform(K)
             logs += log_weight[:, None]
-            top = logs.max()
+            top = row_shift(logs, axis=None)
             logs -= top
             return np.exp(logs, out=logs), top
-        top = log_weight.max()
+        top = row_shift(log_weight, axis=None)
         return feature_map.transform(K) * np.exp(log_weight - top)[:, None], top
 
     def _query_features(self, X, h):
@@ -278,11 +279,10 @@ class FeatureKernel:
                 K = self.project(X[rows], h, "key")
                 radius[h] = max(radius[h], np.sqrt(np.einsum("ij,ij->i", K, K).max()))
                 features, top = self.key_features(h, K, log_weight[rows])
-                if top > scales[h]:
-                    if np.isfinite(scales[h]):
-                        sums[h] *= np.exp(scales[h] - top)
-                    scales[h] = top
-                sums[h, :r] += np.exp(top - scales[h]) * (features.T @ moments[rows])
+                # The sums so far and the block's, merged at the larger shift.
+                scales[h], sums[h, :r] = merge(
+                    scales[h], sums[h, :r], top, features.T @ moments[rows]
+                )
 
     # ------------------------------------------------------------ predicting
 

@@ -61,7 +61,14 @@ from scipy.spatial import cKDTree
 from sklearn.neighbors import KDTree
 
 from kernattn._core.blocks import KEY_TILE, map_query_blocks, query_block_size
-from kernattn._core.sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums
+from kernattn._core.sums import (
+    augment_keys,
+    augment_queries,
+    gaussian_key_bias,
+    kernel_sums,
+    merge_shifts,
+    row_shift,
+)
 from kernattn.linear._feature_kernel import REACH
 
 # A query more than REACH kernel units from every near key (near mass below e^(−REACH²/2)
@@ -331,14 +338,13 @@ class NearFieldKernel:
         runs = map_query_blocks(
             sum_cells, self.n_cells, int(per_key), n_jobs=None, cache=_CELL_ENTRIES
         )
-        tops = np.array([top for _, top in runs])
-        top = max(far.key_log_scale[0], tops.max(initial=-np.inf))
+        # The sums so far and every run's, merged at the largest shift.
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            for run, run_top in runs:
-                factor = np.exp(run_top - top) if np.isfinite(run_top) else 0.0
+            top, factors = merge_shifts(np.array([far.key_log_scale[0]] + [t for _, t in runs]))
+            old = factors[0]
+            for (run, _), factor in zip(runs, factors[1:], strict=True):
                 new_sums[run] *= factor
                 new_inner[run] *= factor
-            old = np.exp(far.key_log_scale[0] - top) if np.isfinite(far.key_log_scale[0]) else 0.0
         cell_sums = self.cell_sums * old + new_sums
         inner_cells = (
             self._inner_cells * old if self._inner_cells is not None else 0.0
@@ -447,10 +453,8 @@ class NearFieldKernel:
             hit = rows[None, :] == exclude[:, None]
             logits[hit] = -np.inf
         far_logs = logs + self.far.key_log_scale[0]
-        top = logits.max(axis=1, initial=-np.inf)
-        # No near key (empty cells): the far field sets the scale.
-        empty = ~np.isfinite(top)
-        top[empty] = far_logs[empty].max(axis=1)
+        # No near key (empty cells): the far field sets the shift.
+        top = row_shift(logits, fallback=far_logs)
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             kernel = np.exp(logits - top[:, None])
             far = np.exp(far_logs - top[:, None])
