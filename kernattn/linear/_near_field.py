@@ -492,7 +492,7 @@ class NearFieldKernel:
         """
         return self.join_sums(self.near_sums(Q, c), self.far_field_sums(Q, c))
 
-    def near_sums(self, Q, c, buffers=None, keys=None):
+    def near_sums(self, Q, c, buffers=None, keys=None, augmented=None):
         """The near part of :meth:`split_sums`: the exact sums of the moments over the kept
         keys of cell ``c``'s near cells (without a shift), or over ``keys`` (a set of keys
         sorted with :meth:`sorted_keys`, with its ``"head"`` and ``"tail"``). The sums of
@@ -502,7 +502,8 @@ class NearFieldKernel:
         keys, that receive the near keys' rows of the two contiguous parts of the table of
         keys, ``keys["head"]`` (``[k, 1, log s - ‖k‖²/2]``) and ``keys["tail"]`` (the
         moments), instead of new arrays: over many cells, no large allocation per cell (an
-        allocator that maps every large array anew makes those slow)."""
+        allocator that maps every large array anew makes those slow). ``augmented``: the
+        queries augmented (:func:`~kernattn._core.sums.augment_queries`), if already."""
         near = self.near_keys if keys is None else keys
         rows = self.near_rows(c, near["start"])
         p = Q.shape[1] + 2
@@ -513,7 +514,7 @@ class NearFieldKernel:
             # mode="clip": the rows are valid, and "raise" would copy through a buffer.
             head = np.take(near["head"], rows, axis=0, out=buffers[0][: len(rows)], mode="clip")
             tail = np.take(near["tail"], rows, axis=0, out=buffers[1][: len(rows)], mode="clip")
-        Qa = augment_queries(Q)
+        Qa = augment_queries(Q) if augmented is None else augmented
         # Tiles of keys whose block of logits stays in cache, within working_memory.
         tile = max(KEY_TILE, _TILE_ENTRIES // max(len(Q), 1))
         tile = min(tile, query_block_size(len(head), len(Q), n_arrays=2, cache=False))
@@ -526,7 +527,14 @@ class NearFieldKernel:
             return np.matmul(Qa, head[keys].T, out=out)
 
         _, near_sums = kernel_sums(
-            logits, len(head), tail, shift=False, floor=False, tile=tile, precision=np.float32
+            logits,
+            len(head),
+            tail,
+            shift=False,
+            floor=False,
+            tile=tile,
+            precision=np.float32,
+            xp=np,
         )
         return near_sums
 
@@ -564,13 +572,17 @@ class NearFieldKernel:
         sums = np.zeros((len(Q), self.far.key_sums.shape[2]))
         far_query = np.zeros(len(Q), dtype=bool)
         bounds = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
+        # The augmented queries of every cell at once (row by row, the same numbers).
+        augmented = augment_queries(Q) if near is None else None
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
             group = slice(start, stop)
+            c = cells[start]
+            far = self.far_field_sums(Q[group], c)
             if near is None:
-                sums[group], far_query[group] = self.split_sums(Q[group], cells[start])
+                given = self.near_sums(Q[group], c, augmented=augmented[group])
             else:
-                far = self.far_field_sums(Q[group], cells[start])
-                sums[group], far_query[group] = self.join_sums(near[group], far)
+                given = near[group]
+            sums[group], far_query[group] = self.join_sums(given, far)
         return self.moments_of(sums, far_query)
 
     def moments_of(self, sums, far_query):
