@@ -108,6 +108,12 @@ class StagedPredictionMixin:
         mean, variance = self._predict_centered(X, return_std, exact=exact, near=near)
         return _columns(self._finish_prediction(mean, variance), return_std)
 
+    def centered_values(self, Y, scaled=False):
+        """Training targets ``Y`` of shape (n, n_outputs) as the kernel sums them: less the
+        target offset, and with ``scaled`` in the values' unit (a power of two)."""
+        values = Y - self._y_offset
+        return values / self._value_scale if scaled else values
+
 
 def _predict(model, X, return_std, exact, near):
     return model.predict_given(X, return_std, exact=exact, near=near)
@@ -121,7 +127,7 @@ def sorted_part(model, X, y, w):
     active = w > 0
     if not active.any():
         return None
-    keys = model.kernel_.sorted_keys(X[active], Y[active] - model._y_offset, w[active])
+    keys = model.kernel_.sorted_keys(X[active], model.centered_values(Y[active]), w[active])
     p = keys["keys"].shape[1] + 2
     keys["head"] = np.ascontiguousarray(keys["table"][:, :p])
     keys["tail"] = np.ascontiguousarray(keys["table"][:, p:])
@@ -193,7 +199,7 @@ def exact_part(model, queries, X, y, w):
     if not len(queries) or not len(X):
         empty = (np.full(len(queries), -np.inf), np.zeros(len(queries)))
         return [empty + (np.zeros((len(queries), t)),) * 2 for _ in range(kernel.n_heads)]
-    values = (Y - model._y_offset) / model._value_scale
+    values = model.centered_values(Y, scaled=True)
     exact = copy.copy(kernel).without_keys().bind(X, w).exact_heads
     with single_threaded_blas():
         return [exact.centered_state(queries, h, values) for h in range(kernel.n_heads)]
