@@ -19,8 +19,9 @@ with :math:`a(u)_j = \exp(-\|u - l_j\|^2/2)` the Nyström base features at the l
 
 **Cells.** The keys are cut into cells: key :math:`k` lies in the cell of its nearest
 center :math:`m_c` (the centers are random training keys, about one per 50, so cells hold
-about as many keys wherever the data are dense or sparse; a
-:class:`sklearn.neighbors.KDTree` on the centers finds them). A query's near set
+about as many keys wherever the data are dense or sparse; a :class:`scipy.spatial.cKDTree`
+on the centers finds them, and a :class:`sklearn.neighbors.KDTree` orders each center's
+neighbours). A query's near set
 :math:`N(q)` is every key in the cells :math:`C(q)` of the ``n_near_cells`` centers nearest to
 the query's own center, so queries of one cell share their near set and the exact part is
 one dense product per cell. The far field of those queries is the low-rank estimate over all
