@@ -72,9 +72,11 @@ __all__ = [
     "log_sum_exp",
     "merge",
     "merge_centered",
-    "subtract_row_max",
+    "merge_shifts",
+    "row_shift",
     "shifted_exp",
     "softmax_weights",
+    "subtract_row_max",
     "underflowed",
     "updatable",
 ]
@@ -677,3 +679,40 @@ def subtract_row_max(logits):
     left as it is)."""
     logits -= np.max(logits, axis=-1, keepdims=True, initial=-np.inf)
     return logits
+
+
+# --- added for linear ---
+
+
+def row_shift(logits, fallback=None, *, axis=-1, xp=None):
+    r"""The shift of every row of ``logits``: its largest entry (``axis=None``: one shift,
+    the largest of all).
+
+    A row with no finite largest entry (no keys, every key removed) takes the shift of the
+    same row of ``fallback`` (other logits of the same queries, such as a far field's), or
+    stays :math:`-\infty`.
+    """
+    xp = array_namespace(logits) if xp is None else xp
+    if axis is None:
+        return xp.max(logits) if logits.size else -math.inf
+    if logits.shape[axis] == 0:
+        shape = list(logits.shape)
+        del shape[axis]
+        top = xp.full(tuple(shape), -math.inf, dtype=logits.dtype)
+    else:
+        top = xp.max(logits, axis=axis)
+    if fallback is not None:
+        none = ~xp.isfinite(top)
+        if xp.any(none):
+            top = xp.where(none, xp.max(fallback, axis=axis), top)
+    return top
+
+
+def merge_shifts(tops, *, xp=None):
+    r"""The shift at which partial sums taken at the shifts ``tops`` merge, and each part's
+    factor onto it: :math:`c = \max_i c_i` and :math:`e^{c_i - c}` (0 for a part whose
+    shift is :math:`-\infty`: it summed nothing), as :func:`merge` for many parts at once.
+    """
+    xp = array_namespace(tops) if xp is None else xp
+    top = xp.max(tops) if tops.shape[0] else xp.asarray(-math.inf)
+    return top, _scale_of(tops, top, 0, xp)

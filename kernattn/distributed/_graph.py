@@ -8,7 +8,7 @@ import dask
 from joblib import parallel_config
 from sklearn import config_context, get_config
 
-from kernattn._core.rows import SPLIT_EVERY
+from kernattn._core.rows import tree_merge
 
 
 def _configured(function, config, *args):
@@ -35,13 +35,10 @@ def shared(value):
 
 
 def tree(parts, merge):
-    """``merge`` applied up a tree of at most ``SPLIT_EVERY`` parts per node, in the order of
-    the parts (never in the order in which they finish)."""
-    parts = list(parts)
-    merge = task(merge)
-    while len(parts) > 1:
-        parts = [merge(*parts[i : i + SPLIT_EVERY]) for i in range(0, len(parts), SPLIT_EVERY)]
-    return parts[0]
+    """``merge`` as a task applied up a tree of at most ``SPLIT_EVERY`` parts per node, in
+    the order of the parts (never in the order in which they finish):
+    :func:`kernattn._core.rows.tree_merge` on the graph."""
+    return tree_merge(parts, task(merge))
 
 
 def blocks(*arrays):

@@ -18,8 +18,18 @@ from sklearn.utils.validation import check_is_fitted
 
 from kernattn.distributed._collections import is_dataframe, query_array
 from kernattn.distributed._graph import blocks, shared, task, tree
-from kernattn.linear import _staged
 from kernattn.linear._near_field import NearFieldKernel
+from kernattn.linear._staged import (
+    add,
+    exact_part,
+    first_pass,
+    merge_exact,
+    near_part,
+    query_cells,
+    second_pass,
+    sorted_part,
+    union,
+)
 
 _TRAINING = ("X_fit_", "y_fit_", "sample_weight_")
 
@@ -80,20 +90,17 @@ def _in_stages(model, node, query_blocks, return_std):
     near = [None] * len(query_blocks)
     if isinstance(model.kernel_, NearFieldKernel):
         # Each training partition sorted by cell once, for every query block.
-        keys = [task(_staged.sorted_part)(node, Xb, yb, wb) for Xb, yb, wb in training]
-        cells = [task(_staged.query_cells)(node, Xb) for Xb in query_blocks]
-        near = [
-            tree([task(_staged.near_part)(node, c, part) for part in keys], _staged.add)
-            for c in cells
-        ]
+        keys = [task(sorted_part)(node, Xb, yb, wb) for Xb, yb, wb in training]
+        cells = [task(query_cells)(node, Xb) for Xb in query_blocks]
+        near = [tree([task(near_part)(node, c, part) for part in keys], add) for c in cells]
     first = [
-        task(_staged.first_pass)(node, Xb, return_std, nb)
+        task(first_pass)(node, Xb, return_std, nb)
         for Xb, nb in zip(query_blocks, near, strict=True)
     ]
-    asked = tree([task(_second)(f) for f in first], _staged.union)
-    partials = [task(_staged.exact_part)(node, asked, Xb, yb, wb) for Xb, yb, wb in training]
-    exact = tree(partials, _staged.merge_exact)
+    asked = tree([task(_second)(f) for f in first], union)
+    partials = [task(exact_part)(node, asked, Xb, yb, wb) for Xb, yb, wb in training]
+    exact = tree(partials, merge_exact)
     return [
-        task(_staged.second_pass)(node, Xb, f, asked, exact, return_std, nb)
+        task(second_pass)(node, Xb, f, asked, exact, return_std, nb)
         for Xb, f, nb in zip(query_blocks, first, near, strict=True)
     ]

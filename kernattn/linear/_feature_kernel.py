@@ -54,7 +54,8 @@ import copy
 
 import numpy as np
 
-from kernattn._core.blocks import iter_query_blocks
+from kernattn._core.blocks import KEY_TILE, iter_query_blocks
+from kernattn._core.sums import merge, row_shift
 from kernattn._engine.heads import SoftmaxHeads, key_bias
 
 # Denominators below this fraction of Σ_j |φ_j(q) z_j| are dominated by cancellation.
@@ -220,10 +221,10 @@ class FeatureKernel:
         if feature_map.log_domain:
             logs = feature_map.log_transform(K)
             logs += log_weight[:, None]
-            top = logs.max()
+            top = row_shift(logs, axis=None)
             logs -= top
             return np.exp(logs, out=logs), top
-        top = log_weight.max()
+        top = row_shift(log_weight, axis=None)
         return feature_map.transform(K) * np.exp(log_weight - top)[:, None], top
 
     def _query_features(self, X, h):
@@ -278,11 +279,10 @@ class FeatureKernel:
                 K = self.project(X[rows], h, "key")
                 radius[h] = max(radius[h], np.sqrt(np.einsum("ij,ij->i", K, K).max()))
                 features, top = self.key_features(h, K, log_weight[rows])
-                if top > scales[h]:
-                    if np.isfinite(scales[h]):
-                        sums[h] *= np.exp(scales[h] - top)
-                    scales[h] = top
-                sums[h, :r] += np.exp(top - scales[h]) * (features.T @ moments[rows])
+                # The sums so far and the block's, merged at the larger shift.
+                scales[h], sums[h, :r] = merge(
+                    scales[h], sums[h, :r], top, features.T @ moments[rows]
+                )
 
     # ------------------------------------------------------------ predicting
 
@@ -366,3 +366,48 @@ class FeatureKernel:
         weights[reliable] /= sums[reliable, -1:]
         weights[unreliable] = 0.0
         return weights, unreliable
+
+
+def exact_moments(exact_heads, X, h, columns, n_outputs):
+    """The first and second moments of the values at queries ``X`` under head ``h`` of the
+    exact kernel ``exact_heads`` (bound to the training keys): its sums of the value columns
+    ``[v, v², 1]``, in blocks of queries bounded by ``working_memory``."""
+    width = (
+        min(exact_heads.n_keys, KEY_TILE) if exact_heads.nonpositive else 2 * exact_heads.n_keys
+    )
+    sums = np.vstack(
+        [
+            exact_heads.sums(X[rows], h, columns)
+            for rows in iter_query_blocks(len(X), width, cache=False)
+        ]
+    ).astype(np.float64, copy=False)
+    t = n_outputs
+    return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
+
+
+def served_moments(kernel, X, h, exact, columns, moments=None):
+    """Head ``h``'s first and second moments at ``X`` from the features of ``kernel``
+    (``moments``: already computed), and the rows they cannot serve.
+
+    Those rows get the moments of ``exact`` (an exact kernel, or a provider of its moments:
+    ``exact.moments(X, h, columns)``) or, where it is ``None`` (no keys kept), the weighted
+    training moments. ``columns``: a function of no arguments giving the value columns
+    (asked for only when a row needs them).
+    """
+    first, second, unreliable = kernel.moments(X, h) if moments is None else moments
+    if np.any(unreliable):
+        rows = np.flatnonzero(unreliable)
+        if exact is None:
+            first[rows], second[rows] = kernel.training_moments()
+        else:
+            first[rows], second[rows] = exact.moments(X[rows], h, columns())
+    return first, second, unreliable
+
+
+def served_weights(kernel, X, h):
+    """Head ``h``'s weights at ``X`` from the features of ``kernel``, the rows they cannot
+    serve from its exact kernel (bound to the training keys)."""
+    weights, unreliable = kernel.weights(X, h)
+    if np.any(unreliable):
+        weights[unreliable] = kernel.exact_heads.weights(X[unreliable], h)
+    return weights

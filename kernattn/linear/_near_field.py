@@ -19,8 +19,9 @@ with :math:`a(u)_j = \exp(-\|u - l_j\|^2/2)` the Nyström base features at the l
 
 **Cells.** The keys are cut into cells: key :math:`k` lies in the cell of its nearest
 center :math:`m_c` (the centers are random training keys, about one per 50, so cells hold
-about as many keys wherever the data are dense or sparse; a
-:class:`sklearn.neighbors.KDTree` on the centers finds them). A query's near set
+about as many keys wherever the data are dense or sparse; a :class:`scipy.spatial.cKDTree`
+on the centers finds them, and a :class:`sklearn.neighbors.KDTree` orders each center's
+neighbours). A query's near set
 :math:`N(q)` is every key in the cells :math:`C(q)` of the ``n_near_cells`` centers nearest to
 the query's own center, so queries of one cell share their near set and the exact part is
 one dense product per cell. The far field of those queries is the low-rank estimate over all
@@ -57,10 +58,18 @@ import copy
 
 import numpy as np
 from scipy import sparse
+from scipy.spatial import cKDTree
 from sklearn.neighbors import KDTree
 
 from kernattn._core.blocks import KEY_TILE, map_query_blocks, query_block_size
-from kernattn._core.sums import augment_keys, augment_queries, gaussian_key_bias, kernel_sums
+from kernattn._core.sums import (
+    augment_keys,
+    augment_queries,
+    gaussian_key_bias,
+    kernel_sums,
+    merge_shifts,
+    row_shift,
+)
 from kernattn.linear._feature_kernel import REACH
 
 # A query more than REACH kernel units from every near key (near mass below e^(−REACH²/2)
@@ -71,6 +80,8 @@ NEAR_MASS = np.exp(-0.5 * REACH**2)
 _TILE_ENTRIES = 2**17
 # Entries of a (rows × features × moments) block when the keys are summed per cell.
 _CELL_ENTRIES = 2**21
+# Query-key pairs per block of cells in a prediction (a few cells per thread task).
+_CELL_WORK = 2**20
 
 
 class NearFieldKernel:
@@ -124,6 +135,10 @@ class NearFieldKernel:
         self.cell_sums = np.zeros((len(self.centers), far.n_components, far.key_sums.shape[2]))
         self.cell_counts = np.zeros(len(self.centers), dtype=np.int64)
         self._tree = KDTree(self.centers)
+        # scipy's tree answers the one-nearest queries of every key and query (a few times
+        # faster than scikit-learn's on these sizes); scikit-learn's orders the centers'
+        # neighbours.
+        self._nearest = cKDTree(self.centers)
         self.set_near_cells(n_near_cells)
         self.near_keys = None
         self._inner_cells = None
@@ -324,14 +339,13 @@ class NearFieldKernel:
         runs = map_query_blocks(
             sum_cells, self.n_cells, int(per_key), n_jobs=None, cache=_CELL_ENTRIES
         )
-        tops = np.array([top for _, top in runs])
-        top = max(far.key_log_scale[0], tops.max(initial=-np.inf))
+        # The sums so far and every run's, merged at the largest shift.
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-            for run, run_top in runs:
-                factor = np.exp(run_top - top) if np.isfinite(run_top) else 0.0
+            top, factors = merge_shifts(np.array([far.key_log_scale[0]] + [t for _, t in runs]))
+            old = factors[0]
+            for (run, _), factor in zip(runs, factors[1:], strict=True):
                 new_sums[run] *= factor
                 new_inner[run] *= factor
-            old = np.exp(far.key_log_scale[0] - top) if np.isfinite(far.key_log_scale[0]) else 0.0
         cell_sums = self.cell_sums * old + new_sums
         inner_cells = (
             self._inner_cells * old if self._inner_cells is not None else 0.0
@@ -400,7 +414,7 @@ class NearFieldKernel:
         cells = np.empty(len(U), dtype=np.int64)
 
         def assign(rows):
-            cells[rows] = self._tree.query(U[rows], k=1, return_distance=False).ravel()
+            cells[rows] = self._nearest.query(U[rows], k=1)[1]
 
         # The tree search releases the GIL: blocks of queries on threads.
         map_query_blocks(assign, len(U), self.n_cells, cache=False)
@@ -440,10 +454,8 @@ class NearFieldKernel:
             hit = rows[None, :] == exclude[:, None]
             logits[hit] = -np.inf
         far_logs = logs + self.far.key_log_scale[0]
-        top = logits.max(axis=1, initial=-np.inf)
-        # No near key (empty cells): the far field sets the scale.
-        empty = ~np.isfinite(top)
-        top[empty] = far_logs[empty].max(axis=1)
+        # No near key (empty cells): the far field sets the shift.
+        top = row_shift(logits, fallback=far_logs)
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             kernel = np.exp(logits - top[:, None])
             far = np.exp(far_logs - top[:, None])
@@ -481,7 +493,7 @@ class NearFieldKernel:
         """
         return self.join_sums(self.near_sums(Q, c), self.far_field_sums(Q, c))
 
-    def near_sums(self, Q, c, buffers=None, keys=None):
+    def near_sums(self, Q, c, buffers=None, keys=None, augmented=None):
         """The near part of :meth:`split_sums`: the exact sums of the moments over the kept
         keys of cell ``c``'s near cells (without a shift), or over ``keys`` (a set of keys
         sorted with :meth:`sorted_keys`, with its ``"head"`` and ``"tail"``). The sums of
@@ -491,7 +503,8 @@ class NearFieldKernel:
         keys, that receive the near keys' rows of the two contiguous parts of the table of
         keys, ``keys["head"]`` (``[k, 1, log s - ‖k‖²/2]``) and ``keys["tail"]`` (the
         moments), instead of new arrays: over many cells, no large allocation per cell (an
-        allocator that maps every large array anew makes those slow)."""
+        allocator that maps every large array anew makes those slow). ``augmented``: the
+        queries augmented (:func:`~kernattn._core.sums.augment_queries`), if already."""
         near = self.near_keys if keys is None else keys
         rows = self.near_rows(c, near["start"])
         p = Q.shape[1] + 2
@@ -502,16 +515,27 @@ class NearFieldKernel:
             # mode="clip": the rows are valid, and "raise" would copy through a buffer.
             head = np.take(near["head"], rows, axis=0, out=buffers[0][: len(rows)], mode="clip")
             tail = np.take(near["tail"], rows, axis=0, out=buffers[1][: len(rows)], mode="clip")
-        Qa = augment_queries(Q)
+        Qa = augment_queries(Q) if augmented is None else augmented
         # Tiles of keys whose block of logits stays in cache, within working_memory.
         tile = max(KEY_TILE, _TILE_ENTRIES // max(len(Q), 1))
         tile = min(tile, query_block_size(len(head), len(Q), n_arrays=2, cache=False))
 
         def logits(keys, out):
+            # Formed in double precision, rounded to single as they are written: the
+            # reduction exponentiates them in place.
+            if out is None:
+                out = np.empty((len(Qa), keys.stop - keys.start), dtype=np.float32)
             return np.matmul(Qa, head[keys].T, out=out)
 
         _, near_sums = kernel_sums(
-            logits, len(head), tail, shift=False, floor=False, tile=tile, precision=np.float32
+            logits,
+            len(head),
+            tail,
+            shift=False,
+            floor=False,
+            tile=tile,
+            precision=np.float32,
+            xp=np,
         )
         return near_sums
 
@@ -549,13 +573,17 @@ class NearFieldKernel:
         sums = np.zeros((len(Q), self.far.key_sums.shape[2]))
         far_query = np.zeros(len(Q), dtype=bool)
         bounds = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
+        # The augmented queries of every cell at once (row by row, the same numbers).
+        augmented = augment_queries(Q) if near is None else None
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
             group = slice(start, stop)
+            c = cells[start]
+            far = self.far_field_sums(Q[group], c)
             if near is None:
-                sums[group], far_query[group] = self.split_sums(Q[group], cells[start])
+                given = self.near_sums(Q[group], c, augmented=augmented[group])
             else:
-                far = self.far_field_sums(Q[group], cells[start])
-                sums[group], far_query[group] = self.join_sums(near[group], far)
+                given = near[group]
+            sums[group], far_query[group] = self.join_sums(given, far)
         return self.moments_of(sums, far_query)
 
     def moments_of(self, sums, far_query):
@@ -633,3 +661,60 @@ class NearFieldKernel:
         return weights, unreliable
 
     # ------------------------------------------------------------- its error
+
+
+def predict_by_cell(kernel, X, head_moments, return_std, dtype, n_jobs=None, near=None):
+    """The estimate (and spread) at the queries ``X`` from the split ``kernel``, the
+    queries of one cell together.
+
+    The queries are sorted by cell once, and threads take runs of whole cells: each cell's
+    queries meet their near keys in one dense product (:meth:`NearFieldKernel.sorted_moments`).
+    One Gaussian head of weight 1 and no bias: the estimate is its mean.
+
+    Parameters
+    ----------
+    kernel : NearFieldKernel
+    X : ndarray of shape (n_queries, n_features)
+    head_moments : callable
+        ``head_moments(X_rows, moments)``: the mean, spread and unreliable rows of the
+        queries ``X_rows`` from their ``moments`` (first, second, unreliable), the rows the
+        features cannot serve computed otherwise.
+    return_std : bool
+    dtype : dtype
+        Of the returned arrays.
+    n_jobs : int, optional
+    near : ndarray, optional
+        The queries' near sums, taken where the keys are (a prediction in stages).
+
+    Returns
+    -------
+    mean, variance : ndarray of shape (n_queries, n_outputs) (``variance`` ``None``
+        without ``return_std``)
+    n_fallback : int
+        The queries the features could not serve.
+    """
+    Q, cells = kernel.query_cells(X)
+    order = np.argsort(cells, kind="stable")
+    Q, cells = Q[order], cells[order]
+    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
+    t = kernel.n_outputs
+    mean = np.empty((len(X), t), dtype=dtype)
+    variance = np.empty((len(X), t), dtype=dtype) if return_std else None
+
+    def predict_cells(groups):
+        part = slice(starts[groups.start], starts[groups.stop])
+        rows = order[part]
+        given = None if near is None else near[rows]
+        moments = kernel.sorted_moments(Q[part], cells[part], given)
+        first, spread, unreliable = head_moments(X[rows], moments)
+        mean[rows] = first
+        if return_std:
+            variance[rows] = np.maximum(spread, 0.0)
+        return int(unreliable.sum())
+
+    # A "row" of the map is a cell: its work is its queries times its near keys.
+    work = max(len(X) * kernel.mean_near_keys / max(len(starts) - 1, 1), 1.0)
+    n_fallback = map_query_blocks(
+        predict_cells, len(starts) - 1, int(work), n_jobs=n_jobs, cache=_CELL_WORK
+    )
+    return mean, variance, sum(n_fallback)

@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from kernattn._core.blocks import query_block_size
-from kernattn._core.sums import augment_queries, kernel_sums
+from kernattn._core.sums import augment_queries, kernel_sums, row_shift
 from kernattn.linear._cost import CANDIDATE_COMPONENTS, MAX_COMPONENTS, split_cost
 from kernattn.linear._near_field import NEAR_MASS
 
@@ -139,7 +139,7 @@ class ErrorProbe:
         kernel = self.kernel
         self._map = kernel.feature_map
         logs = self._map.log_transform(self.Q)
-        self._query_scale = logs.max(axis=1)
+        self._query_scale = row_shift(logs)
         features = np.exp(logs - self._query_scale[:, None])
         self._far_logs = logs + kernel.far.key_log_scale[0] - self.top[:, None]
         with np.errstate(over="ignore", under="ignore"):
@@ -155,13 +155,13 @@ class ErrorProbe:
         sampled keys."""
         near = self.kernel.near_keys
         logs = feature_map.log_transform(self.Q)
-        query_scale = logs.max(axis=1)
+        query_scale = row_shift(logs)
         # Every few sampled keys: a map being compared with others needs less precision.
         self.columns = slice(None, None, max(1, len(self.sample) // SEARCH_KEYS))
         sample = self.sample[self.columns]
         key_logs = feature_map.log_transform(near["keys"][sample])
         key_logs += near["log_weight"][sample][:, None]
-        key_scale = key_logs.max()
+        key_scale = row_shift(key_logs, axis=None)
         with np.errstate(over="ignore", under="ignore"):
             queries = feature_map.inner(np.exp(logs - query_scale[:, None]).T).T
             self.low_rank = queries @ np.exp(key_logs - key_scale).T

@@ -24,8 +24,10 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from kernattn._core.blocks import single_threaded_blas
+from kernattn._core.numerics import has_spread, power_of_two_scale
 from kernattn._core.rows import as_part
 from kernattn._core.sums import merge
+from kernattn.bandwidth import resolve_bandwidth
 from kernattn.feature_maps import NystroemFeatures
 from kernattn.linear._cost import (
     ERROR_KEYS,
@@ -203,3 +205,74 @@ def _rank_on_sample(kernel, probe, near, n, cap, rng, tol, n_subsample):
         return split_cost(n, feature_map.n_components_, share * n, share * near.n_cells, t)
 
     return search_rank(kernel, probe, n, cap, fit_map, cost_of, tol, n_subsample)
+
+
+def value_units(summary):
+    """The target offset (the weighted mean) and the power of two the centered values are
+    summed in, from the first pass's extremes of the targets (as the in-memory fit takes
+    them from the values)."""
+    # max|y − offset| from the extremes: the power of two the values are summed in.
+    spread = np.maximum(summary.y_max - summary.y_mean, summary.y_mean - summary.y_min)
+    return summary.y_mean, power_of_two_scale(spread[None, :], axis=0)
+
+
+def ordered_sample(summary):
+    """The first pass's sample ``(X, Y, w)`` in the order of the training rows."""
+    _, order, X_s, Y_s, w_s = summary.sample
+    rows = np.argsort(order, kind="stable")
+    return X_s[rows], Y_s[rows], w_s[rows]
+
+
+def gaussian_center_bandwidth(summary, sample, center, bandwidth, n_jobs=None):
+    """The Gaussian kernel's center and bandwidth from the first pass: the given
+    ``center`` or the weighted mean; a given ``bandwidth`` as it is (``None`` here), Scott's
+    rule from the full-data spread, or a rule or search on the ``sample`` rescaled to n by
+    Scott's rate :math:`(n_{sub}/n)^{1/(d+4)}`. Returns the center, the bandwidth and the
+    leave-one-out error of a search (else ``None``)."""
+    d = len(summary.x_mean)
+    center = summary.x_mean if center is None else center
+    if not isinstance(bandwidth, str):
+        return center, None, None
+    sigma = np.sqrt(summary.x_m2 / summary.total)
+    if bandwidth == "scott":
+        h = sigma * summary.total ** (-1.0 / (d + 4))
+        # A constant feature gets 1, as in rule_of_thumb_bandwidth.
+        return center, np.where(has_spread(sigma, summary.max_abs), h, 1.0), None
+    X_s, Y_s, w_s = sample
+    h, loo_error = resolve_bandwidth(bandwidth, X_s, Y_s, w_s, n_jobs=n_jobs)
+    # Scott's rate: the bandwidth of the sample shrinks like n^(-1/(d+4)).
+    return center, h * (len(w_s) / summary.count) ** (1.0 / (d + 4)), loo_error
+
+
+def near_field_in_parts(rows, near, summary, seed, *, n_near, tol, n_subsample, choose_rank):
+    """The near field of a fit in parts: its share of the keys (``n_near / n``, or chosen
+    on the sample with ``n_near="auto"``, :func:`near_share_on_sample`), then its sums
+    taken part by part (:func:`cell_sums`), its near cells set and every cell's far sums
+    computed.
+
+    Returns the near field (``near``, or one of fewer, larger cells where the map chosen
+    has more features than the cells were drawn for), the weight error measured on the
+    sample (``None`` for a given ``n_near``), whether it meets ``tol``, and the far field's
+    map chosen with it (else ``None``).
+    """
+    weight_error, met, feature_map = None, True, None
+    if n_near == "auto":
+        # Before the sums: it may choose another map for the far field.
+        share, errors, met, feature_map = near_share_on_sample(
+            near, summary, seed, tol=tol, n_subsample=n_subsample, choose_rank=choose_rank
+        )
+        weight_error = float(errors.mean())
+        if near.n_cells * near.n_components > CELL_FEATURES:
+            # More features than the cells were drawn for: fewer, larger cells.
+            near = cell_kernel(near.far, summary)
+    else:
+        share = n_near / int(summary.count)
+    sums, cells, counts = rows.reduce(cell_sums, merge_cell_sums, near, summary.y_mean)
+    far = near.far
+    far.key_sums, far.key_log_scale, far.key_radius, far.target_sums = sums
+    near.set_cell_sums(cells, counts)
+    # The near cells hold about that share of the keys.
+    near.set_near_cells(int(np.ceil(share * near.n_cells)))
+    # Every cell's far sums once: each query block only reads them.
+    near.precompute()
+    return near, weight_error, met, feature_map

@@ -44,6 +44,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from kernattn._core.loo import DuplicateGroups
+from kernattn._core.sums import row_shift
 
 # L-BFGS iterations for the projection; each costs a few O(n r d) passes.
 MAX_ITER = 60
@@ -107,9 +108,9 @@ class FeatureLeaveOneOut:
         U = self.Z @ P
         sq = np.einsum("ij,ij->i", U, U)
         logits = U @ self.omega.T + self.log_offset
-        log_a = logits - logits.max(axis=1, keepdims=True)
+        log_a = logits - row_shift(logits)[:, None]
         log_b = logits - sq[:, None] + self.log_sw[:, None]
-        log_b -= log_b.max()
+        log_b -= row_shift(log_b, axis=None)
         A, B = np.exp(log_a), np.exp(log_b)
         V = self.V
         S, z = B.T @ V, B.sum(axis=0)

@@ -22,7 +22,7 @@ from kernattn._engine.heads import SoftmaxHeads
 from kernattn.bandwidth import resolve_bandwidth, select_bandwidth
 from kernattn.bandwidth._rules import check_bandwidth
 from kernattn.bandwidth._search import edge_message
-from kernattn.feature_maps import check_feature_map
+from kernattn.feature_maps import NystroemFeatures, PositiveRandomFeatures, check_feature_map
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._feature_kernel import FeatureKernel
 from kernattn.linear._projection import learn_projection
@@ -84,6 +84,47 @@ class KernelRecipe:
             orthogonal=self.orthogonal,
         )
         return template
+
+    def splits(self, n_near_keys):
+        """Whether the kernel splits each query's keys into an exact near field and a
+        Nyström far field (Nyström features, the Gaussian kernel, no learned projection,
+        ``n_near_keys`` not 0)."""
+        template = self.template()
+        return (
+            n_near_keys != 0
+            and isinstance(template, NystroemFeatures)
+            and isinstance(self.kernel, str)
+            and self.kernel == "gaussian"
+            and not self.learn_projection
+        )
+
+    def check_settings(self, n_near_keys):
+        """Refuse settings that do not go together: a near field (``n_near_keys`` above 0)
+        needs Nyström features and the Gaussian kernel; a learned projection the Gaussian
+        kernel and positive random features."""
+        gaussian = isinstance(self.kernel, str) and self.kernel == "gaussian"
+        if n_near_keys not in (0, "auto"):
+            if not isinstance(self.template(), NystroemFeatures):
+                raise ValueError(
+                    "n_near_keys > 0 needs Nyström features (feature_map='nystroem', whose "
+                    f"landmarks are the cells of the near field); got feature_map="
+                    f"{self.feature_map!r}. Use n_near_keys=0 or 'auto' with other maps"
+                )
+            if not gaussian:
+                raise ValueError(
+                    f"n_near_keys > 0 needs kernel='gaussian'; got kernel={self.kernel!r}"
+                )
+        if self.learn_projection:
+            if not gaussian:
+                raise ValueError(
+                    f"learn_projection=True needs kernel='gaussian'; got kernel={self.kernel!r}"
+                )
+            if not isinstance(self.template(), PositiveRandomFeatures):
+                raise ValueError(
+                    "learn_projection=True needs positive random features (feature_map="
+                    "'positive', 'hyperbolic', 'optimal' or a PositiveRandomFeatures); got "
+                    f"feature_map={self.feature_map!r}"
+                )
 
     def rank(self, n):
         """r: ``n_components``, or for "auto" about ``KEYS_PER_CELL`` keys per landmark of a

@@ -11,78 +11,48 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.blocks import (
     KEY_TILE,
-    iter_query_blocks,
-    map_query_blocks,
     single_threaded_blas,
 )
-from kernattn._core.namespaces import from_caller, in_caller_library
-from kernattn._core.numerics import has_spread, power_of_two_scale, weighted_mean
+from kernattn._core.namespaces import in_caller_library
 from kernattn._core.rows import ChunkRows
-from kernattn._engine.regressor import NadarayaWatsonRegressor, fit_transaction
-from kernattn._engine.summary import RowSummary, check_summary, sample_seed, summarize
-from kernattn.bandwidth import (
-    BANDWIDTH_RULES,
-    resolve_bandwidth,
-)
+from kernattn._engine.regressor import NadarayaWatsonRegressor
+from kernattn.bandwidth import BANDWIDTH_RULES
 from kernattn.feature_maps import (
     FEATURE_MAPS,
     FeatureMap,
-    NystroemFeatures,
-    PositiveRandomFeatures,
 )
 from kernattn.learned import AttentionRegressor
 from kernattn.linear._cost import (
     CANDIDATE_COMPONENTS,
-    ERROR_KEYS,
-    ERROR_QUERIES,
     EXACT_ROWS,
-    KEYS_PER_CELL,
     LINEAR_SHARE,
-    near_key_cap,
-    split_cost,
-    split_pays,
 )
-from kernattn.linear._feature_kernel import FeatureKernel
-from kernattn.linear._near_field import NearFieldKernel
-from kernattn.linear._near_search import ErrorProbe, grow_near_cells, search_rank
-from kernattn.linear._passes import (
-    CELL_FEATURES,
-    MAX_CELLS,
-    cell_kernel,
-    cell_sums,
-    chunk_arrays,
-    feature_sums,
-    merge_cell_sums,
-    merge_feature_sums,
-    near_share_on_sample,
-    sample_prefix,
+from kernattn.linear._fallback import (
+    NotLinearTimeWarning,
+    fallback_warning,
+    unserved_message,
 )
+from kernattn.linear._feature_kernel import exact_moments, served_moments
+from kernattn.linear._in_parts import InPartsFitMixin
+from kernattn.linear._near_field import NearFieldKernel, predict_by_cell
+from kernattn.linear._passes import chunk_arrays
 from kernattn.linear._recipe import DESCRIBED, recipe_of
+from kernattn.linear._split_fit import take_sums, tol_message, unserved_share
+from kernattn.linear._staged import StagedPredictionMixin
+from kernattn.linear._weights import AttentionWeightsMixin
 
 #: Default tolerance on the mean L1 distance between approximate and exact weights.
 TOL = 0.1
-#: Query-key pairs per block of cells in a near-field prediction (a few cells per thread task).
-_CELL_WORK = 2**20
 
 
-class ExactFallbackWarning(UserWarning):
-    """Some queries were computed exactly, against every training key, because the
-    features could not serve them (see :class:`LinearAttentionRegressor`, "Numerics")."""
-
-
-class NotLinearTimeWarning(ExactFallbackWarning):
-    """More than 10 % of the queries are computed exactly against every training key: the
-    prediction (or fit) costs O(n) per query, no longer linear time in all."""
-
-
-class LinearAttentionRegressor(NadarayaWatsonRegressor):
+class LinearAttentionRegressor(
+    InPartsFitMixin, AttentionWeightsMixin, StagedPredictionMixin, NadarayaWatsonRegressor
+):
     r"""Linear attention: a Nadaraya–Watson regressor whose cost is linear in n.
 
     Approximates the Nadaraya–Watson estimate of a softmax kernel with a feature map
@@ -115,66 +85,42 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
     — where Nadaraya–Watson is most accurate — a query's weight sits on a few hundred near
     keys, and no low-rank kernel resolves it. By default (``feature_map="nystroem"``,
     Gaussian kernel) each query's keys are split (sparse + low-rank attention, Chen et al.,
-    2021): the keys of the cells nearest to the query's cell are computed exactly, the rest
-    through the Nyström features, whose estimate over the near cells is subtracted, so no
-    key counts twice (:mod:`kernattn.linear._near_field`). The cells are the
-    nearest-center cells of about ``n / 50`` random training keys; their feature sums are
-    sums over rows, like :math:`S, z`. With ``n_near_keys="auto"`` the near field is grown
-    (1, 2, 3, 4, 5, 6, 7, 8, 10, … cells, steps of about :math:`2^{1/4}`) until the weight
-    error measured at fit is at most ``tol``: the mean, over 100 training rows each left
-    out of its own sums, of the L1 distance :math:`\sum_i |\hat w_i - w_i|` between the
-    split weights and the exact kernel's (``weight_error_``; the far keys' part on a
-    sample of 20 000 keys). It never computes more than ``max(n / 10, 2 n_subsample)`` keys
-    per query, and never more than 20 000 (``MAX_NEAR_KEYS``), so beyond 200 000 keys the
-    cost per query stops growing and prediction is linear in n (a warning says when the
-    tolerance is not met there). The L1 distance bounds the error of every prediction:
+    2021): the keys of the cells nearest to the query's cell (the nearest-center cells of
+    about ``n / 50`` random training keys) are computed exactly, the rest through the
+    Nyström features, whose estimate over the near cells is subtracted, so no key counts
+    twice (:mod:`kernattn.linear._near_field`). With ``n_near_keys="auto"`` the near field
+    is grown (steps of about :math:`2^{1/4}` cells) until the weight error measured at fit
+    is at most ``tol``: the mean, over 100 training rows each left out of its own sums, of
+    the L1 distance :math:`\sum_i |\hat w_i - w_i|` between the split weights and the exact
+    kernel's (``weight_error_``), which bounds every prediction's error,
     :math:`|\hat y - y_{\mathrm{exact}}| \le \frac12 \|\hat w - w\|_1 (\max_i y_i -
-    \min_i y_i)`. Near keys get their exact kernel (positive weights, exponentials in single
-    precision: relative error below 1e-7); far keys the Nyström estimate, which can be
-    slightly negative; a query whose far field has a non-positive denominator uses its near
-    field alone. Weights sum to 1.
+    \min_i y_i)`. At most ``max(n / 10, 2 n_subsample)`` keys per query, and never more
+    than 20 000 (``MAX_NEAR_KEYS``), are computed exactly, so prediction stays linear in n
+    (a warning says when ``tol`` is not met there). With ``n_components="auto"`` too, the
+    rank (32, 64, …, 1024) is chosen with the near field, as the pair of the lowest
+    predicted cost that meets ``tol``. Where the split is predicted to cost more than half
+    of the exact weights for as many queries as training rows — always up to about 32 000
+    rows (``EXACT_ROWS``) — every weight is computed exactly, as
+    :class:`~kernattn.KernelSmoother` does (``exact_weights_``, no warning). Near keys get
+    their exact kernel (positive weights, exponentials in single precision: relative error
+    below 1e-7); far keys the Nyström estimate, which can be slightly negative; a query
+    whose far field has a non-positive denominator uses its near field alone. Weights sum
+    to 1. ``partial_fit`` keeps no keys, hence no near field: after it the far field alone
+    is used. The user guide (:ref:`linear_attention`) shows the choice and its costs.
 
-    **Rank and near field from the accuracy target.** With ``n_components="auto"`` too,
-    the rank is chosen with the near field: for each candidate rank (32, 64, …, 1024, at
-    most a quarter of the keys and half of ``n_subsample``) a Nyström map is fitted and the
-    fewest near cells meeting ``tol`` found (the far field's sums estimated on the sampled
-    keys), and the pair of the lowest predicted cost is kept
-    (near keys, features, per-cell sums, in exact kernel values). Where the far field carries
-    the weight (a wide bandwidth) that is one cell and few features; at small bandwidths in
-    several dimensions, where a few hundred features barely change the near field needed,
-    few features and more near keys. The chosen pair is then measured with the far field's
-    own sums and the near field grown if needed: ``n_components_``, ``n_near_keys_`` and
-    ``weight_error_`` report it.
-
-    **Exact weights where the split would not pay.** The split has costs of its own — the
-    landmarks, the cells, the error probe, about ``FIT_OVERHEAD`` = 5e8 exact kernel values
-    (0.9 s) in all, and per query its near keys and features. With ``n_near_keys="auto"``
-    every weight is computed exactly, as :class:`~kernattn.KernelSmoother` does, when the
-    split is predicted to cost more than half of the exact weights for as many queries as
-    training rows: always up to about 32 000 rows (``EXACT_ROWS``, where even one cell of
-    keys and 32 features would; no feature map is then fitted), and beyond that when the
-    near field chosen is that large. ``exact_weights_`` says so; no warning is given, since
-    the estimate is then the exact smoother's. In ``examples/benchmarks/bench_linear.py``
-    (d = 8, leave-one-out bandwidths, n = 200 000) the split is within 5 % of the exact
-    smoother's test MSE and over 10 times faster, and at small n the default costs what the
-    exact smoother costs. ``partial_fit`` keeps no keys, hence no near field: after it the
-    far field alone is used.
-
-    **Center and scale.** The positive features estimate :math:`\exp(q^\top k)` with
-    relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`: it grows like
-    :math:`\exp(\|q\|^2 + \|k\|^2)` with the norms of the inputs in kernel units. The inputs
-    are therefore centered (``center``, the weighted mean by default), and random features
-    are accurate only where the bandwidth is not small compared with the spread of the data
-    — a large bandwidth, few input dimensions, or both. With a small bandwidth their
-    estimate stays finite and inside the range of the targets, but it is a different,
-    coarser smoother. Nyström features do not have this limit: their r features are the
-    kernel's values at r landmarks chosen from the training keys (k-means centers), so they
-    resolve the kernel wherever the data are — at the resolution r landmarks allow. Used
-    alone (``n_near_keys=0``), they too are a coarser smoother at small bandwidths. On the
-    8-feature task of ``examples/benchmarks/bench_linear.py`` at its leave-one-out
-    bandwidths (r = 256, n = 50 000) the test MSE is about 15 times the exact smoother's
-    with positive features, 12 times with ``feature_map="optimal"``, 3.3 times with
-    Nyström features alone, and within 1 % with the default near field.
+    **Center and scale.** Positive random features estimate :math:`\exp(q^\top k)` with a
+    relative variance :math:`(\exp(\|q + k\|^2) - 1)/r`, which grows like
+    :math:`\exp(\|q\|^2 + \|k\|^2)` in kernel units: the inputs are centered (``center``,
+    the weighted mean by default), and random features are accurate only where the
+    bandwidth is not small next to the spread of the data; below, their estimate stays
+    finite and inside the range of the targets, but it is a different, coarser smoother.
+    Nyström features (the kernel at r k-means landmarks of the training keys) resolve the
+    kernel wherever the data are, at the resolution r landmarks allow; alone
+    (``n_near_keys=0``) they too are coarser at small bandwidths. On the 8-feature task of
+    ``examples/benchmarks/bench_linear.py`` (r = 256, n = 50 000) the test MSE is about 15
+    times the exact smoother's with positive features, 12 times with
+    ``feature_map="optimal"``, 3.3 times with Nyström features alone, and within 1 % with
+    the default near field.
 
     **Numerics.** Query log-features have their row maximum subtracted, key log-features
     one constant per head (both cancel in the ratio); never a constant per key, which would
@@ -479,40 +425,11 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 stacklevel=4,
             )
             self._n_near = self.n_neighbors
-        if self._n_near not in (0, "auto"):
-            if not isinstance(self._recipe().template(), NystroemFeatures):
-                raise ValueError(
-                    "n_near_keys > 0 needs Nyström features (feature_map='nystroem', whose "
-                    f"landmarks are the cells of the near field); got feature_map="
-                    f"{self.feature_map!r}. Use n_near_keys=0 or 'auto' with other maps"
-                )
-            if not (isinstance(self.kernel, str) and self.kernel == "gaussian"):
-                raise ValueError(
-                    f"n_near_keys > 0 needs kernel='gaussian'; got kernel={self.kernel!r}"
-                )
-        if self.learn_projection:
-            if not (isinstance(self.kernel, str) and self.kernel == "gaussian"):
-                raise ValueError(
-                    f"learn_projection=True needs kernel='gaussian'; got kernel={self.kernel!r}"
-                )
-            if not isinstance(self._recipe().template(), PositiveRandomFeatures):
-                raise ValueError(
-                    "learn_projection=True needs positive random features (feature_map="
-                    "'positive', 'hyperbolic', 'optimal' or a PositiveRandomFeatures); got "
-                    f"feature_map={self.feature_map!r}"
-                )
+        self._recipe().check_settings(self._n_near)
 
     def _near_field(self):
-        """Whether the kernel splits each query's keys into an exact near field and a
-        Nyström far field."""
-        template = self._recipe().template()
-        return (
-            self._n_near != 0
-            and isinstance(template, NystroemFeatures)
-            and isinstance(self.kernel, str)
-            and self.kernel == "gaussian"
-            and not self.learn_projection
-        )
+        """Whether the kernel splits each query's keys (:meth:`KernelRecipe.splits`)."""
+        return self._recipe().splits(self._n_near)
 
     # ----------------------------------------------------------------- fitting
 
@@ -563,392 +480,73 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
                 # The near field chooses its rank from tol: the smallest candidate first.
                 rank = min(CANDIDATE_COMPONENTS[0], len(X))
         with single_threaded_blas():
-            kernel = self._make_kernel(X, Y, sample_weight, rank, fit_maps=not exact)
+            kernel = self._make_kernel(X, Y, sample_weight, rank=rank, fit_maps=not exact)
         if exact:
             self.exact_weights_ = True
             self.weight_error_, self.n_near_keys_ = 0.0, float(len(X))
             return kernel.bind(X, sample_weight, self._dtype)
         # Drawn after everything _make_kernel draws, so that its draws do not change.
-        rng = check_random_state(self.random_state).randint(2**31 - 1)
-        rng = check_random_state(rng)
-        near_field = self._near_field()
-        if near_field:
-            # Keys beyond ~1e100 kernel units (a bandwidth near 1e-300) leave no distance
-            # finite: the far field alone is used, and it computes such queries exactly.
-            with np.errstate(over="ignore", invalid="ignore"):
-                near_field = bool(np.all(np.abs(kernel.project(X, 0, "key")) < 1e100))
-        if near_field:
-            kernel = NearFieldKernel(kernel, self._cell_centers(kernel, X, rng), 1)
-        kernel.bind(X, sample_weight, self._dtype)
-        with single_threaded_blas():
-            rows = self._recipe().subsample(len(X), rng, ERROR_QUERIES)
-            if near_field:
-                kernel.sort_keys(X, self._values, sample_weight)
-                probe = ErrorProbe(kernel, rows, ERROR_KEYS, rng.randint(2**31 - 1))
-                first = 1
-                if self.n_components == "auto" and self._n_near == "auto":
-                    first = self._choose_rank(kernel, probe, X, sample_weight, rng)
-            kernel.accumulate(X, self._values, sample_weight)
-            if near_field:
-                self._choose_near_field(kernel, probe, first)
-                if self._n_near == "auto" and not split_pays(kernel):
-                    self.exact_weights_ = True
-                else:
-                    kernel.precompute()
-            if not self.exact_weights_:
-                self._check_fallback_share(kernel, X[rows])
+        rng = check_random_state(check_random_state(self.random_state).randint(2**31 - 1))
+        kernel, rows, choice = take_sums(
+            kernel,
+            X,
+            self._values,
+            sample_weight,
+            self._dtype,
+            rng,
+            subsample=self._recipe().subsample,
+            near_field=self._near_field(),
+            n_near=self._n_near,
+            tol=self.tol,
+            n_subsample=self.n_subsample,
+            rank=self.n_components == "auto" and self._n_near == "auto",
+        )
+        if choice is not None:
+            self._record_near_field(kernel, choice)
         if self.exact_weights_:
             self.weight_error_, self.n_near_keys_ = 0.0, float(len(X))
+        else:
+            with single_threaded_blas():
+                self._check_fallback_share(kernel, X[rows])
         return kernel
 
-    @staticmethod
-    def _cell_centers(kernel, X, rng):
-        """The centers of the near field's cells: the projected keys of random distinct
-        rows, one per ``KEYS_PER_CELL`` rows (cells of equal expected size)."""
-        keys = np.unique(X, axis=0) if len(X) <= 100_000 else X
-        n_cells = max(1, len(X) // KEYS_PER_CELL)
-        rows = rng.choice(len(keys), min(n_cells, len(keys)), replace=False)
-        return np.unique(kernel.project(keys[np.sort(rows)], 0, "key"), axis=0)
-
-    def _choose_rank(self, kernel, probe, X, sample_weight, rng):
-        """Choose the far field's rank and a first near field from the accuracy target
-        (:func:`~kernattn.linear._near_search.search_rank` on all keys, each candidate map
-        fitted on a subsample of keys). Sets the kernel's map; returns the near cells to
-        start from."""
-        n = kernel.n_keys
-        keys = self._recipe().subsample(len(X), rng)
-        projected = kernel.far.project(X[keys], 0, "key")
-
-        def fit_map(r):
-            if r == kernel.n_components:
-                return kernel.feature_map
-            return NystroemFeatures(r).fit(
-                projected, sample_weight=sample_weight[keys], random_state=rng
-            )
-
-        def cost_of(feature_map):
-            return split_cost(
-                n,
-                feature_map.n_components_,
-                kernel.mean_near_keys,
-                kernel.n_near_cells,
-                kernel.n_outputs,
-            )
-
-        cap = near_key_cap(n, self.n_subsample)
-        feature_map, cells = search_rank(
-            kernel, probe, n, cap, fit_map, cost_of, self.tol, self.n_subsample
-        )
-        kernel.set_feature_map(feature_map)
-        self.feature_maps_ = [feature_map]
-        self.n_components_ = feature_map.n_components_
-        return cells
-
-    def _choose_near_field(self, kernel, probe, first=1):
-        """Set the near cells from ``n_near_keys`` (or, for "auto", from ``tol``, starting
-        at ``first`` cells) and record the measured weight error."""
-        n = kernel.n_keys
-        probe.use_kernel()
-        if self._n_near == "auto":
-            cap = near_key_cap(n, self.n_subsample)
-            errors, met = grow_near_cells(kernel, probe, self.tol, cap, first)
-            if not met:
-                warnings.warn(
-                    f"the weight error measured at fit, {errors.mean():.3g}, is above tol="
-                    f"{self.tol:g} with the most near keys that keep prediction linear "
-                    f"({kernel.mean_near_keys:.0f} of {n}); raise n_components or tol, or "
-                    "give n_near_keys",
-                    UserWarning,
-                    stacklevel=4,
-                )
-        else:
-            cells = np.ceil(self._n_near * kernel.n_cells / n)
-            kernel.set_near_cells(int(cells))
-            errors = probe.errors()
-        self.weight_error_ = float(errors.mean())
+    def _record_near_field(self, kernel, choice):
+        """Record the near field chosen at fit (and the far field's map chosen with it)."""
+        if choice.feature_map is not None:
+            self.feature_maps_ = [choice.feature_map]
+            self.n_components_ = choice.feature_map.n_components_
+        if not choice.met:
+            warnings.warn(tol_message(choice.errors, self.tol, kernel), UserWarning, stacklevel=4)
+        self.weight_error_ = float(choice.errors.mean())
         self.n_near_keys_ = kernel.mean_near_keys
+        self.exact_weights_ = choice.exact_weights
 
     def _check_fallback_share(self, kernel, X_sample):
         """Warn at fit when the features cannot serve more than 10 % of the training rows:
         those would be computed against every key."""
-        if len(X_sample) < 10:
-            return
-        unreliable = np.zeros(len(X_sample), dtype=bool)
-        for h in range(kernel.n_heads):
-            unreliable |= kernel.moments(X_sample, h)[2]
-        share = unreliable.mean()
-        if share > LINEAR_SHARE:
+        share = unserved_share(kernel, X_sample)
+        if share is not None and share > LINEAR_SHARE:
             warnings.warn(
-                f"{share:.0%} of {len(X_sample)} sampled training rows cannot be served by "
-                "the features and would be computed exactly against every training key: "
-                "prediction is no longer linear in the training set size. Use "
-                "feature_map='nystroem' (the default) or a larger bandwidth",
-                NotLinearTimeWarning,
-                stacklevel=4,
+                unserved_message(share, len(X_sample)), NotLinearTimeWarning, stacklevel=4
             )
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, sample_weight=None):
-        """Add a chunk of training data to the key sums S, S₂, z.
-
-        The first call (on an unfitted estimator) also fixes what the kernel needs from the
-        data — the center, the bandwidth, the attention model, the features (Nyström
-        landmarks too), the target offset — from that chunk, unless given as parameters.
-        With ``center``, ``bandwidth`` and ``random_state`` given (and, for Nyström
-        features, the landmarks), any split into chunks gives the same sums as one call on
-        the concatenation (up to rounding). That is the far field alone: ``fit`` on the
-        concatenation predicts the same only with ``n_near_keys=0`` and only where the
-        features serve the query, since ``fit`` keeps the training keys, computes a near
-        field exactly and computes exactly the queries whose denominator is unreliable.
-        Later calls (also after ``fit``) only add to the sums; the training keys are not
-        kept, so ``attention_weights`` is unavailable and queries whose denominator is
-        unreliable get the weighted training mean.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_samples, n_features)
-            A chunk of training inputs (the keys).
-        y : array_like of shape (n_samples,) or (n_samples, n_outputs)
-            Their targets, shaped like the first chunk's.
-        sample_weight : array_like of shape (n_samples,), optional
-            Non-negative, at least one positive.
-
-        Returns
-        -------
-        self : LinearAttentionRegressor
-            The updated estimator.
-        """
-        first = not hasattr(self, "kernel_")
-        (X, y, sample_weight), _ = from_caller(X, y, sample_weight)
-        with fit_transaction(self):
-            if first:
-                self._check_params()
-            X, y, sample_weight = self._validate_training_data(X, y, sample_weight, reset=first)
-            Y = y.reshape(len(y), -1)
-            active = sample_weight > 0
-            X, Y, sample_weight = X[active], Y[active], sample_weight[active]
-            if first:
-                self._target_shape = y.shape[1:]
-                # As the engine does for fit: in units that cannot overflow (exact).
-                self._y_offset = weighted_mean(Y, sample_weight)
-                self._value_scale = power_of_two_scale(Y - self._y_offset, axis=0)
-                kernel = self._make_kernel(X, Y, sample_weight)
-            elif y.shape[1:] != self._target_shape:
-                raise ValueError(
-                    f"y has shape {y.shape[1:]} per sample; earlier chunks had "
-                    f"{self._target_shape}"
-                )
-            elif not self.kernel_.n_components:
-                # A fit that computed every weight exactly took no feature sums: they are
-                # taken now, from its training set, before the chunk is added.
-                kernel = self._far_of_training_set()
-            else:
-                kernel = self.kernel_.without_keys()
-            self._keep_no_keys(kernel.accumulate(X, Y - self._y_offset, sample_weight))
-        return self
-
-    def _keep_no_keys(self, kernel):
-        """Fitted with ``kernel`` (its sums taken) and no training keys kept: no training
-        set, no values to attend to, no near field."""
-        for name in (
-            "X_fit_",
-            "y_fit_",
-            "sample_weight_",
-            "_active",
-            "_value_columns_built",
-            "_target_order",
-            "_sorted_targets",
-            "_residuals_built",
-            "_y_bandwidth_built",
-        ):
-            self.__dict__.pop(name, None)
-        if not isinstance(kernel, NearFieldKernel):
-            # Attributes of a near field, which a fit without keys does not have.
-            for name in ("weight_error_", "n_near_keys_"):
-                self.__dict__.pop(name, None)
-        self.exact_weights_ = False
-        self._log_sample_weight = np.zeros(0)
-        self._values = np.zeros((0, kernel.n_outputs))
-        self.kernel_ = kernel
-
-    # ----------------------------------------------------------- fit in parts
-
-    def _fit_rows(self, rows):
-        """The fit on training rows in parts: chunks (:func:`fit_chunks`) or the partitions
-        of a dask collection, in two passes (:mod:`kernattn.linear._passes`).
-
-        The first pass takes the statistics and a uniform sample of the rows of positive
-        weight (:mod:`kernattn._engine.summary`), from which the kernel is made as in memory on a
-        subsample; the second sums every part's features, merged up a tree in the order of
-        the parts. Rows that stay where they are (a cluster's partitions) also get the near
-        field: its cells are centered on sampled rows, its per-cell sums are taken with the
-        totals, and the share of keys it computes exactly is chosen on the sample
-        (:meth:`_near_share_on_sample`); at prediction every partition computes its near
-        keys where it is. Chunks keep no keys: the Nyström features serve alone.
-        """
-        seed = sample_seed(self.random_state)
-        near_field = self._near_field() and rows.keeps_rows
-        # The near field's centers are drawn with the sample: more rows of it, whose first
-        # n_subsample (the smallest sampling keys) are the sample of the kernel all the same.
-        n_sample = max(self.n_subsample, MAX_CELLS) if near_field else self.n_subsample
-        summary = rows.reduce(summarize, RowSummary.merge, seed, n_sample)
-        check_summary(summary)
-        self.__dict__.pop("feature_names_in_", None)
-        if rows.feature_names is not None:
-            self.feature_names_in_ = rows.feature_names
-        self.n_features_in_ = rows.n_features
-        dtype = np.float32 if rows.dtype == np.float32 else np.float64
-        kernel = self._kernel_from_summary(
-            sample_prefix(summary, self.n_subsample), rows.target_shape, dtype, near_field
-        )
-        near = cell_kernel(kernel, summary) if near_field else None
-        if near is None:
-            sums = rows.reduce(feature_sums, merge_feature_sums, kernel, summary.y_mean)
-            kernel.key_sums, kernel.key_log_scale, kernel.key_radius, kernel.target_sums = sums
-            self._keep_no_keys(kernel)
-        else:
-            self._fit_near_field_in_parts(rows, near, summary, seed)
-        if rows.keeps_rows:
-            # The training set stays where it is: the exact rows of predict are computed
-            # there.
-            self.X_fit_, self.y_fit_, self.sample_weight_ = rows.arrays()
-
-    def _fit_near_field_in_parts(self, rows, near, summary, seed):
-        """The near field's sums taken part by part, its share of keys chosen on the
-        sample."""
-        n = int(summary.count)
-        if self._n_near == "auto":
-            # Before the sums: it may choose another map for the far field.
-            share, errors, met, feature_map = near_share_on_sample(
-                near,
-                summary,
-                seed,
-                tol=self.tol,
-                n_subsample=self.n_subsample,
-                choose_rank=self.n_components == "auto" and isinstance(self.feature_map, str),
-            )
-            weight_error = float(errors.mean())
-            if feature_map is not None:
-                self.feature_maps_ = [feature_map]
-                self.n_components_ = feature_map.n_components_
-            if not met:
-                warnings.warn(
-                    f"the weight error measured at fit on {len(summary.sample[2])} sampled "
-                    f"rows, {weight_error:.3g}, is above tol={self.tol:g} with the most near "
-                    "keys that keep prediction linear; raise n_components or tol, or give "
-                    "n_near_keys",
-                    UserWarning,
-                    stacklevel=5,
-                )
-            if near.n_cells * near.n_components > CELL_FEATURES:
-                # More features than the cells were drawn for: fewer, larger cells.
-                near = cell_kernel(near.far, summary)
-        else:
-            share, weight_error = self._n_near / n, None
-        sums, cells, counts = rows.reduce(cell_sums, merge_cell_sums, near, summary.y_mean)
-        far = near.far
-        far.key_sums, far.key_log_scale, far.key_radius, far.target_sums = sums
-        near.set_cell_sums(cells, counts)
-        # The near cells hold about that share of the keys.
-        near.set_near_cells(int(np.ceil(share * near.n_cells)))
-        # Every cell's far sums once: each query block only reads them.
-        near.precompute()
-        self._keep_no_keys(near)
-        self.n_near_keys_ = near.mean_near_keys
-        if weight_error is not None:
-            self.weight_error_ = weight_error
-
-    def _kernel_from_summary(self, summary, target_shape, dtype, near_field):
-        """The kernel (empty sums) from the first pass: the target offset and units, the
-        center and bandwidth from the full-data statistics (a rule or a search on the
-        sample, rescaled to n by Scott's rate), the rest as in memory on the sample; sets
-        the fitted attributes that describe it."""
-        self._dtype = np.dtype(dtype)
-        self._target_shape = tuple(target_shape)
-        self._y_offset = summary.y_mean
-        # max|y − offset| from the extremes: the power of two the values are summed in.
-        spread = np.maximum(summary.y_max - summary.y_mean, summary.y_mean - summary.y_min)
-        self._value_scale = power_of_two_scale(spread[None, :], axis=0)
-        _, order, X_s, Y_s, w_s = summary.sample
-        rows = np.argsort(order, kind="stable")
-        X_s, Y_s, w_s = X_s[rows], Y_s[rows], w_s[rows]
-        center, bandwidth, loo_error = None, None, None
-        if isinstance(self.kernel, str) and self.kernel == "gaussian":
-            d = len(summary.x_mean)
-            center = summary.x_mean if self.center is None else self.center
-            sigma = np.sqrt(summary.x_m2 / summary.total)
-            if isinstance(self.bandwidth, str) and self.bandwidth == "scott":
-                h = sigma * summary.total ** (-1.0 / (d + 4))
-                # A constant feature gets 1, as in rule_of_thumb_bandwidth.
-                bandwidth = np.where(has_spread(sigma, summary.max_abs), h, 1.0)
-            elif isinstance(self.bandwidth, str):
-                bandwidth, loo_error = resolve_bandwidth(
-                    self.bandwidth, X_s, Y_s, w_s, n_jobs=self.n_jobs
-                )
-                # Scott's rate: the bandwidth of the sample shrinks like n^(-1/(d+4)).
-                bandwidth = bandwidth * (len(w_s) / summary.count) ** (1.0 / (d + 4))
-        kernel = self._make_kernel(X_s, Y_s, w_s, center=center, bandwidth=bandwidth)
-        kernel.weight_scale = float(summary.max_weight)
-        if loo_error is not None:
-            self.loo_error_ = loo_error
-        if self._near_field() and not near_field:
-            # The near field computes each query's nearest keys exactly from keys held in
-            # memory; over chunks, as after partial_fit, the Nyström far field serves alone.
-            warnings.warn(
-                "fitted in chunks, LinearAttentionRegressor has no near field: the Nyström "
-                "features alone (n_near_keys=0) approximate the kernel, which is coarser at "
-                "small bandwidths; fit in memory or on a dask collection for the near field, "
-                "or pass n_near_keys=0 to silence this",
-                UserWarning,
-                stacklevel=5,
-            )
-        return kernel
+    # ------------------------------------------------------------ the kernel
 
     def _recipe(self):
         """How this estimator makes its kernel (its settings, plain)."""
         return recipe_of(self)
 
-    def _make_kernel(
-        self, X, Y, sample_weight, rank=None, fit_maps=True, center=None, bandwidth=None
-    ):
+    def _make_kernel(self, X, Y, sample_weight, **options):
         """The kernel from (the first chunk of) the data, with empty sums (see
-        :meth:`KernelRecipe.make <kernattn.linear._recipe.KernelRecipe.make>`); sets the
-        fitted attributes that describe it."""
+        :meth:`KernelRecipe.make <kernattn.linear._recipe.KernelRecipe.make>`, whose
+        keyword ``options`` it takes); sets the fitted attributes that describe it."""
         kernel, described = self._recipe().make(
-            X,
-            Y,
-            sample_weight,
-            self._y_offset,
-            self._value_scale,
-            rank=rank,
-            fit_maps=fit_maps,
-            center=center,
-            bandwidth=bandwidth,
+            X, Y, sample_weight, self._y_offset, self._value_scale, **options
         )
         for name in DESCRIBED:
             self.__dict__.pop(name, None)
         self.__dict__.update(described)
         return kernel
-
-    def _far_of_training_set(self):
-        """The far field's kernel (features fitted, sums taken) of a fit that computed every
-        weight exactly, from its kept training set and heads."""
-        exact = self.kernel_
-        rows = self._active
-        X, w = self.X_fit_[rows], self.sample_weight_[rows]
-        rng = check_random_state(self.random_state)
-        feature_maps = self._recipe().fit_feature_maps(exact.heads, exact.key_shift, X, w, rng)
-        kernel = FeatureKernel(
-            exact.heads,
-            feature_maps,
-            exact.key_shift,
-            exact.head_bias,
-            exact.weight_scale,
-            value_scale=exact.value_scale,
-        )
-        self.feature_maps_ = feature_maps
-        self.n_components_ = kernel.n_components
-        return kernel.accumulate(X, self._values, w)
 
     # ------------------------------------------------------------ engine hooks
 
@@ -966,59 +564,29 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         cell), the rows they cannot serve from ``exact`` (default: the exact kernel bound
         to the kept keys; ``None`` without keys: the training mean)."""
         exact = self.kernel_.exact_heads if exact is None else exact
+        unreliable = None
         if self._all_weights_exact():
-            sums = self._exact_sums(X, h)
-            first, second = self._moments_of_sums(sums)
-            if not return_std:
-                return first, None, None
-            spread = self._accurate_spread(X, h, first, second - first**2, second, exact)
-            return first, spread, None
-        first, second, unreliable = self.kernel_.moments(X, h) if moments is None else moments
-        if np.any(unreliable):
-            rows = np.flatnonzero(unreliable)
-            if exact is None:
-                mean, second_moment = self.kernel_.training_moments()
-                first[rows], second[rows] = mean, second_moment
-            else:
-                columns = getattr(self, "_value_columns", None)  # none kept: given elsewhere
-                first[rows], second[rows] = exact.moments(X[rows], h, columns)
+            first, second = exact_moments(
+                self.kernel_.exact_heads, X, h, self._value_columns, self.kernel_.n_outputs
+            )
+        else:
+            # No value columns where no keys are kept: the exact rows are given elsewhere.
+            first, second, unreliable = served_moments(
+                self.kernel_, X, h, exact, lambda: getattr(self, "_value_columns", None), moments
+            )
         if not return_std:
             return first, None, unreliable
-        spread = second - first**2
-        if exact is not None:
-            # Weights that sit on values far from the global mean (compared with their
-            # spread) leave E[v²] − E[v]² with no correct digit: those rows are redone as
-            # Σ_i w_i (v_i − ŷ)² with the weights of the kernel the features approximate.
-            spread = self._accurate_spread(X, h, first, spread, second, exact)
-        else:
+        if exact is None:
             # Without keys nothing can be redone: a spread lost to cancellation is clipped.
-            spread = np.maximum(spread, 0.0)
-        return first, spread, unreliable
-
-    def _moments_of_sums(self, sums):
-        t = self.kernel_.n_outputs
-        return sums[:, :t] / sums[:, -1:], sums[:, t : 2 * t] / sums[:, -1:]
-
-    def _exact_sums(self, X, h):
-        """The exact kernel's sums of the value moments ``[v, v², 1]`` at ``X`` (in
-        blocks bounded by ``working_memory``)."""
-        exact = self.kernel_.exact_heads
-        width = min(exact.n_keys, KEY_TILE) if exact.nonpositive else 2 * exact.n_keys
-        return np.vstack(
-            [
-                exact.sums(X[rows], h, self._value_columns)
-                for rows in iter_query_blocks(len(X), width, cache=False)
-            ]
-        ).astype(np.float64, copy=False)
-
-    def _head_weights(self, X, h):
-        self._check_keys_kept()
-        if self._all_weights_exact():
-            return self.kernel_.exact_heads.weights(X, h)
-        weights, unreliable = self.kernel_.weights(X, h)
-        if np.any(unreliable):
-            weights[unreliable] = self.kernel_.exact_heads.weights(X[unreliable], h)
-        return weights
+            return first, np.maximum(second - first**2, 0.0), unreliable
+        # Weights that sit on values far from the global mean (compared with their spread)
+        # leave E[v²] − E[v]² with no correct digit: those rows are redone as
+        # Σ_i w_i (v_i − ŷ)² with the weights of the kernel the features approximate.
+        return (
+            first,
+            self._accurate_spread(X, h, first, second - first**2, second, exact),
+            unreliable,
+        )
 
     def _block_width(self):
         if self._all_weights_exact():
@@ -1034,61 +602,20 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
         )
         if not near_field or self._all_weights_exact():
             return super()._predict_centered(X, return_std, heads, exact)
-        # The near field computes the queries of one cell together (one dense product per
-        # cell): the queries are sorted by cell once, and the threads take runs of whole
-        # cells. One Gaussian head of weight 1 and no bias: the estimate is its mean.
-        kernel = self.kernel_
-        Q, cells = kernel.query_cells(X)
-        order = np.argsort(cells, kind="stable")
-        Q, cells = Q[order], cells[order]
-        starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
-        t = len(self._y_offset)
-        mean = np.empty((len(X), t), dtype=self._dtype)
-        variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
 
-        def predict_cells(groups):
-            part = slice(starts[groups.start], starts[groups.stop])
-            rows = order[part]
-            given = None if near is None else near[rows]
-            moments = kernel.sorted_moments(Q[part], cells[part], given)
-            first, spread, unreliable = self._head_moments(X[rows], 0, return_std, exact, moments)
-            mean[rows] = first
-            if return_std:
-                variance[rows] = np.maximum(spread, 0.0)
-            return int(unreliable.sum())
+        def moments_at(rows, moments):
+            return self._head_moments(rows, 0, return_std, exact, moments)
 
-        # A "row" of the map is a cell: its work is its queries times its near keys.
-        work = max(len(X) * kernel.mean_near_keys / max(len(starts) - 1, 1), 1.0)
-        n_fallback = map_query_blocks(
-            predict_cells, len(starts) - 1, int(work), n_jobs=self.n_jobs, cache=_CELL_WORK
+        mean, variance, n_fallback = predict_by_cell(
+            self.kernel_, X, moments_at, return_std, self._dtype, self.n_jobs, near
         )
-        self._report_fallback(sum(n_fallback), len(X))
+        self._report_fallback(n_fallback, len(X))
         return mean, variance
 
     def _report_fallback(self, n_fallback, n_queries):
-        if not n_fallback:
-            return
-        how = (
-            "computed exactly"
-            if self.kernel_.exact_heads is not None
-            else "given the training mean (partial_fit keeps no keys to compute them exactly)"
-        )
-        message = (
-            f"{n_fallback} of {n_queries} queries had a linear-attention denominator that is "
-            "not safely positive (negative, cancelling or underflowing feature sums), or lay "
-            "beyond the reach of the features (far from every key, Nyström landmark, or key "
-            f"of the near field); "
-            f"they were {how}"
-        )
-        category = ExactFallbackWarning
-        if n_fallback > LINEAR_SHARE * n_queries and self.kernel_.exact_heads is not None:
-            category = NotLinearTimeWarning
-            message += (
-                f". That is more than {LINEAR_SHARE:.0%} of the queries: this prediction is "
-                "no longer linear in the training set size (use feature_map='nystroem', the "
-                "default, or a larger bandwidth)"
-            )
-        warnings.warn(message, category, stacklevel=4)
+        if n_fallback:
+            keys_kept = self.kernel_.exact_heads is not None
+            warnings.warn(*fallback_warning(n_fallback, n_queries, keys_kept), stacklevel=4)
 
     @in_caller_library
     def predict(self, X, return_std=False):
@@ -1116,41 +643,6 @@ class LinearAttentionRegressor(NadarayaWatsonRegressor):
             Only when ``return_std=True``.
         """
         return super().predict(X, return_std=return_std)
-
-    # ------------------------------------------------------------------ weights
-
-    def _check_keys_kept(self):
-        if self.kernel_.exact_heads is None:
-            raise RuntimeError(
-                "attention weights need the training keys, and partial_fit keeps only the "
-                "sums S and z; fit on the whole training set to get the weights"
-            )
-
-    @in_caller_library
-    def attention_weights(self, X, head=None):
-        r"""The implied weights :math:`\phi(q)^\top s_i \phi(k_i) / \phi(q)^\top z`.
-
-        Row ``i`` is the (possibly signed) distribution the estimate averages the training
-        targets with: ``predict(X) == attention_weights(X) @ y_fit_`` (plus ``head_bias_``
-        for a mixture of heads). Rows computed exactly (see the class docstring) have the
-        exact kernel's weights. Needs the training keys, which ``fit`` keeps and
-        ``partial_fit`` does not.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-            The queries.
-        head : int, optional
-            That head's weights (rows sum to 1). ``None``: ``Σ_h head_weights_[h] w_h``.
-
-        Returns
-        -------
-        weights : ndarray of shape (n_queries, n_train)
-            Rows with zero sample weight get weight 0.
-        """
-        check_is_fitted(self)
-        self._check_keys_kept()
-        return super().attention_weights(X, head=head)
 
 
 def fit_chunks(estimator, chunks):

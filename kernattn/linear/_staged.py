@@ -94,9 +94,29 @@ def _columns(prediction, return_std):
     return np.hstack([mean.reshape(len(mean), -1), std.reshape(len(std), -1)])
 
 
+class StagedPredictionMixin:
+    """The entry point of the stages on a linear-attention estimator."""
+
+    def predict_given(self, X, return_std=False, *, exact, near=None):
+        """The prediction at ``X`` with what needs the training keys given: ``exact``, a
+        provider of the exact kernel's moments (:class:`Recorder`, :class:`GivenStates`),
+        and ``near``, the queries' near sums taken where the keys are (see
+        :mod:`kernattn.linear._staged`; :mod:`kernattn.distributed` runs the stages).
+
+        Returns ``predict(X, return_std)`` as one array of columns: the mean's, then the
+        spread's."""
+        mean, variance = self._predict_centered(X, return_std, exact=exact, near=near)
+        return _columns(self._finish_prediction(mean, variance), return_std)
+
+    def centered_values(self, Y, scaled=False):
+        """Training targets ``Y`` of shape (n, n_outputs) as the kernel sums them: less the
+        target offset, and with ``scaled`` in the values' unit (a power of two)."""
+        values = Y - self._y_offset
+        return values / self._value_scale if scaled else values
+
+
 def _predict(model, X, return_std, exact, near):
-    mean, variance = model._predict_centered(X, return_std, exact=exact, near=near)
-    return _columns(model._finish_prediction(mean, variance), return_std)
+    return model.predict_given(X, return_std, exact=exact, near=near)
 
 
 def sorted_part(model, X, y, w):
@@ -107,7 +127,7 @@ def sorted_part(model, X, y, w):
     active = w > 0
     if not active.any():
         return None
-    keys = model.kernel_.sorted_keys(X[active], Y[active] - model._y_offset, w[active])
+    keys = model.kernel_.sorted_keys(X[active], model.centered_values(Y[active]), w[active])
     p = keys["keys"].shape[1] + 2
     keys["head"] = np.ascontiguousarray(keys["table"][:, :p])
     keys["tail"] = np.ascontiguousarray(keys["table"][:, p:])
@@ -179,7 +199,7 @@ def exact_part(model, queries, X, y, w):
     if not len(queries) or not len(X):
         empty = (np.full(len(queries), -np.inf), np.zeros(len(queries)))
         return [empty + (np.zeros((len(queries), t)),) * 2 for _ in range(kernel.n_heads)]
-    values = (Y - model._y_offset) / model._value_scale
+    values = model.centered_values(Y, scaled=True)
     exact = copy.copy(kernel).without_keys().bind(X, w).exact_heads
     with single_threaded_blas():
         return [exact.centered_state(queries, h, values) for h in range(kernel.n_heads)]
