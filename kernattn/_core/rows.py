@@ -59,13 +59,6 @@ def out_of_core_predict(X, *fitted):
     return None if backend is None else backend[2]
 
 
-# The names the backends and estimators registered and asked through before the registry
-# was named for what it holds.
-register_collection = register_source
-collection_rows = out_of_core_rows
-collection_predict = out_of_core_predict
-
-
 def tree_merge(parts, merge):
     """``merge`` applied up a tree of at most ``SPLIT_EVERY`` parts per node, in order."""
     parts = list(parts)

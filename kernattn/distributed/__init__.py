@@ -1,7 +1,7 @@
 r"""The estimators on Dask collections: fit and predict where the data live.
 
 A layer above the estimators (as dask-ml's wrappers sit above scikit-learn's): importing
-kernattn registers it (:func:`kernattn._core.rows.register_collection`), and dask itself is
+kernattn registers it (:func:`kernattn._core.rows.register_source`), and dask itself is
 imported only when a dask array or dataframe reaches ``fit`` or ``predict`` (dask is an
 optional extra, ``pip install "kernattn[dask]"``). The estimators know nothing of Dask: they
 read their training set through :class:`~kernattn._core.rows.Rows`, and this layer gives them the
@@ -27,7 +27,7 @@ Every task is pure and every merge has a fixed order: a rerun, or a run during w
 worker is lost and its tasks recomputed elsewhere, gives the same numbers to the last bit.
 """
 
-from kernattn._core.rows import register_collection
+from kernattn._core.rows import register_source
 
 
 def is_collection(data):
@@ -48,4 +48,4 @@ def _predict(model, X, return_std=False, **kwargs):
     return predict(model, X, return_std=return_std, **kwargs)
 
 
-register_collection(is_collection, _rows, _predict)
+register_source(is_collection, _rows, _predict)
