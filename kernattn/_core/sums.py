@@ -52,6 +52,7 @@ from array_api_compat import (
     is_torch_array,
     is_writeable_array,
 )
+from array_api_compat import device as device_of
 
 from kernattn._core.blocks import KEY_TILE
 
@@ -67,11 +68,15 @@ __all__ = [
     "gaussian_key_bias",
     "kernel_sums",
     "ldexp",
+    "log_softmax",
     "log_sum_exp",
     "merge",
     "merge_centered",
+    "recount",
+    "shift_of",
     "shifted_exp",
     "softmax_weights",
+    "times_two_to",
     "underflowed",
     "updatable",
 ]
@@ -117,6 +122,27 @@ def underflowed(row_sums):
         return ~((row_sums >= tiny) & (row_sums < np.inf))
 
 
+def shift_of(logits, axis=-1, *, xp=None):
+    """The shift :math:`c` of ``logits`` along ``axis`` (kept): their largest entry, 0 where
+    that is not finite (a row with nothing left, where −inf − (−inf) would be NaN)."""
+    xp = array_namespace(logits) if xp is None else xp
+    top = xp.max(logits, axis=axis, keepdims=True)
+    if is_numpy_namespace(xp):
+        top[~np.isfinite(top)] = 0.0
+        return top
+    return xp.where(xp.isfinite(top), top, xp.zeros_like(top))
+
+
+def _log_total(logits, axis, xp):
+    r"""The shifted logits, the shift and :math:`\log \sum e^{\ell - c}` (0 where the sum is
+    0: a row with nothing left), and whether the sum is 0."""
+    shift = shift_of(logits, axis, xp=xp)
+    shifted = logits - shift
+    total = xp.sum(xp.exp(shifted), axis=axis, keepdims=True)
+    empty = total == 0
+    return shifted, shift, xp.log(xp.where(empty, 1, total)), empty
+
+
 def log_sum_exp(logits, axis=-1, *, keepdims=False, xp=None):
     r""":math:`\log \sum_j e^{\ell_j}` along ``axis``, shifted by the largest logit.
 
@@ -139,15 +165,18 @@ def log_sum_exp(logits, axis=-1, *, keepdims=False, xp=None):
         else:
             del shape[axis]
         return xp.full(tuple(shape), -math.inf, dtype=logits.dtype)
-    top = xp.max(logits, axis=axis, keepdims=True)
-    # A row without a finite maximum is shifted by 0: its sum is then exp(−inf) = 0 or inf.
-    finite = xp.isfinite(top)
-    shift = xp.where(finite, top, xp.zeros_like(top))
-    total = xp.sum(xp.exp(logits - shift), axis=axis, keepdims=True)
-    empty = total == 0
-    out = xp.where(empty, xp.full_like(total, -math.inf), xp.log(xp.where(empty, 1, total)))
-    out = out + shift
+    _, shift, log_total, empty = _log_total(logits, axis, xp)
+    out = xp.where(empty, xp.full_like(log_total, -math.inf), log_total) + shift
     return out if keepdims else xp.squeeze(out, axis=axis)
+
+
+def log_softmax(logits, axis=-1, *, xp=None):
+    r""":math:`\ell_j - \log \sum_l e^{\ell_l}` along ``axis`` (finite or −inf logits): a
+    removed entry gives −inf, and so does every entry of a row with nothing left (never
+    NaN). Any array namespace."""
+    xp = array_namespace(logits) if xp is None else xp
+    shifted, _, log_total, _ = _log_total(logits, axis, xp)
+    return shifted - log_total
 
 
 def augment_queries(Q, *, radial=True, xp=None):
@@ -618,11 +647,15 @@ def merge(top_a, sums_a, top_b, sums_b, *, xp=None):
     return top, sums_a * a[index] + sums_b * b[index]
 
 
-def softmax_weights(logits, *, exponent=0, removed=False):
-    """In place (numpy): ``exp(ℓ − max ℓ)`` normalized along the last axis, floored first;
-    removed (−inf) entries weigh exactly 0. A row with no finite logit is left to the
-    caller (it comes out NaN)."""
-    top = np.max(logits, axis=-1, keepdims=True)
+def softmax_weights(logits, *, exponent=0, removed=False, xp=None):
+    """In place where allowed: ``exp(ℓ − max ℓ)`` (the logits in units of
+    ``2**exponent``) normalized along the last axis, floored first; removed (−inf) entries
+    weigh exactly 0, and a row with nothing left is all 0. Any array namespace (on numpy
+    and on a torch tensor without ``requires_grad`` the logits are overwritten)."""
+    xp = array_namespace(logits) if xp is None else xp
+    if not is_numpy_namespace(xp):
+        return _array_softmax_weights(logits, exponent, xp)
+    top = shift_of(logits, xp=xp)
     gone = np.isneginf(logits) if removed else None
     with np.errstate(over="ignore", invalid="ignore"):
         np.subtract(logits, top, out=logits)
@@ -632,5 +665,41 @@ def softmax_weights(logits, *, exponent=0, removed=False):
     np.exp(logits, out=logits)
     if gone is not None:
         logits[gone] = 0.0
-    logits /= np.sum(logits, axis=-1, keepdims=True)
+    total = np.sum(logits, axis=-1, keepdims=True)
+    logits /= np.where(total > 0, total, 1.0)
     return logits
+
+
+def _array_softmax_weights(logits, exponent, xp):
+    """The steps of :func:`softmax_weights` in any array namespace."""
+    gone = logits == -math.inf
+    top = shift_of(logits, xp=xp)
+    if updatable(logits):
+        logits -= top
+    else:
+        logits = logits - top
+    if exponent:
+        logits = ldexp(logits, exponent, xp)
+    weights = xp.exp(xp.clip(logits, min=exp_floor(_numpy_dtype(logits.dtype))))
+    weights = xp.where(gone, xp.zeros_like(weights), weights)
+    total = xp.sum(weights, axis=-1, keepdims=True)
+    return weights / xp.where(total > 0, total, xp.ones_like(total))
+
+
+def times_two_to(a, exponent, xp):
+    """``a · 2**exponent`` for an array of integral exponents within the float range (exact
+    short of over- and underflow)."""
+    if is_numpy_namespace(xp):
+        return np.ldexp(a, exponent.astype(int))
+    half = xp.floor(exponent / 2)
+    two = xp.asarray(2.0, dtype=a.dtype, device=device_of(a))
+    # In two halves: 2**exponent alone may lie beyond the range that a · 2**exponent is in.
+    return a * xp.pow(two, half) * xp.pow(two, exponent - half)
+
+
+def recount(unit, new_unit, *sums, xp):
+    """Sums counted in units of ``2**unit`` recounted in units of ``2**new_unit`` (arrays of
+    integral exponents, ``new_unit >= unit``, broadcasting against the sums): the rescaling
+    of a running maximum in base two, exact short of underflow."""
+    factor = times_two_to(xp.ones_like(unit), unit - new_unit, xp)
+    return tuple(a * factor for a in sums)
