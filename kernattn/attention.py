@@ -771,6 +771,9 @@ class _AttentionBlocks:
         p = problem
         xp = self.xp = p.xp
         self.numpy = numpy = is_numpy_namespace(xp)
+        self.torch = is_torch_namespace(xp)
+        arrays = (p.query, p.key, p.value, p.bias, p.additive_mask)
+        self.grad = not all(a is None or updatable(a) for a in arrays)
         self.device, self.work = p.device, p.work
         self.n_queries, self.n_keys, self.d_v = p.n_queries, p.n_keys, p.d_v
         self.batch = p.batch
@@ -864,14 +867,24 @@ class _AttentionBlocks:
             self.minus_inf = self.xp.asarray(-math.inf, dtype=self.work, device=self.device)
         return self.xp.where(gone, self.minus_inf, block)
 
-    def _column_of(self, columns):
+    def _column_of(self, columns, destination=None):
         """The weights against the value columns and 1: with numpy the columns hold the 1
-        (one product); elsewhere the row sum is taken apart and appended."""
+        (one product); elsewhere the row sum is taken apart and appended. With a
+        ``destination`` (torch, no gradient), the first tile's sums are written there
+        (no concatenation, no copy into the result later)."""
         if self.numpy:
             return columns
         xp = self.xp
+        fresh = [destination]
 
         def product(w, keys):
+            into = fresh[0]
+            fresh[0] = None
+            if into is not None and tuple(w.shape[:-1]) == tuple(into.shape[:-1]):
+                torch = _torch()
+                torch.matmul(w, columns[:, keys, :], out=into[..., :-1])
+                torch.sum(w, dim=-1, out=into[..., -1])
+                return into
             return xp.concat([w @ columns[:, keys, :], xp.sum(w, axis=-1)[..., None]], axis=-1)
 
         return product
@@ -885,6 +898,12 @@ class _AttentionBlocks:
         for heads, rows in _segments(flat_rows.start, flat_rows.stop, self.n_queries):
             n_heads, n_rows = heads.stop - heads.start, rows.stop - rows.start
             columns = self.C.heads(heads)
+            destination = None
+            if self.out is not None:
+                first = heads.start * self.n_queries + rows.start
+                destination = xp.reshape(
+                    self.out[first : first + n_heads * n_rows, :], (n_heads, n_rows, d_v + 1)
+                )
             if self.return_weights:
                 w = softmax_weights(
                     self.logits(heads, rows, slice(0, n_keys)),
@@ -902,7 +921,7 @@ class _AttentionBlocks:
                 _, part = kernel_sums(
                     lambda keys, buffer, heads=heads, rows=rows: self.logits(heads, rows, keys),
                     min(n_keys, rows.stop) if self.is_causal else n_keys,
-                    self._column_of(columns),
+                    self._column_of(columns, destination),
                     removed=self.removed,
                     exponent=self.unit_exponent,
                     tile=self.tile,
@@ -910,7 +929,10 @@ class _AttentionBlocks:
                     xp=xp,
                 )
             part = xp.broadcast_to(part, (n_heads, n_rows, d_v + 1))
-            sums.append(xp.reshape(part, (n_heads * n_rows, d_v + 1)))
+            if destination is None:
+                sums.append(xp.reshape(part, (n_heads * n_rows, d_v + 1)))
+            elif part is not destination:
+                destination[...] = part
         return sums, weights
 
     def run(self):
@@ -925,6 +947,10 @@ class _AttentionBlocks:
         else:
             self.tile = KEY_TILE * 8 // itemsize
             width = min(n_keys, self.tile)
+        # torch without a gradient: every block writes its sums into one result.
+        self.out = None
+        if self.torch and not self.return_weights and not self.grad:
+            self.out = xp.empty((n_rows, self.d_v + 1), dtype=self.work, device=self.device)
         if self.numpy:
             kwargs = {} if self.return_weights else {"key_tile": self.tile}
             blocks = map_query_blocks(self.attend, n_rows, n_keys, itemsize=itemsize, **kwargs)
@@ -932,13 +958,22 @@ class _AttentionBlocks:
             cache = _cache_entries(xp, self.device, self.is_causal)
             rows = iter_query_blocks(n_rows, width, itemsize=itemsize, cache=cache)
             blocks = [self.attend(block) for block in rows]
+        shape = self.batch + (self.n_queries, self.d_v + 1)
+        if self.out is not None:
+            return xp.reshape(self.out, shape), None
         sums = [part for block in blocks for part in block[0]]
         sums = sums[0] if len(sums) == 1 else xp.concat(sums, axis=0)
-        sums = xp.reshape(sums, self.batch + (self.n_queries, self.d_v + 1))
+        sums = xp.reshape(sums, shape)
         if not self.return_weights:
             return sums, None
         weights = [part for block in blocks for part in block[1]]
         return sums, weights[0] if len(weights) == 1 else xp.concat(weights, axis=0)
+
+
+def _torch():
+    import torch
+
+    return torch
 
 
 def _averages(sums, blocks, problem):
