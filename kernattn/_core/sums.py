@@ -221,11 +221,12 @@ def _squared_norms(A, xp):
 
 def _scale_of(top, new_top, exponent, xp):
     """``exp((top − new_top) · 2**exponent)``, 0 where ``top`` is −inf (nothing summed yet)."""
-    gap = top - new_top
+    finite = xp.isfinite(top)
+    # Where ``top`` is −inf so may ``new_top`` be: −inf − (−inf) is never formed.
+    gap = xp.where(finite, top, 0.0) - xp.where(finite, new_top, 0.0)
     if exponent:
         gap = gap * 2.0**exponent if exponent < _STEP else ldexp(gap, exponent, xp)
-    finite = xp.isfinite(top)
-    return xp.where(finite, xp.exp(xp.where(finite, gap, 0.0)), 0.0)
+    return xp.where(finite, xp.exp(gap), 0.0)
 
 
 # Powers of two up to 2**_STEP are normal numbers in float32, and 2.0**e (a Python float) is
@@ -311,8 +312,8 @@ def kernel_sums(
     Returns
     -------
     top : array of shape (…, b)
-        The shifts :math:`c_i` (in natural units; 0 without ``shift``; :math:`-\infty` for a
-        row whose every key was removed, whose sums are 0).
+        The shifts :math:`c_i` (in the logits' units, :math:`2^\mathrm{exponent}`; 0 without
+        ``shift``; :math:`-\infty` for a row whose every key was removed, whose sums are 0).
     sums : array of shape (…, b, m) (or (…, b, m + m₂) with ``squared_columns``: the
         squared weights' sums last)
     """
