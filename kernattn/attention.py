@@ -786,12 +786,12 @@ class _AttentionBlocks:
         # term would overflow, so average them in a smaller unit (a power of two: exact).
         value_exp = math.frexp(v_size)[1]
         safe = _safe_exponent(xp, p.work)
-        self.value_shift = value_exp - safe if value_exp > safe else 0
+        self.value_exponent = value_exp - safe if value_exp > safe else 0
         value = p.value
         lowest, highest = (xp.astype(a, p.work, copy=False) for a in (p.lowest, p.highest))
-        if self.value_shift:
+        if self.value_exponent:
             value, lowest, highest = (
-                ldexp(a, -self.value_shift, xp) for a in (value, lowest, highest)
+                ldexp(a, -self.value_exponent, xp) for a in (value, lowest, highest)
             )
         self.lowest, self.highest = lowest, highest
         self.Q = _Flat(query, p.batch, 2, xp)
@@ -995,8 +995,8 @@ def _averages(sums, blocks, problem):
     if blocks.empty:
         # A query with no key to attend to: 0 (its sums are 0), not a clipped 0.
         out = xp.where(total > 0, out, xp.zeros_like(out))
-    if blocks.value_shift:
-        out = ldexp(out, blocks.value_shift, xp)
+    if blocks.value_exponent:
+        out = ldexp(out, blocks.value_exponent, xp)
     out = xp.astype(out, problem.dtype, copy=False)
     return out[..., 0] if problem.one_value else out
 
