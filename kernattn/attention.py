@@ -106,6 +106,7 @@ _CACHE_ENTRIES = 2**17
 # block by block.
 _UNMASKED_BLOCKS = 4
 _LARGEST_CPU_BLOCK = 2**22
+_LOG2E = math.log2(math.e)
 # Causal linear attention: positions per block of the prefix sums. The block's (positions ×
 # positions) products are exact, the state carries the rest; O(L · _PREFIX_BLOCK) extra work.
 _PREFIX_BLOCK = 128
@@ -779,6 +780,16 @@ class _AttentionBlocks:
         self.batch = p.batch
         self.is_causal, self.return_weights = is_causal, return_weights
         q_size, k_size, v_size = p.sizes
+        # torch, in place, with nothing added to the dot products: logits in base 2, log₂ e
+        # folded into the keys' scale (the reduction's exp2 then needs no product first).
+        self.binary = (
+            self.torch
+            and not (self.grad or return_weights)
+            and p.bias is None
+            and p.additive_mask is None
+        )
+        if self.binary:
+            scale = scale * _LOG2E
         query, key_scaled, (bias, additive_mask), self.unit_exponent = _logit_units(
             p.query, p.key, scale, [p.bias, p.additive_mask], xp, p.work, q_size, k_size
         )
@@ -926,6 +937,7 @@ class _AttentionBlocks:
                     exponent=self.unit_exponent,
                     tile=self.tile,
                     fresh=not self.numpy,
+                    binary=self.binary,
                     xp=xp,
                 )
             part = xp.broadcast_to(part, (n_heads, n_rows, d_v + 1))

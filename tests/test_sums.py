@@ -478,3 +478,31 @@ def test_kernel_sums_differentiate_on_torch(problem):
     # d(Σ w v / Σ w)/dℓ_j = w_j (v_j − mean)
     expected = weights * (columns[:, 0][None, :] - mean[:, None])
     np.testing.assert_allclose(leaf.grad.numpy(), expected, rtol=1e-10, atol=1e-14)
+
+
+def test_kernel_sums_of_base_two_logits(problem):
+    logits, columns = problem
+    binary = logits * math.log2(math.e)
+    top, sums = kernel_sums(tiles_of(binary), 40, columns, binary=True, tile=16)
+    expected_top, expected = dense_sums(logits, columns)
+    np.testing.assert_array_equal(top, binary.max(axis=1))
+    np.testing.assert_allclose(sums, expected, rtol=1e-12)
+
+
+def test_kernel_sums_of_base_two_logits_in_other_namespaces(xp, problem):
+    logits, columns = problem
+    masked = logits * math.log2(math.e)
+    masked[1, 3:] = -np.inf
+    logits_xp = as_xp(xp, masked)
+    top, sums = kernel_sums(
+        lambda keys, out: logits_xp[:, keys] + 0.0,
+        40,
+        as_xp(xp, columns),
+        removed=True,
+        binary=True,
+        tile=16,
+    )
+    natural = masked / math.log2(math.e)
+    _, expected = dense_sums(natural, columns)
+    np.testing.assert_array_equal(to_numpy(top), masked.max(axis=1))
+    np.testing.assert_allclose(to_numpy(sums), expected, rtol=1e-12)

@@ -219,13 +219,16 @@ def _squared_norms(A, xp):
     return xp.sum(A * A, axis=-1)
 
 
-def _scale_of(top, new_top, exponent, xp):
-    """``exp((top − new_top) · 2**exponent)``, 0 where ``top`` is −inf (nothing summed yet)."""
+def _scale_of(top, new_top, exponent, xp, binary=False):
+    """``exp((top − new_top) · 2**exponent)`` (``2**(…)`` for ``binary`` logits), 0 where
+    ``top`` is −inf (nothing summed yet)."""
     finite = xp.isfinite(top)
     # Where ``top`` is −inf so may ``new_top`` be: −inf − (−inf) is never formed.
     gap = xp.where(finite, top, 0.0) - xp.where(finite, new_top, 0.0)
     if exponent:
         gap = gap * 2.0**exponent if exponent < _STEP else ldexp(gap, exponent, xp)
+    if binary:
+        gap = gap * _LN2
     return xp.where(finite, xp.exp(gap), 0.0)
 
 
@@ -261,6 +264,7 @@ def kernel_sums(
     precision=None,
     squared_columns=None,
     fresh=False,
+    binary=False,
     xp=None,
 ):
     r"""Shifted kernel sums :math:`\Sigma_i = \sum_j e^{\ell_{ij} - c_i} C_j` of a block of
@@ -308,6 +312,11 @@ def kernel_sums(
     fresh : bool
         The callable ``columns`` returns a new array of its own at every call: the first
         tile's is the accumulator (no copy).
+    binary : bool
+        The logits are base-2 logarithms of the kernel (:math:`\log_2 e` times the natural
+        ones; the weights are :math:`2^{\ell - c}`, the shifts come back in base 2): a
+        caller that scales its logits anyway folds :math:`\log_2 e` into that scale, and
+        torch's in-place ``exp2`` then needs no multiplication first.
 
     Returns
     -------
@@ -330,9 +339,8 @@ def kernel_sums(
     if squared_columns is not None:
         column_of, rescaled = _with_squared(column_of, squared_columns, numpy, xp)
     top, sums = None, None
-    for running, weights, keys, rescale in _weight_tiles(
-        logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, xp, numpy
-    ):
+    settings = (shift, floor, removed, left_out, exponent, tile, precision, binary)
+    for running, weights, keys, rescale in _weight_tiles(logits, n_keys, settings, xp, numpy):
         top = running
         part = column_of(weights, keys)
         if rescale is not None and squared_columns is not None:
@@ -410,9 +418,8 @@ def centered_sums(logits, n_keys, values, *, shift=True, floor=True, removed=Fal
     values = np.asarray(values)
     state = None
     top = None
-    for running, weights, keys, rescale in _weight_tiles(
-        logits, n_keys, shift, floor, removed, None, 0, tile, None, None, True
-    ):
+    settings = (shift, floor, removed, None, 0, tile, None, False)
+    for running, weights, keys, rescale in _weight_tiles(logits, n_keys, settings, None, True):
         top = running
         part = _tile_moments(weights, values[keys])
         if state is None:
@@ -468,20 +475,16 @@ def merge_centered(a, b):
     return (top,) + state
 
 
-def _weight_tiles(
-    logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, xp, numpy
-):
+def _weight_tiles(logits, n_keys, settings, xp, numpy):
     """The loop of the reduction: per tile of keys, the running shift, the tile's weights
     ``exp(ℓ − c)``, the keys' slice and the factor that rescales what was summed before
-    to the new shift (``None``: unchanged)."""
+    to the new shift (``None``: unchanged). ``settings``: :func:`kernel_sums`' ``shift,
+    floor, removed, left_out, exponent, tile, precision, binary``."""
     if numpy:
-        yield from _numpy_tiles(
-            logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision
-        )
+        yield from _numpy_tiles(logits, n_keys, *settings)
     else:
-        yield from _array_tiles(
-            logits, n_keys, shift, floor, removed, left_out, exponent, tile, xp
-        )
+        *settings, precision, binary = settings
+        yield from _array_tiles(logits, n_keys, *settings, binary, xp)
 
 
 def _left_out_in(left_out, start, stop):
@@ -490,7 +493,9 @@ def _left_out_in(left_out, start, stop):
     return rows[here], keys[here] - start
 
 
-def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision):
+def _numpy_tiles(
+    logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, binary
+):
     top, buffer = None, None
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         for start in range(0, max(n_keys, 0), tile):
@@ -510,13 +515,15 @@ def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
                     top = new_top
                 else:
                     new_top = np.maximum(top, new_top)
-                    rescale = _scale_of(top, new_top, exponent, np)
+                    rescale = _scale_of(top, new_top, exponent, np, binary)
                     top = new_top
                 # A row that met only removed keys has no shift yet (−inf): 0 instead.
                 current = np.where(np.isfinite(top), top, 0.0).astype(block.dtype, copy=False)
                 block -= current[..., None]
             if exponent:
                 np.ldexp(block, exponent, out=block)
+            if binary:
+                block *= _LN2
             if floor:
                 np.maximum(block, exp_floor(block.dtype), out=block)
             if precision is not None and np.dtype(precision) != block.dtype:
@@ -528,7 +535,7 @@ def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
             yield top, weights, keys, rescale
 
 
-def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, xp):
+def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, binary, xp):
     """The steps of :func:`_numpy_tiles` in any array namespace: in place where the library
     allows it and nothing differentiates through the tile (a torch tensor without
     ``requires_grad``), out of place otherwise (autograd, jax).
@@ -551,7 +558,7 @@ def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
             new_top = constant(xp.max(block, axis=-1))
             if top is not None:
                 new_top = xp.maximum(top, new_top)
-                rescale = _scale_of(top, new_top, exponent, xp)
+                rescale = _scale_of(top, new_top, exponent, xp, binary)
             top = new_top
             current = top[..., None]
             if removed:
@@ -565,7 +572,7 @@ def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
         if exponent:
             block = ldexp(block, exponent, xp)
         floor_value = exp_floor(_numpy_dtype(block.dtype)) if floor else None
-        weights = _exp(block, floor_value, base_two, xp)
+        weights = _exp(block, floor_value, base_two, binary, xp)
         if gone is not None:
             weights = _zero_where(weights, gone, in_place, xp)
         yield top, weights, keys, rescale
@@ -591,9 +598,10 @@ def constant(a):
 
 
 _LOG2E = math.log2(math.e)
+_LN2 = math.log(2.0)
 
 
-def _exp(block, floor, base_two, xp):
+def _exp(block, floor, base_two, binary, xp):
     r"""``exp`` of shifted logits.
 
     ``exp(max(block, floor))`` in general: numpy's and torch's ``exp`` are many times slower
@@ -603,9 +611,12 @@ def _exp(block, floor, base_two, xp):
     slow where the result underflows, and gives −inf exactly 0: no floor, and no search for
     removed keys. (The product's rounding moves a weight :math:`e^{x}` by a relative
     :math:`|x| \cdot 2^{-24}` in float32, below :math:`2^{-24}/e` of the row's largest.)
+    ``binary``: the block holds base-2 logarithms already.
     """
     if base_two:
-        return block.mul_(_LOG2E).exp2_()
+        return (block if binary else block.mul_(_LOG2E)).exp2_()
+    if binary:
+        block = block * _LN2
     if floor is not None:
         block = xp.clip(block, min=floor)
     return xp.exp(block)
