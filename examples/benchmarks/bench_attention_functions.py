@@ -32,10 +32,12 @@ and 1.7 on 16 threads of an Intel Xeon with torch 2.11; 3.3 on an NVIDIA H200 in
 throughput; the GPU path has not been measured since. Memory at L = 16 384: 16 to 80 MiB.
 Causal linear attention: 2.7 to 4 µs per token up to L = 65 536 on two cores (3 to 6 on 16
 threads); causal softmax 3 to 77 µs. Since the torch blocks write their sums into one result
-(no concatenation per tile and per block), on a busy two-core AMD EPYC (load 7; the medians
-over 9 to 13 alternating runs of the ratio of thread CPU times, one thread, no gradient):
-forward 1.21 to 1.31 (1.21 to 1.42 before, in the same processes), causal 1.34 to 1.36; the
-two matrix products alone take as long as SDPA's whole call there (MKL's sgemm).
+(no concatenation per tile and per block) and take base-2 logits (log2 e folded into the
+keys' scale), on a busy two-core AMD EPYC (load 7; the medians over 9 to 11 alternating runs
+of the ratio of thread CPU times, one thread, no gradient, the code before in the same
+process): forward 1.13 to 1.20 (before: 1.25 to 1.47), causal 1.24 (1.25 to 1.32), forward +
+backward 1.5 (unchanged); the two matrix products alone take as long as SDPA's whole call
+there (MKL's sgemm).
 """
 
 import os
