@@ -1202,7 +1202,7 @@ def _causal_sums(phi_q, phi_k, value, xp):
     """
     n_queries, n_keys = phi_q.shape[-2], phi_k.shape[-2]
     device = device_of(phi_q)
-    state, z, scale = None, None, None
+    state, z, unit = None, None, None
     numerators, denominators = [], []
     for start in range(0, n_queries, _PREFIX_BLOCK):
         stop = min(start + _PREFIX_BLOCK, n_queries)
@@ -1211,20 +1211,20 @@ def _causal_sums(phi_q, phi_k, value, xp):
         if start < n_keys:
             keys_stop = min(stop, n_keys)
             k, v = phi_k[..., start:keys_stop, :], value[..., start:keys_stop, :]
-            block_scale = _power_of_two(k, xp, axis=(-2, -1))
-            new_scale = block_scale if scale is None else xp.maximum(scale, block_scale)
-            k = times_two_to(k, -new_scale, xp)
+            block_unit = _power_of_two(k, xp, axis=(-2, -1))
+            new_unit = block_unit if unit is None else xp.maximum(unit, block_unit)
+            k = times_two_to(k, -new_unit, xp)
             later = (
                 xp.arange(start, keys_stop, device=device)[None, :]
                 > xp.arange(start, stop, device=device)[:, None]
             )
-            kernel = xp.matmul(q, xp.matrix_transpose(k))
-            kernel = xp.where(later, xp.zeros_like(kernel), kernel)
-            num = xp.matmul(kernel, v)
-            den = xp.sum(kernel, axis=-1)[..., None]
+            products = xp.matmul(q, xp.matrix_transpose(k))
+            products = xp.where(later, xp.zeros_like(products), products)
+            num = xp.matmul(products, v)
+            den = xp.sum(products, axis=-1)[..., None]
             if state is not None:
-                state, z = recount(scale, new_scale, state, z, xp=xp)
-            scale = new_scale
+                state, z = recount(unit, new_unit, state, z, xp=xp)
+            unit = new_unit
         if state is not None:
             carried_num, carried_den = xp.matmul(q, state), xp.matmul(q, z)
             num = carried_num if num is None else num + carried_num
