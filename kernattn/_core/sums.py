@@ -345,34 +345,38 @@ def kernel_sums(
         part = column_of(weights, keys)
         if rescale is not None and squared_columns is not None:
             rescale = rescaled(rescale, part.shape[-1])
-        if sums is None:
-            # The accumulator is updated in place below, where it may be: it must not be
-            # the caller's array.
-            if fresh:
-                sums = part
-            elif numpy:
-                sums = np.array(part, copy=True)
-            else:
-                sums = xp.asarray(part, copy=True) if updatable(part) else part
-        elif numpy:
-            if rescale is not None:
-                factor = rescale if rescale.ndim == sums.ndim else rescale[..., None]
-                sums *= factor.astype(sums.dtype, copy=False)
-            sums += part
-        elif updatable(sums):
-            if rescale is not None:
-                sums *= rescale[..., None]
-            sums += part
-        else:
-            if rescale is not None:
-                sums = sums * (rescale if rescale.ndim == sums.ndim else rescale[..., None])
-            sums = sums + part
+        sums = _accumulate(sums, part, rescale, fresh, numpy, xp)
     if sums is None:
         raise ValueError("kernel sums need at least one key; got 0")
     if not shift:
         zeros = np.zeros if numpy else xp.zeros
         top = zeros(sums.shape[:-1], dtype=sums.dtype)
     return top, sums
+
+
+def _accumulate(sums, part, rescale, fresh, numpy, xp):
+    """``sums · rescale + part``: in place where allowed; the first tile's ``part`` (``sums``
+    None) becomes the accumulator, copied unless ``fresh`` (it must not be the caller's)."""
+    if sums is None:
+        if fresh:
+            return part
+        if numpy:
+            return np.array(part, copy=True)
+        return xp.asarray(part, copy=True) if updatable(part) else part
+    if numpy:
+        if rescale is not None:
+            factor = rescale if rescale.ndim == sums.ndim else rescale[..., None]
+            sums *= factor.astype(sums.dtype, copy=False)
+        sums += part
+    elif updatable(sums):
+        if rescale is not None:
+            sums *= rescale[..., None]
+        sums += part
+    else:
+        if rescale is not None:
+            sums = sums * (rescale if rescale.ndim == sums.ndim else rescale[..., None])
+        sums = sums + part
+    return sums
 
 
 def _with_squared(column_of, squared_columns, numpy, xp):
