@@ -39,6 +39,7 @@ exists unless the weights are asked for, and the Gaussian smoother's prediction 
 
 import math
 import numbers
+from types import SimpleNamespace
 
 import numpy as np
 from array_api_compat import (
@@ -640,17 +641,10 @@ def softmax_attention(
     return out, xp.astype(xp.reshape(weights, batch + (n_queries, n_keys)), problem.dtype)
 
 
-class _Problem:
-    """The checked arguments of :func:`softmax_attention`, in the dtype to compute in."""
-
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
-
-
 def _attention_problem(query, key, value, attn_mask, key_bias, xp):
     """The arguments of :func:`softmax_attention` checked (an error naming the argument),
     as arrays of the floating dtype to compute in, with the batch shape and the values'
-    range per column."""
+    range per column (a namespace of them)."""
     device = next((device_of(a) for a in (query, key, value) if is_array_api_obj(a)), None)
     query = _as_real("query", query, xp, device, finite=False)
     key = _as_real("key", key, xp, device, finite=False)
@@ -697,7 +691,7 @@ def _attention_problem(query, key, value, attn_mask, key_bias, xp):
             else ()
         ),
     )
-    return _Problem(
+    return SimpleNamespace(
         xp=xp,
         device=device,
         query=query,
