@@ -28,7 +28,11 @@ computed here, once:
 - **the augmented logit** (:func:`augment_queries`, :func:`augment_keys`): the dot product
   and the Gaussian kernel in one matrix product,
   :math:`[q, -\tfrac12\|q\|^2, 1] \cdot [k, 1, -\tfrac12\|k\|^2 + \log s]
-  = -\tfrac12\|q - k\|^2 + \log s`.
+  = -\tfrac12\|q - k\|^2 + \log s`;
+- **the row-wise forms** of the same shift: :func:`shift_of` (the finite row maximum),
+  :func:`log_sum_exp`, :func:`log_softmax`, :func:`softmax_weights`, :func:`shifted_exp`;
+- **sums in power-of-two units** (:func:`times_two_to`, :func:`recount`): a running
+  maximum in base two, as causal linear attention carries its state (exact rescaling).
 
 The functions take any array namespace (numpy first; ``xp`` of ``array-api-compat``): on
 numpy the tiles reuse one buffer and update in place; other libraries get the same steps
