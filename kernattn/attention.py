@@ -39,6 +39,7 @@ exists unless the weights are asked for, and the Gaussian smoother's prediction 
 
 import math
 import numbers
+from types import SimpleNamespace
 
 import numpy as np
 from array_api_compat import (
@@ -53,7 +54,16 @@ from array_api_compat import device as device_of
 from array_api_compat import size as size_of
 
 from kernattn._core.blocks import KEY_TILE, iter_query_blocks, map_query_blocks
-from kernattn._core.sums import constant, kernel_sums, ldexp, updatable
+from kernattn._core.sums import (
+    constant,
+    kernel_sums,
+    ldexp,
+    recount,
+    softmax_weights,
+    times_two_to,
+    updatable,
+)
+from kernattn._core.sums import log_softmax as shifted_log_softmax
 
 __all__ = [
     "attention_entropy",
@@ -97,6 +107,7 @@ _CACHE_ENTRIES = 2**17
 # block by block.
 _UNMASKED_BLOCKS = 4
 _LARGEST_CPU_BLOCK = 2**22
+_LOG2E = math.log2(math.e)
 # Causal linear attention: positions per block of the prefix sums. The block's (positions ×
 # positions) products are exact, the state carries the rest; O(L · _PREFIX_BLOCK) extra work.
 _PREFIX_BLOCK = 128
@@ -324,39 +335,6 @@ def _add(block, term, in_place):
 # ---------------------------------------------------------------- softmax
 
 
-def _normalized(logits, exponent, xp):
-    """Along the last axis: ``exp(ℓ − max ℓ)`` (in units of ``2**exponent``) floored at the
-    ``exp`` floor, −inf entries exactly 0, divided by the row sum; a row of −inf all 0."""
-    in_place = updatable(logits)
-    gone = logits == -math.inf
-    top = xp.max(logits, axis=-1, keepdims=True)
-    # An all −inf row: −inf − (−inf) would be NaN.
-    top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
-    if is_numpy_namespace(xp):
-        with np.errstate(over="ignore", invalid="ignore"):
-            np.subtract(logits, top, out=logits)
-            if exponent:
-                np.ldexp(logits, exponent, out=logits)
-        np.maximum(logits, _exp_floor(xp, logits.dtype), out=logits)
-        weights = np.exp(logits, out=logits)
-        weights[gone] = 0.0
-        total = np.sum(weights, axis=-1, keepdims=True)
-        weights /= np.where(total > 0, total, 1.0)
-        return weights
-    shifted = _add(logits, -top, in_place)
-    if exponent:
-        shifted = ldexp(shifted, exponent, xp)
-    weights = xp.exp(xp.clip(shifted, min=_exp_floor(xp, logits.dtype)))
-    weights = xp.where(gone, xp.zeros_like(weights), weights)
-    total = xp.sum(weights, axis=-1, keepdims=True)
-    return weights / xp.where(total > 0, total, xp.ones_like(total))
-
-
-def _exp_floor(xp, dtype):
-    """Shifted logits are raised to this before ``exp`` (see :mod:`kernattn._core.numerics`)."""
-    return -85.0 if xp.finfo(dtype).bits <= 32 else -700.0
-
-
 def _masked_logits(name, logits, mask, xp):
     """``logits`` (real, finite or −inf) with the entries where the boolean ``mask`` is
     False set to −inf."""
@@ -438,7 +416,7 @@ def softmax(logits, axis=-1, out=None, *, mask=None):
     if not (out is given and logits is given):
         # The softmax works in place: on a copy, unless asked to overwrite the logits.
         moved = xp.asarray(moved, copy=True)
-    weights = xp.moveaxis(_normalized(moved, 0, xp), -1, axis)
+    weights = xp.moveaxis(softmax_weights(moved, removed=True, xp=xp), -1, axis)
     if out is None:
         return weights
     np.copyto(out, weights)
@@ -462,13 +440,7 @@ def log_softmax(logits, axis=-1, *, mask=None):
     """
     xp = _namespace("log_softmax", logits=logits, mask=mask)
     logits = _masked_logits("logits", logits, mask, xp)
-    top = xp.max(logits, axis=axis, keepdims=True)
-    reachable = xp.isfinite(top)
-    shifted = logits - xp.where(reachable, top, xp.zeros_like(top))
-    total = xp.sum(xp.exp(shifted), axis=axis, keepdims=True)
-    # An all −inf row: −inf − log(0) would be −inf − (−inf) = NaN.
-    log_sum = xp.log(xp.where(reachable, total, xp.ones_like(total)))
-    return shifted - log_sum
+    return shifted_log_softmax(logits, axis, xp=xp)
 
 
 # ---------------------------------------------------------------- softmax attention
@@ -651,6 +623,28 @@ def softmax_attention(
         attn_mask=attn_mask,
         key_bias=key_bias,
     )
+    problem = _attention_problem(query, key, value, attn_mask, key_bias, xp)
+    if scale is None:
+        scale = 1.0 / math.sqrt(problem.query.shape[-1])
+    if problem.n_keys == 0 or problem.n_queries == 0 or math.prod(problem.batch) == 0:
+        # No key to attend to: the sums are 0 (see the module docstring).
+        p = problem
+        out, weights = _empty_attention(p.query, p.key, p.value, p.batch, p.dtype, xp)
+        out = out[..., 0] if p.one_value else out
+        return (out, weights) if return_weights else out
+    blocks = _AttentionBlocks(problem, scale, is_causal, return_weights)
+    sums, weights = blocks.run()
+    out = _averages(sums, blocks, problem)
+    if not return_weights:
+        return out
+    batch, n_queries, n_keys = problem.batch, problem.n_queries, problem.n_keys
+    return out, xp.astype(xp.reshape(weights, batch + (n_queries, n_keys)), problem.dtype)
+
+
+def _attention_problem(query, key, value, attn_mask, key_bias, xp):
+    """The arguments of :func:`softmax_attention` checked (an error naming the argument),
+    as arrays of the floating dtype to compute in, with the batch shape and the values'
+    range per column (a namespace of them)."""
     device = next((device_of(a) for a in (query, key, value) if is_array_api_obj(a)), None)
     query = _as_real("query", query, xp, device, finite=False)
     key = _as_real("key", key, xp, device, finite=False)
@@ -677,40 +671,9 @@ def softmax_attention(
         lowest = xp.min(value, axis=-2, keepdims=True)
         highest = xp.max(value, axis=-2, keepdims=True)
         v_size = _magnitude("value", xp.concat([lowest, highest], axis=-2), xp)
-    arrays = [query, key, value]
-    bias = None
-    if key_bias is not None:
-        bias = _as_real("key_bias", key_bias, xp, device, finite=False)
-        if bias.ndim == 0 or bias.shape[-1] != n_keys:
-            raise ValueError(
-                f"key_bias must have shape (..., S) with S = {n_keys} keys; got shape "
-                f"{tuple(bias.shape)}"
-            )
-        if bool(xp.any(xp.isnan(bias) | (bias == math.inf))):
-            raise ValueError("key_bias must be finite, or -inf to remove a key; got NaN or +inf")
-        arrays.append(bias)
-    mask, additive_mask = None, None
-    if attn_mask is not None:
-        mask = _as_mask(attn_mask, xp, device)
-        if mask.ndim < 2:
-            mask = xp.reshape(mask, (1,) * (2 - mask.ndim) + tuple(mask.shape))
-        if not (mask.shape[-2] in (1, n_queries) and mask.shape[-1] in (1, n_keys)):
-            raise ValueError(
-                f"attn_mask must broadcast to (..., L, S) = (..., {n_queries}, {n_keys}); got "
-                f"shape {tuple(mask.shape)}"
-            )
-        if not xp.isdtype(mask.dtype, "bool"):
-            if not xp.isdtype(mask.dtype, "real floating"):
-                raise TypeError(
-                    "attn_mask must be boolean (True takes part) or real floating (added to "
-                    f"the logits); got dtype {mask.dtype} (for a 0/1 mask pass mask == 1)"
-                )
-            if bool(xp.any(xp.isnan(mask) | (mask == math.inf))):
-                raise ValueError(
-                    "attn_mask must be finite, or -inf to remove a key; got NaN or +inf"
-                )
-            additive_mask, mask = mask, None
-            arrays.append(additive_mask)
+    bias = _checked_key_bias(key_bias, n_keys, xp, device)
+    mask, additive_mask = _checked_mask(attn_mask, n_queries, n_keys, xp, device)
+    arrays = [a for a in (query, key, value, bias, additive_mask) if a is not None]
     dtype, work = _float_dtypes(xp, *arrays)
     query, key, value = (xp.astype(a, work, copy=False) for a in (query, key, value))
     if bias is not None:
@@ -728,63 +691,157 @@ def softmax_attention(
             else ()
         ),
     )
-    d_v = value.shape[-1]
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    if n_keys == 0 or n_queries == 0 or math.prod(batch) == 0:
-        # No key to attend to: the sums are 0 (see the module docstring).
-        out, weights = _empty_attention(query, key, value, batch, dtype, xp)
-        out = out[..., 0] if one_value else out
-        return (out, weights) if return_weights else out
-
-    numpy = is_numpy_namespace(xp)
-    query, key_scaled, (bias, additive_mask), unit_exponent = _logit_units(
-        query, key, scale, [bias, additive_mask], xp, work, q_size, k_size
+    return SimpleNamespace(
+        xp=xp,
+        device=device,
+        query=query,
+        key=key,
+        value=value,
+        bias=bias,
+        mask=mask,
+        additive_mask=additive_mask,
+        one_value=one_value,
+        lowest=lowest,
+        highest=highest,
+        sizes=(q_size, k_size, v_size),
+        dtype=dtype,
+        work=work,
+        batch=batch,
+        n_queries=n_queries,
+        n_keys=n_keys,
+        d_v=value.shape[-1],
     )
-    # Values near the float limit: a weighted sum rounding a few ulps above its largest term
-    # would overflow, so average them in a smaller unit (a power of two: exact).
-    value_exp = math.frexp(v_size)[1]
-    safe = _safe_exponent(xp, work)
-    value_shift = value_exp - safe if value_exp > safe else 0
-    lowest, highest = (xp.astype(a, work, copy=False) for a in (lowest, highest))
-    if value_shift:
-        value, lowest, highest = (ldexp(a, -value_shift, xp) for a in (value, lowest, highest))
 
-    Q = _Flat(query, batch, 2, xp)
-    K = _Flat(key_scaled, batch, 2, xp)
-    C = _Flat(_value_columns(value, xp, numpy), batch, 2, xp)
-    B = None if bias is None else _Flat(bias, batch, 1, xp)
-    M = None
-    if mask is not None or additive_mask is not None:
-        M = _Flat(mask if mask is not None else additive_mask, batch, 2, xp)
-    mask_rows = M is not None and M.core[0] == n_queries
-    mask_keys = M is not None and M.core[1] == n_keys
-    # Whether a logit can be −inf (a key removed): only then are the removed keys looked for;
-    # and whether a query can be left with no key (the causal mask always leaves key 0).
-    empty = mask is not None
-    for additive in (bias, additive_mask):
-        empty = empty or (additive is not None and bool(xp.any(additive == -math.inf)))
-    removed = empty or is_causal
-    minus_inf = None
-    # The operators (@, .mT) are the array API's and skip array-api-compat's wrappers, whose
-    # overhead shows at a few hundred products per call; numpy 1.x arrays have no .mT.
-    transpose = (lambda a: np.swapaxes(a, -1, -2)) if numpy else (lambda a: a.mT)
 
-    def logits(heads, rows, keys):
-        nonlocal minus_inf
-        block = Q.heads(heads)[:, rows, :] @ transpose(K.heads(heads)[:, keys, :])
-        in_place = updatable(block)
-        if B is not None:
-            block = _add(block, B.heads(heads)[:, None, keys], in_place)
-        if M is not None:
-            here = M.heads(
-                heads, rows if mask_rows else slice(None), keys if mask_keys else slice(None)
+def _checked_key_bias(key_bias, n_keys, xp, device):
+    """``key_bias`` as real floats of shape (…, S), finite or −inf (None stays None)."""
+    if key_bias is None:
+        return None
+    bias = _as_real("key_bias", key_bias, xp, device, finite=False)
+    if bias.ndim == 0 or bias.shape[-1] != n_keys:
+        raise ValueError(
+            f"key_bias must have shape (..., S) with S = {n_keys} keys; got shape "
+            f"{tuple(bias.shape)}"
+        )
+    if bool(xp.any(xp.isnan(bias) | (bias == math.inf))):
+        raise ValueError("key_bias must be finite, or -inf to remove a key; got NaN or +inf")
+    return bias
+
+
+def _checked_mask(attn_mask, n_queries, n_keys, xp, device):
+    """``attn_mask`` as ``(boolean mask, None)`` or ``(None, additive mask)`` of at least two
+    dimensions, broadcasting to (…, L, S); ``(None, None)`` without one."""
+    if attn_mask is None:
+        return None, None
+    mask = _as_mask(attn_mask, xp, device)
+    if mask.ndim < 2:
+        mask = xp.reshape(mask, (1,) * (2 - mask.ndim) + tuple(mask.shape))
+    if not (mask.shape[-2] in (1, n_queries) and mask.shape[-1] in (1, n_keys)):
+        raise ValueError(
+            f"attn_mask must broadcast to (..., L, S) = (..., {n_queries}, {n_keys}); got "
+            f"shape {tuple(mask.shape)}"
+        )
+    if xp.isdtype(mask.dtype, "bool"):
+        return mask, None
+    if not xp.isdtype(mask.dtype, "real floating"):
+        raise TypeError(
+            "attn_mask must be boolean (True takes part) or real floating (added to "
+            f"the logits); got dtype {mask.dtype} (for a 0/1 mask pass mask == 1)"
+        )
+    if bool(xp.any(xp.isnan(mask) | (mask == math.inf))):
+        raise ValueError("attn_mask must be finite, or -inf to remove a key; got NaN or +inf")
+    return None, mask
+
+
+class _AttentionBlocks:
+    """The sums ``[Σ_j w_ij v_j, Σ_j w_ij]`` of softmax attention, by blocks of the flattened
+    (batch × query) rows, each through the reduction (keys in tiles with a running maximum),
+    or the weights of every row when they are asked for.
+
+    Holds the operands with their batch dimensions flattened (:class:`_Flat`), in units
+    where no logit and no weighted sum of the values can overflow (:func:`_logit_units`).
+    """
+
+    def __init__(self, problem, scale, is_causal, return_weights):
+        p = problem
+        xp = self.xp = p.xp
+        self.numpy = numpy = is_numpy_namespace(xp)
+        self.torch = is_torch_namespace(xp)
+        arrays = (p.query, p.key, p.value, p.bias, p.additive_mask)
+        self.grad = not all(a is None or updatable(a) for a in arrays)
+        self.device, self.work = p.device, p.work
+        self.n_queries, self.n_keys, self.d_v = p.n_queries, p.n_keys, p.d_v
+        self.batch = p.batch
+        self.is_causal, self.return_weights = is_causal, return_weights
+        q_size, k_size, v_size = p.sizes
+        # torch, in place, with nothing added to the dot products: logits in base 2, log₂ e
+        # folded into the keys' scale (the reduction's exp2 then needs no product first).
+        self.binary = (
+            self.torch
+            and not (self.grad or return_weights)
+            and p.bias is None
+            and p.additive_mask is None
+        )
+        if self.binary:
+            scale = scale * _LOG2E
+        query, key_scaled, (bias, additive_mask), self.unit_exponent = _logit_units(
+            p.query, p.key, scale, [p.bias, p.additive_mask], xp, p.work, q_size, k_size
+        )
+        # Values near the float limit: a weighted sum rounding a few ulps above its largest
+        # term would overflow, so average them in a smaller unit (a power of two: exact).
+        value_exp = math.frexp(v_size)[1]
+        safe = _safe_exponent(xp, p.work)
+        self.value_exponent = value_exp - safe if value_exp > safe else 0
+        value = p.value
+        lowest, highest = (xp.astype(a, p.work, copy=False) for a in (p.lowest, p.highest))
+        if self.value_exponent:
+            value, lowest, highest = (
+                ldexp(a, -self.value_exponent, xp) for a in (value, lowest, highest)
             )
-            if mask is not None:
-                block = remove(block, ~here, in_place)
+        self.lowest, self.highest = lowest, highest
+        self.Q = _Flat(query, p.batch, 2, xp)
+        self.K = _Flat(key_scaled, p.batch, 2, xp)
+        self.C = _Flat(_value_columns(value, xp, numpy), p.batch, 2, xp)
+        self.B = None if bias is None else _Flat(bias, p.batch, 1, xp)
+        self.M = None
+        self.boolean_mask = p.mask is not None
+        if p.mask is not None or additive_mask is not None:
+            self.M = _Flat(p.mask if p.mask is not None else additive_mask, p.batch, 2, xp)
+        self.mask_rows = self.M is not None and self.M.core[0] == p.n_queries
+        self.mask_keys = self.M is not None and self.M.core[1] == p.n_keys
+        # Whether a logit can be −inf (a key removed): only then are the removed keys looked
+        # for; and whether a query can be left with no key (the causal mask always leaves
+        # key 0).
+        empty = p.mask is not None
+        for additive in (bias, additive_mask):
+            empty = empty or (additive is not None and bool(xp.any(additive == -math.inf)))
+        self.empty = empty
+        self.removed = empty or is_causal
+        self.minus_inf = None
+        # The operators (@, .mT) are the array API's and skip array-api-compat's wrappers,
+        # whose overhead shows at a few hundred products per call; numpy 1.x arrays have no
+        # .mT.
+        self.transpose = (lambda a: np.swapaxes(a, -1, -2)) if numpy else (lambda a: a.mT)
+
+    def logits(self, heads, rows, keys):
+        """The logits of the batch slice ``heads`` and query rows ``rows`` against the keys
+        ``keys``: the scaled dot products, the key bias, the mask and the causal mask."""
+        xp, device = self.xp, self.device
+        block = self.Q.heads(heads)[:, rows, :] @ self.transpose(self.K.heads(heads)[:, keys, :])
+        in_place = updatable(block)
+        if self.B is not None:
+            block = _add(block, self.B.heads(heads)[:, None, keys], in_place)
+        if self.M is not None:
+            here = self.M.heads(
+                heads,
+                rows if self.mask_rows else slice(None),
+                keys if self.mask_keys else slice(None),
+            )
+            if self.boolean_mask:
+                block = self._remove(block, ~here, in_place)
             else:
                 block = _add(block, here, in_place)
-        if is_causal and keys.stop - 1 > rows.start:
+        if self.is_causal and keys.stop - 1 > rows.start:
             # Keys after the query (top-left aligned, as tril(ones(L, S))) are removed: the
             # keys before the block's first query are seen by all its queries, so only the
             # columns from there on (at most a square of the block's rows) are masked.
@@ -799,12 +856,11 @@ def softmax_attention(
                 seen = xp.zeros(
                     (rows.stop - rows.start, first - keys.start), dtype=xp.bool, device=device
                 )
-                block = remove(block, xp.concat([seen, later], axis=-1), in_place)
+                block = self._remove(block, xp.concat([seen, later], axis=-1), in_place)
         return block
 
-    def remove(block, gone, in_place):
+    def _remove(self, block, gone, in_place):
         """``block`` with −inf where ``gone`` is true (in place on torch when allowed)."""
-        nonlocal minus_inf
         if (
             in_place
             and is_torch_array(block)
@@ -812,70 +868,126 @@ def softmax_attention(
             == tuple(block.shape)
         ):
             return block.masked_fill_(gone, -math.inf)
-        if minus_inf is None:
-            minus_inf = xp.asarray(-math.inf, dtype=work, device=device)
-        return xp.where(gone, minus_inf, block)
+        if self.minus_inf is None:
+            self.minus_inf = self.xp.asarray(-math.inf, dtype=self.work, device=self.device)
+        return self.xp.where(gone, self.minus_inf, block)
 
-    def column_of(columns):
+    def _column_of(self, columns, destination=None):
         """The weights against the value columns and 1: with numpy the columns hold the 1
-        (one product); elsewhere the row sum is taken apart and appended."""
-        if numpy:
+        (one product); elsewhere the row sum is taken apart and appended. With a
+        ``destination`` (torch, no gradient), the first tile's sums are written there
+        (no concatenation, no copy into the result later)."""
+        if self.numpy:
             return columns
+        xp = self.xp
+        fresh = [destination]
 
         def product(w, keys):
+            into = fresh[0]
+            fresh[0] = None
+            if into is not None and tuple(w.shape[:-1]) == tuple(into.shape[:-1]):
+                torch = _torch()
+                torch.matmul(w, columns[:, keys, :], out=into[..., :-1])
+                torch.sum(w, dim=-1, out=into[..., -1])
+                return into
             return xp.concat([w @ columns[:, keys, :], xp.sum(w, axis=-1)[..., None]], axis=-1)
 
         return product
 
-    def attend(flat_rows):
+    def attend(self, flat_rows):
         """The sums ``[Σ w v, Σ w]`` of the flattened (batch × query) rows ``flat_rows``
         (and their weights): the division, the clip and the empty rows are the caller's,
         once for all the blocks."""
+        xp, n_keys, d_v = self.xp, self.n_keys, self.d_v
         sums, weights = [], []
-        for heads, rows in _segments(flat_rows.start, flat_rows.stop, n_queries):
+        for heads, rows in _segments(flat_rows.start, flat_rows.stop, self.n_queries):
             n_heads, n_rows = heads.stop - heads.start, rows.stop - rows.start
-            columns = C.heads(heads)
-            if return_weights:
-                w = _normalized(logits(heads, rows, slice(0, n_keys)), unit_exponent, xp)
+            columns = self.C.heads(heads)
+            destination = None
+            if self.out is not None:
+                first = heads.start * self.n_queries + rows.start
+                destination = xp.reshape(
+                    self.out[first : first + n_heads * n_rows, :], (n_heads, n_rows, d_v + 1)
+                )
+            if self.return_weights:
+                w = softmax_weights(
+                    self.logits(heads, rows, slice(0, n_keys)),
+                    exponent=self.unit_exponent,
+                    removed=True,
+                    xp=xp,
+                )
                 w = xp.broadcast_to(w, (n_heads, n_rows, n_keys))
-                part = column_of(columns)(w, slice(0, n_keys)) if not numpy else w @ columns
+                if self.numpy:
+                    part = w @ columns
+                else:
+                    part = self._column_of(columns)(w, slice(0, n_keys))
                 weights.append(xp.reshape(w, (n_heads * n_rows, n_keys)))
             else:
                 _, part = kernel_sums(
-                    lambda keys, buffer, heads=heads, rows=rows: logits(heads, rows, keys),
-                    min(n_keys, rows.stop) if is_causal else n_keys,
-                    column_of(columns),
-                    removed=removed,
-                    exponent=unit_exponent,
-                    tile=tile,
-                    fresh=not numpy,
+                    lambda keys, buffer, heads=heads, rows=rows: self.logits(heads, rows, keys),
+                    min(n_keys, rows.stop) if self.is_causal else n_keys,
+                    self._column_of(columns, destination),
+                    removed=self.removed,
+                    exponent=self.unit_exponent,
+                    tile=self.tile,
+                    fresh=not self.numpy,
+                    binary=self.binary,
                     xp=xp,
                 )
             part = xp.broadcast_to(part, (n_heads, n_rows, d_v + 1))
-            sums.append(xp.reshape(part, (n_heads * n_rows, d_v + 1)))
+            if destination is None:
+                sums.append(xp.reshape(part, (n_heads * n_rows, d_v + 1)))
+            elif part is not destination:
+                destination[...] = part
         return sums, weights
 
-    n_rows = math.prod(batch) * n_queries
-    itemsize = xp.finfo(work).bits // 8
-    if return_weights:
-        tile = n_keys
-        width = n_keys
-    else:
-        tile = KEY_TILE * 8 // itemsize
-        width = min(n_keys, tile)
-    if numpy:
-        kwargs = {} if return_weights else {"key_tile": tile}
-        blocks = map_query_blocks(attend, n_rows, n_keys, itemsize=itemsize, **kwargs)
-    else:
-        rows = iter_query_blocks(
-            n_rows, width, itemsize=itemsize, cache=_cache_entries(xp, device, is_causal)
-        )
-        blocks = [attend(block) for block in rows]
-    sums = [part for block in blocks for part in block[0]]
-    sums = sums[0] if len(sums) == 1 else xp.concat(sums, axis=0)
-    sums = xp.reshape(sums, batch + (n_queries, d_v + 1))
+    def run(self):
+        """The sums of every row, shape (…, L, d_v + 1), and the weights (N · L, S) or None,
+        the query blocks bounded by ``working_memory`` (on threads with numpy)."""
+        xp, n_keys = self.xp, self.n_keys
+        n_rows = math.prod(self.batch) * self.n_queries
+        itemsize = xp.finfo(self.work).bits // 8
+        if self.return_weights:
+            self.tile = n_keys
+            width = n_keys
+        else:
+            self.tile = KEY_TILE * 8 // itemsize
+            width = min(n_keys, self.tile)
+        # torch without a gradient: every block writes its sums into one result.
+        self.out = None
+        if self.torch and not self.return_weights and not self.grad:
+            self.out = xp.empty((n_rows, self.d_v + 1), dtype=self.work, device=self.device)
+        if self.numpy:
+            kwargs = {} if self.return_weights else {"key_tile": self.tile}
+            blocks = map_query_blocks(self.attend, n_rows, n_keys, itemsize=itemsize, **kwargs)
+        else:
+            cache = _cache_entries(xp, self.device, self.is_causal)
+            rows = iter_query_blocks(n_rows, width, itemsize=itemsize, cache=cache)
+            blocks = [self.attend(block) for block in rows]
+        shape = self.batch + (self.n_queries, self.d_v + 1)
+        if self.out is not None:
+            return xp.reshape(self.out, shape), None
+        sums = [part for block in blocks for part in block[0]]
+        sums = sums[0] if len(sums) == 1 else xp.concat(sums, axis=0)
+        sums = xp.reshape(sums, shape)
+        if not self.return_weights:
+            return sums, None
+        weights = [part for block in blocks for part in block[1]]
+        return sums, weights[0] if len(weights) == 1 else xp.concat(weights, axis=0)
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _averages(sums, blocks, problem):
+    """The outputs from the sums ``[Σ w v, Σ w]``: their ratio, clipped to the values'
+    range, 0 for a query with no key, in the values' unit and the result's dtype."""
+    xp = problem.xp
     total = sums[..., -1:]
-    if empty:
+    if blocks.empty:
         out = sums[..., :-1] / xp.where(total > 0, total, xp.ones_like(total))
     else:
         out = sums[..., :-1] / total
@@ -883,22 +995,16 @@ def softmax_attention(
     # excursions of rounding (the weights sum to 1 only up to rounding). In place where
     # allowed: a fresh array of the output's size costs its page faults again.
     if updatable(out) and is_torch_array(out):
-        out.clamp_(min=lowest, max=highest)
+        out.clamp_(min=blocks.lowest, max=blocks.highest)
     else:
-        out = xp.clip(out, min=lowest, max=highest)
-    if empty:
+        out = xp.clip(out, min=blocks.lowest, max=blocks.highest)
+    if blocks.empty:
         # A query with no key to attend to: 0 (its sums are 0), not a clipped 0.
         out = xp.where(total > 0, out, xp.zeros_like(out))
-    if value_shift:
-        out = ldexp(out, value_shift, xp)
-    out = xp.astype(out, dtype, copy=False)
-    if one_value:
-        out = out[..., 0]
-    if not return_weights:
-        return out
-    weights = [part for block in blocks for part in block[1]]
-    weights = weights[0] if len(weights) == 1 else xp.concat(weights, axis=0)
-    return out, xp.astype(xp.reshape(weights, batch + (n_queries, n_keys)), dtype)
+    if blocks.value_exponent:
+        out = ldexp(out, blocks.value_exponent, xp)
+    out = xp.astype(out, problem.dtype, copy=False)
+    return out[..., 0] if problem.one_value else out
 
 
 # ---------------------------------------------------------------- linear attention
@@ -919,16 +1025,6 @@ def _power_of_two(a, xp, axis):
     largest = int(math.log2(float(xp.finfo(a.dtype).max)))
     exponent = xp.clip(exponent, min=float(-largest), max=float(largest + 1))
     return exponent
-
-
-def _times_two_to(a, exponent, xp):
-    """``a · 2**exponent`` for an array of integral exponents within the float range."""
-    if is_numpy_namespace(xp):
-        return np.ldexp(a, exponent.astype(int))
-    half = xp.floor(exponent / 2)
-    two = xp.asarray(2.0, dtype=a.dtype, device=device_of(a))
-    # In two halves: 2**exponent alone may lie beyond the range that a · 2**exponent is in.
-    return a * xp.pow(two, half) * xp.pow(two, exponent - half)
 
 
 def linear_attention(phi_q, phi_k, value, *, is_causal=False):
@@ -998,6 +1094,49 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
     array([3. , 5. , 5.5])
     """
     xp = _namespace("linear_attention", phi_q=phi_q, phi_k=phi_k, value=value)
+    phi_q, phi_k, value, one_value, dtype, batch = _linear_problem(phi_q, phi_k, value, xp)
+    n_queries, n_keys, d_v = phi_q.shape[-2], phi_k.shape[-2], value.shape[-1]
+    if n_keys == 0 or n_queries == 0 or math.prod(batch) == 0:
+        out, _ = _empty_attention(phi_q, phi_k, value, batch, dtype, xp)
+        return out[..., 0] if one_value else out
+    # Powers of two: exact, so ordinary inputs give the same digits as the plain formula.
+    value_exp = _power_of_two(value, xp, axis=-2)
+    value = times_two_to(value, -value_exp, xp)
+    phi_q = times_two_to(phi_q, -_power_of_two(phi_q, xp, axis=-1), xp)
+    positive = bool(xp.min(phi_q) >= 0) and bool(xp.min(phi_k) >= 0)
+    if is_causal:
+        numerator, denominator = _causal_sums(phi_q, phi_k, value, xp)
+    else:
+        phi_k = times_two_to(phi_k, -_power_of_two(phi_k, xp, axis=(-2, -1)), xp)
+        state = xp.matmul(xp.matrix_transpose(phi_k), value)
+        z = xp.sum(phi_k, axis=-2)[..., None]
+        numerator, denominator = xp.matmul(phi_q, state), xp.matmul(phi_q, z)
+    _check_denominators(denominator, positive, xp)
+    with np.errstate(over="ignore"):
+        out = numerator / denominator
+    if positive:
+        # Non-negative features make every row a weighted average of the values: clip the
+        # few-ulp excursions of rounding so that it provably stays within their range.
+        out = xp.clip(
+            out,
+            min=xp.min(value, axis=-2, keepdims=True),
+            max=xp.max(value, axis=-2, keepdims=True),
+        )
+    with np.errstate(over="ignore"):
+        out = times_two_to(out, value_exp, xp)
+    if not bool(xp.all(xp.isfinite(out))):
+        raise ValueError(
+            "linear attention overflowed: a denominator phi(q)ᵀ sum_j phi(k_j) is too close "
+            "to 0 for signed features; use positive features or compute those rows exactly"
+        )
+    out = xp.astype(xp.broadcast_to(out, batch + (n_queries, d_v)), dtype)
+    return out[..., 0] if one_value else out
+
+
+def _linear_problem(phi_q, phi_k, value, xp):
+    """The arguments of :func:`linear_attention` checked (an error naming the argument), in
+    the floating dtype to compute in; the values as columns, whether they were a vector,
+    the result's dtype and the batch shape."""
     device = next((device_of(a) for a in (phi_q, phi_k, value) if is_array_api_obj(a)), None)
     phi_q = _as_real("phi_q", phi_q, xp, device)
     phi_k = _as_real("phi_k", phi_k, xp, device)
@@ -1013,29 +1152,19 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
             "phi_q and phi_k must have the same number of features; got "
             f"{phi_q.shape[-1]} and {phi_k.shape[-1]}"
         )
-    n_queries, n_keys = phi_q.shape[-2], phi_k.shape[-2]
+    n_keys = phi_k.shape[-2]
     value, one_value = _as_columns(value, n_keys)
     dtype, work = _float_dtypes(xp, phi_q, phi_k, value)
     phi_q, phi_k, value = (xp.astype(a, work, copy=False) for a in (phi_q, phi_k, value))
     batch = _batch_shape(
         phi_q=tuple(phi_q.shape[:-2]), phi_k=tuple(phi_k.shape[:-2]), value=tuple(value.shape[:-2])
     )
-    d_v = value.shape[-1]
-    if n_keys == 0 or n_queries == 0 or math.prod(batch) == 0:
-        out, _ = _empty_attention(phi_q, phi_k, value, batch, dtype, xp)
-        return out[..., 0] if one_value else out
-    # Powers of two: exact, so ordinary inputs give the same digits as the plain formula.
-    value_exp = _power_of_two(value, xp, axis=-2)
-    value = _times_two_to(value, -value_exp, xp)
-    phi_q = _times_two_to(phi_q, -_power_of_two(phi_q, xp, axis=-1), xp)
-    positive = bool(xp.min(phi_q) >= 0) and bool(xp.min(phi_k) >= 0)
-    if is_causal:
-        numerator, denominator = _causal_sums(phi_q, phi_k, value, xp)
-    else:
-        phi_k = _times_two_to(phi_k, -_power_of_two(phi_k, xp, axis=(-2, -1)), xp)
-        state = xp.matmul(xp.matrix_transpose(phi_k), value)
-        z = xp.sum(phi_k, axis=-2)[..., None]
-        numerator, denominator = xp.matmul(phi_q, state), xp.matmul(phi_q, z)
+    return phi_q, phi_k, value, one_value, dtype, batch
+
+
+def _check_denominators(denominator, positive, xp):
+    """A ValueError if a denominator of linear attention is not positive (with the likely
+    cause for non-negative features, ``positive``)."""
     bad = ~(denominator > 0)
     n_bad = int(xp.sum(xp.astype(bad, xp.int64)))
     if n_bad and positive:
@@ -1056,25 +1185,6 @@ def linear_attention(phi_q, phi_k, value, *, is_causal=False):
             "linear-attention denominator phi(q)ᵀ sum_j phi(k_j); use positive features or "
             "compute those rows exactly"
         )
-    with np.errstate(over="ignore"):
-        out = numerator / denominator
-    if positive:
-        # Non-negative features make every row a weighted average of the values: clip the
-        # few-ulp excursions of rounding so that it provably stays within their range.
-        out = xp.clip(
-            out,
-            min=xp.min(value, axis=-2, keepdims=True),
-            max=xp.max(value, axis=-2, keepdims=True),
-        )
-    with np.errstate(over="ignore"):
-        out = _times_two_to(out, value_exp, xp)
-    if not bool(xp.all(xp.isfinite(out))):
-        raise ValueError(
-            "linear attention overflowed: a denominator phi(q)ᵀ sum_j phi(k_j) is too close "
-            "to 0 for signed features; use positive features or compute those rows exactly"
-        )
-    out = xp.astype(xp.broadcast_to(out, batch + (n_queries, d_v)), dtype)
-    return out[..., 0] if one_value else out
 
 
 def _causal_sums(phi_q, phi_k, value, xp):
@@ -1086,7 +1196,7 @@ def _causal_sums(phi_q, phi_k, value, xp):
     """
     n_queries, n_keys = phi_q.shape[-2], phi_k.shape[-2]
     device = device_of(phi_q)
-    state, z, scale = None, None, None
+    state, z, unit = None, None, None
     numerators, denominators = [], []
     for start in range(0, n_queries, _PREFIX_BLOCK):
         stop = min(start + _PREFIX_BLOCK, n_queries)
@@ -1095,21 +1205,20 @@ def _causal_sums(phi_q, phi_k, value, xp):
         if start < n_keys:
             keys_stop = min(stop, n_keys)
             k, v = phi_k[..., start:keys_stop, :], value[..., start:keys_stop, :]
-            block_scale = _power_of_two(k, xp, axis=(-2, -1))
-            new_scale = block_scale if scale is None else xp.maximum(scale, block_scale)
-            k = _times_two_to(k, -new_scale, xp)
+            block_unit = _power_of_two(k, xp, axis=(-2, -1))
+            new_unit = block_unit if unit is None else xp.maximum(unit, block_unit)
+            k = times_two_to(k, -new_unit, xp)
             later = (
                 xp.arange(start, keys_stop, device=device)[None, :]
                 > xp.arange(start, stop, device=device)[:, None]
             )
-            kernel = xp.matmul(q, xp.matrix_transpose(k))
-            kernel = xp.where(later, xp.zeros_like(kernel), kernel)
-            num = xp.matmul(kernel, v)
-            den = xp.sum(kernel, axis=-1)[..., None]
+            products = xp.matmul(q, xp.matrix_transpose(k))
+            products = xp.where(later, xp.zeros_like(products), products)
+            num = xp.matmul(products, v)
+            den = xp.sum(products, axis=-1)[..., None]
             if state is not None:
-                factor = _times_two_to(xp.ones_like(scale), scale - new_scale, xp)
-                state, z = state * factor, z * factor
-            scale = new_scale
+                state, z = recount(unit, new_unit, state, z, xp=xp)
+            unit = new_unit
         if state is not None:
             carried_num, carried_den = xp.matmul(q, state), xp.matmul(q, z)
             num = carried_num if num is None else num + carried_num

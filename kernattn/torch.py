@@ -51,6 +51,7 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 import numpy as np
 from sklearn.utils import check_random_state
 
+from kernattn._core.sums import constant, shift_of
 from kernattn.attention import linear_attention, softmax_attention
 from kernattn.feature_maps import (
     FEATURE_MAPS,
@@ -117,9 +118,9 @@ class _TorchFeatures(nn.Module):
             # No keys (or queries): nothing to stabilise, and amax has no identity.
             return torch.exp(log_q), torch.exp(log_k)
         # Constants of the shift only: detached, their gradients cancel in the ratio.
-        top_k = torch.amax(log_k.detach(), dim=-2, keepdim=True)
+        top_k = shift_of(constant(log_k), axis=-2)
         log_q = log_q + top_k
-        top_q = torch.amax(log_q.detach(), dim=-1, keepdim=True)
+        top_q = shift_of(constant(log_q), axis=-1)
         return torch.exp(log_q - top_q), torch.exp(log_k - top_k)
 
     def _log_features(self, u):

@@ -104,6 +104,25 @@ def test_equals_scaled_dot_product_attention(device, dtype, shapes, mask_kind, i
     torch.testing.assert_close(out, expected, **TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("mask_kind", [None, "bool"])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_key_sets_of_several_tiles_equal_scaled_dot_product_attention(dtype, mask_kind, is_causal):
+    # 2 600 keys: several tiles of the reduction (1 024 keys in float32, 512 in float64),
+    # whose sums are rescaled in place in the result, with broadcast batch dimensions.
+    q, k, v = _tensors([(2, 3, 300, 8), (1, 3, 2600, 8), (2, 1, 2600, 4)], dtype, "cpu")
+    mask = _mask(mask_kind, (300, 2600), dtype, "cpu")
+    out = softmax_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+    # SDPA takes a mask or is_causal: both, as one mask.
+    causal = torch.ones(300, 2600, dtype=torch.bool).tril() if is_causal else None
+    if mask is not None and causal is not None:
+        mask, causal = mask & causal, None
+    expected = F.scaled_dot_product_attention(
+        *_broadcast_for_sdpa(q, k, v, mask)[:3], attn_mask=mask, is_causal=causal is not None
+    )
+    torch.testing.assert_close(out, expected, **TOLERANCE[dtype])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shapes", ["2-D", "batch-heads", "shared-keys"])
@@ -332,7 +351,9 @@ def test_entropy_of_tensor_weights_is_a_tensor():
     )
     entropy = attention_entropy(weights)
     assert isinstance(entropy, torch.Tensor) and entropy.shape == (2, 5)
-    assert torch.all((entropy >= 0) & (entropy <= math.log(8) + 1e-5))
+    expected = attention_entropy(weights.numpy())
+    np.testing.assert_allclose(entropy.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert torch.all(entropy <= math.log(8) + 1e-5)
 
 
 @pytest.mark.parametrize("is_causal", [False, True])

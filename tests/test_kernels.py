@@ -11,7 +11,15 @@ def test_squared_distances_match_direct_differences():
     Q, K = rng.normal(size=(5, 3)), rng.normal(size=(8, 3))
     expected = ((Q[:, None, :] - K[None, :, :]) ** 2).sum(axis=-1)
     np.testing.assert_allclose(squared_distances(Q, K), expected, rtol=1e-12, atol=1e-14)
-    assert np.all(squared_distances(K, K) >= 0)
+
+
+def test_squared_distances_of_points_far_from_the_origin_are_clipped_at_zero():
+    # Near 1e6 the expansion ‖q‖² − 2qᵀk + ‖k‖² cancels to a few ulps of 3e12, some of them
+    # below 0 for these points (-0.001 before the clip).
+    K = 1e6 + np.random.default_rng(0).normal(size=(20, 3))
+    distances = squared_distances(K, K)
+    assert distances.min() == 0.0
+    np.testing.assert_allclose(np.diag(distances), 0.0, atol=1e-2)
 
 
 @pytest.mark.parametrize(

@@ -217,9 +217,10 @@ def test_linear_spread_without_keys_is_clipped_at_zero():
     model = LinearAttentionRegressor(
         feature_map="nystroem", n_components=40, bandwidth=0.3, random_state=0
     ).partial_fit(X, y)
-    # No keys to recompute the cancelled rows with: the documented answer is finite, ≥ 0.
+    # No keys to recompute the cancelled rows with: the variance is clipped at 0, so the
+    # standard deviation is finite (the square root of a negative would be NaN).
     _, std = quiet_predict(model, np.array([[3.05], [23.05]]), return_std=True)
-    assert np.all(np.isfinite(std)) and np.all(std >= 0.0)
+    assert np.all(np.isfinite(std))
 
 
 # ---------------------------------------------- 3. queries near the largest float

@@ -28,7 +28,11 @@ computed here, once:
 - **the augmented logit** (:func:`augment_queries`, :func:`augment_keys`): the dot product
   and the Gaussian kernel in one matrix product,
   :math:`[q, -\tfrac12\|q\|^2, 1] \cdot [k, 1, -\tfrac12\|k\|^2 + \log s]
-  = -\tfrac12\|q - k\|^2 + \log s`.
+  = -\tfrac12\|q - k\|^2 + \log s`;
+- **the row-wise forms** of the same shift: :func:`shift_of` (the finite row maximum),
+  :func:`log_sum_exp`, :func:`log_softmax`, :func:`softmax_weights`, :func:`shifted_exp`;
+- **sums in power-of-two units** (:func:`times_two_to`, :func:`recount`): a running
+  maximum in base two, as causal linear attention carries its state (exact rescaling).
 
 The functions take any array namespace (numpy first; ``xp`` of ``array-api-compat``): on
 numpy the tiles reuse one buffer and update in place; other libraries get the same steps
@@ -52,6 +56,7 @@ from array_api_compat import (
     is_torch_array,
     is_writeable_array,
 )
+from array_api_compat import device as device_of
 
 from kernattn._core.blocks import KEY_TILE
 
@@ -69,14 +74,18 @@ __all__ = [
     "kernel_sums",
     "ldexp",
     "log_normalized",
+    "log_softmax",
     "log_sum_exp",
     "merge",
     "merge_centered",
     "merge_shifts",
+    "recount",
     "row_shift",
+    "shift_of",
     "shifted_exp",
     "softmax_weights",
     "subtract_row_max",
+    "times_two_to",
     "underflowed",
     "updatable",
 ]
@@ -122,6 +131,27 @@ def underflowed(row_sums):
         return ~((row_sums >= tiny) & (row_sums < np.inf))
 
 
+def shift_of(logits, axis=-1, *, xp=None):
+    """The shift :math:`c` of ``logits`` along ``axis`` (kept): their largest entry, 0 where
+    that is not finite (a row with nothing left, where −inf − (−inf) would be NaN)."""
+    xp = array_namespace(logits) if xp is None else xp
+    top = xp.max(logits, axis=axis, keepdims=True)
+    if is_numpy_namespace(xp):
+        top[~np.isfinite(top)] = 0.0
+        return top
+    return xp.where(xp.isfinite(top), top, xp.zeros_like(top))
+
+
+def _log_total(logits, axis, xp):
+    r"""The shifted logits, the shift and :math:`\log \sum e^{\ell - c}` (0 where the sum is
+    0: a row with nothing left), and whether the sum is 0."""
+    shift = shift_of(logits, axis, xp=xp)
+    shifted = logits - shift
+    total = xp.sum(xp.exp(shifted), axis=axis, keepdims=True)
+    empty = total == 0
+    return shifted, shift, xp.log(xp.where(empty, 1, total)), empty
+
+
 def log_sum_exp(logits, axis=-1, *, keepdims=False, xp=None):
     r""":math:`\log \sum_j e^{\ell_j}` along ``axis``, shifted by the largest logit.
 
@@ -144,15 +174,18 @@ def log_sum_exp(logits, axis=-1, *, keepdims=False, xp=None):
         else:
             del shape[axis]
         return xp.full(tuple(shape), -math.inf, dtype=logits.dtype)
-    top = xp.max(logits, axis=axis, keepdims=True)
-    # A row without a finite maximum is shifted by 0: its sum is then exp(−inf) = 0 or inf.
-    finite = xp.isfinite(top)
-    shift = xp.where(finite, top, xp.zeros_like(top))
-    total = xp.sum(xp.exp(logits - shift), axis=axis, keepdims=True)
-    empty = total == 0
-    out = xp.where(empty, xp.full_like(total, -math.inf), xp.log(xp.where(empty, 1, total)))
-    out = out + shift
+    _, shift, log_total, empty = _log_total(logits, axis, xp)
+    out = xp.where(empty, xp.full_like(log_total, -math.inf), log_total) + shift
     return out if keepdims else xp.squeeze(out, axis=axis)
+
+
+def log_softmax(logits, axis=-1, *, xp=None):
+    r""":math:`\ell_j - \log \sum_l e^{\ell_l}` along ``axis`` (finite or −inf logits): a
+    removed entry gives −inf, and so does every entry of a row with nothing left (never
+    NaN). Any array namespace."""
+    xp = array_namespace(logits) if xp is None else xp
+    shifted, _, log_total, _ = _log_total(logits, axis, xp)
+    return shifted - log_total
 
 
 def augment_queries(Q, *, radial=True, xp=None):
@@ -195,13 +228,17 @@ def _squared_norms(A, xp):
     return xp.sum(A * A, axis=-1)
 
 
-def _scale_of(top, new_top, exponent, xp):
-    """``exp((top − new_top) · 2**exponent)``, 0 where ``top`` is −inf (nothing summed yet)."""
-    gap = top - new_top
+def _scale_of(top, new_top, exponent, xp, binary=False):
+    """``exp((top − new_top) · 2**exponent)`` (``2**(…)`` for ``binary`` logits), 0 where
+    ``top`` is −inf (nothing summed yet)."""
+    finite = xp.isfinite(top)
+    # Where ``top`` is −inf so may ``new_top`` be: −inf − (−inf) is never formed.
+    gap = xp.where(finite, top, 0.0) - xp.where(finite, new_top, 0.0)
     if exponent:
         gap = gap * 2.0**exponent if exponent < _STEP else ldexp(gap, exponent, xp)
-    finite = xp.isfinite(top)
-    return xp.where(finite, xp.exp(xp.where(finite, gap, 0.0)), 0.0)
+    if binary:
+        gap = gap * _LN2
+    return xp.where(finite, xp.exp(gap), 0.0)
 
 
 # Powers of two up to 2**_STEP are normal numbers in float32, and 2.0**e (a Python float) is
@@ -236,6 +273,7 @@ def kernel_sums(
     precision=None,
     squared_columns=None,
     fresh=False,
+    binary=False,
     xp=None,
 ):
     r"""Shifted kernel sums :math:`\Sigma_i = \sum_j e^{\ell_{ij} - c_i} C_j` of a block of
@@ -283,12 +321,17 @@ def kernel_sums(
     fresh : bool
         The callable ``columns`` returns a new array of its own at every call: the first
         tile's is the accumulator (no copy).
+    binary : bool
+        The logits are base-2 logarithms of the kernel (:math:`\log_2 e` times the natural
+        ones; the weights are :math:`2^{\ell - c}`, the shifts come back in base 2): a
+        caller that scales its logits anyway folds :math:`\log_2 e` into that scale, and
+        torch's in-place ``exp2`` then needs no multiplication first.
 
     Returns
     -------
     top : array of shape (…, b)
-        The shifts :math:`c_i` (in natural units; 0 without ``shift``; :math:`-\infty` for a
-        row whose every key was removed, whose sums are 0).
+        The shifts :math:`c_i` (in the logits' units, :math:`2^\mathrm{exponent}`; 0 without
+        ``shift``; :math:`-\infty` for a row whose every key was removed, whose sums are 0).
     sums : array of shape (…, b, m) (or (…, b, m + m₂) with ``squared_columns``: the
         squared weights' sums last)
     """
@@ -305,41 +348,44 @@ def kernel_sums(
     if squared_columns is not None:
         column_of, rescaled = _with_squared(column_of, squared_columns, numpy, xp)
     top, sums = None, None
-    for running, weights, keys, rescale in _weight_tiles(
-        logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, xp, numpy
-    ):
+    settings = (shift, floor, removed, left_out, exponent, tile, precision, binary)
+    for running, weights, keys, rescale in _weight_tiles(logits, n_keys, settings, xp, numpy):
         top = running
         part = column_of(weights, keys)
         if rescale is not None and squared_columns is not None:
             rescale = rescaled(rescale, part.shape[-1])
-        if sums is None:
-            # The accumulator is updated in place below, where it may be: it must not be
-            # the caller's array.
-            if fresh:
-                sums = part
-            elif numpy:
-                sums = np.array(part, copy=True)
-            else:
-                sums = xp.asarray(part, copy=True) if updatable(part) else part
-        elif numpy:
-            if rescale is not None:
-                factor = rescale if rescale.ndim == sums.ndim else rescale[..., None]
-                sums *= factor.astype(sums.dtype, copy=False)
-            sums += part
-        elif updatable(sums):
-            if rescale is not None:
-                sums *= rescale[..., None]
-            sums += part
-        else:
-            if rescale is not None:
-                sums = sums * (rescale if rescale.ndim == sums.ndim else rescale[..., None])
-            sums = sums + part
+        sums = _accumulate(sums, part, rescale, fresh, numpy, xp)
     if sums is None:
         raise ValueError("kernel sums need at least one key; got 0")
     if not shift:
         zeros = np.zeros if numpy else xp.zeros
         top = zeros(sums.shape[:-1], dtype=sums.dtype)
     return top, sums
+
+
+def _accumulate(sums, part, rescale, fresh, numpy, xp):
+    """``sums · rescale + part``: in place where allowed; the first tile's ``part`` (``sums``
+    None) becomes the accumulator, copied unless ``fresh`` (it must not be the caller's)."""
+    if sums is None:
+        if fresh:
+            return part
+        if numpy:
+            return np.array(part, copy=True)
+        return xp.asarray(part, copy=True) if updatable(part) else part
+    if numpy:
+        if rescale is not None:
+            factor = rescale if rescale.ndim == sums.ndim else rescale[..., None]
+            sums *= factor.astype(sums.dtype, copy=False)
+        sums += part
+    elif updatable(sums):
+        if rescale is not None:
+            sums *= rescale[..., None]
+        sums += part
+    else:
+        if rescale is not None:
+            sums = sums * (rescale if rescale.ndim == sums.ndim else rescale[..., None])
+        sums = sums + part
+    return sums
 
 
 def _with_squared(column_of, squared_columns, numpy, xp):
@@ -385,9 +431,8 @@ def centered_sums(logits, n_keys, values, *, shift=True, floor=True, removed=Fal
     values = np.asarray(values)
     state = None
     top = None
-    for running, weights, keys, rescale in _weight_tiles(
-        logits, n_keys, shift, floor, removed, None, 0, tile, None, None, True
-    ):
+    settings = (shift, floor, removed, None, 0, tile, None, False)
+    for running, weights, keys, rescale in _weight_tiles(logits, n_keys, settings, None, True):
         top = running
         part = _tile_moments(weights, values[keys])
         if state is None:
@@ -443,20 +488,16 @@ def merge_centered(a, b):
     return (top,) + state
 
 
-def _weight_tiles(
-    logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, xp, numpy
-):
+def _weight_tiles(logits, n_keys, settings, xp, numpy):
     """The loop of the reduction: per tile of keys, the running shift, the tile's weights
     ``exp(ℓ − c)``, the keys' slice and the factor that rescales what was summed before
-    to the new shift (``None``: unchanged)."""
+    to the new shift (``None``: unchanged). ``settings``: :func:`kernel_sums`' ``shift,
+    floor, removed, left_out, exponent, tile, precision, binary``."""
     if numpy:
-        yield from _numpy_tiles(
-            logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision
-        )
+        yield from _numpy_tiles(logits, n_keys, *settings)
     else:
-        yield from _array_tiles(
-            logits, n_keys, shift, floor, removed, left_out, exponent, tile, xp
-        )
+        *settings, precision, binary = settings
+        yield from _array_tiles(logits, n_keys, *settings, binary, xp)
 
 
 def _left_out_in(left_out, start, stop):
@@ -465,7 +506,9 @@ def _left_out_in(left_out, start, stop):
     return rows[here], keys[here] - start
 
 
-def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision):
+def _numpy_tiles(
+    logits, n_keys, shift, floor, removed, left_out, exponent, tile, precision, binary
+):
     top, buffer = None, None
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         for start in range(0, max(n_keys, 0), tile):
@@ -485,13 +528,15 @@ def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
                     top = new_top
                 else:
                     new_top = np.maximum(top, new_top)
-                    rescale = _scale_of(top, new_top, exponent, np)
+                    rescale = _scale_of(top, new_top, exponent, np, binary)
                     top = new_top
                 # A row that met only removed keys has no shift yet (−inf): 0 instead.
                 current = np.where(np.isfinite(top), top, 0.0).astype(block.dtype, copy=False)
                 block -= current[..., None]
             if exponent:
                 np.ldexp(block, exponent, out=block)
+            if binary:
+                block *= _LN2
             if floor:
                 np.maximum(block, exp_floor(block.dtype), out=block)
             if precision is not None and np.dtype(precision) != block.dtype:
@@ -503,7 +548,7 @@ def _numpy_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
             yield top, weights, keys, rescale
 
 
-def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, xp):
+def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile, binary, xp):
     """The steps of :func:`_numpy_tiles` in any array namespace: in place where the library
     allows it and nothing differentiates through the tile (a torch tensor without
     ``requires_grad``), out of place otherwise (autograd, jax).
@@ -526,7 +571,7 @@ def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
             new_top = constant(xp.max(block, axis=-1))
             if top is not None:
                 new_top = xp.maximum(top, new_top)
-                rescale = _scale_of(top, new_top, exponent, xp)
+                rescale = _scale_of(top, new_top, exponent, xp, binary)
             top = new_top
             current = top[..., None]
             if removed:
@@ -540,7 +585,7 @@ def _array_tiles(logits, n_keys, shift, floor, removed, left_out, exponent, tile
         if exponent:
             block = ldexp(block, exponent, xp)
         floor_value = exp_floor(_numpy_dtype(block.dtype)) if floor else None
-        weights = _exp(block, floor_value, base_two, xp)
+        weights = _exp(block, floor_value, base_two, binary, xp)
         if gone is not None:
             weights = _zero_where(weights, gone, in_place, xp)
         yield top, weights, keys, rescale
@@ -566,9 +611,10 @@ def constant(a):
 
 
 _LOG2E = math.log2(math.e)
+_LN2 = math.log(2.0)
 
 
-def _exp(block, floor, base_two, xp):
+def _exp(block, floor, base_two, binary, xp):
     r"""``exp`` of shifted logits.
 
     ``exp(max(block, floor))`` in general: numpy's and torch's ``exp`` are many times slower
@@ -578,9 +624,12 @@ def _exp(block, floor, base_two, xp):
     slow where the result underflows, and gives −inf exactly 0: no floor, and no search for
     removed keys. (The product's rounding moves a weight :math:`e^{x}` by a relative
     :math:`|x| \cdot 2^{-24}` in float32, below :math:`2^{-24}/e` of the row's largest.)
+    ``binary``: the block holds base-2 logarithms already.
     """
     if base_two:
-        return block.mul_(_LOG2E).exp2_()
+        return (block if binary else block.mul_(_LOG2E)).exp2_()
+    if binary:
+        block = block * _LN2
     if floor is not None:
         block = xp.clip(block, min=floor)
     return xp.exp(block)
@@ -623,11 +672,15 @@ def merge(top_a, sums_a, top_b, sums_b, *, xp=None):
     return top, sums_a * a[index] + sums_b * b[index]
 
 
-def softmax_weights(logits, *, exponent=0, removed=False):
-    """In place (numpy): ``exp(ℓ − max ℓ)`` normalized along the last axis, floored first;
-    removed (−inf) entries weigh exactly 0. A row with no finite logit is left to the
-    caller (it comes out NaN)."""
-    top = np.max(logits, axis=-1, keepdims=True)
+def softmax_weights(logits, *, exponent=0, removed=False, xp=None):
+    """In place where allowed: ``exp(ℓ − max ℓ)`` (the logits in units of
+    ``2**exponent``) normalized along the last axis, floored first; removed (−inf) entries
+    weigh exactly 0, and a row with nothing left is all 0. Any array namespace (on numpy
+    and on a torch tensor without ``requires_grad`` the logits are overwritten)."""
+    xp = array_namespace(logits) if xp is None else xp
+    if not is_numpy_namespace(xp):
+        return _array_softmax_weights(logits, exponent, xp)
+    top = shift_of(logits, xp=xp)
     gone = np.isneginf(logits) if removed else None
     with np.errstate(over="ignore", invalid="ignore"):
         np.subtract(logits, top, out=logits)
@@ -637,7 +690,8 @@ def softmax_weights(logits, *, exponent=0, removed=False):
     np.exp(logits, out=logits)
     if gone is not None:
         logits[gone] = 0.0
-    logits /= np.sum(logits, axis=-1, keepdims=True)
+    total = np.sum(logits, axis=-1, keepdims=True)
+    logits /= np.where(total > 0, total, 1.0)
     return logits
 
 
@@ -716,3 +770,38 @@ def merge_shifts(tops, *, xp=None):
     xp = array_namespace(tops) if xp is None else xp
     top = xp.max(tops) if tops.shape[0] else xp.asarray(-math.inf)
     return top, _scale_of(tops, top, 0, xp)
+
+
+def _array_softmax_weights(logits, exponent, xp):
+    """The steps of :func:`softmax_weights` in any array namespace."""
+    gone = logits == -math.inf
+    top = shift_of(logits, xp=xp)
+    if updatable(logits):
+        logits -= top
+    else:
+        logits = logits - top
+    if exponent:
+        logits = ldexp(logits, exponent, xp)
+    weights = xp.exp(xp.clip(logits, min=exp_floor(_numpy_dtype(logits.dtype))))
+    weights = xp.where(gone, xp.zeros_like(weights), weights)
+    total = xp.sum(weights, axis=-1, keepdims=True)
+    return weights / xp.where(total > 0, total, xp.ones_like(total))
+
+
+def times_two_to(a, exponent, xp):
+    """``a · 2**exponent`` for an array of integral exponents within the float range (exact
+    short of over- and underflow)."""
+    if is_numpy_namespace(xp):
+        return np.ldexp(a, exponent.astype(int))
+    half = xp.floor(exponent / 2)
+    two = xp.asarray(2.0, dtype=a.dtype, device=device_of(a))
+    # In two halves: 2**exponent alone may lie beyond the range that a · 2**exponent is in.
+    return a * xp.pow(two, half) * xp.pow(two, exponent - half)
+
+
+def recount(unit, new_unit, *sums, xp):
+    """Sums counted in units of ``2**unit`` recounted in units of ``2**new_unit`` (arrays of
+    integral exponents, ``new_unit >= unit``, broadcasting against the sums): the rescaling
+    of a running maximum in base two, exact short of underflow."""
+    factor = times_two_to(xp.ones_like(unit), unit - new_unit, xp)
+    return tuple(a * factor for a in sums)

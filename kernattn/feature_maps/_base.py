@@ -15,6 +15,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from kernattn._core.sums import shift_of
+
 
 class FeatureMap(BaseEstimator, abc.ABC):
     r"""Base class of the feature maps: ``fit`` on the keys, then ``transform`` inputs.
@@ -152,10 +154,8 @@ class FeatureMap(BaseEstimator, abc.ABC):
         query, so queries can use these instead of the log features.
         """
         logs = self.log_transform(U)
-        top = logs.max(axis=1, keepdims=True)
-        # A row whose features are all 0 (log -inf) would become -inf - -inf = NaN.
-        top[np.isneginf(top)] = 0.0
-        logs -= top
+        # A row whose features are all 0 (log -inf) is shifted by 0, not to NaN.
+        logs -= shift_of(logs, axis=1)
         return logs
 
     def inner(self, sums):

@@ -21,6 +21,7 @@ import numpy as np
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
+from kernattn._core.sums import shift_of
 from kernattn.feature_maps._base import FeatureMap
 from kernattn.kernels import squared_distances
 
@@ -195,7 +196,7 @@ class NystroemFeatures(FeatureMap):
         """``log a(U)`` minus its row maximum (the query-only term is never formed)."""
         logs = self._check_input(U) @ self.landmarks_.T
         logs -= self._half_sq_landmarks
-        logs -= logs.max(axis=1, keepdims=True)
+        logs -= shift_of(logs, axis=1)
         return logs
 
     def transform(self, U):

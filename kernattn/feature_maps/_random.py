@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 from sklearn.utils import check_random_state
 
+from kernattn._core.sums import shift_of
 from kernattn.feature_maps._base import FeatureMap
 
 
@@ -248,7 +249,7 @@ class PositiveRandomFeatures(FeatureMap):
         the result stays finite for inputs whose squared norm would overflow.
         """
         logits = self._check_input(U) @ self.scaled_omega_.T + self.log_offset_
-        logits -= logits.max(axis=1, keepdims=True)
+        logits -= shift_of(logits, axis=1)
         return logits
 
     def transform(self, U):
