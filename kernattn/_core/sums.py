@@ -695,7 +695,8 @@ def softmax_weights(logits, *, exponent=0, removed=False, xp=None):
     return logits
 
 
-# --- added for local ---
+# Row-wise forms for callers that hold a whole row of logits at once: the bounded exponential
+# of the bandwidth criterion, the tilt's normalized weights with their log-normalizer.
 
 
 def exp_bounded(logits, lowest):
@@ -724,7 +725,7 @@ def log_normalized(logits):
     return np.log(total) + top, logits
 
 
-# --- added for engine ---
+# The shift alone, for logits that are scaled or tiled after it (the heads' unit logits).
 
 
 def subtract_row_max(logits):
@@ -735,7 +736,8 @@ def subtract_row_max(logits):
     return logits
 
 
-# --- added for linear ---
+# Shifts chosen apart from the sums: per row with a fallback (the near field), and one
+# shift for several runs merged together.
 
 
 def row_shift(logits, fallback=None, *, axis=-1, xp=None):
