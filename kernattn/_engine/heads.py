@@ -699,3 +699,23 @@ class _DeferredBinding:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def head_indices(heads, n_heads):
+    """Head indices among ``n_heads``: all for ``None``; distinct integers in range otherwise."""
+    H = n_heads
+    if heads is None:
+        return np.arange(H)
+    keep = np.atleast_1d(np.asarray(heads))
+    if (
+        keep.ndim != 1
+        or len(keep) == 0
+        or not np.issubdtype(keep.dtype, np.integer)
+        or np.any((keep < 0) | (keep >= H))
+        or len(np.unique(keep)) != len(keep)
+    ):
+        raise ValueError(
+            f"heads must be distinct integers in [0, {H - 1}] (the model has {H} "
+            f"head(s)); got {heads!r}"
+        )
+    return keep

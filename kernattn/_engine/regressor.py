@@ -52,6 +52,7 @@ from kernattn._core.numerics import normalized_weights, power_of_two_scale, weig
 from kernattn._core.rows import Rows, out_of_core_predict, out_of_core_rows
 from kernattn._core.warning_types import LocalDesignWarning
 from kernattn._engine.conditional import ConditionalDistributionMixin
+from kernattn._engine.heads import head_indices
 from kernattn._engine.moments import (
     HELD_BACK_ROWS,
     accurate_spread,
@@ -448,22 +449,7 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
 
     def _check_heads(self, heads):
         """Head indices: all for ``None``; distinct integers in range otherwise."""
-        H = self.kernel_.n_heads
-        if heads is None:
-            return np.arange(H)
-        keep = np.atleast_1d(np.asarray(heads))
-        if (
-            keep.ndim != 1
-            or len(keep) == 0
-            or not np.issubdtype(keep.dtype, np.integer)
-            or np.any((keep < 0) | (keep >= H))
-            or len(np.unique(keep)) != len(keep)
-        ):
-            raise ValueError(
-                f"heads must be distinct integers in [0, {H - 1}] (the model has {H} "
-                f"head(s)); got {heads!r}"
-            )
-        return keep
+        return head_indices(heads, self.kernel_.n_heads)
 
     def _mixture(self, X, return_std, heads, exact=None):
         """Mixed estimate (centered units), its spread and the rows held back for a block

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.loo import DuplicateGroups
 from kernattn._core.numerics import standardization
+from kernattn._engine.heads import head_indices
 from kernattn._engine.labels import (
     KernelSource,
     LabelEngine,
@@ -482,7 +483,7 @@ class AttentionClassifier(FittedHeadsMixin, NadarayaWatsonClassifier):
             With ``n_heads = len(heads)``.
         """
         check_is_fitted(self)
-        keep = self.engine_._check_heads(heads)
+        keep = head_indices(heads, self.engine_.kernel_.n_heads)
         kernel = self.engine_.kernel_.select(keep)
         a = kernel.head_weights
         total = a.sum()
