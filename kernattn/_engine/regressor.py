@@ -652,3 +652,9 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
             Between 1 (one row gets all the weight) and the number of training rows.
         """
         return np.exp(self.attention_entropy(X))
+
+
+def prediction_layout(model):
+    """The shape of one query's prediction (``()`` for one output) and its dtype, for a
+    backend that assembles a fitted model's predictions block by block."""
+    return model._target_shape, model._dtype

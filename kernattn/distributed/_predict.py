@@ -16,6 +16,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from kernattn._engine.regressor import prediction_layout
 from kernattn.distributed._collections import is_dataframe, query_array
 from kernattn.distributed._graph import blocks, shared, task, tree
 from kernattn.linear._near_field import NearFieldKernel
@@ -50,7 +51,8 @@ def predict(model, X, return_std=False, **kwargs):
         for name in _TRAINING:
             sent.__dict__.pop(name)
     node = shared(sent)
-    t = int(np.prod(model._target_shape))
+    target_shape, dtype = prediction_layout(model)
+    t = int(np.prod(target_shape))
     width = 2 * t if return_std else t
     query_blocks = [Xb for (Xb,) in blocks(queries)]
     if remote:
@@ -59,12 +61,12 @@ def predict(model, X, return_std=False, **kwargs):
         outputs = [task(_predict_block)(node, Xb, return_std, kwargs) for Xb in query_blocks]
     columns = da.concatenate(
         [
-            da.from_delayed(out, shape=(int(rows), width), dtype=model._dtype)
+            da.from_delayed(out, shape=(int(rows), width), dtype=dtype)
             for out, rows in zip(outputs, queries.chunks[0], strict=True)
         ]
     )
     mean, std = columns[:, :t], columns[:, t:]
-    if model._target_shape == ():
+    if target_shape == ():
         mean, std = columns[:, 0], columns[:, -1]
     result = (mean, std) if return_std else mean
     if not lazy:
