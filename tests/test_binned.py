@@ -7,31 +7,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernattn.smoother._binned.grid import (
+from kernattn.smoother._binned.binning import bin_targets, coarsen, linear_binning
+from kernattn.smoother._binned.cells import cell_moments, coarsen_cells
+from kernattn.smoother._binned.cost import choose_algorithm
+from kernattn.smoother._binned.error import binning_error, error_constant, points_per_bandwidth
+from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
+from kernattn.smoother._binned.grid import Grid, interpolate, make_grid
+from kernattn.smoother._binned.moments import grid_sums, kernel_taps
+from kernattn.smoother._binned.queries import predict, query_moments
+from kernattn.smoother._binned.solve import solve_local_polynomial
+from kernattn.smoother._binned.statistics import (
     CRITERIA,
-    Grid,
     NearestOther,
     RowStatistics,
-    basis_exponents,
-    bin_targets,
-    binning_error,
-    cell_moments,
-    choose_algorithm,
-    coarsen,
-    coarsen_cells,
     criterion_value,
-    error_constant,
-    grid_sums,
-    interpolate,
-    kernel_taps,
-    linear_binning,
-    make_grid,
-    moment_exponents,
-    points_per_bandwidth,
-    predict,
-    query_moments,
     row_statistics,
-    solve_local_polynomial,
 )
 
 # ----------------------------------------------------------------------------- references

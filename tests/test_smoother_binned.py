@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernattn import KernelSmoother, LocalDesignWarning
-from kernattn.smoother._binned.grid import TOLERANCE
+from kernattn.smoother._binned.error import TOLERANCE
 
 
 def sine(n, d=1, seed=0, noise=0.3):

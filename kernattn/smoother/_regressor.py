@@ -54,20 +54,17 @@ from kernattn.bandwidth._mixed import (
 )
 from kernattn.bandwidth._search import edge_message, search_criterion, subset_sizes
 from kernattn.kernels import KERNELS
-from kernattn.smoother._binned.grid import (
-    MAX_DIMS,
-    TOLERANCE,
-    bin_targets,
-    choose_algorithm,
-    grid_sums,
-    make_grid,
-    row_statistics,
-)
+from kernattn.smoother._binned.binning import bin_targets
+from kernattn.smoother._binned.checks import MAX_DIMS
+from kernattn.smoother._binned.cost import choose_algorithm
+from kernattn.smoother._binned.error import TOLERANCE
+from kernattn.smoother._binned.grid import make_grid
 from kernattn.smoother._binned.kernel import (
     BinnedInference,
     BinnedKernel,
     DeferredLocalPolynomials,
 )
+from kernattn.smoother._binned.moments import grid_sums
 from kernattn.smoother._binned.plugin import plugin_bandwidth
 from kernattn.smoother._binned.search import (
     COARSE_TOLERANCE,
@@ -75,6 +72,7 @@ from kernattn.smoother._binned.search import (
     BinnedCriterion,
     search_bandwidth,
 )
+from kernattn.smoother._binned.statistics import row_statistics
 
 #: The values of ``algorithm``.
 ALGORITHMS = ("auto", "exact", "binned")

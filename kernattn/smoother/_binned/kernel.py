@@ -49,22 +49,13 @@ from kernattn._local.polynomial import (
     monomial_exponents,
     polynomial_estimate,
 )
-from kernattn.smoother._binned.grid import (
-    TOLERANCE,
-    Bins,
-    basis_exponents,
-    bin_targets,
-    binning_error,
-    coarsen,
-    grid_sums,
-    interpolate,
-    locate,
-    make_grid,
-    moment_exponents,
-    own_moments,
-    solve_local_polynomial,
-    sums_fit,
-)
+from kernattn.smoother._binned.binning import Bins, bin_targets, coarsen
+from kernattn.smoother._binned.error import TOLERANCE, binning_error
+from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
+from kernattn.smoother._binned.grid import interpolate, locate, make_grid
+from kernattn.smoother._binned.left_out import own_moments
+from kernattn.smoother._binned.moments import grid_sums, sums_fit
+from kernattn.smoother._binned.solve import solve_local_polynomial
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
 #: outgrows the rows' in any case).

@@ -58,7 +58,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernattn.smoother._binned.grid import Grid, bin_targets, grid_sums, solve_local_polynomial
+from kernattn.smoother._binned.binning import bin_targets
+from kernattn.smoother._binned.grid import Grid
+from kernattn.smoother._binned.moments import grid_sums
+from kernattn.smoother._binned.solve import solve_local_polynomial
 
 __all__ = ["PluginBandwidth", "blocked_quartic_fits", "mallows_blocks", "plugin_bandwidth"]
 

@@ -40,25 +40,17 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from kernattn.smoother._binned.grid import (
+from kernattn.smoother._binned.binning import bin_targets, coarsen
+from kernattn.smoother._binned.cells import cell_moments, coarsen_cells
+from kernattn.smoother._binned.error import binning_error, points_per_bandwidth
+from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
+from kernattn.smoother._binned.grid import grid_fits, locate, make_grid
+from kernattn.smoother._binned.moments import CUTOFF, grid_sums, sums_fit
+from kernattn.smoother._binned.statistics import (
     CRITERIA,
-    CUTOFF,
     NearestOther,
-    basis_exponents,
-    bin_targets,
-    binning_error,
-    cell_moments,
-    coarsen,
-    coarsen_cells,
     criterion_value,
-    grid_fits,
-    grid_sums,
-    locate,
-    make_grid,
-    moment_exponents,
-    points_per_bandwidth,
     row_statistics,
-    sums_fit,
 )
 
 __all__ = [
