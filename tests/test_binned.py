@@ -156,12 +156,12 @@ def test_sums_on_the_grid_equal_direct_sums_for_rows_on_grid_points(d, degree, b
     s = rng.uniform(0.5, 2.0, size=150)
     h = np.full(d, bandwidth)
     S, T = grid_sums(bin_targets(X, Y, grid, s), h, degree).on_data_grid()
-    shift = np.average(Y, axis=0, weights=s)
+    center = np.average(Y, axis=0, weights=s)
     for g, S_g, T_g in zip(grid.points(), S, T, strict=True):
         u, k = direct_weights(X, g, h, s)
         expected_S = [np.sum(k * np.prod(u**e, axis=1)) for e in moment_exponents(degree, d)]
         expected_T = [
-            (k * np.prod(u**e, axis=1)) @ (Y - shift) for e in basis_exponents(degree, d)
+            (k * np.prod(u**e, axis=1)) @ (Y - center) for e in basis_exponents(degree, d)
         ]
         assert np.allclose(S_g, expected_S, rtol=1e-10, atol=1e-12 * max(s.sum(), 1))
         assert np.allclose(T_g, expected_T, rtol=1e-10, atol=1e-10)
@@ -505,6 +505,6 @@ def test_gridded_fit_matches_kernsmooth_locpoly(degree, derivative, bandwidth):
     coef, _ = solve_local_polynomial(S, T, degree, 1, ridge=0.0)
     estimate = coef[:, derivative, 0] * math.factorial(derivative) / bandwidth**derivative
     if derivative == 0:
-        estimate = estimate + bins.shift[0]
+        estimate = estimate + bins.center[0]
     expected = np.array(KERNSMOOTH_LOCPOLY[degree, derivative, bandwidth])
     assert np.allclose(estimate, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())

@@ -22,11 +22,13 @@ grid (Fan and Marron, 1994; Wand and Jones, 1995, appendix D; R's KernSmooth):
    for :math:`|e| \le 2p` and :math:`|e| \le p` respectively (multi-indices in 2-D, where
    the Gaussian is a product and every sum is two 1-D convolutions). Each is a correlation
    of the bin counts with the taps :math:`K(m\delta/h)(m\delta/h)^e`, computed directly or
-   by FFT, whichever the measured crossover :data:`FFT_CROSSOVER` says is faster.
+   by FFT, whichever the measured crossover
+   :data:`~kernattn.smoother._binned.moments.FFT_CROSSOVER` says is faster.
 3. **Queries.** The moments are smooth functions of the evaluation point, so at a query
    :math:`q` they are linearly (bilinearly) *interpolated* from the grid, and the local
    polynomial of degree :math:`p` is solved at :math:`q` from them
-   (:func:`solve_local_polynomial`): interpolating the sums, not the gridded estimate.
+   (:func:`~kernattn.smoother._binned.solve.solve_local_polynomial`): interpolating the
+   sums, not the gridded estimate.
 
 The files, one idea each: ``grid`` (the grid, locating points, interpolation), ``binning``
 (linear binning, coarsening), ``moments`` (the gridded moments), ``solve`` (the local

@@ -97,26 +97,26 @@ def coarsen(counts, grid, factor):
 
 class Bins(NamedTuple):
     """Binned training data: ``counts[..., 0]`` the binned sample weights, ``counts[...,
-    1:]`` the binned weighted targets minus ``shift`` (their weighted mean: FFT rounding is
+    1:]`` the binned weighted targets minus ``center`` (their weighted mean: FFT rounding is
     then relative to the targets' spread, not their magnitude)."""
 
     grid: Grid
     counts: np.ndarray
-    shift: np.ndarray
+    center: np.ndarray
 
 
 def bin_targets(X, Y, grid, sample_weight=None, *, truncate=False):
-    """:func:`linear_binning` of ``[1, Y − shift]`` times the sample weights: the
+    """:func:`linear_binning` of ``[1, Y − center]`` times the sample weights: the
     :class:`Bins` every sum below is computed from (``truncate``: see there)."""
     X = check_points(X, grid.n_dims)
     Y = check_targets(Y, len(X))
     s = check_weights(sample_weight, len(X))
-    shift = np.average(Y, axis=0, weights=s)
+    center = np.average(Y, axis=0, weights=s)
     t = Y.shape[1]
     counts = np.zeros((grid.size, 1 + t))
     for rows in iter_query_blocks(len(X), (1 + t) * 2**grid.n_dims, n_arrays=2, cache=2**20):
         values = np.empty((rows.stop - rows.start, 1 + t))
         values[:, 0] = 1.0 if s is None else s[rows]
-        values[:, 1:] = (Y[rows] - shift) * values[:, :1]
+        values[:, 1:] = (Y[rows] - center) * values[:, :1]
         _accumulate(counts, X[rows], values, grid, truncate)
-    return Bins(grid, counts.reshape(grid.shape + (1 + t,)), shift)
+    return Bins(grid, counts.reshape(grid.shape + (1 + t,)), center)

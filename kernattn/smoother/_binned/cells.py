@@ -23,13 +23,13 @@ _CELL_FIT = np.linalg.inv(np.vander(_CELL_NODES, 7, increasing=True))
 class CellMoments(NamedTuple):
     r"""Per cell of a 1-D grid, the power sums of the rows' fractional positions:
     ``power[m, k]`` :math:`= \sum s\,t^m`, ``value[m, o, k]`` :math:`= \sum s\,y_o t^m`,
-    ``square[m, o, k]`` :math:`= \sum s\,y_o^2 t^m` (targets minus ``shift``, :math:`m
+    ``square[m, o, k]`` :math:`= \sum s\,y_o^2 t^m` (targets minus ``center``, :math:`m
     \le 6`), and the common sample weight ``weight``: what :func:`row_statistics` needs to
     sum the criterion over the rows in :math:`O(G)` per bandwidth (:func:`cell_moments`).
     """
 
     grid: Grid
-    shift: np.ndarray
+    center: np.ndarray
     weight: float
     power: np.ndarray
     value: np.ndarray
@@ -58,7 +58,7 @@ def cell_moments(X, Y, bins):
     for rows in iter_query_blocks(len(X), 8 * (1 + 2 * t), n_arrays=2, cache=2**20):
         index, fraction, _ = locate_cells(X[rows], grid)
         cell, frac = index[:, 0], fraction[0]
-        Yc = Y[rows] - bins.shift
+        Yc = Y[rows] - bins.center
         tm = np.ones_like(frac)
         for m in range(7):
             power[m] += np.bincount(cell, weights=tm, minlength=n_cells)
@@ -66,7 +66,7 @@ def cell_moments(X, Y, bins):
                 value[m, o] += np.bincount(cell, weights=tm * Yc[:, o], minlength=n_cells)
                 square[m, o] += np.bincount(cell, weights=tm * Yc[:, o] ** 2, minlength=n_cells)
             tm = tm * frac
-    return CellMoments(grid, bins.shift, 1.0, power, value, square)
+    return CellMoments(grid, bins.center, 1.0, power, value, square)
 
 
 def coarsen_cells(cells, factor):
@@ -94,7 +94,7 @@ def coarsen_cells(cells, factor):
     coarse = Grid(grid.origin, grid.spacing * factor, ((grid.shape[0] - 1) // factor + 1,))
     return CellMoments(
         coarse,
-        cells.shift,
+        cells.center,
         cells.weight,
         convert(cells.power),
         convert(cells.value),

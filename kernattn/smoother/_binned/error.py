@@ -29,8 +29,8 @@ To keep the error below a tolerance :math:`\epsilon` relative to the spread of :
 the grid takes :math:`h/\delta \ge \sqrt{C_{p,d}/\epsilon}` points per bandwidth
 (:func:`points_per_bandwidth`: 31 in 1-D and 42 in 2-D for local lines at the default
 :data:`TOLERANCE` of 1e-3, 19 and 22 for local constants). :func:`binning_error` reports
-the bound of a given grid; :func:`choose_algorithm` weighs the binned cost against the
-exact one (``"auto"``).
+the bound of a given grid; :func:`~kernattn.smoother._binned.cost.choose_algorithm`
+weighs the binned cost against the exact one (``"auto"``).
 """
 
 import math

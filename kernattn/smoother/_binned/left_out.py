@@ -6,8 +6,9 @@ it gives.
 kernel taps at :math:`0` and :math:`\pm\delta`, interpolated back with the same
 fractions. Subtracting it removes the row from the binned data exactly, so the left-out
 fit at every row costs :math:`O(1)` after the :math:`O(G \log G)` sums:
-:math:`O(G \log G + n)` per bandwidth, not :math:`O(n^2)` (:func:`row_statistics`). The
-trace of the smoother matrix comes from the same own moments.
+:math:`O(G \log G + n)` per bandwidth, not :math:`O(n^2)`
+(:func:`~kernattn.smoother._binned.statistics.row_statistics`). The trace of the smoother
+matrix comes from the same own moments.
 """
 
 import math

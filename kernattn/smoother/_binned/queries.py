@@ -1,11 +1,12 @@
 r"""The binned estimate at queries: the moments interpolated from the grid, or taken
 directly from the bins where the grid holds no data near.
 
-**No data near.** Where the interpolated :math:`S_0` is below :data:`RESOLUTION` times the
-total weight (beyond the extended grid, or where FFT rounding could dominate), the moments
-are recomputed directly from the non-empty bins with the largest logit subtracted (the
-log-sum-exp shift of the exact estimator), so a far query gets the limit of the estimator:
-its nearest bins dominate and the ridge of the solve makes the fit their local constant.
+**No data near.** Where the interpolated :math:`S_0` is below
+:data:`~kernattn.smoother._binned.moments.RESOLUTION` times the total weight (beyond the
+extended grid, or where FFT rounding could dominate), the moments are recomputed directly
+from the non-empty bins with the largest logit subtracted (the log-sum-exp shift of the
+exact estimator), so a far query gets the limit of the estimator: its nearest bins dominate
+and the ridge of the solve makes the fit their local constant.
 """
 
 import numpy as np
@@ -53,10 +54,10 @@ def _query_columns(sums, queries):
     """Moments S (Q, m), T (P, t, m) at checked ``queries`` (see :func:`query_moments`)."""
     index, fraction, inside = locate_cells(queries, sums.grid)
     S, T = sums.split(interpolate_columns(sums.table, sums.grid, index, fraction))
-    far = ~inside | (S[0] <= sums.resolution)
-    if np.any(far):
-        S[:, far], T[..., far] = _direct_moments(
-            sums.bins, sums.bandwidth, sums.degree, queries[far]
+    unserved = ~inside | (S[0] <= sums.resolution)
+    if np.any(unserved):
+        S[:, unserved], T[..., unserved] = _direct_moments(
+            sums.bins, sums.bandwidth, sums.degree, queries[unserved]
         )
     return S, T
 
@@ -80,7 +81,8 @@ def predict(sums, queries, *, return_coefficients=False, n_jobs=None):
     r"""The binned local-polynomial estimate at ``queries``.
 
     Within the data's range the error against the exact estimate is below
-    :func:`binning_error` of the grid, relative to the local spread of the targets.
+    :func:`~kernattn.smoother._binned.error.binning_error` of the grid, relative to the
+    local spread of the targets.
     Beyond it the local polynomial extrapolates, and its error (binned or not) grows
     like the distance in bandwidths to the power of the degree.
 
@@ -89,8 +91,9 @@ def predict(sums, queries, *, return_coefficients=False, n_jobs=None):
     sums : GridSums
     queries : array_like of shape (m, d)
     return_coefficients : bool
-        Also return the local polynomial's coefficients (:func:`solve_local_polynomial`;
-        the intercept there excludes the targets' shift).
+        Also return the local polynomial's coefficients
+        (:func:`~kernattn.smoother._binned.solve.solve_local_polynomial`; the intercept
+        there excludes the targets' center).
     n_jobs : int, optional
         Threads over blocks of queries.
 
@@ -119,7 +122,7 @@ def predict(sums, queries, *, return_coefficients=False, n_jobs=None):
     def block(rows):
         S, T = _query_columns(sums, queries[rows])
         coef, _ = solve_columns(S, T, sums.degree, d)
-        estimate[rows] = coef[0].T + sums.bins.shift
+        estimate[rows] = coef[0].T + sums.bins.center
         if coefficients is not None:
             coefficients[rows] = np.moveaxis(coef, -1, 0)
 

@@ -56,12 +56,12 @@ def _row_block(sums, X, Y, s, own_w, own_v):
     moments = moment_exponents(sums.degree, d)
     basis_pos = basis_in_moments(sums.degree, d)
     ratio = sums.grid.spacing / sums.bandwidth
-    shift = sums.bins.shift
+    center = sums.bins.center
     index, fraction, _ = locate_cells(X, sums.grid)
     S, T = sums.split(interpolate_columns(sums.table, sums.grid, index, fraction))
     own = own_moments(fraction, ratio, moments)
     own_basis = own[basis_pos]
-    Yc = (Y - shift).T  # (t, b)
+    Yc = (Y - center).T  # (t, b)
     f, g = in_sample_fit(sums, S, T, own_basis)
     rss = float(np.sum(s * np.sum((Yc - f) ** 2, axis=0)))
     trace = float(np.sum(s * g))
@@ -69,7 +69,7 @@ def _row_block(sums, X, Y, s, own_w, own_v):
     # ŷ₋ᵢ = α − γ·(own targets)/(own weight), so pass the group's mean target.
     alpha, gamma, resolved = left_out_fit(sums, S - own_w * own, T, own_basis, own_w)
     with np.errstate(divide="ignore", invalid="ignore"):
-        own_mean = np.where(own_w > 0, (own_v.T - own_w * shift[:, None]) / own_w, 0.0)
+        own_mean = np.where(own_w > 0, (own_v.T - own_w * center[:, None]) / own_w, 0.0)
     residual = (Yc - alpha + gamma * own_mean)[:, resolved]
     sse = float(np.sum(s[resolved] * np.sum(residual**2, axis=0)))
     return sse, rss, trace, np.flatnonzero(~resolved)
@@ -125,9 +125,8 @@ def row_statistics(
     if cells is not None:
         if s is not None or own_weight is not None or own_values is not None:
             raise ValueError("cells hold unweighted rows; pass no weights with them")
-        if not (
-            same_grid(cells.grid, sums.bins.grid) and np.array_equal(cells.shift, sums.bins.shift)
-        ):
+        same_center = np.array_equal(cells.center, sums.bins.center)
+        if not (same_grid(cells.grid, sums.bins.grid) and same_center):
             raise ValueError("cells were made on another grid than the sums")
     s = np.ones(len(X)) if s is None else s
     own_w = s if own_weight is None else np.asarray(own_weight, dtype=float)
