@@ -7,31 +7,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernattn.smoother._binned.grid import (
+from kernattn.smoother._binned.binning import bin_targets, coarsen, linear_binning
+from kernattn.smoother._binned.cells import cell_moments, coarsen_cells
+from kernattn.smoother._binned.cost import choose_algorithm
+from kernattn.smoother._binned.error import binning_error, error_constant, points_per_bandwidth
+from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
+from kernattn.smoother._binned.grid import Grid, interpolate, make_grid
+from kernattn.smoother._binned.moments import grid_sums, kernel_taps
+from kernattn.smoother._binned.queries import predict, query_moments
+from kernattn.smoother._binned.solve import solve_local_polynomial
+from kernattn.smoother._binned.statistics import (
     CRITERIA,
-    Grid,
     NearestOther,
     RowStatistics,
-    basis_exponents,
-    bin_targets,
-    binning_error,
-    cell_moments,
-    choose_algorithm,
-    coarsen,
-    coarsen_cells,
     criterion_value,
-    error_constant,
-    grid_sums,
-    interpolate,
-    kernel_taps,
-    linear_binning,
-    make_grid,
-    moment_exponents,
-    points_per_bandwidth,
-    predict,
-    query_moments,
     row_statistics,
-    solve_local_polynomial,
 )
 
 # ----------------------------------------------------------------------------- references
@@ -166,12 +156,12 @@ def test_sums_on_the_grid_equal_direct_sums_for_rows_on_grid_points(d, degree, b
     s = rng.uniform(0.5, 2.0, size=150)
     h = np.full(d, bandwidth)
     S, T = grid_sums(bin_targets(X, Y, grid, s), h, degree).on_data_grid()
-    shift = np.average(Y, axis=0, weights=s)
+    center = np.average(Y, axis=0, weights=s)
     for g, S_g, T_g in zip(grid.points(), S, T, strict=True):
         u, k = direct_weights(X, g, h, s)
         expected_S = [np.sum(k * np.prod(u**e, axis=1)) for e in moment_exponents(degree, d)]
         expected_T = [
-            (k * np.prod(u**e, axis=1)) @ (Y - shift) for e in basis_exponents(degree, d)
+            (k * np.prod(u**e, axis=1)) @ (Y - center) for e in basis_exponents(degree, d)
         ]
         assert np.allclose(S_g, expected_S, rtol=1e-10, atol=1e-12 * max(s.sum(), 1))
         assert np.allclose(T_g, expected_T, rtol=1e-10, atol=1e-10)
@@ -515,6 +505,6 @@ def test_gridded_fit_matches_kernsmooth_locpoly(degree, derivative, bandwidth):
     coef, _ = solve_local_polynomial(S, T, degree, 1, ridge=0.0)
     estimate = coef[:, derivative, 0] * math.factorial(derivative) / bandwidth**derivative
     if derivative == 0:
-        estimate = estimate + bins.shift[0]
+        estimate = estimate + bins.center[0]
     expected = np.array(KERNSMOOTH_LOCPOLY[degree, derivative, bandwidth])
     assert np.allclose(estimate, expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())

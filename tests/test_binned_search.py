@@ -3,14 +3,11 @@
 import numpy as np
 import pytest
 
-from kernattn.smoother._binned.grid import (
-    bin_targets,
-    criterion_value,
-    grid_sums,
-    make_grid,
-    row_statistics,
-)
+from kernattn.smoother._binned.binning import bin_targets
+from kernattn.smoother._binned.grid import make_grid
+from kernattn.smoother._binned.moments import grid_sums
 from kernattn.smoother._binned.search import FACTORS, BinnedCriterion, search_bandwidth
+from kernattn.smoother._binned.statistics import criterion_value, row_statistics
 
 
 def sine_rows(n, d, seed=0):

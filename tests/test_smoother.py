@@ -443,7 +443,7 @@ def test_degree_auto_takes_the_degree_of_the_lower_criterion():
     assert auto.degree_ == expected
     # With a rule, the leave-one-out errors at its bandwidth decide.
     auto = KernelSmoother(degree="auto").fit(X, trend)
-    assert auto.degree_ == 1 and auto.held_back_ >= 0.0
+    assert auto.degree_ == 1
     for criterion in ("aic", "gcv"):
         auto = KernelSmoother(bandwidth=criterion, degree="auto").fit(X, trend)
         chosen = KernelSmoother(bandwidth=criterion, degree=auto.degree_).fit(X, trend)

@@ -11,86 +11,43 @@ and the last term depends on the query only, so it cancels in the softmax: the w
 rules and the leave-one-out search live in :mod:`kernattn.bandwidth`.
 """
 
-import math
-import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from kernattn._core.blocks import iter_query_blocks
-from kernattn._core.namespaces import in_caller_library
-from kernattn._core.numerics import power_of_two_scale, weighted_mean
-from kernattn._engine.heads import SoftmaxHeads
-from kernattn._engine.inference import (
-    INTERVAL_METHODS,
-    NOISE_ESTIMATES,
-    LinearSmootherInference,
-    nadaraya_watson_gradient_weights,
-    normal_quantile,
-)
+from kernattn._engine.inference import LinearSmootherInference
 from kernattn._engine.regressor import HELD_BACK_ROWS, NadarayaWatsonRegressor
-from kernattn._engine.summary import RowSummary, check_summary, sample_seed, summarize
-from kernattn._local.fits import LocalPolynomials
 from kernattn._local.polynomial import check_degree
-from kernattn.bandwidth import (
-    BANDWIDTH_RULES,
-    CRITERIA,
-    BandwidthWarning,
-    resolve_bandwidth,
-    select_bandwidth,
-)
-from kernattn.bandwidth._criterion import Criterion
-from kernattn.bandwidth._mixed import (
-    MixedEncoding,
-    categorical_codes,
-    dtype_categories,
-    mixed_bandwidth,
-    resolve_feature_kinds,
-    select_mixed_bandwidth,
-)
-from kernattn.bandwidth._search import edge_message, search_criterion, subset_sizes
+from kernattn.bandwidth import BANDWIDTH_RULES, CRITERIA
+from kernattn.bandwidth._mixed import categorical_codes, dtype_categories
+from kernattn.bandwidth._search import subset_sizes
 from kernattn.kernels import KERNELS
-from kernattn.smoother._binned.grid import (
-    MAX_DIMS,
-    TOLERANCE,
-    bin_targets,
-    choose_algorithm,
-    grid_sums,
-    make_grid,
-    row_statistics,
-)
 from kernattn.smoother._binned.kernel import (
     BinnedInference,
     BinnedKernel,
-    DeferredLocalPolynomials,
 )
-from kernattn.smoother._binned.plugin import plugin_bandwidth
-from kernattn.smoother._binned.search import (
-    COARSE_TOLERANCE,
-    SEARCH_TOLERANCE,
-    BinnedCriterion,
-    search_bandwidth,
+from kernattn.smoother._inference import SmootherInference
+from kernattn.smoother._kernel import bandwidth_heads, local_polynomials
+from kernattn.smoother._parts import search_on_parts, unsupported_on_parts, warn_in_memory
+from kernattn.smoother._selection import (
+    binned_trace,
+    mixed_encoding,
+    select_in_units,
+    select_mixed,
+    warn_lower_edge,
+)
+from kernattn.smoother._tier import (
+    binned_reason,
+    check_binned_possible,
+    final_tier,
+    search_on_bins,
+    search_tier,
 )
 
 #: The values of ``algorithm``.
 ALGORITHMS = ("auto", "exact", "binned")
-#: ``algorithm="auto"`` keeps the exact sums below this many training rows: they take well
-#: under a second there, and small fits stay exact to rounding.
-AUTO_MIN_ROWS = 10_000
-#: The binned tier's grid meets ``TOLERANCE`` (1e-3), or where that grid would exceed
-#: ``working_memory`` the smallest power-of-two multiple up to this that fits.
-MAX_TOLERANCE = 8e-3
-#: Beyond this many rows (one or two continuous features, Gaussian kernel) a criterion is
-#: searched on binned sums over every row even with ``algorithm="exact"``: the exact
-#: search on 2 400 sampled queries then picks bandwidths several times too small (at 10⁶
-#: rows of sin 2πx plus noise, 0.0014 and 0.00036 by seed against a best of 0.0035).
-EXACT_SEARCH_ROWS = 100_000
-#: ``effective_dof_`` on the binned tier sums the trace over at most this many rows.
-TRACE_ROWS = 50_000
 #: Up to this many training rows the binned tier measures ``held_back_`` on the exact
 #: kernel (at most 512 rows against every key), and the noise estimate of
 #: ``predict_interval`` and ``gradient`` from every row's exact weights; beyond, both on
@@ -98,7 +55,7 @@ TRACE_ROWS = 50_000
 _EXACT_HELD_BACK_ROWS = 20_000
 
 
-class KernelSmoother(NadarayaWatsonRegressor):
+class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
     r"""Nadaraya–Watson kernel regression (local constant or local linear).
 
     The estimate at a query :math:`x` is the kernel-weighted average of the training targets,
@@ -240,11 +197,11 @@ class KernelSmoother(NadarayaWatsonRegressor):
         ``"binned"`` raises a ``ValueError`` saying why where it is not possible (three or
         more features, discrete features, a compact kernel, a grid beyond
         ``working_memory``). ``"auto"`` chooses the binned tier where it is possible and
-        the cost model of :func:`kernattn.smoother._binned.grid.choose_algorithm` (for predicting
-        the
-        training rows, at the normal-reference bandwidth and then at ``bandwidth_``) says
-        it is cheaper, from 10 000 training rows; the exact tier otherwise (below that the
-        exact sums are fast, and small fits stay exact to rounding). ``predict`` (with
+        the cost model of :func:`kernattn.smoother._binned.cost.choose_algorithm` (for
+        predicting the training rows, at the normal-reference bandwidth and then at
+        ``bandwidth_``) says it is cheaper, from 10 000 training rows; the exact tier
+        otherwise (below that the exact sums are fast, and small fits stay exact to
+        rounding). ``predict`` (with
         ``return_std``, and ``score``) uses the binned sums, and so does the analytic
         ``predict_interval`` beyond 20 000 rows: its variance :math:`\sum_i l_i(x)^2
         \sigma^2(x_i)/s_i` is a quadratic form in the squared kernel's moments of the
@@ -299,7 +256,7 @@ class KernelSmoother(NadarayaWatsonRegressor):
         Only on the binned tier: the first-order bound of the binned estimate's error
         against the exact one at queries within the data's range, relative to the local
         spread of the targets (at most the tolerance: 1e-3, or up to 8e-3 where a finer
-        grid would not fit in ``working_memory``; see :mod:`kernattn.smoother._binned.grid`).
+        grid would not fit in ``working_memory``; see :mod:`kernattn.smoother._binned.error`).
         Beyond the range the queries are exact.
     exact_cells_ : int
         Only on the binned tier: how many cells of the grid (of the
@@ -487,77 +444,22 @@ class KernelSmoother(NadarayaWatsonRegressor):
         ``attention_weights``, ``predict_interval``, ``gradient``) reads its rows.
         """
         selection = None
-        unsupported = self._unsupported_on_parts()
+        unsupported = unsupported_on_parts(self.get_params())
         if not unsupported and subset_sizes(rows.n_rows):
             # Read three times (the first pass, the search's parts, the rows brought in):
             # computed once, kept until the fit ends.
             rows = rows.persisted()
-            selection = self._search_on_parts(rows)
+            selection = search_on_parts(rows, self.random_state, self.n_jobs, self.verbose)
         X, y, sample_weight = rows.collect()
         searched = isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA
         if searched and unsupported and subset_sizes(len(X)):
-            warnings.warn(
-                f"KernelSmoother: {unsupported}; only the leave-one-out search of the "
-                "Gaussian local-constant smoother (bandwidth='loo', kernel='gaussian', "
-                "degree=0, continuous features) evaluates its criterion where the rows "
-                "are. This search runs in memory, on the training set brought from the "
-                "partitions.",
-                UserWarning,
-                stacklevel=4,
-            )
+            warn_in_memory(unsupported)
         self._fit_arrays(X, y, sample_weight, selection=selection)
 
-    def _unsupported_on_parts(self):
-        """Why the bandwidth is not searched where the rows are (``""``: it is)."""
-        if not (isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA):
-            return "no search"
-        reasons = []
-        if self.bandwidth != "loo":
-            reasons.append(f"bandwidth={self.bandwidth!r}")
-        if self.kernel != "gaussian":
-            reasons.append(f"kernel={self.kernel!r}")
-        if self.degree != 0:
-            reasons.append(f"degree={self.degree!r}")
-        for name in ("categorical_features", "ordinal_features"):
-            if getattr(self, name) is not None:
-                reasons.append(f"{name} given")
-        return ", ".join(reasons)
-
-    def _search_on_parts(self, rows):
-        """The leave-one-out bandwidth search with the criterion's sums taken where the
-        parts are: a first pass takes the statistics of the rows of positive weight and a
-        uniform sample of queries (:mod:`kernattn._engine.summary`), whose first 600 and then all
-        2 400 rows are the nested subsets of the in-memory search; the search's steps are
-        the in-memory search's (:func:`~kernattn.bandwidth.search_criterion`). ``None``
-        when the rows of positive weight are too few for a search on subsets: then the
-        exact search runs in memory, as for arrays."""
-        started = time.perf_counter()
-        n_sample = subset_sizes(rows.n_rows)[-1]
-        summary = rows.reduce(
-            summarize, RowSummary.merge, sample_seed(self.random_state), n_sample
-        )
-        check_summary(summary)
-        sizes = subset_sizes(summary.count)
-        if not sizes:
-            return None
-        if self.verbose >= 1:
-            print(
-                f"[bandwidth='loo' on {rows.n_parts} partitions "
-                f"{time.perf_counter() - started:7.2f} s] first pass: {summary.count} rows, "
-                f"{sizes[-1]} queries sampled on the workers; the partitions stay there, "
-                "centered, during the search"
-            )
-        criterion = Criterion.on_parts(rows, summary, n_jobs=self.n_jobs)
-        try:
-            stages = [np.arange(size) for size in sizes]
-            return search_criterion(
-                criterion, criterion.scott, stages, "loo", "gaussian", self.verbose
-            )
-        finally:
-            criterion.release()
-
     def _fit_kernel(self, X, Y, sample_weight, selection=None):
-        self._encoding = self._mixed_encoding(X)
+        self._encoding = mixed_encoding(
+            self.categorical_features, self.ordinal_features, X, self._categories, self.kernel
+        )
         self._binned = None
         # The columns of the kernel's inputs the local polynomial lives in: all of them, or
         # with discrete features the continuous ones (the levels enter through the weights).
@@ -566,346 +468,65 @@ class KernelSmoother(NadarayaWatsonRegressor):
         else:
             self._line = self._encoding.line_columns()
         candidates = self._degree_candidates()
+        reason = binned_reason(X, self.kernel, self._encoding is not None)
         if self._encoding is not None:
-            self._check_binned_possible(X)
-            if isinstance(self.bandwidth, str) and self.bandwidth == "plugin":
-                raise ValueError(
-                    "bandwidth='plugin' (the direct plug-in of local-linear regression) "
-                    "needs one continuous feature; categorical_features or "
-                    "ordinal_features were given"
-                )
+            check_binned_possible(self.algorithm, reason)
             kernel, degree = self._fit_mixed_kernel(X, Y, sample_weight, candidates)
             algorithm = "exact"
         else:
-            tier = self._search_tier(X, Y, candidates)
+            tier = search_tier(
+                self.algorithm, self.bandwidth, self.kernel, X, Y, max(candidates), reason
+            )
             if selection is not None:
                 h, degree = self._use_selection(selection), 0
             else:
-                h, degree = self._select_in_units(X, Y, sample_weight, candidates, tier)
+                on_bins = tier == "binned" or search_on_bins(self.bandwidth, len(X), reason)
+                h, degree, selection = select_in_units(
+                    X, Y, sample_weight, candidates, on_bins, self.get_params()
+                )
+                if selection is not None:
+                    self._use_selection(selection)
             self.bandwidth_ = h
-            algorithm = self._final_tier(X, Y, h, degree)
-            # Center before scaling: distances are translation invariant, their expansion
-            # ‖q‖² + ‖k‖² − 2qᵀk is not (data near 1e6 would lose every digit).
+            algorithm, self._tolerance = final_tier(
+                self.algorithm, X, h, degree, Y.shape[1], reason
+            )
             kernel = self._bandwidth_heads(self.kernel, X, sample_weight, h, Y.shape[1])
         self.degree_ = degree
         self.algorithm_ = algorithm
-        self.held_back_ = 0.0
+        values = self._values / self._value_scale
         if degree > 0:
-            values = self._values / self._value_scale
-            if algorithm == "binned":
-                polynomials = DeferredLocalPolynomials(
-                    kernel, self._value_columns_built, values, degree, self._line, sample_weight
-                )
-            else:
-                polynomials = LocalPolynomials(
-                    kernel.keys(0),
-                    self._value_columns,
-                    values,
-                    degree,
-                    dims=self._line,
-                    sample_weight=sample_weight,
-                )
+            polynomials = local_polynomials(
+                kernel,
+                self._value_columns_built,
+                values,
+                degree,
+                self._line,
+                sample_weight,
+                binned=algorithm == "binned",
+            )
             kernel = kernel.with_local([polynomials])
+        self.held_back_ = 0.0
         if algorithm == "binned":
             self._binned = BinnedKernel(
-                X,
-                self._values / self._value_scale,
-                sample_weight,
-                self.bandwidth_,
-                degree,
-                tol=self._tolerance,
+                X, values, sample_weight, self.bandwidth_, degree, tol=self._tolerance
             )
             self.grid_shape_ = self._binned.grid_shape
             self.binning_error_ = self._binned.binning_error
             self.exact_cells_ = self._binned.exact_cells
             if degree > 0 and len(X) > _EXACT_HELD_BACK_ROWS:
-                self.held_back_ = self._binned_held_back_share(X, sample_weight)
+                self.held_back_ = self._binned.held_back_share(
+                    X, values, sample_weight, HELD_BACK_ROWS
+                )
             elif degree > 0:
                 self.held_back_ = self._held_back_share(kernel, X)
         elif degree > 0:
             inputs = X if self._encoding is None else self._encoding.transform(X)
             self.held_back_ = self._held_back_share(kernel, inputs)
         if np.isnan(getattr(self, "effective_dof_", 0.0)):
-            self.effective_dof_ = self._binned_trace(X, sample_weight)
+            self.effective_dof_ = binned_trace(
+                X, values, sample_weight, self.bandwidth_, degree, self._binned, n_jobs=self.n_jobs
+            )
         return kernel
-
-    def _select_in_units(self, X, Y, sample_weight, candidates, tier):
-        """The bandwidth and degree, selected on the inputs and the targets each divided
-        by a power of two near its largest magnitude (per feature for the inputs), then
-        the bandwidth multiplied back (a given bandwidth is used as it is).
-
-        Dividing by a power of two is exact, so the selection does not depend on the units
-        of ``X`` or ``y`` (to the last bit, short of the subnormal range), and data near the
-        ends of the float range (2⁻¹⁰⁰⁰ or 2¹⁰⁰⁰ times ordinary ones) are searched in the
-        time, and with the result, of ordinary ones: no square or sum overflows, none
-        underflows. The criterion's value is reported in the targets' units.
-        """
-        method = self.bandwidth if isinstance(self.bandwidth, str) else None
-        if method is None:
-            # A given bandwidth is in the units of X.
-            x_unit, y_unit = np.ones(X.shape[1]), 1.0
-        else:
-            x_unit = power_of_two_scale(X, axis=0)
-            y_unit = float(power_of_two_scale(Y))
-            X, Y = X / x_unit, Y / y_unit
-        if tier == "binned" or self._search_on_bins(X):
-            h, degree = self._select_binned(X, Y, sample_weight, candidates)
-        else:
-            h, degree = self._select_bandwidth(X, Y, sample_weight, candidates)
-        if method == "loo":
-            self.loo_error_ = _times_square(self.loo_error_, y_unit)
-        elif method in CRITERIA:
-            if method == "aic":
-                self.criterion_ = self.criterion_ + 2.0 * math.log(y_unit)
-            else:
-                self.criterion_ = _times_square(self.criterion_, y_unit)
-        return h * x_unit, degree
-
-    # ------------------------------------------------------------ binned tier
-
-    def _binned_reason(self, X):
-        """Why the binned tier cannot fit ``X`` (``""``: it can)."""
-        if self._encoding is not None:
-            return (
-                "the binned sums are for continuous features only (categorical_features "
-                "or ordinal_features were given)"
-            )
-        if self.kernel != "gaussian":
-            return (
-                f"the binned sums are for the Gaussian kernel (the sums of a local "
-                f"polynomial as convolutions of its moments); got kernel={self.kernel!r}"
-            )
-        if not 1 <= X.shape[1] <= MAX_DIMS:
-            return (
-                f"the binned sums support 1 or {MAX_DIMS} features (a grid has G^d "
-                f"points); X has {X.shape[1]}"
-            )
-        if not np.all(np.ptp(X, axis=0) > 0):
-            return "every feature must vary in the training set to put a grid on it"
-        return ""
-
-    def _search_on_bins(self, X):
-        """Whether an exact-tier criterion is searched on binned sums over every row: for
-        more than ``EXACT_SEARCH_ROWS`` rows, where the exact search would evaluate it on
-        2 400 sampled queries only (too noisy there to find the minimum)."""
-        return (
-            isinstance(self.bandwidth, str)
-            and self.bandwidth in CRITERIA
-            and len(X) > EXACT_SEARCH_ROWS
-            and not self._binned_reason(X)
-        )
-
-    def _check_binned_possible(self, X):
-        """A ``ValueError`` for ``algorithm="binned"`` where the tier cannot fit ``X``."""
-        if self.algorithm == "binned":
-            reason = self._binned_reason(X)
-            if reason:
-                raise ValueError(
-                    f"algorithm='binned' is not possible here: {reason}. Use "
-                    "algorithm='exact' (or 'auto', which chooses it)."
-                )
-
-    def _search_tier(self, X, Y, candidates):
-        r"""The tier the bandwidth is selected on: ``"binned"`` for ``algorithm="binned"``,
-        for ``"auto"`` where the cost model prefers the binned sums at the normal-reference
-        bandwidth :math:`\sigma_j n^{-1/(d+4)}` (or at the given bandwidth) for predicting
-        the training rows."""
-        self._check_binned_possible(X)
-        if self.algorithm == "exact" or self._binned_reason(X):
-            return "exact"
-        if self.algorithm == "binned":
-            return "binned"
-        if len(X) < AUTO_MIN_ROWS:
-            return "exact"
-        if isinstance(self.bandwidth, str):
-            unit = power_of_two_scale(X, axis=0)
-            h = np.std(X / unit, axis=0) * len(X) ** (-1.0 / (X.shape[1] + 4)) * unit
-        else:
-            h = self._given_bandwidth(X, Y)
-            if h is None:
-                return "exact"
-        return self._cheaper(X, h, max(candidates), Y.shape[1])
-
-    @staticmethod
-    def _cheaper(X, h, degree, n_outputs):
-        """:func:`~kernattn.smoother._binned.grid.choose_algorithm` for predicting the training
-        rows, at
-        the tolerance or, where that grid does not fit in memory, at ``MAX_TOLERANCE`` (in
-        units of a power of two per input, where no square or sum overflows)."""
-        unit = power_of_two_scale(X, axis=0)
-        for tol in (TOLERANCE, MAX_TOLERANCE):
-            choice = choose_algorithm(
-                X / unit, h / unit, len(X), degree=degree, n_outputs=2 * n_outputs, tol=tol
-            )
-            if choice == "binned":
-                return choice
-        return "exact"
-
-    def _given_bandwidth(self, X, Y):
-        """A numeric ``bandwidth`` as one per feature, or ``None`` if it is not valid (the
-        exact path then says why)."""
-        try:
-            return resolve_bandwidth(self.bandwidth, X, Y, None, self.kernel)[0]
-        except (ValueError, TypeError):
-            return None
-
-    def _final_tier(self, X, Y, h, degree):
-        """The tier of the fitted smoother at its bandwidth ``h``: binned where the search
-        tier was (or ``algorithm="auto"`` prefers it now) and its grid fits in
-        ``working_memory``."""
-        if self.algorithm == "exact" or self._binned_reason(X):
-            return "exact"
-        t = Y.shape[1]
-        if self.algorithm == "auto":
-            if len(X) < AUTO_MIN_ROWS:
-                return "exact"
-            chosen = self._cheaper(X, h, degree, t)
-            return chosen if chosen == "exact" else self._fits_or(X, h, degree, t, "exact")
-        return self._fits_or(X, h, degree, t, None)
-
-    def _fits_or(self, X, h, degree, t, fallback):
-        """``"binned"`` with the smallest tolerance (``TOLERANCE`` times a power of two, at
-        most ``MAX_TOLERANCE``) whose grid fits in ``working_memory``, kept for the fit;
-        otherwise ``fallback``, or a ``ValueError`` without one."""
-        tol = TOLERANCE
-        while tol <= MAX_TOLERANCE * (1 + 1e-9):
-            if BinnedKernel.fits(X, h, degree, t, tol=tol):
-                self._tolerance = tol
-                return "binned"
-            tol *= 2.0
-        if fallback is not None:
-            return fallback
-        raise ValueError(
-            f"algorithm='binned' is not possible here: the grid for the bandwidth "
-            f"{np.array2string(np.asarray(h), precision=4)} at the binning tolerance "
-            f"{MAX_TOLERANCE:g} needs more memory than working_memory allows (a bandwidth "
-            "far below the data's range). Use algorithm='exact' or 'auto', or raise "
-            "sklearn's working_memory."
-        )
-
-    def _select_binned(self, X, Y, sample_weight, candidates):
-        """The bandwidth and degree on the binned tier: a criterion searched on the binned
-        sums (:func:`~kernattn.smoother._binned.search.search_bandwidth`, every row, O(G log G + n)
-        per bandwidth), the plug-in, a rule or the given bandwidth."""
-        weights = None if np.all(sample_weight == sample_weight[0]) else sample_weight
-        if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
-            searches = [
-                search_bandwidth(
-                    X,
-                    Y,
-                    weights,
-                    degree=p,
-                    criterion=self.bandwidth,
-                    tol=SEARCH_TOLERANCE if X.shape[1] == 1 else COARSE_TOLERANCE,
-                    n_jobs=self.n_jobs,
-                )
-                for p in candidates
-            ]
-            best = _first_lowest([search.value for search in searches])
-            search, degree = searches[best], candidates[best]
-            if self.bandwidth == "loo":
-                self.loo_error_ = search.value
-            else:
-                self.criterion_ = search.value
-            top = search.factors[-1] * search.reference
-            low = search.factors[0] * search.reference
-            self.irrelevant_features_ = search.at_edge & (search.bandwidth >= top * 0.999)
-            lower = search.at_edge & (search.bandwidth <= low * 1.001)
-            # effective_dof_ once the tier is known (the binned fit's own sums serve it).
-            self.effective_dof_ = np.nan
-            self._warn_lower_edge(lower)
-            return search.bandwidth, degree
-        h = self._rule_bandwidth(X, Y, sample_weight)
-        if len(candidates) == 1:
-            return h, candidates[0]
-        # degree="auto" at a given bandwidth: the lower binned leave-one-out error.
-        losses = []
-        for p in candidates:
-            criterion = BinnedCriterion(
-                X,
-                Y,
-                weights,
-                degree=p,
-                criterion="loo",
-                min_bandwidth=h,
-                levels=0,
-                tol=SEARCH_TOLERANCE,
-                n_jobs=self.n_jobs,
-            )
-            losses.append(criterion(h, SEARCH_TOLERANCE))
-        return h, candidates[_first_lowest(losses)]
-
-    def _binned_trace(self, X, sample_weight):
-        """tr S, the effective degrees of freedom at ``bandwidth_``, from binned sums (the
-        fit's, or on the exact tier sums at the search's tolerance): summed over at most
-        ``TRACE_ROWS`` rows evenly spread in the order of the inputs, scaled to all of
-        them."""
-        values = self._values[:, :1] / self._value_scale[:1]
-        weights = None if np.all(sample_weight == sample_weight[0]) else sample_weight
-        # In units of a power of two per input, as the binned sums are (exact).
-        unit = power_of_two_scale(X, axis=0)
-        X = X / unit
-        h, degree = self.bandwidth_ / unit, self.degree_
-        if self._binned is not None:
-            sums = self._binned.sums
-            values = self._values / self._value_scale
-        else:
-            grid = make_grid(X, h, degree=degree, tol=SEARCH_TOLERANCE)
-            sums = grid_sums(bin_targets(X, values, grid, weights), h, degree)
-        rows = np.unique(np.linspace(0, len(X) - 1, min(len(X), TRACE_ROWS)).round())
-        rows = rows.astype(int)
-        w = None if weights is None else weights[rows]
-        stats = row_statistics(sums, X[rows], values[rows], w, n_jobs=self.n_jobs)
-        total = len(X) if weights is None else float(weights.sum())
-        return stats.trace * total / stats.total
-
-    def _rule_bandwidth(self, X, Y, sample_weight):
-        """A rule's, the plug-in's or the given bandwidth, one per feature."""
-        if isinstance(self.bandwidth, str) and self.bandwidth == "plugin":
-            return self._plugin_bandwidth(X, Y, sample_weight)
-        rules = BANDWIDTH_RULES + CRITERIA[1:]
-        return resolve_bandwidth(self.bandwidth, X, Y, sample_weight, self.kernel, rules=rules)[0]
-
-    def _plugin_bandwidth(self, X, Y, sample_weight):
-        """The direct plug-in bandwidth of local-linear regression (KernSmooth's dpill)."""
-        problems = []
-        if X.shape[1] != 1:
-            problems.append(f"one feature (X has {X.shape[1]})")
-        if Y.shape[1] != 1:
-            problems.append(f"one output (y has {Y.shape[1]})")
-        if not np.all(sample_weight == sample_weight[0]):
-            problems.append("no sample weights")
-        if problems:
-            raise ValueError(
-                "bandwidth='plugin' (the direct plug-in of local-linear regression, "
-                f"Ruppert, Sheather and Wand 1995) needs {', '.join(problems)}; use "
-                "bandwidth='loo', 'aic' or 'gcv' instead"
-            )
-        return np.array([plugin_bandwidth(X[:, 0], Y[:, 0])])
-
-    def _binned_held_back_share(self, X, sample_weight):
-        """``held_back_`` on the binned tier: the rows of :meth:`_held_back_share`, each
-        left out with its exact duplicates from the gridded sums
-        (:meth:`BinnedKernel.held_back_rows`)."""
-        n = len(X)
-        if n < 2:
-            return 0.0
-        rows = np.unique(np.linspace(0, n - 1, min(n, HELD_BACK_ROWS)).round().astype(int))
-        # Exact duplicates are adjacent: the rows are in canonical order, sorted by inputs.
-        first = np.ones(n, dtype=bool)
-        first[1:] = np.any(X[1:] != X[:-1], axis=1)
-        group = np.cumsum(first) - 1
-        values = self._values / self._value_scale
-        own_weight = np.bincount(group, sample_weight)[group[rows]]
-        own_values = np.column_stack(
-            [
-                np.bincount(group, sample_weight * values[:, o])[group[rows]]
-                for o in range(values.shape[1])
-            ]
-        )
-        held_back, alone = self._binned.held_back_rows(X[rows], own_weight, own_values)
-        counted = ~alone
-        return float(held_back[counted].mean()) if np.any(counted) else 0.0
 
     def _head_moments(self, X, h, return_std, exact=None):
         """The engine's hook: on the binned tier the local fit from the gridded sums, the
@@ -914,26 +535,14 @@ class KernelSmoother(NadarayaWatsonRegressor):
         binned = getattr(self, "_binned", None)
         if binned is None or exact is not None:
             return super()._head_moments(X, h, return_std, exact)
-        mean, second, ybar, redo = binned.moments(X, return_second=return_std)
-        spread = None
-        if return_std:
-            spread = np.maximum(second - ybar**2 + (ybar - mean) ** 2, 0.0)
-            served = np.flatnonzero(~redo)
-            if len(served):
-                spread[served] = self._accurate_spread(
-                    X[served], h, mean[served], spread[served], second[served]
-                )
-        held_back = np.zeros(len(X), dtype=bool)
-        rows = np.flatnonzero(redo)
-        for block in iter_query_blocks(len(rows), self.kernel_.n_keys):
-            part = rows[block]
-            m, s, held = super()._head_moments(X[part], h, return_std)
-            mean[part] = m
-            if return_std:
-                spread[part] = s
-            if held is not None:
-                held_back[part] = held
-        return mean, spread, held_back
+        exact_moments = super()._head_moments
+        return binned.head_moments(
+            X,
+            return_std,
+            lambda queries, *moments: self._accurate_spread(queries, h, *moments),
+            lambda queries: exact_moments(queries, h, return_std),
+            self.kernel_.n_keys,
+        )
 
     def _block_width(self):
         binned = getattr(self, "_binned", None)
@@ -950,65 +559,20 @@ class KernelSmoother(NadarayaWatsonRegressor):
             candidates = (check_degree(self.degree, len(self._line)),)
         return candidates if len(self._line) else (0,)
 
-    def _select_bandwidth(self, X, Y, sample_weight, candidates):
-        """The bandwidth and the degree (and, for the selectors, the fitted attributes they
-        report)."""
-        if not (isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA):
-            h = self._rule_bandwidth(X, Y, sample_weight)
-            if len(candidates) == 1:
-                return h, candidates[0]
-            objectives = [
-                Criterion(X, Y, sample_weight, self.kernel, degree=p, n_jobs=self.n_jobs)
-                for p in candidates
-            ]
-            if objectives[0].n_groups < 2:
-                # One distinct input: leaving it out leaves no key, and every error is 0/0.
-                return h, candidates[0]
-            return h, _lowest_leave_one_out(objectives, np.log(h), candidates)
-        random_state = _paired_random_state(self.random_state, len(candidates))
-        selections = [
-            select_bandwidth(
-                X,
-                Y,
-                sample_weight,
-                self.kernel,
-                criterion=self.bandwidth,
-                degree=p,
-                n_jobs=self.n_jobs,
-                random_state=random_state,
-                verbose=self.verbose,
-            )
-            for p in candidates
-        ]
-        best = _first_lowest([selection.value for selection in selections])
-        return self._use_selection(selections[best]), candidates[best]
-
-    def _use_selection(self, selection):
-        """The fitted attributes a bandwidth selection reports; its bandwidth."""
+    def _use_selection(self, selection, searched=None):
+        """The fitted attributes a bandwidth selection reports; its bandwidth. A
+        ``BandwidthWarning`` names the features (of ``searched``, default all) whose
+        bandwidth ended on the lower edge of the search."""
         if self.bandwidth == "loo":
             self.loo_error_ = selection.value
         else:
             self.criterion_ = selection.value
         self.effective_dof_ = selection.effective_dof
         self.irrelevant_features_ = selection.upper_edge
-        self._warn_lower_edge(selection.lower_edge)
-        return selection.bandwidth
-
-    def _warn_lower_edge(self, lower):
-        """A ``BandwidthWarning`` naming the features whose selected bandwidth ended on the
-        lower edge of the search (``lower``: a boolean per feature), if any."""
-        if np.any(lower):
-            features = self._feature_labels(np.flatnonzero(lower))
-            warnings.warn(
-                edge_message(self.bandwidth, features, "lower"), BandwidthWarning, stacklevel=5
-            )
-
-    def _feature_labels(self, indices):
-        """Feature indices, with their names where ``X`` had column names."""
+        lower = selection.lower_edge if searched is None else selection.lower_edge & searched
         names = getattr(self, "feature_names_in_", None)
-        if names is None:
-            return indices.tolist()
-        return [f"{i} ({names[i]})" for i in indices]
+        warn_lower_edge(self.bandwidth, lower, names)
+        return selection.bandwidth
 
     # --------------------------------------------------------------- inference
 
@@ -1032,313 +596,34 @@ class KernelSmoother(NadarayaWatsonRegressor):
             binned=binned, binned_weight=sample_weight, tolerance=self._tolerance, **common
         )
 
-    def _target_units(self, a, trailing=()):
-        """Engine units (n_queries, *trailing, n_outputs) to the targets' units, shaped like
-        ``predict``'s output with ``trailing`` axes after the query axis."""
-        a = a * self._value_scale
-        return a.reshape((len(a),) + trailing + self._target_shape).astype(self._dtype)
-
-    @in_caller_library
-    def predict_interval(
-        self,
-        X,
-        alpha=0.05,
-        *,
-        method="analytic",
-        noise="local",
-        n_bootstrap=1000,
-        random_state=None,
-    ):
-        r"""Pointwise confidence intervals for the smoothed mean :math:`\mathbb E\,\hat y(x)`.
-
-        The estimate is linear in the targets, :math:`\hat y(x) = \sum_i l_i(x)\, y_i`
-        (:math:`l` the Nadaraya–Watson weights, or the local-linear equivalent kernel), so
-        with independent noise of variance :math:`\sigma^2(x_i)/s_i` (:math:`s_i` the sample
-        weights, read as precision weights)
-
-        .. math::
-
-            \operatorname{Var} \hat y(x) = \sum_i l_i(x)^2\, \sigma^2(x_i) / s_i,
-
-        and the analytic interval is :math:`\hat y(x) \pm z_{1-\alpha/2}
-        \sqrt{\operatorname{Var} \hat y(x)}` with the normal quantile. The noise
-        :math:`\sigma^2` is estimated from the training residuals :math:`e = y - Sy`,
-        corrected for the shrinkage of residuals by the smoother: ``noise="global"`` pools
-        them, :math:`\hat\sigma^2 = \mathrm{RSS} / (n - 2\operatorname{tr} S +
-        \operatorname{tr} S^\top S)`; ``noise="local"`` (the default) smooths the squared
-        residuals with the fit's kernel weights, and so follows a noise level that changes
-        with :math:`x`.
-
-        **The smoothing bias is not included.** These intervals cover the smoothed mean
-        :math:`\mathbb E\,\hat y(x)` (the true function convolved with the kernel), not the
-        true regression function :math:`m(x)`: where the bandwidth is large compared with the
-        curvature of :math:`m` (peaks, valleys, the edges of the data for ``degree=0``), they
-        are centred off :math:`m(x)` and cover it less often than nominal. A smaller bandwidth
-        trades bias for width. Nor do they include the uncertainty of a data-driven bandwidth:
-        the bandwidth is held at ``bandwidth_``.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-            The queries.
-        alpha : float, default=0.05
-            One minus the nominal coverage of each interval (0.05: 95 % intervals).
-        method : {"analytic", "bootstrap"}, default="analytic"
-            ``"analytic"``: normal intervals from the variance above. ``"bootstrap"``: basic
-            bootstrap intervals :math:`[\hat y - q_{1-\alpha/2}, \hat y - q_{\alpha/2}]`,
-            with :math:`q` the quantiles of :math:`\sum_i l_i(x)\, e^*_i` over
-            ``n_bootstrap`` draws of bootstrap errors :math:`e^*`, the bandwidth held fixed
-            at ``bandwidth_`` (so no replicate is refitted: the smoother is linear).
-        noise : {"local", "global"}, default="local"
-            The noise model. With ``method="analytic"``, the noise estimate above. With
-            ``method="bootstrap"``: ``"local"`` is the wild bootstrap (each rescaled
-            residual keeps its row and gets a random sign), ``"global"`` the residual
-            bootstrap (the pooled, centred, rescaled residuals are resampled).
-        n_bootstrap : int, default=1000
-            Bootstrap replicates (only with ``method="bootstrap"``).
-        random_state : int, RandomState instance or None, default=None
-            The bootstrap draws (only with ``method="bootstrap"``).
-
-        Returns
-        -------
-        lower, upper : ndarray of shape (n_queries,) or (n_queries, n_outputs)
-            The interval's ends, shaped like :meth:`predict`'s output.
-
-        See Also
-        --------
-        predict : with ``return_std=True``, the spread of the targets around the estimate
-            (how much the neighbours disagree), not the uncertainty of the estimate.
-        gradient : marginal effects and their standard errors.
-
-        Notes
-        -----
-        The noise estimate makes one pass of the training set against itself (two for
-        ``noise="local"``), :math:`O(n^2 d)`, on every call: ask for many queries at once.
-        Residuals of a nearly interpolating fit carry no information about the noise; a
-        fit whose residual degrees of freedom vanish raises a ``ValueError``.
-
-        References
-        ----------
-        .. [1] L. Wasserman, "All of Nonparametric Statistics", Springer (2006), §5.7.
-        .. [2] D. Ruppert, M. P. Wand, R. J. Carroll, "Semiparametric Regression",
-           Cambridge University Press (2003), §6.4.
-        .. [3] E. Mammen, "Bootstrap and wild bootstrap for high dimensional linear
-           models", Ann. Statist. 21 (1993).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from kernattn import KernelSmoother
-        >>> rng = np.random.default_rng(0)
-        >>> X = rng.uniform(0, 1, size=(200, 1))
-        >>> y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.normal(size=200)
-        >>> model = KernelSmoother(bandwidth=0.05).fit(X, y)
-        >>> lower, upper = model.predict_interval([[0.25], [0.5]])
-        >>> bool(np.all(lower < model.predict([[0.25], [0.5]])))
-        True
-        >>> (upper - lower).round(2)
-        array([0.08, 0.08])
-        """
-        _check_inference_params(alpha=alpha, method=method, noise=noise, n_bootstrap=n_bootstrap)
-        X = self._validate_queries(X)
-        mean, _ = self._predict_centered(X, return_std=False)
-        mean = mean.astype(np.float64)
-        inference = self._inference()
-        if method == "analytic":
-            half = normal_quantile(alpha) * np.sqrt(inference.mean_variance(X, noise))
-            low, high = -half, half
-        else:
-            q_low, q_high = inference.bootstrap_deviation_quantiles(
-                X, alpha, noise, n_bootstrap, random_state
-            )
-            low, high = -q_high, -q_low  # the basic bootstrap interval
-
-        def finish(a):
-            return self._finish_prediction(a.astype(self._dtype), None)
-
-        return finish(mean + low), finish(mean + high)
-
-    @in_caller_library
-    def gradient(self, X, return_std=False, *, noise="local"):
-        r"""Marginal effects :math:`\partial \hat y / \partial x_j` at each query.
-
-        For ``degree=0`` the exact derivative of the Nadaraya–Watson estimate: with
-        :math:`w_i = s_i\kappa_i / \sum_k s_k\kappa_k` and :math:`a_{ij} = \partial \log
-        \kappa_i / \partial x_j`,
-
-        .. math::
-
-            \frac{\partial \hat y}{\partial x_j} = \sum_i w_i\, (a_{ij} - \bar a_j)\, y_i,
-            \qquad \bar a_j = \sum_k w_k a_{kj};
-
-        for the Gaussian kernel :math:`a_{ij} = (x_{ij} - x_j)/h_j^2` and this is
-        :math:`\sum_i w_i (y_i - \hat y)(x_{ij} - x_j)/h_j^2`; the compact kernels use
-        their own derivative (0 outside the support). For ``degree ≥ 1`` the slope at the
-        query of the local weighted least-squares polynomial (for ``degree=1`` the marginal
-        effect of local-linear regression, as in R's ``np`` and statsmodels' ``KernelReg``),
-        solved as the fit is: a direction without local spread gets slope 0. The ridge of
-        a held-back query is not applied to its slope: it bounds the variance of the
-        estimate's level, and a line's slope does not depend on where the query lies (from
-        degree 2 the slope outside the data extrapolates the polynomial's derivative, and
-        its standard error says by how much).
-
-        Both are linear in the targets, :math:`\sum_i g_{ij}(x)\, y_i`, so their variance
-        is :math:`\sum_i g_{ij}(x)^2 \sigma^2(x_i)/s_i` with the noise estimate of
-        :meth:`predict_interval`. As there, the smoothing bias (which is larger for
-        derivatives than for the estimate) is not included.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-            The queries.
-        return_std : bool, default=False
-            Also return the standard errors of the marginal effects.
-        noise : {"local", "global"}, default="local"
-            The noise estimate of the standard errors (see :meth:`predict_interval`).
-
-        Returns
-        -------
-        gradient : ndarray of shape (n_queries, n_features) or (n_queries, n_features, n_outputs)
-            In units of the targets per unit of each feature. NaN for categorical and ordinal
-            features, which have no derivative (compare predictions at two levels instead).
-        gradient_std : ndarray of the same shape
-            Only when ``return_std=True``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from kernattn import KernelSmoother
-        >>> X = np.linspace(0, 1, 101)[:, None]
-        >>> y = 3 * X[:, 0] ** 2
-        >>> model = KernelSmoother(bandwidth=0.05, degree=1).fit(X, y)
-        >>> model.gradient([[0.5]]).round(2)
-        array([[3.]])
-        """
-        _check_inference_params(noise=noise)
-        if not isinstance(return_std, bool | np.bool_):
-            raise TypeError(f"return_std must be a bool; got {return_std!r}")
-        X = self._validate_queries(X)
-        keys = self._training_inputs()
-        # The kernel's scale of every input column: the bandwidths, or with discrete
-        # features the scales of the encoded columns.
-        scales = self.kernel_.input_scale
-
-        def gradient_weights(queries):
-            weights = self.kernel_.weights(queries, 0).astype(np.float64)
-            if not self.degree_:
-                return nadaraya_watson_gradient_weights(
-                    weights, queries, keys, scales, self.kernel
-                )
-            polynomials = self.kernel_.local[0]
-            dims = polynomials.dims
-            # The slopes in the polynomial's columns; the other (discrete) columns have no
-            # derivative, and feature_gradient reports NaN for their features.
-            slope = np.zeros(weights.shape + (keys.shape[1],))
-            slope[:, :, dims] = polynomials.slopes(weights, self.kernel_, queries, 0)[0]
-            slope[:, :, dims] /= scales[dims]
-            return slope
-
-        gradient, variance = self._inference().gradient(
-            X, gradient_weights, noise if return_std else None
-        )
-        if self._encoding is not None:
-            gradient, variance = self._encoding.feature_gradient(gradient, variance)
-        trailing = (gradient.shape[1],)
-        if not return_std:
-            return self._target_units(gradient, trailing)
-        return self._target_units(gradient, trailing), self._target_units(
-            np.sqrt(variance), trailing
-        )
-
     # ------------------------------------------------------------- mixed data
 
-    def _mixed_encoding(self, X):
-        """The encoding of the discrete features of the training inputs, or ``None``."""
-        kinds = resolve_feature_kinds(
-            self.categorical_features,
-            self.ordinal_features,
-            X.shape[1],
-            self._categories,
-        )
-        if not np.any(kinds != "continuous"):
-            return None
-        if self.kernel != "gaussian":
-            raise ValueError(
-                "categorical_features and ordinal_features need kernel='gaussian' (the "
-                "product with the discrete kernels is a Gaussian of encoded inputs); got "
-                f"kernel={self.kernel!r}"
-            )
-        return MixedEncoding(kinds, X)
-
     def _fit_mixed_kernel(self, X, Y, sample_weight, candidates):
-        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn.bandwidth._mixed`) and the
-        degree of the local polynomial in the continuous features."""
+        """The Gaussian kernel of the encoded inputs (see :mod:`kernattn.bandwidth._mixed`)
+        and the degree of the local polynomial in the continuous features."""
         encoding = self._encoding
         Z = encoding.transform(X)
-        degree = candidates[0]
-        if isinstance(self.bandwidth, str) and self.bandwidth in CRITERIA:
-            selections = [
-                select_mixed_bandwidth(
-                    encoding,
-                    X,
-                    Z,
-                    Y,
-                    sample_weight,
-                    criterion=self.bandwidth,
-                    degree=p,
-                    n_jobs=self.n_jobs,
-                )
-                for p in candidates
-            ]
-            best = _first_lowest([selection.value for selection in selections])
-            selection, degree = selections[best], candidates[best]
-            self.bandwidth_ = selection.bandwidth
-            if self.bandwidth == "loo":
-                self.loo_error_ = selection.value
-            else:
-                self.criterion_ = selection.value
-            self.effective_dof_ = selection.effective_dof
-            self.irrelevant_features_ = selection.upper_edge
+        self.bandwidth_, degree, selection = select_mixed(
+            encoding, X, Z, Y, sample_weight, candidates, self.get_params()
+        )
+        if selection is not None:
             # λ = 0 (no smoothing across levels) is an answer; a continuous bandwidth on
             # the lower edge is not.
-            self._warn_lower_edge(selection.lower_edge & ~encoding.discrete)
-        else:
-            self.bandwidth_ = mixed_bandwidth(self.bandwidth, encoding, X, sample_weight)
-            if len(candidates) > 1:
-                scales = encoding.column_scales(self.bandwidth_)
-                objectives = [
-                    Criterion(
-                        Z,
-                        Y,
-                        sample_weight,
-                        "gaussian",
-                        degree=p,
-                        n_jobs=self.n_jobs,
-                        leave_out_duplicates=bool(np.any(~encoding.discrete)),
-                        line=encoding.line_columns(),
-                    )
-                    for p in candidates
-                ]
-                degree = _lowest_leave_one_out(objectives, np.log(scales), candidates)
-        kernel = self._bandwidth_heads(
-            "gaussian", Z, sample_weight, encoding.column_scales(self.bandwidth_), Y.shape[1]
-        )
+            self._use_selection(selection, searched=~encoding.discrete)
+        scales = encoding.column_scales(self.bandwidth_)
+        kernel = self._bandwidth_heads("gaussian", Z, sample_weight, scales, Y.shape[1])
         return kernel, degree
 
-    def _bandwidth_heads(self, similarity, keys, sample_weight, bandwidth, n_outputs):
-        """The smoother's kernel: one head comparing (x − c)/h with the keys' (x_i − c)/h."""
-        return SoftmaxHeads(
-            similarity=similarity,
-            center=weighted_mean(keys, sample_weight),
-            input_scale=bandwidth,
-            query_weights=None,
-            key_weights=None,
-            scale=np.ones(1),
-            head_weights=np.ones(1),
-            head_bias=np.zeros(n_outputs),
-            keys=keys,
-            log_sample_weight=self._log_sample_weight,
-            dtype=self._dtype,
+    def _bandwidth_heads(self, profile, keys, sample_weight, bandwidth, n_outputs):
+        """The smoother's kernel (:func:`~kernattn.smoother._kernel.bandwidth_heads`)."""
+        return bandwidth_heads(
+            profile,
+            keys,
+            sample_weight,
+            bandwidth,
+            n_outputs,
+            self._log_sample_weight,
+            self._dtype,
         )
 
     def _training_inputs(self):
@@ -1361,58 +646,3 @@ class KernelSmoother(NadarayaWatsonRegressor):
         check_is_fitted(self)
         X = super()._validate_queries(categorical_codes(X, self._categories))
         return X if self._encoding is None else self._encoding.transform(X)
-
-
-#: The leave-one-out comparison of degrees at a given bandwidth runs on at most this many
-#: training rows (evenly spread in the order of their inputs), each against every key.
-_COMPARISON_ROWS = 2400
-
-
-def _times_square(value, unit):
-    """A squared error found in units of ``unit``, in the targets' units: ``inf`` where
-    it is beyond the float range (targets near 2¹⁰⁰⁰ have squares near 2²⁰⁰⁰)."""
-    with np.errstate(over="ignore"):
-        return float(np.float64(value) * np.float64(unit) * np.float64(unit))
-
-
-def _first_lowest(values):
-    """The index of the lowest of ``values``; the first of equal ones (the lower degree)."""
-    return int(np.argmin(np.asarray(values, dtype=float)))
-
-
-def _lowest_leave_one_out(objectives, log_bandwidth, candidates):
-    """The degree of ``candidates`` whose leave-one-out error at ``log_bandwidth`` is the
-    lowest (one criterion object per degree), on at most ``_COMPARISON_ROWS`` rows."""
-    n = objectives[0].n
-    rows = None
-    if n > _COMPARISON_ROWS:
-        rows = np.unique(np.linspace(0, n - 1, _COMPARISON_ROWS).round().astype(int))
-    losses = [objective.scaled_loss(log_bandwidth, rows) for objective in objectives]
-    return candidates[_first_lowest(losses)]
-
-
-def _paired_random_state(random_state, n_searches):
-    """One random state for several bandwidth searches, so that each draws the same subsets
-    of queries and their criteria compare on the same rows: an int as given, otherwise one
-    seed drawn from it."""
-    if n_searches == 1 or isinstance(random_state, Integral):
-        return random_state
-    return int(check_random_state(random_state).randint(2**31 - 1))
-
-
-def _check_inference_params(*, alpha=0.05, method="analytic", noise="local", n_bootstrap=1):
-    """Clear errors for the options of the inference methods."""
-    if not isinstance(n_bootstrap, Integral) or isinstance(n_bootstrap, bool):
-        raise TypeError(f"n_bootstrap must be a positive int; got {n_bootstrap!r}")
-    if n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be a positive int; got {n_bootstrap!r}")
-    if not isinstance(alpha, Real) or isinstance(alpha, bool) or not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be a float in (0, 1); got {alpha!r}")
-    if not (isinstance(method, str) and method in INTERVAL_METHODS):
-        raise ValueError(
-            f"method must be one of {', '.join(map(repr, INTERVAL_METHODS))}; got {method!r}"
-        )
-    if not (isinstance(noise, str) and noise in NOISE_ESTIMATES):
-        raise ValueError(
-            f"noise must be one of {', '.join(map(repr, NOISE_ESTIMATES))}; got {noise!r}"
-        )

@@ -104,11 +104,10 @@ def significance_test(
     The estimator is cloned and fitted to ``(X, y)`` once, selecting its bandwidth as it is
     set to (``"loo"``, a rule, or fixed values). **The bandwidths are then held at that
     fit's** ``bandwidth_`` (and the degree at its ``degree_``) for the restricted model and
-    every replicate (R np's default,
-    "Bootstrap I"): the test does not include the variability of a data-driven bandwidth,
-    and each replicate costs one evaluation of the smoother. The p-value is
-    :math:`(1 + \#\{b : I^*_b \ge I\})/(1 + B)`, valid at any number of replicates
-    :math:`B`.
+    every replicate (R np's default, "Bootstrap I"): the test does not include the
+    variability of a data-driven bandwidth, and each replicate costs one evaluation of the
+    smoother. The p-value is :math:`(1 + \#\{b : I^*_b \ge I\})/(1 + B)`, valid at any
+    number of replicates :math:`B`.
 
     Parameters
     ----------
@@ -192,6 +191,13 @@ def significance_test(
     >>> bool(significance_test(smoother, X, y, 1, n_bootstrap=99, random_state=0).pvalue > 0.05)
     True
     """
+    X, y, tested = _checked(estimator, X, y, features, n_bootstrap, method)
+    rng = check_random_state(random_state)
+    return _bootstrap_test(estimator, X, y, tested, n_bootstrap, method, rng)
+
+
+def _checked(estimator, X, y, features, n_bootstrap, method):
+    """The checked inputs, target and tested features (clear errors for bad options)."""
     if not isinstance(estimator, KernelSmoother):
         raise TypeError(
             f"estimator must be a kernattn.KernelSmoother; got {type(estimator).__name__}"
@@ -201,7 +207,7 @@ def significance_test(
     if not (isinstance(method, str) and method in METHODS):
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
     X, y = check_X_y(X, y, dtype=np.float64, y_numeric=True)
-    n, d = X.shape
+    d = X.shape[1]
     tested = _tested_features(features, d)
     discrete = _discrete_features(estimator, d)
     if np.any(discrete[tested]):
@@ -211,8 +217,13 @@ def significance_test(
             "declared categorical_features or ordinal_features (the test of a discrete "
             "feature, a contrast of its levels, is not implemented)"
         )
-    rng = check_random_state(random_state)
+    return X, y, tested
 
+
+def _bootstrap_test(estimator, X, y, tested, n_bootstrap, method, rng):
+    """The test of checked arguments: the statistic of the data and of each replicate drawn
+    under the null, at the bandwidths of the estimator fitted to ``(X, y)``."""
+    n = len(X)
     fitted = clone(estimator).fit(X, y)
     bandwidth = np.asarray(fitted.bandwidth_, dtype=np.float64).copy()
     # The degree is held with the bandwidths (``degree="auto"`` chose it on y).
@@ -336,11 +347,11 @@ def _statistics_by_matrix(fitted, X, targets, tested, bandwidth, scale):
     statistics = np.zeros(targets.shape[1])
     for f, s in zip(tested, scale, strict=True):
         step = STEP * bandwidth[f]
-        shifted = X.copy()
-        shifted[:, f] += step
-        D = fitted.attention_weights(shifted)
-        shifted[:, f] -= 2 * step
-        D -= fitted.attention_weights(shifted)
+        moved = X.copy()
+        moved[:, f] += step
+        D = fitted.attention_weights(moved)
+        moved[:, f] -= 2 * step
+        D -= fitted.attention_weights(moved)
         effects = D @ targets
         effects *= s / (2 * step)
         statistics += np.mean(effects**2, axis=0)
@@ -358,11 +369,11 @@ def _statistics_by_refit(estimator, X, targets, tested, bandwidth, scale):
         model = smoother.fit(X, block)
         for f, s in zip(tested, scale, strict=True):
             step = STEP * bandwidth[f]
-            shifted = X.copy()
-            shifted[:, f] += step
-            effects = model.predict(shifted).reshape(block.shape)
-            shifted[:, f] -= 2 * step
-            effects -= model.predict(shifted).reshape(block.shape)
+            moved = X.copy()
+            moved[:, f] += step
+            effects = model.predict(moved).reshape(block.shape)
+            moved[:, f] -= 2 * step
+            effects -= model.predict(moved).reshape(block.shape)
             effects *= s / (2 * step)
             statistics[start : start + _CHUNK] += np.mean(effects**2, axis=0)
     return statistics

@@ -2,7 +2,7 @@ r"""The smoother's kernel sums on a grid, as a kernel-side object: what the esti
 tier holds between ``fit`` and ``predict``.
 
 :class:`BinnedKernel` bins the scaled, centered targets of the training rows and their
-squares (:mod:`kernattn.smoother._binned.grid`) and keeps the gridded moments of a local
+squares (:mod:`kernattn.smoother._binned.binning`) and keeps the gridded moments of a local
 polynomial of
 one degree,
 
@@ -12,7 +12,7 @@ one degree,
     T_e(g) = \sum_j s_j K(u_j)\, [v_j, v_j^2]\, u_j^e, \qquad u_j = (x_j - g)/h,
 
 for :math:`|e| \le 2p` and :math:`|e| \le p`. At a query they are interpolated and the
-local polynomial is solved about the query from them (:func:`~kernattn.smoother._binned.grid.
+local polynomial is solved about the query from them (:func:`~kernattn.smoother._binned.solve.
 solve_local_polynomial`): the weighted least-squares polynomial of the exact tier, up to
 the binning error. The rule that holds back a query whose local design cannot support
 its polynomial (:mod:`kernattn._local.polynomial`) needs the variance factor
@@ -49,22 +49,13 @@ from kernattn._local.polynomial import (
     monomial_exponents,
     polynomial_estimate,
 )
-from kernattn.smoother._binned.grid import (
-    TOLERANCE,
-    Bins,
-    basis_exponents,
-    bin_targets,
-    binning_error,
-    coarsen,
-    grid_sums,
-    interpolate,
-    locate,
-    make_grid,
-    moment_exponents,
-    own_moments,
-    solve_local_polynomial,
-    sums_fit,
-)
+from kernattn.smoother._binned.binning import Bins, bin_targets, coarsen
+from kernattn.smoother._binned.error import TOLERANCE, binning_error
+from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
+from kernattn.smoother._binned.grid import interpolate, locate, make_grid
+from kernattn.smoother._binned.left_out import own_moments
+from kernattn.smoother._binned.moments import grid_sums, sums_fit
+from kernattn.smoother._binned.solve import solve_local_polynomial
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
 #: outgrows the rows' in any case).
@@ -121,7 +112,7 @@ class BinnedKernel:
     grid_shape : tuple
         Points per axis of the data's grid.
     binning_error : float
-        The error bound of that grid (:func:`kernattn.smoother._binned.grid.binning_error`).
+        The error bound of that grid (:func:`kernattn.smoother._binned.error.binning_error`).
     """
 
     def __init__(self, X, values, sample_weight, bandwidth, degree, tol=TOLERANCE, check=True):
@@ -148,9 +139,9 @@ class BinnedKernel:
             np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         )
         both = bin_targets(X, np.hstack([values, values**2]), grid, sample_weight)
-        self._bins = Bins(grid, both.counts[..., : 1 + t], both.shift[:t])
+        self._bins = Bins(grid, both.counts[..., : 1 + t], both.center[:t])
         squares = np.concatenate([both.counts[..., :1], both.counts[..., 1 + t :]], axis=-1)
-        self._square_bins = Bins(grid, squares, both.shift[t:])
+        self._square_bins = Bins(grid, squares, both.center[t:])
         self.sums = grid_sums(self._bins, h, self.degree)
         d, p = self.n_dims, self.degree
         moments = moment_exponents(p, d)
@@ -168,10 +159,10 @@ class BinnedKernel:
         pairs = basis[:, None, :] + basis[None, :, :]
         self._pairs = _positions(moments, pairs.reshape(-1, d)).reshape(len(basis), -1)
         self._pair_halving = 2.0 ** (-0.5 * pairs.sum(axis=2))
-        self._shift = self._bins.shift  # (t,)
+        self._center = self._bins.center  # (t,)
         self._t = t
         self._spread_floor = CHECK_FLOOR * np.sqrt(
-            np.maximum(np.average(values**2, axis=0, weights=sample_weight) - self._shift**2, 0)
+            np.maximum(np.average(values**2, axis=0, weights=sample_weight) - self._center**2, 0)
         )
         self._exact_cells = self._checked_cells() if check else None
         #: Noise estimates of the fit's intervals, by kind (see BinnedInference).
@@ -182,7 +173,7 @@ class BinnedKernel:
     def squared(self):
         r"""The weight moments at :math:`h/\sqrt2`: those of the squared kernel weights, up
         to :math:`2^{-|e|/2}` (for the local constant, the sum of the squared weights)."""
-        weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._shift[:1])
+        weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._center[:1])
         return grid_sums(weights_only, self._h / math.sqrt(2.0), self.degree)
 
     @cached_property
@@ -211,27 +202,29 @@ class BinnedKernel:
     def _estimate(self, sums, queries):
         """The unheld binned estimate at ``queries`` (m, t), and the rows whose interpolated
         sums are below the resolution (or outside the grid)."""
-        columns, far = self._interpolated(sums, queries)
+        columns, unserved = self._interpolated(sums, queries)
         Q = self._n_moments
-        S = np.where(far[:, None], 1.0, columns[:, :Q])
-        T = np.where(far[:, None, None], 0.0, columns[:, Q:].reshape(len(queries), -1, self._t))
+        S = np.where(unserved[:, None], 1.0, columns[:, :Q])
+        T = np.where(
+            unserved[:, None, None], 0.0, columns[:, Q:].reshape(len(queries), -1, self._t)
+        )
         if not self.degree:
-            return T[:, 0] / S[:, :1] + self._shift, T[:, 0] / S[:, :1] + self._shift, far
+            return T[:, 0] / S[:, :1] + self._center, T[:, 0] / S[:, :1] + self._center, unserved
         coefficients, _ = solve_local_polynomial(S, T, self.degree, self.n_dims)
-        return coefficients[:, 0] + self._shift, T[:, 0] / S[:, :1] + self._shift, far
+        return coefficients[:, 0] + self._center, T[:, 0] / S[:, :1] + self._center, unserved
 
     def _checked_cells(self):
         r"""The cells of the data grid whose queries the exact kernel computes: those where
         the binned estimate may be farther from the exact one than ``binning_error``.
 
-        The bound of :func:`~kernattn.smoother._binned.grid.binning_error` is a first-order one
+        The bound of :func:`~kernattn.smoother._binned.error.binning_error` is a first-order one
         for a
         locally uniform design. Between clusters of data (a gap several bandwidths wide)
         the kernel weights vary on the scale :math:`h/D` at a distance :math:`D` from the
         data, and near the edge of a sparse design the equivalent kernel of a high degree
         is far from the uniform design's: there the binning and interpolation errors grow
         beyond it. So the grid is checked a posteriori, at the centers of the cells of the
-        grid coarsened by two (:func:`~kernattn.smoother._binned.grid.coarsen`): there the
+        grid coarsened by two (:func:`~kernattn.smoother._binned.binning.coarsen`): there the
         estimate from
         these sums is compared with the one from the coarse sums, whose error is about four
         times this grid's (it is second order in the spacing).
@@ -243,7 +236,7 @@ class BinnedKernel:
         """
         grid = self._bins.grid
         counts, coarse_grid = coarsen(self._bins.counts, grid, 2)
-        coarse = grid_sums(Bins(coarse_grid, counts, self._shift), self._h, self.degree)
+        coarse = grid_sums(Bins(coarse_grid, counts, self._center), self._h, self.degree)
         # E_w[u_a²] = 1 + h_a² ∂²S₀/∂x_a² / S₀ (K'' = (u² − 1)K): the second difference of
         # the gridded S₀ along each axis at the nodes checked (δ ≪ h: its error is
         # (δ/h)² relative; S₀'s rounding, 1e-16 of the total, is far below the resolution).
@@ -267,7 +260,7 @@ class BinnedKernel:
                     [a[k] for a, k in zip(axes, np.unravel_index(flat, shape), strict=True)]
                 )
                 points = grid.origin + grid.spacing * position
-                fine, ybar, far = self._estimate(self.sums, points)
+                fine, ybar, unserved = self._estimate(self.sums, points)
                 at = position + offset
                 middle = S0[tuple(at.T)]
                 curvature = []
@@ -278,16 +271,16 @@ class BinnedKernel:
                     )
                     with np.errstate(invalid="ignore", divide="ignore"):
                         curvature.append(1.0 + ratio2[a] * second_difference / middle)
-                crude, _, far_coarse = self._estimate(coarse, points)
+                crude, _, unserved_coarse = self._estimate(coarse, points)
                 squares, _ = self._interpolated(self.second, points)
                 with np.errstate(invalid="ignore", divide="ignore"):
                     away = ~np.all(np.column_stack(curvature) <= CHECK_OFFSET, axis=1)
-                    second = squares[:, 1:] / squares[:, :1] + self.second.bins.shift
+                    second = squares[:, 1:] / squares[:, :1] + self.second.bins.center
                     spread = np.sqrt(np.maximum(second - 2.0 * fine * ybar + fine**2, 0.0))
                     spread = np.maximum(spread, self._spread_floor)
                     error = np.abs(fine - crude) / spread
                     within = np.all(error <= CHECK_SHARE * self.binning_error, axis=1)
-                bad = far | far_coarse | away | ~within
+                bad = unserved | unserved_coarse | away | ~within
                 flagged.append(position[bad])
         flagged = np.concatenate(flagged)
         if not len(flagged):
@@ -321,8 +314,8 @@ class BinnedKernel:
         table = sums.table.reshape(sums.grid.shape + (-1,))
         columns = interpolate(table, sums.grid, queries)
         with np.errstate(invalid="ignore"):
-            far = ~inside | ~(columns[:, 0] > sums.resolution)
-        return columns, far
+            unserved = ~inside | ~(columns[:, 0] > sums.resolution)
+        return columns, unserved
 
     def _layout(self, columns, squared):
         """The interpolated columns in :func:`polynomial_estimate`'s layout, keys about
@@ -330,8 +323,8 @@ class BinnedKernel:
         t, Q = self._t, self._n_moments
         S = columns[:, :Q]
         T = columns[:, Q:].reshape(len(columns), self._n_basis, t)
-        # Undo the binning's shift of the targets: Σ s K y u^e = T_e + shift S_e.
-        T = T + self._shift[None, None, :] * S[:, self._basis_in_moments][:, :, None]
+        # Undo the binning's centering of the targets: Σ s K y u^e = T_e + center S_e.
+        T = T + self._center[None, None, :] * S[:, self._basis_in_moments][:, :, None]
         parts = [T[:, 0], np.zeros((len(columns), t)), S[:, :1], S[:, self._design[1:]]]
         if self.degree:
             parts.append(np.moveaxis(T[:, self._fit[1:]], 1, 2).reshape(len(columns), -1))
@@ -341,7 +334,7 @@ class BinnedKernel:
     def moments(self, queries, return_second=False):
         r"""The local fit at ``queries`` from the gridded sums.
 
-        The polynomial is solved about each query (:func:`kernattn.smoother._binned.grid.
+        The polynomial is solved about each query (:func:`kernattn.smoother._binned.solve.
         solve_local_polynomial`); its variance factor is :math:`\sum_j l_j^2 / s_j =
         r^\top M_2 r`, with :math:`r` the first row of the inverse Gram matrix (the
         equivalent weights are :math:`l_j = s_j K_j\, r^\top U_j`) and :math:`M_2` the Gram
@@ -359,35 +352,62 @@ class BinnedKernel:
             The rows left to the exact kernel (their other entries are meaningless).
         """
         queries = np.asarray(queries, dtype=float) / self._unit
-        columns, far = self._interpolated(self.sums, queries)
-        far |= self._in_exact_cells(queries)
+        columns, unserved = self._interpolated(self.sums, queries)
+        unserved |= self._in_exact_cells(queries)
         t, Q = self._t, self._n_moments
-        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        S = np.where(unserved[:, None], 1.0, columns[:, :Q])
         T = columns[:, Q:].reshape(len(columns), self._n_basis, t)
-        ybar = T[:, 0] / S[:, :1] + self._shift
+        ybar = T[:, 0] / S[:, :1] + self._center
         second = None
         if return_second:
             # The same bins and bandwidth: its S_0 is the sums' (to rounding).
             squares, _ = self._interpolated(self.second, queries)
-            second = squares[:, 1:] / S[:, :1] + self.second.bins.shift
+            second = squares[:, 1:] / S[:, :1] + self.second.bins.center
         if not self.degree:
-            return ybar, second, ybar, far
+            return ybar, second, ybar, unserved
         coefficients, first_row = solve_local_polynomial(
-            S, np.where(far[:, None, None], 0.0, T), self.degree, self.n_dims
+            S, np.where(unserved[:, None, None], 0.0, T), self.degree, self.n_dims
         )
-        mean = coefficients[:, 0] + self._shift
+        mean = coefficients[:, 0] + self._center
         # K ≤ 1, so M₂ ≼ M ≼ M + Λ and the variance factor is at most rᵀ(M + Λ)r = r₀:
         # only the rows where that bound is not already small need the squared sums.
         bound = NEAR_BOUND * VARIANCE_BOUND
         with np.errstate(invalid="ignore"):
-            check = np.flatnonzero(~far & ~(first_row[:, 0] <= bound))
-        exact = far.copy()
+            check = np.flatnonzero(~unserved & ~(first_row[:, 0] <= bound))
+        exact = unserved.copy()
         if len(check):
-            variance, far_squared = self._variance_factor(queries[check], first_row[check])
+            variance, unserved_squared = self._variance_factor(queries[check], first_row[check])
             with np.errstate(invalid="ignore"):
-                exact[check] |= far_squared | ~(variance <= bound)
+                exact[check] |= unserved_squared | ~(variance <= bound)
         exact |= ~np.all(np.isfinite(mean), axis=1)
         return mean, second, ybar, exact
+
+    def head_moments(self, queries, return_std, accurate_spread, exact_moments, n_keys):
+        """The engine's head moments (mean, spread, held back) at ``queries``: the local
+        fit from the gridded sums (:meth:`moments`), the spread refined by
+        ``accurate_spread(queries, mean, spread, second)``, and the rows the grid does not
+        serve (far from the data, held back or near the bound of the variance rule) from
+        ``exact_moments(queries)``, in blocks against the ``n_keys`` keys."""
+        mean, second, ybar, redo = self.moments(queries, return_second=return_std)
+        spread = None
+        if return_std:
+            spread = np.maximum(second - ybar**2 + (ybar - mean) ** 2, 0.0)
+            served = np.flatnonzero(~redo)
+            if len(served):
+                spread[served] = accurate_spread(
+                    queries[served], mean[served], spread[served], second[served]
+                )
+        held_back = np.zeros(len(queries), dtype=bool)
+        rows = np.flatnonzero(redo)
+        for block in iter_query_blocks(len(rows), n_keys):
+            part = rows[block]
+            m, s, held = exact_moments(queries[part])
+            mean[part] = m
+            if return_std:
+                spread[part] = s
+            if held is not None:
+                held_back[part] = held
+        return mean, spread, held_back
 
     def hat_values(self, X):
         r"""What the noise estimate needs at the training rows ``X``: the fit there, the
@@ -408,30 +428,32 @@ class BinnedKernel:
             from the exact kernel.
         """
         X = np.asarray(X, dtype=float) / self._unit
-        columns, far = self._interpolated(self.sums, X)
-        far |= self._in_exact_cells(X)
+        columns, unserved = self._interpolated(self.sums, X)
+        unserved |= self._in_exact_cells(X)
         Q = self._n_moments
-        S = np.where(far[:, None], 1.0, columns[:, :Q])
-        T = np.where(far[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1))
+        S = np.where(unserved[:, None], 1.0, columns[:, :Q])
+        T = np.where(
+            unserved[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1)
+        )
         if self.degree:
             coefficients, r = solve_local_polynomial(S, T, self.degree, self.n_dims)
-            mean = coefficients[:, 0] + self._shift
+            mean = coefficients[:, 0] + self._center
         else:
             r = 1.0 / S[:, :1]
-            mean = T[:, 0] * r + self._shift
-        spread, far_squared = self._variance_factor(X, r)
+            mean = T[:, 0] * r + self._center
+        spread, unserved_squared = self._variance_factor(X, r)
         own = r[:, 0]
         with np.errstate(invalid="ignore"):
-            exact = far | far_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
+            exact = unserved | unserved_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
         exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
         return mean, own, spread, exact
 
     def _variance_factor(self, queries, first_row):
         r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is
         :math:`r`, (m, P)), with the rows the squared weights' grid does not serve."""
-        squared, far_squared = self._interpolated(self.squared, queries)
+        squared, unserved_squared = self._interpolated(self.squared, queries)
         gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
-        return np.einsum("mp,mpq,mq->m", first_row, gram, first_row), far_squared
+        return np.einsum("mp,mpq,mq->m", first_row, gram, first_row), unserved_squared
 
     def variance(self, queries, keys, target_variance, key=None):
         r"""The variance of the estimate, :math:`\sum_j l_j(x)^2\, v_j`, at ``queries``
@@ -456,10 +478,10 @@ class BinnedKernel:
         """
         queries = np.asarray(queries, dtype=float) / self._unit
         keys = np.asarray(keys, dtype=float) / self._unit
-        columns, far = self._interpolated(self.sums, queries)
-        far |= self._in_exact_cells(queries)
+        columns, unserved = self._interpolated(self.sums, queries)
+        unserved |= self._in_exact_cells(queries)
         Q = self._n_moments
-        S = np.where(far[:, None], 1.0, columns[:, :Q])
+        S = np.where(unserved[:, None], 1.0, columns[:, :Q])
         T = np.zeros((len(queries), self._n_basis, 1))
         if self.degree:
             _, r = solve_local_polynomial(S, T, self.degree, self.n_dims)
@@ -467,7 +489,7 @@ class BinnedKernel:
             r = 1.0 / S[:, :1]
         t = target_variance.shape[1]
         out = np.zeros((len(queries), t))
-        exact = far.copy()
+        exact = unserved.copy()
         cached = None if key is None else self.noise_cache.get(("variance", key))
         if cached is None:
             cached = [self._variance_sums(keys, target_variance[:, o]) for o in range(t)]
@@ -476,13 +498,13 @@ class BinnedKernel:
         for o, sums in enumerate(cached):
             if sums is None:
                 continue
-            squared, far_squared = self._interpolated(sums, queries)
+            squared, unserved_squared = self._interpolated(sums, queries)
             if self.degree:
                 gram = squared[:, self._pairs] * self._pair_halving
                 out[:, o] = np.einsum("mp,mpq,mq->m", r, gram, r)
             else:
                 out[:, o] = squared[:, 0] * r[:, 0] ** 2
-            exact |= far_squared & ~(squared[:, 0] == 0)
+            exact |= unserved_squared & ~(squared[:, 0] == 0)
         exact |= ~np.all(np.isfinite(out), axis=1)
         return np.maximum(out, 0.0), exact
 
@@ -501,11 +523,10 @@ class BinnedKernel:
         held back (and which rows are alone: no other row within the kernel's reach).
 
         The row's own contribution to the interpolated sums is known in closed form
-        (:func:`kernattn.smoother._binned.grid.own_moments`): ``own_weight`` (the weights of the
-        row and
-        its exact duplicates) times it comes off the weight moments, times ``own_values``
-        (their weighted values, (m, t)) off the value moments, as the exact estimator
-        leaves a row and its duplicates out.
+        (:func:`kernattn.smoother._binned.left_out.own_moments`): ``own_weight`` (the
+        weights of the row and its exact duplicates) times it comes off the weight
+        moments, times ``own_values`` (their weighted values, (m, t)) off the value
+        moments, as the exact estimator leaves a row and its duplicates out.
         """
         held_back = np.zeros(len(X), dtype=bool)
         if not self.degree:
@@ -531,6 +552,30 @@ class BinnedKernel:
             held_back[rows] = fit.held_back
         return held_back, alone
 
+    def held_back_share(self, X, values, sample_weight, n_rows):
+        """The share of at most ``n_rows`` training rows (evenly spread in their canonical
+        order, sorted by inputs) whose left-out local polynomial is held back, each row
+        left out with its exact duplicates (:meth:`held_back_rows`); ``values`` the rows'
+        values as binned."""
+        n = len(X)
+        if n < 2:
+            return 0.0
+        rows = np.unique(np.linspace(0, n - 1, min(n, n_rows)).round().astype(int))
+        # Exact duplicates are adjacent: the rows are in canonical order, sorted by inputs.
+        first = np.ones(n, dtype=bool)
+        first[1:] = np.any(X[1:] != X[:-1], axis=1)
+        group = np.cumsum(first) - 1
+        own_weight = np.bincount(group, sample_weight)[group[rows]]
+        own_values = np.column_stack(
+            [
+                np.bincount(group, sample_weight * values[:, o])[group[rows]]
+                for o in range(values.shape[1])
+            ]
+        )
+        held_back, alone = self.held_back_rows(X[rows], own_weight, own_values)
+        counted = ~alone
+        return float(held_back[counted].mean()) if np.any(counted) else 0.0
+
     def _left_out(self, sums, X, own_weight, own_values):
         """The interpolated columns of ``sums`` at training rows with their own share
         (``own_weight``; ``own_values`` for the value moments, if given) removed."""
@@ -542,11 +587,11 @@ class BinnedKernel:
         Q = self._n_moments
         columns[:, :Q] -= own_weight[:, None] * own
         if own_values is not None:
-            # Value moments: own basis moments times the own (shifted) values.
+            # Value moments: own basis moments times the own (centered) values.
             t = self._t
-            shifted = own_values - own_weight[:, None] * self._shift[None, :]
+            centered = own_values - own_weight[:, None] * self._center[None, :]
             T = columns[:, Q:].reshape(len(X), self._n_basis, t)
-            T -= own[:, self._basis_in_moments][:, :, None] * shifted[:, None, :]
+            T -= own[:, self._basis_in_moments][:, :, None] * centered[:, None, :]
             columns[:, Q:] = T.reshape(len(X), -1)
         return columns
 

@@ -36,9 +36,9 @@ procedure of R KernSmooth's ``dpill``, with its defaults):
 
 Every binned smooth uses the kernel truncated at 4 bandwidths on a grid of ``gridsize``
 points over the trimmed range, as KernSmooth does; the sums come from
-:mod:`kernattn.smoother._binned.grid`, whose ridged solve keeps the smooths finite where
-KernSmooth's
-fail (grid points with no data within reach). The rows are never sorted: the trimming
+:mod:`kernattn.smoother._binned.moments`, and the ridged solve of
+:mod:`kernattn.smoother._binned.solve` keeps the smooths finite where KernSmooth's fail
+(grid points with no data within reach). The rows are never sorted: the trimming
 and the blocks need only order statistics (``np.partition``), and each block's quartic
 fit follows from power sums over rank segments, re-centred to the block, so the selector
 costs one pass over the rows. Rows tied across a block boundary are split in input order,
@@ -58,7 +58,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernattn.smoother._binned.grid import Grid, bin_targets, grid_sums, solve_local_polynomial
+from kernattn.smoother._binned.binning import bin_targets
+from kernattn.smoother._binned.grid import Grid
+from kernattn.smoother._binned.moments import grid_sums
+from kernattn.smoother._binned.solve import solve_local_polynomial
 
 __all__ = ["PluginBandwidth", "blocked_quartic_fits", "mallows_blocks", "plugin_bandwidth"]
 
@@ -296,6 +299,39 @@ def _trace_terms(bins, bandwidth):
     return a, a * a * U[:, 0] + 2.0 * a * b * U[:, 1] + b * b * U[:, 2]
 
 
+def _check_options(block_max, divisor, trim, proptrun, gridsize):
+    """Clear errors for the options of :func:`plugin_bandwidth`."""
+    for name, value in (("block_max", block_max), ("divisor", divisor), ("gridsize", gridsize)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    if gridsize < 2:
+        raise ValueError(f"gridsize must be at least 2; got {gridsize}")
+    for name, value in (("trim", trim), ("proptrun", proptrun)):
+        if not 0 <= value < 0.5:
+            raise ValueError(f"{name} must be in [0, 0.5); got {value!r}")
+
+
+def _quartic_pilot(blocks, max_blocks, n, y):
+    """Stage 2: blocked quartic fits, the number of blocks ``N`` by Mallows' Cp; their
+    error variance σ²_Q and curvature functional θ24."""
+    fits = [blocks.blocked(N) for N in range(1, max_blocks + 1)]
+    N = _mallows([f[0] for f in fits], n)
+    _, sigma2_q, _, theta24_q = fits[N - 1]
+    if theta24_q == 0 or not np.isfinite(sigma2_q):
+        raise ValueError("the quartic pilot fits found no curvature; no plug-in bandwidth")
+    # Residuals at the rounding of the targets: the quartic fits follow them exactly, and
+    # the pilot bandwidths built on that variance would be 0.
+    size = float(np.max(np.abs(y)))
+    if size == 0 or not sigma2_q / size > (64.0 * np.finfo(float).eps) ** 2 * size * float(
+        np.var(y / size)
+    ):
+        raise ValueError(
+            "the estimated error variance is 0 (the targets follow x without noise); "
+            "no plug-in bandwidth"
+        )
+    return N, sigma2_q, theta24_q
+
+
 def plugin_bandwidth(
     x,
     y,
@@ -340,14 +376,7 @@ def plugin_bandwidth(
     0.0273
     """
     x, y = _check_xy(x, y)
-    for name, value in (("block_max", block_max), ("divisor", divisor), ("gridsize", gridsize)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    if gridsize < 2:
-        raise ValueError(f"gridsize must be at least 2; got {gridsize}")
-    for name, value in (("trim", trim), ("proptrun", proptrun)):
-        if not 0 <= value < 0.5:
-            raise ValueError(f"{name} must be in [0, 0.5); got {value!r}")
+    _check_options(block_max, divisor, trim, proptrun, gridsize)
     n_all = len(x)
     cut = int(math.floor(trim * n_all))
     n = n_all - 2 * cut
@@ -362,30 +391,15 @@ def plugin_bandwidth(
         raise ValueError("x has no spread after trimming; no bandwidth fits it")
     span = b - a
 
-    # Stage 2: blocked quartic fits, the number of blocks by Mallows' Cp.
-    fits = [blocks.blocked(N) for N in range(1, max_blocks + 1)]
-    N = _mallows([f[0] for f in fits], n)
-    _, sigma2_q, _, theta24_q = fits[N - 1]
-    if theta24_q == 0 or not np.isfinite(sigma2_q):
-        raise ValueError("the quartic pilot fits found no curvature; no plug-in bandwidth")
-    # Residuals at the rounding of the targets: the quartic fits follow them exactly, and
-    # the pilot bandwidths built on that variance would be 0.
-    size = float(np.max(np.abs(y)))
-    if size == 0 or not sigma2_q / size > (64.0 * np.finfo(float).eps) ** 2 * size * float(
-        np.var(y / size)
-    ):
-        raise ValueError(
-            "the estimated error variance is 0 (the targets follow x without noise); "
-            "no plug-in bandwidth"
-        )
+    N, sigma2_q, theta24_q = _quartic_pilot(blocks, max_blocks, n, y)
 
     # Stage 3: θ22 from a binned local-cubic second derivative.
     # The trimmed rows: out of the grid, or (tied at its ends) weighted 0.
     kept = (blocks.segment >= 0).astype(float)
     grid = Grid(np.array([a]), np.array([span / (gridsize - 1)]), (gridsize,))
     bins = bin_targets(x[:, None], y, grid, kept, truncate=True)
-    shift = float(bins.shift[0])
-    counts = bins.counts[:, 0], bins.counts[:, 1] + shift * bins.counts[:, 0]  # Σ1, Σy
+    center = float(bins.center[0])
+    counts = bins.counts[:, 0], bins.counts[:, 1] + center * bins.counts[:, 0]  # Σ1, Σy
     if theta24_q < 0:
         constant = 3.0 / (8.0 * math.sqrt(math.pi))
     else:
@@ -403,7 +417,7 @@ def plugin_bandwidth(
         4.0 * (0.5 + 2.0 * math.sqrt(2.0) - 4.0 / 3.0 * math.sqrt(3.0)) / math.sqrt(2.0 * math.pi)
     ) ** (1.0 / 9.0)
     lam = c3 * (sigma2_q**2 * span / (theta22 * n) ** 2) ** (1.0 / 9.0)
-    fitted = _binned_fit(bins, lam, 1)[:, 0] + shift
+    fitted = _binned_fit(bins, lam, 1)[:, 0] + center
     diag, sst = _trace_terms(bins, lam)
     yy = float(blocks.yy.sum())
     rss = yy - 2.0 * float(fitted @ counts[1]) + float(fitted**2 @ counts[0])

@@ -1,9 +1,9 @@
 r"""Bandwidth selection on binned sums: a criterion curve on a log grid, then refinement.
 
-A criterion of the smoother (leave-one-out, GCV or AICc; :func:`kernattn.smoother._binned.grid.
-criterion_value`) costs :math:`O(G \log G + n)` per bandwidth on the bins (:math:`O(G)` for
-unweighted rows in one dimension), so the whole curve can be searched at millions of rows,
-on every row rather than on a subset of queries:
+A criterion of the smoother (leave-one-out, GCV or AICc;
+:func:`kernattn.smoother._binned.statistics.criterion_value`) costs :math:`O(G \log G + n)`
+per bandwidth on the bins (:math:`O(G)` for unweighted rows in one dimension), so the whole
+curve can be searched at millions of rows, on every row rather than on a subset of queries:
 
 1. **Curve.** The criterion at common factors :math:`c` of a reference bandwidth
    :math:`h_{\text{ref}} = \hat\sigma_a\, n^{-1/(d+4)}` (the normal-reference rate), on a
@@ -26,7 +26,7 @@ with at most :data:`CELLS_PER_ROW` cells per row (finer grids cost more than the
 work they would save; bandwidths smaller than the grid can serve at ``tol`` are evaluated
 on it anyway, a little less accurately) and within ``working_memory``; every larger
 bandwidth uses that grid coarsened by a power of two
-(:func:`kernattn.smoother._binned.grid.coarsen`,
+(:func:`kernattn.smoother._binned.binning.coarsen`,
 exact), so the search costs one pass over the rows for the binning and, per bandwidth,
 one for the criterion (none for unweighted rows in one dimension).
 
@@ -40,25 +40,17 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from kernattn.smoother._binned.grid import (
+from kernattn.smoother._binned.binning import bin_targets, coarsen
+from kernattn.smoother._binned.cells import cell_moments, coarsen_cells
+from kernattn.smoother._binned.error import binning_error, points_per_bandwidth
+from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
+from kernattn.smoother._binned.grid import grid_fits, locate, make_grid
+from kernattn.smoother._binned.moments import CUTOFF, grid_sums, sums_fit
+from kernattn.smoother._binned.statistics import (
     CRITERIA,
-    CUTOFF,
     NearestOther,
-    basis_exponents,
-    bin_targets,
-    binning_error,
-    cell_moments,
-    coarsen,
-    coarsen_cells,
     criterion_value,
-    grid_fits,
-    grid_sums,
-    locate,
-    make_grid,
-    moment_exponents,
-    points_per_bandwidth,
     row_statistics,
-    sums_fit,
 )
 
 __all__ = [
@@ -198,7 +190,7 @@ class BinnedCriterion:
         if level not in self.bins:
             fine = self.bins[0]
             counts, grid = coarsen(fine.counts, fine.grid, 2**level)
-            self.bins[level] = type(fine)(grid, counts, fine.shift)
+            self.bins[level] = type(fine)(grid, counts, fine.center)
             if 0 in self.cells:
                 self.cells[level] = coarsen_cells(self.cells[0], 2**level)
         return self.bins[level], self.cells.get(level)
@@ -270,6 +262,40 @@ def _check(X, Y, sample_weight):
     return X, Y, s
 
 
+def _reference_bandwidth(X, s):
+    r"""The normal-reference bandwidths :math:`\sigma_j n_{\text{eff}}^{-1/(d+4)}` (the
+    weighted standard deviations, Kish's effective number of rows)."""
+    n, d = X.shape
+    weights = np.ones(n) if s is None else s
+    mean = np.average(X, axis=0, weights=weights)
+    sigma = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=weights))
+    if not np.all(sigma > 0):
+        raise ValueError("every input must vary: a constant input has no bandwidth")
+    n_eff = weights.sum() ** 2 / np.sum(weights**2)
+    return sigma * n_eff ** (-1.0 / (d + 4))
+
+
+def _descend(evaluate, factors, reference, tol):
+    """The first stage: from the factor nearest 1, down the curve of the criterion over
+    ``factors`` times ``reference`` (at the binning tolerance ``tol``) to a local minimum;
+    its index and the curve (NaN where not evaluated)."""
+    curve = np.full(len(factors), np.nan)
+
+    def at(i):
+        if np.isnan(curve[i]):
+            curve[i] = evaluate(factors[i] * reference, tol)
+        return curve[i]
+
+    best = int(np.argmin(np.abs(np.log(factors))))  # the factor nearest 1
+    while True:
+        neighbours = [i for i in (best - 1, best + 1) if 0 <= i < len(factors)]
+        values = [at(i) for i in neighbours]
+        if min(values) >= at(best):
+            break
+        best = neighbours[int(np.argmin(values))]
+    return best, curve
+
+
 def search_bandwidth(
     X,
     Y,
@@ -319,13 +345,7 @@ def search_bandwidth(
     X, Y, s = _check(X, Y, sample_weight)
     n, d = X.shape
     factors = np.sort(np.asarray(factors, dtype=float))
-    weights = np.ones(n) if s is None else s
-    mean = np.average(X, axis=0, weights=weights)
-    sigma = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=weights))
-    if not np.all(sigma > 0):
-        raise ValueError("every input must vary: a constant input has no bandwidth")
-    n_eff = weights.sum() ** 2 / np.sum(weights**2)
-    reference = sigma * n_eff ** (-1.0 / (d + 4))
+    reference = _reference_bandwidth(X, s)
     coarse_tol = max(COARSE_TOLERANCE, tol)
     levels = max(int(math.floor(math.log2(factors[-1] / factors[0]))), 0)
     evaluate = BinnedCriterion(
@@ -339,20 +359,7 @@ def search_bandwidth(
         tol=tol,
         n_jobs=n_jobs,
     )
-    curve = np.full(len(factors), np.nan)
-
-    def at(i):
-        if np.isnan(curve[i]):
-            curve[i] = evaluate(factors[i] * reference, coarse_tol)
-        return curve[i]
-
-    best = int(np.argmin(np.abs(np.log(factors))))  # the factor nearest 1
-    while True:
-        neighbours = [i for i in (best - 1, best + 1) if 0 <= i < len(factors)]
-        values = [at(i) for i in neighbours]
-        if min(values) >= at(best):
-            break
-        best = neighbours[int(np.argmin(values))]
+    best, curve = _descend(evaluate, factors, reference, coarse_tol)
     at_edge = best in (0, len(factors) - 1)
     lo = math.log(factors[max(best - 1, 0)])
     hi = math.log(factors[min(best + 1, len(factors) - 1)])

@@ -1,0 +1,122 @@
+"""Linear binning of weighted rows onto a grid, and its exact coarsening."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from kernattn._core.blocks import iter_query_blocks
+from kernattn.smoother._binned.checks import check_points, check_targets, check_weights
+from kernattn.smoother._binned.grid import Grid, corners, locate
+
+
+def _accumulate(counts, X, values, grid, truncate=False):
+    """Add the linear binning of one block of rows to ``counts`` (grid.size, m)."""
+    index, fraction, inside = locate(X, grid)
+    if not np.all(inside):
+        if not truncate:
+            raise ValueError("X has points outside the grid; make the grid from X")
+        index, fraction, values = index[inside], fraction[inside], values[inside]
+    for flat, weight in corners(index, fraction, grid.shape):
+        for j in range(values.shape[1]):
+            counts[:, j] += np.bincount(flat, weights=weight * values[:, j], minlength=grid.size)
+
+
+def linear_binning(X, columns, grid, sample_weight=None, *, truncate=False):
+    r"""Linear binning of weighted columns onto ``grid`` (KernSmooth's ``linbin``/
+    ``linbin2D``): :math:`c_k = \sum_j s_j\, \omega_k(x_j)\, z_j`, where
+    :math:`\omega_k(x)` is the hat function of grid point :math:`k` (the product of the
+    axes' hats in 2-D), so every row's mass and mean position are kept.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d)
+        Inputs, inside the grid.
+    columns : array_like of shape (n, m)
+        What is binned (e.g. ``[1, y, y²]``).
+    grid : Grid
+    sample_weight : array_like of shape (n,), optional
+        Multiplies every column.
+    truncate : bool
+        Leave out rows outside the grid (KernSmooth's ``truncate = TRUE``) instead of
+        raising.
+
+    Returns
+    -------
+    counts : ndarray of shape grid.shape + (m,)
+
+    Examples
+    --------
+    >>> grid = Grid(np.array([0.0]), np.array([1.0]), (3,))
+    >>> linear_binning([[0.25], [2.0]], np.ones((2, 1)), grid)[:, 0]
+    array([0.75, 0.25, 1.  ])
+    """
+    X = check_points(X, grid.n_dims)
+    columns = np.asarray(columns, dtype=float)
+    columns = columns[:, None] if columns.ndim == 1 else columns
+    if len(columns) != len(X):
+        raise ValueError(f"columns must have {len(X)} rows; got {len(columns)}")
+    s = check_weights(sample_weight, len(X))
+    m = columns.shape[1]
+    counts = np.zeros((grid.size, m))
+    for rows in iter_query_blocks(len(X), m * 2**grid.n_dims, n_arrays=2, cache=2**20):
+        values = columns[rows] if s is None else columns[rows] * s[rows, None]
+        _accumulate(counts, X[rows], values, grid, truncate)
+    return counts.reshape(grid.shape + (m,))
+
+
+def coarsen(counts, grid, factor):
+    """Linear binning onto the grid ``factor`` times coarser, from the counts of ``grid``.
+
+    Exact: the coarse grid's hat functions are linear between the fine grid points, so
+    re-binning the fine counts equals binning the rows onto the coarse grid directly.
+    Needs ``(shape[a] − 1) % factor == 0`` on every axis (:func:`make_grid`'s ``levels``).
+
+    Returns
+    -------
+    counts : ndarray
+    grid : Grid
+    """
+    factor = int(factor)
+    if factor == 1:
+        return counts, grid
+    if any((n - 1) % factor for n in grid.shape):
+        raise ValueError(f"the grid's cells {grid.shape} are not divisible by {factor}")
+    r = np.arange(factor) / factor
+    for a in range(grid.n_dims):
+        moved = np.moveaxis(counts, a, 0)
+        n = moved.shape[0]
+        coarse = np.zeros(((n - 1) // factor + 1,) + moved.shape[1:])
+        body = moved[:-1].reshape((n - 1) // factor, factor, *moved.shape[1:])
+        coarse[:-1] += np.tensordot(1.0 - r, body, axes=([0], [1]))
+        coarse[1:] += np.tensordot(r, body, axes=([0], [1]))
+        coarse[-1] += moved[-1]
+        counts = np.moveaxis(coarse, 0, a)
+    shape = tuple((n - 1) // factor + 1 for n in grid.shape)
+    return counts, Grid(grid.origin, grid.spacing * factor, shape)
+
+
+class Bins(NamedTuple):
+    """Binned training data: ``counts[..., 0]`` the binned sample weights, ``counts[...,
+    1:]`` the binned weighted targets minus ``center`` (their weighted mean: FFT rounding is
+    then relative to the targets' spread, not their magnitude)."""
+
+    grid: Grid
+    counts: np.ndarray
+    center: np.ndarray
+
+
+def bin_targets(X, Y, grid, sample_weight=None, *, truncate=False):
+    """:func:`linear_binning` of ``[1, Y − center]`` times the sample weights: the
+    :class:`Bins` every sum below is computed from (``truncate``: see there)."""
+    X = check_points(X, grid.n_dims)
+    Y = check_targets(Y, len(X))
+    s = check_weights(sample_weight, len(X))
+    center = np.average(Y, axis=0, weights=s)
+    t = Y.shape[1]
+    counts = np.zeros((grid.size, 1 + t))
+    for rows in iter_query_blocks(len(X), (1 + t) * 2**grid.n_dims, n_arrays=2, cache=2**20):
+        values = np.empty((rows.stop - rows.start, 1 + t))
+        values[:, 0] = 1.0 if s is None else s[rows]
+        values[:, 1:] = (Y[rows] - center) * values[:, :1]
+        _accumulate(counts, X[rows], values, grid, truncate)
+    return Bins(grid, counts.reshape(grid.shape + (1 + t,)), center)
