@@ -20,7 +20,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-import numpy as np
 from joblib.parallel import get_active_backend
 from sklearn import get_config
 from threadpoolctl import ThreadpoolController
@@ -71,7 +70,9 @@ def query_block_size(n_queries, n_keys, *, n_arrays=2, cache=True, n_workers=1, 
     if cache:
         entries = _CACHE_ENTRIES if cache is True else int(cache)
         rows = min(rows, max(entries * 8 // itemsize // max(n_keys, 1), _MIN_ROWS))
-    return int(np.clip(rows, 1, max(n_queries, 1)))
+    # Plain integers: this runs once per cell of a split kernel's prediction, where numpy's
+    # scalar clip cost more than the block it sized.
+    return int(min(max(rows, 1), max(n_queries, 1)))
 
 
 def iter_query_blocks(n_queries, n_keys, **kwargs):

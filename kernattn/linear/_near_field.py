@@ -570,21 +570,19 @@ class NearFieldKernel:
         """:meth:`moments` of projected queries ``Q`` whose ``cells`` are sorted (the queries
         of a cell together), as the estimator's prediction gives them; ``near``: their
         near sums (:meth:`near_sums`), taken elsewhere (over keys not kept here)."""
-        sums = np.zeros((len(Q), self.far.key_sums.shape[2]))
-        far_query = np.zeros(len(Q), dtype=bool)
+        far = np.empty((len(Q), self.far.key_sums.shape[2]))
+        given = np.empty_like(far) if near is None else near
         bounds = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1], True])
         # The augmented queries of every cell at once (row by row, the same numbers).
         augmented = augment_queries(Q) if near is None else None
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
             group = slice(start, stop)
             c = cells[start]
-            far = self.far_field_sums(Q[group], c)
+            far[group] = self.far_field_sums(Q[group], c)
             if near is None:
-                given = self.near_sums(Q[group], c, augmented=augmented[group])
-            else:
-                given = near[group]
-            sums[group], far_query[group] = self.join_sums(given, far)
-        return self.moments_of(sums, far_query)
+                given[group] = self.near_sums(Q[group], c, augmented=augmented[group])
+        # Row by row: joined for every cell at once, the same numbers.
+        return self.moments_of(*self.join_sums(given, far))
 
     def moments_of(self, sums, far_query):
         """First and second moments (and the unreliable rows) from :meth:`split_sums`."""
