@@ -19,8 +19,8 @@ PyTorch? Four measurements, all in the same run:
 
 Times are the best of several runs, the two functions alternating; the column ``median`` is
 the median over the runs of the ratio within a run (steadier on a busy machine). Run from
-the repository root: ``python examples/benchmarks/bench_attention_functions.py`` (about 3
-minutes on two cores, 1 on sixteen; ``KERNATTN_SMOKE=1`` for a quick run at small sizes).
+the repository root: ``python examples/benchmarks/bench_attention_functions.py`` (about 30
+seconds on two cores; ``KERNATTN_SMOKE=1`` for a quick run at small sizes).
 
 Measured on a quiet two-core AMD EPYC with torch 2.13 (kernattn's time over SDPA's, best
 time and median of the per-run ratios): forward 1.06 and 1.09 on one thread, 1.08 and 1.10
