@@ -416,3 +416,90 @@ def test_cross_validated_y_bandwidth_is_one_of_the_candidates_and_kept():
 def test_bad_y_bandwidth_is_refused(fitted, y_bandwidth):
     with pytest.raises(ValueError, match="y_bandwidth must be"):
         fitted[2]["smoother"].predict_cdf(queries(), [0.0], y_bandwidth=y_bandwidth)
+
+
+# ------------------------------------------------------ quantiles of the smoothed CDF
+
+
+@pytest.mark.parametrize("name", ["smoother", "attention"])
+def test_smoothed_cdf_at_its_quantiles_is_the_level(fitted, name):
+    model = fitted[2][name]
+    levels = [0.05, 0.1, 0.5, 0.9, 0.95]
+    q = model.predict_quantiles(queries(), levels, y_bandwidth=0.2)
+    assert q.shape == (13, 5) and np.all(np.diff(q, axis=1) > 0)
+    cdf = np.array(
+        [
+            model.predict_cdf([x], row, y_bandwidth=0.2)[0]
+            for x, row in zip(queries(), q, strict=True)
+        ]
+    )
+    np.testing.assert_allclose(cdf, np.broadcast_to(levels, cdf.shape), atol=1e-12)
+
+
+def test_smoothed_quantiles_do_not_cross_for_unsorted_levels(fitted):
+    model = fitted[2]["smoother"]
+    levels = [0.9, 0.1, 0.5, 0.5000001, 0.3]
+    q = model.predict_quantiles(queries(), levels, y_bandwidth=0.1)
+    order = np.argsort(levels)
+    assert np.all(np.diff(q[:, order], axis=1) >= 0)
+    np.testing.assert_array_equal(
+        q[:, order], model.predict_quantiles(queries(), np.sort(levels), y_bandwidth=0.1)
+    )
+
+
+def test_a_vanishing_y_bandwidth_gives_the_exact_quantiles(fitted):
+    model = fitted[2]["smoother"]
+    levels = [0.1, 0.25, 0.5, 0.75, 0.9]
+    np.testing.assert_allclose(
+        model.predict_quantiles(queries(), levels, y_bandwidth=1e-9),
+        model.predict_quantiles(queries(), levels),
+        atol=1e-6,
+    )
+
+
+def test_smoothed_quantiles_at_the_levels_zero_and_one_are_unbounded(fitted):
+    q = fitted[2]["smoother"].predict_quantiles(queries(), [0.0, 0.5, 1.0], y_bandwidth=0.1)
+    assert np.all(q[:, 0] == -np.inf) and np.all(q[:, 2] == np.inf)
+    assert np.all(np.isfinite(q[:, 1]))
+
+
+def test_smoothed_quantiles_with_the_cross_validated_y_bandwidth():
+    X, y = heteroscedastic(300, seed=12)
+    model = KernelSmoother(bandwidth=0.05).fit(X, y)
+    first = model.predict_quantiles(queries(), [0.1, 0.9], y_bandwidth="cv")
+    chosen = model._cross_validated_y_bandwidth()
+    np.testing.assert_array_equal(
+        first, model.predict_quantiles(queries(), [0.1, 0.9], y_bandwidth=chosen[0])
+    )
+
+
+def test_smoothed_quantiles_of_signed_weights_are_monotone_and_say_how_many(fitted):
+    model = fitted[2]["linear"]
+    levels = [0.1, 0.3, 0.5, 0.7, 0.9]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        q = model.predict_quantiles(queries(), levels, y_bandwidth=0.2)
+    assert np.all(np.isfinite(q)) and np.all(np.diff(q, axis=1) >= 0)
+    signed = np.any(distribution_weights(model, queries()) < 0, axis=1)
+    assert any("monotone rearrangement" in str(w.message) for w in caught) == bool(np.any(signed))
+
+
+def test_multi_output_smoothed_quantiles_take_one_bandwidth_per_output():
+    X, y = heteroscedastic(150)
+    Y = np.column_stack([y, 3 * y])
+    model = KernelSmoother(bandwidth=0.05).fit(X, Y)
+    q = model.predict_quantiles(queries(), [0.2, 0.8], y_bandwidth=[0.1, 0.3])
+    assert q.shape == (2, 13, 2)
+    np.testing.assert_allclose(q[1], 3 * q[0], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("y_bandwidth", [0.0, -1.0, np.nan, "silverman", True, [0.1, 0.2]])
+def test_bad_y_bandwidth_of_quantiles_is_refused(fitted, y_bandwidth):
+    with pytest.raises(ValueError, match="y_bandwidth must be"):
+        fitted[2]["smoother"].predict_quantiles(queries(), [0.5], y_bandwidth=y_bandwidth)
+
+
+@pytest.mark.parametrize("levels", [[-0.1, 0.5], [0.5, 1.1], [np.nan], []])
+def test_smoothed_quantiles_outside_the_unit_interval_are_refused(fitted, levels):
+    with pytest.raises(ValueError, match="quantiles"):
+        fitted[2]["smoother"].predict_quantiles(queries(), levels, y_bandwidth=0.1)

@@ -87,7 +87,9 @@ __all__ = [
     "leave_one_out_residuals",
     "map_distribution",
     "residual_ranks",
+    "rearrange_signed",
     "smoothed_cdf",
+    "smoothed_quantiles",
     "with_total",
 ]
 
@@ -541,6 +543,21 @@ def map_distribution(weights, X, target_order, compute, n_jobs):
     return sum(map_query_blocks(run, len(X), len(target_order), n_jobs=n_jobs, **sizes))
 
 
+def rearrange_signed(cdf, signed):
+    """Replace, in place, the CDF of the ``signed`` rows (axis 1 of ``cdf``, shape
+    (n_outputs, b, n_thresholds)) by its monotone rearrangement along the thresholds,
+    clipped to [0, 1]; the rows that needed it (a decrease or a value outside [0, 1])."""
+    rearranged = np.zeros(len(signed), dtype=bool)
+    if np.any(signed):
+        part = cdf[:, signed]
+        bad = np.any(np.diff(part, axis=2) < 0, axis=(0, 2)) | np.any(
+            (part < 0) | (part > 1), axis=(0, 2)
+        )
+        rearranged[np.flatnonzero(signed)[bad]] = True
+        cdf[:, signed] = np.clip(np.sort(part, axis=2), 0.0, 1.0)
+    return rearranged
+
+
 def smoothed_cdf(weights, X, targets, thresholds, bandwidths, n_jobs):
     """The CDF smoothed in y, (n_outputs, n_queries, n_thresholds), of the kept
     ``targets`` (n, n_outputs), and the number of signed rows rearranged (sorted along the
@@ -556,19 +573,119 @@ def smoothed_cdf(weights, X, targets, thresholds, bandwidths, n_jobs):
     def run(rows):
         block, signed = weights.averages(X[rows], columns)
         block = block.reshape(len(block), n_outputs, T).transpose(1, 0, 2)
-        rearranged = np.zeros(len(signed), dtype=bool)
-        if np.any(signed):
-            part = block[:, signed]
-            bad = np.any(np.diff(part, axis=2) < 0, axis=(0, 2)) | np.any(
-                (part < 0) | (part > 1), axis=(0, 2)
-            )
-            rearranged[np.flatnonzero(signed)[bad]] = True
-            block[:, signed] = np.clip(np.sort(part, axis=2), 0.0, 1.0)
         out[:, rows] = block
-        return int(rearranged.sum())
+        return int(rearrange_signed(out[:, rows], signed).sum())
 
     sizes = weights.block_sizes(3)
     counts = map_query_blocks(run, len(X), len(targets), n_jobs=n_jobs, **sizes)
+    return out, sum(counts)
+
+
+#: Thresholds of the grid on which the smoothed CDF is first inverted.
+SMOOTHED_GRID = 64
+#: Half-widths of the kernel beyond the extreme targets where the grid ends: the kernel
+#: CDF there is within an ulp of 0 and 1.
+SMOOTHED_MARGIN = 9.0
+
+
+def smoothed_grid(targets, bandwidth, size=SMOOTHED_GRID):
+    """The grid of thresholds inverting the CDF smoothed in y of one output: evenly spaced
+    from the smallest target less ``SMOOTHED_MARGIN`` bandwidths to the largest plus as
+    many."""
+    margin = SMOOTHED_MARGIN * bandwidth
+    return np.linspace(targets.min() - margin, targets.max() + margin, size)
+
+
+def grid_brackets(cdf, grid, levels):
+    r"""For each row of ``cdf`` (the CDF on the non-decreasing ``grid``, shape (b, G)) and
+    level :math:`\tau`, the grid cell where :math:`\tilde F` reaches it: its ends
+    ``low, high`` and the linear interpolation between them, each (b, n_levels) (the
+    grid's ends where the level lies outside the CDF's range on the grid)."""
+    G = len(grid)
+    below = (cdf[:, None, :] < levels[None, :, None]).sum(axis=2)
+    high_index = np.minimum(below, G - 1)
+    low_index = np.maximum(below - 1, 0)
+    low, high = grid[low_index], grid[high_index]
+    f_low = np.take_along_axis(cdf, low_index, axis=1)
+    f_high = np.take_along_axis(cdf, high_index, axis=1)
+    rise = f_high - f_low
+    share = np.divide(levels[None, :] - f_low, rise, out=np.zeros_like(rise), where=rise > 0)
+    return low, high, low + np.clip(share, 0.0, 1.0) * (high - low)
+
+
+def invert_kernel_cdf(weights, targets, bandwidth, level, start, low, high, max_iter=60):
+    r"""Per row of ``weights`` (b, n; non-negative, summing to 1), the threshold :math:`t`
+    with :math:`\sum_i w_i \Phi((t - y_i)/h) = \tau`: Newton's steps from ``start``, kept
+    inside the bracket ``[low, high]`` (a bisection where a step leaves it), every row at
+    once, until the CDF is within 1e-13 of the level or the bracket within 1e-13 of the
+    targets' scale."""
+    t, low, high = start.copy(), low.copy(), high.copy()
+    tolerance = 1e-13 * (np.max(np.abs(targets)) + bandwidth)
+    active = np.arange(len(t))
+    for _ in range(max_iter):
+        z = (t[active, None] - targets[None, :]) / bandwidth
+        w = weights[active]
+        gap = np.einsum("ij,ij->i", w, ndtr(z)) - level
+        slope = np.einsum("ij,ij->i", w, np.exp(-0.5 * z * z)) / (bandwidth * math.sqrt(2 * np.pi))
+        above = gap >= 0
+        high[active[above]] = t[active[above]]
+        low[active[~above]] = t[active[~above]]
+        # A row within the tolerance keeps the threshold just evaluated.
+        going = (np.abs(gap) > 1e-13) & (high[active] - low[active] > tolerance)
+        active, gap, slope = active[going], gap[going], slope[going]
+        if len(active) == 0:
+            break
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            step = t[active] - gap / slope
+        inside = (step > low[active]) & (step < high[active])
+        t[active] = np.where(inside, step, 0.5 * (low[active] + high[active]))
+    return t
+
+
+def smoothed_quantiles(weights, X, targets, levels, bandwidths, n_jobs):
+    r"""The quantiles of the CDF smoothed in y, :math:`\inf\{t : \tilde F(t \mid x) \ge
+    \tau\}`, (n_outputs, n_queries, n_levels), of the kept ``targets`` (n, n_outputs), and
+    the number of signed rows rearranged.
+
+    Per block of queries, with its weights in memory: :math:`\tilde F` on a grid of
+    thresholds (:func:`smoothed_grid`), the cell where each level is reached
+    (:func:`grid_brackets`), then Newton's steps inside it (:func:`invert_kernel_cdf`), every
+    query and level at once. Signed rows take the monotone rearrangement of their CDF on
+    the grid, clipped (as :func:`smoothed_cdf`), inverted linearly inside the cell. Level
+    0 gives :math:`-\infty` and level 1 :math:`+\infty` (the Gaussian kernel CDF reaches
+    neither); non-decreasing along the levels (non-crossing).
+    """
+    n_outputs = targets.shape[1]
+    grids = [smoothed_grid(targets[:, o], bandwidths[o]) for o in range(n_outputs)]
+    columns = [
+        kernel_cdf_columns(targets[:, o], grids[o], bandwidths[o]) for o in range(n_outputs)
+    ]
+    interior = (levels > 0) & (levels < 1)
+    out = np.empty((n_outputs, len(X), len(levels)))
+    out[..., levels == 0] = -np.inf
+    out[..., levels == 1] = np.inf
+    inner = levels[interior]
+
+    def run(rows):
+        w = weights.mixed(X[rows])
+        cdf = np.stack([w @ c for c in columns])
+        signed = np.any(w < 0, axis=1)
+        rearranged = rearrange_signed(cdf, signed)
+        # One rounding of the products could step back an ulp.
+        np.maximum.accumulate(cdf, axis=2, out=cdf)
+        for o in range(n_outputs):
+            low, high, start = grid_brackets(cdf[o], grids[o], inner)
+            for k, tau in enumerate(inner):
+                bracket = (a[~signed, k] for a in (start, low, high))
+                start[~signed, k] = invert_kernel_cdf(
+                    w[~signed], targets[:, o], bandwidths[o], tau, *bracket
+                )
+            out[o, rows][:, interior] = start
+        return int(rearranged.sum())
+
+    counts = map_query_blocks(run, len(X), len(targets), n_jobs=n_jobs, n_arrays=4, cache=False)
+    order = np.argsort(levels, kind="stable")
+    out[..., order] = np.maximum.accumulate(out[..., order], axis=2)
     return out, sum(counts)
 
 
