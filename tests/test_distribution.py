@@ -370,6 +370,29 @@ def test_partial_fit_keeps_no_targets_and_says_so():
             call()
 
 
+@pytest.mark.parametrize("in_parts", ["partial_fit", "fit_chunks", "fit then partial_fit"])
+def test_conformal_interval_of_a_fit_in_parts_says_what_it_misses(in_parts):
+    from kernattn import fit_chunks
+
+    X, y = heteroscedastic(120)
+    params = dict(n_near_keys=0, center=[0.5], bandwidth=0.2, random_state=0)
+    whole = LinearAttentionRegressor(**params).fit(X, y)
+    lower, upper = whole.conformal_interval(queries())
+    assert np.all(np.isfinite(lower) & np.isfinite(upper)) and np.all(lower < upper)
+    model = LinearAttentionRegressor(**params)
+    if in_parts == "partial_fit":
+        model.partial_fit(X[:60], y[:60]).partial_fit(X[60:], y[60:])
+    elif in_parts == "fit_chunks":
+        fit_chunks(model, [(X[:60], y[:60]), (X[60:], y[60:])])
+    else:
+        model.fit(X[:60], y[:60]).partial_fit(X[60:], y[60:])
+    # The sums are those of the whole fit; only the rows are missing.
+    np.testing.assert_allclose(model.predict(queries()), whole.predict(queries()), rtol=1e-6)
+    for method in ("jackknife+", "local"):
+        with pytest.raises(RuntimeError, match="leave-one-out residual.*fit_chunks"):
+            model.conformal_interval(queries(), method=method)
+
+
 # --------------------------------------------------------------- smoothing in y
 
 

@@ -44,17 +44,27 @@ class ConditionalDistributionMixin:
     kernel compares them) and :meth:`_exact_kernel` (``None`` for approximate weights).
     """
 
-    def _check_targets_kept(self):
+    def _check_targets_kept(self, conformal=False):
         """The distribution's methods read the kept training targets (and weights against
-        them): a fit that keeps none (``partial_fit``) cannot serve them."""
+        them): a fit that keeps none (``partial_fit``, ``fit_chunks``) cannot serve them;
+        ``conformal``: the message says what conformal intervals miss."""
         check_is_fitted(self)
-        if "_target_order" not in self.__dict__ or "X_fit_" not in self.__dict__:
+        if "_target_order" in self.__dict__ and "X_fit_" in self.__dict__:
+            return
+        if conformal:
             raise RuntimeError(
-                "the conditional distribution needs the training targets and the weights "
-                "against them, and this fit keeps only sums (partial_fit, or a fit in "
-                "chunks); fit on the whole training set to use predict_cdf, "
-                "predict_quantiles and conformal_interval"
+                "conformal_interval needs every training row's leave-one-out residual (the "
+                "row's own input, target and weight taken out of the sums) and, at each "
+                "query, every row's weight; this fit keeps only the key sums S, S2 and z "
+                "(partial_fit, or fit_chunks), from which no row can be taken out; fit on "
+                "the whole training set in one call to use conformal_interval"
             )
+        raise RuntimeError(
+            "the conditional distribution needs the training targets and the weights "
+            "against them, and this fit keeps only sums (partial_fit, or a fit in "
+            "chunks); fit on the whole training set to use predict_cdf, "
+            "predict_quantiles and conformal_interval"
+        )
 
     def _training_inputs(self):
         """The positive-weight training inputs as the kernel sees them (an estimator that
@@ -341,6 +351,9 @@ class ConditionalDistributionMixin:
         :math:`n` values for ``"jackknife+"``. An ``AttentionRegressor`` fitted with
         ``leave_one_out=False`` raises a ``ValueError``: its kernel was trained to copy
         each row's own target, and its leave-one-out residuals measure nothing it learned.
+        A ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``)
+        keeps only its key sums, from which no row's own contribution can be taken out: it
+        raises a ``RuntimeError`` that says so.
 
         References
         ----------
@@ -364,7 +377,7 @@ class ConditionalDistributionMixin:
         alpha = check_alpha(alpha)
         method = check_conformal_method(method)
         X = self._validate_queries(X)
-        self._check_targets_kept()
+        self._check_targets_kept(conformal=True)
         if getattr(self, "leave_one_out", True) is False:
             raise ValueError(
                 "conformal intervals need leave-one-out residuals of a kernel fitted on the "
