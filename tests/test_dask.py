@@ -519,3 +519,22 @@ def test_threads_predicting_at_once_agree_with_a_serial_prediction():
         for (m1, s1), (m2, s2) in zip(serial, parallel, strict=True):
             np.testing.assert_array_equal(m1, m2)
             np.testing.assert_array_equal(s1, s2)
+
+
+def test_conditional_distribution_of_a_fit_on_partitions_says_it_needs_the_rows():
+    X, y = _data(n=400)
+    params = dict(n_components=32, n_near_keys=0, random_state=0, n_subsample=5000)
+    memory = LinearAttentionRegressor(**params).fit(X, y)
+    lower, upper = memory.conformal_interval(X[:5])
+    assert np.all(lower < upper)
+    cluster = LinearAttentionRegressor(**params).fit(
+        da.from_array(X, chunks=100), da.from_array(y, chunks=100)
+    )
+    for call in (
+        lambda: cluster.conformal_interval(X[:5]),
+        lambda: cluster.conformal_interval(X[:5], method="local"),
+        lambda: cluster.predict_quantiles(X[:5]),
+        lambda: cluster.predict_cdf(X[:5], [0.0]),
+    ):
+        with pytest.raises(RuntimeError, match="partitions of a dask collection"):
+            call()

@@ -96,6 +96,22 @@ class InPartsFitMixin:
             self._keep_no_keys(kernel.accumulate(X, Y - self._y_offset, sample_weight))
         return self
 
+    def _check_targets_kept(self, conformal=False):
+        """As the engine's, and a fit whose training rows stay in the partitions of a
+        collection (a dask fit) says that the conditional distribution is computed from
+        rows in memory."""
+        kept = self.__dict__.get("X_fit_")
+        if kept is not None and not isinstance(kept, np.ndarray):
+            what = "conformal_interval" if conformal else "the conditional distribution"
+            raise RuntimeError(
+                f"{what} is computed from the training rows in memory, and this model was "
+                "fitted on the partitions of a dask collection, whose rows stay where they "
+                "are: leave-one-out residuals partition by partition are not available; "
+                "fit on the computed arrays (X.compute(), y.compute()) to use predict_cdf, "
+                "predict_quantiles and conformal_interval"
+            )
+        super()._check_targets_kept(conformal)
+
     def _keep_no_keys(self, kernel):
         """Fitted with ``kernel`` (its sums taken) and no training keys kept: no training
         set, no values to attend to, no near field."""
