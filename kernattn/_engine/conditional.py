@@ -227,8 +227,10 @@ class ConditionalDistributionMixin:
         level at once, first on a grid of 64 thresholds from the smallest target less
         :math:`9 h_y` to the largest plus :math:`9 h_y`, then by Newton's steps inside the
         grid's cell (bisection where a step leaves it) until :math:`\tilde F` is within
-        1e-13 of :math:`\tau`. The weights of each block of queries are then held in
-        memory, and each step costs one pass over the training targets. Level 0 gives
+        1e-13 of :math:`\tau` (a step from within 1e-8 of it is the last). The weights of
+        each block of queries are then held in memory, and each step costs one pass over
+        the targets within :math:`9 h_y` of the cell (those further below count their whole
+        weight): three or four passes per query and level. Level 0 gives
         :math:`-\infty` and level 1 :math:`+\infty` (the Gaussian kernel CDF reaches
         neither); as :math:`h_y \to 0` the quantiles tend to the exact ones. Signed weights
         take the monotone rearrangement of their smoothed CDF on the grid, clipped, inverted

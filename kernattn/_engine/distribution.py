@@ -72,6 +72,7 @@ __all__ = [
     "kernel_cdf_columns",
     "y_bandwidth_candidates",
     "DenseWeights",
+    "KernelCdfWindows",
     "TargetTiles",
     "cdf_at_counts",
     "jackknife_plus",
@@ -613,20 +614,59 @@ def grid_brackets(cdf, grid, levels):
     return low, high, low + np.clip(share, 0.0, 1.0) * (high - low)
 
 
-def invert_kernel_cdf(weights, targets, bandwidth, level, start, low, high, max_iter=60):
-    r"""Per row of ``weights`` (b, n; non-negative, summing to 1), the threshold :math:`t`
-    with :math:`\sum_i w_i \Phi((t - y_i)/h) = \tau`: Newton's steps from ``start``, kept
-    inside the bracket ``[low, high]`` (a bisection where a step leaves it), every row at
-    once, until the CDF is within 1e-13 of the level or the bracket within 1e-13 of the
-    targets' scale."""
+class KernelCdfWindows:
+    r"""The smoothed CDF :math:`\tilde F(t) = \sum_i w_i \Phi((t - y_i)/h)` of rows of
+    weights (non-negative, summing to 1) on brackets ``[low, high]`` of thresholds, from the
+    targets near the bracket only: in increasing order of the targets, those below
+    ``low`` less ``SMOOTHED_MARGIN`` bandwidths count their whole weight (their kernel CDF
+    is within an ulp of 1), those above ``high`` plus as many nothing, and the window
+    between them its kernel CDF.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (b, n)
+        In the order of ``sorted_targets``.
+    sorted_targets : ndarray of shape (n,)
+    bandwidth : float
+    low, high : ndarray of shape (b,)
+    """
+
+    def __init__(self, weights, sorted_targets, bandwidth, low, high):
+        margin = SMOOTHED_MARGIN * bandwidth
+        first = np.searchsorted(sorted_targets, low - margin, side="left")
+        end = np.searchsorted(sorted_targets, high + margin, side="right")
+        width = max(int(np.max(end - first, initial=0)), 1)
+        index = first[:, None] + np.arange(width)
+        inside = index < end[:, None]
+        index = np.minimum(index, len(sorted_targets) - 1)
+        rows = np.arange(len(weights))[:, None]
+        self.weights = np.where(inside, weights[rows, index], 0.0)
+        self.targets = sorted_targets[index]
+        below = np.cumsum(weights, axis=1)
+        self.below = np.where(first > 0, below[rows[:, 0], np.maximum(first - 1, 0)], 0.0)
+        self.bandwidth = bandwidth
+
+    def values(self, rows, t):
+        r""":math:`\tilde F` and its density at thresholds ``t`` of ``rows``."""
+        z = (t[:, None] - self.targets[rows]) / self.bandwidth
+        w = self.weights[rows]
+        cdf = self.below[rows] + np.einsum("ij,ij->i", w, ndtr(z))
+        density = np.einsum("ij,ij->i", w, np.exp(-0.5 * z * z))
+        return cdf, density / (self.bandwidth * math.sqrt(2 * np.pi))
+
+
+def invert_kernel_cdf(windows, level, start, low, high, max_iter=60):
+    r"""Per row of :class:`KernelCdfWindows`, the threshold :math:`t` with
+    :math:`\tilde F(t) = \tau`: Newton's steps from ``start``, kept inside the bracket
+    ``[low, high]`` (a bisection where a step leaves it), every row at once, until
+    :math:`\tilde F` is within 1e-13 of the level, a Newton step is taken from within 1e-8
+    of it, or the bracket is within 1e-13 of the thresholds' scale."""
     t, low, high = start.copy(), low.copy(), high.copy()
-    tolerance = 1e-13 * (np.max(np.abs(targets)) + bandwidth)
+    tolerance = 1e-13 * (np.max(np.abs(high), initial=0.0) + windows.bandwidth)
     active = np.arange(len(t))
     for _ in range(max_iter):
-        z = (t[active, None] - targets[None, :]) / bandwidth
-        w = weights[active]
-        gap = np.einsum("ij,ij->i", w, ndtr(z)) - level
-        slope = np.einsum("ij,ij->i", w, np.exp(-0.5 * z * z)) / (bandwidth * math.sqrt(2 * np.pi))
+        cdf, slope = windows.values(active, t[active])
+        gap = cdf - level
         above = gap >= 0
         high[active[above]] = t[active[above]]
         low[active[~above]] = t[active[~above]]
@@ -639,6 +679,11 @@ def invert_kernel_cdf(weights, targets, bandwidth, level, start, low, high, max_
             step = t[active] - gap / slope
         inside = (step > low[active]) & (step < high[active])
         t[active] = np.where(inside, step, 0.5 * (low[active] + high[active]))
+        # Newton's error squares: a step from within 1e-8 of the level lands within about
+        # 1e-16 of it (times the CDF's curvature over its squared density), unchecked.
+        active = active[~(inside & (np.abs(gap) <= 1e-8))]
+        if len(active) == 0:
+            break
     return t
 
 
@@ -660,6 +705,8 @@ def smoothed_quantiles(weights, X, targets, levels, bandwidths, n_jobs):
     columns = [
         kernel_cdf_columns(targets[:, o], grids[o], bandwidths[o]) for o in range(n_outputs)
     ]
+    orders = [np.argsort(targets[:, o], kind="stable") for o in range(n_outputs)]
+    sorted_targets = [targets[order, o] for o, order in enumerate(orders)]
     interior = (levels > 0) & (levels < 1)
     out = np.empty((n_outputs, len(X), len(levels)))
     out[..., levels == 0] = -np.inf
@@ -675,11 +722,11 @@ def smoothed_quantiles(weights, X, targets, levels, bandwidths, n_jobs):
         np.maximum.accumulate(cdf, axis=2, out=cdf)
         for o in range(n_outputs):
             low, high, start = grid_brackets(cdf[o], grids[o], inner)
+            ordered = w[~signed][:, orders[o]]
             for k, tau in enumerate(inner):
-                bracket = (a[~signed, k] for a in (start, low, high))
-                start[~signed, k] = invert_kernel_cdf(
-                    w[~signed], targets[:, o], bandwidths[o], tau, *bracket
-                )
+                bracket = [a[~signed, k] for a in (start, low, high)]
+                windows = KernelCdfWindows(ordered, sorted_targets[o], bandwidths[o], *bracket[1:])
+                start[~signed, k] = invert_kernel_cdf(windows, tau, *bracket)
             out[o, rows][:, interior] = start
         return int(rearranged.sum())
 
