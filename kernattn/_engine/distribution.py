@@ -626,12 +626,14 @@ class KernelCdfWindows:
     ----------
     weights : ndarray of shape (b, n)
         In the order of ``sorted_targets``.
+    cumulative : ndarray of shape (b, n)
+        Their cumulative sums along the rows.
     sorted_targets : ndarray of shape (n,)
     bandwidth : float
     low, high : ndarray of shape (b,)
     """
 
-    def __init__(self, weights, sorted_targets, bandwidth, low, high):
+    def __init__(self, weights, cumulative, sorted_targets, bandwidth, low, high):
         margin = SMOOTHED_MARGIN * bandwidth
         first = np.searchsorted(sorted_targets, low - margin, side="left")
         end = np.searchsorted(sorted_targets, high + margin, side="right")
@@ -642,8 +644,8 @@ class KernelCdfWindows:
         rows = np.arange(len(weights))[:, None]
         self.weights = np.where(inside, weights[rows, index], 0.0)
         self.targets = sorted_targets[index]
-        below = np.cumsum(weights, axis=1)
-        self.below = np.where(first > 0, below[rows[:, 0], np.maximum(first - 1, 0)], 0.0)
+        below = cumulative[rows[:, 0], np.maximum(first - 1, 0)]
+        self.below = np.where(first > 0, below, 0.0)
         self.bandwidth = bandwidth
 
     def values(self, rows, t):
@@ -723,14 +725,19 @@ def smoothed_quantiles(weights, X, targets, levels, bandwidths, n_jobs):
         for o in range(n_outputs):
             low, high, start = grid_brackets(cdf[o], grids[o], inner)
             ordered = w[~signed][:, orders[o]]
+            cumulative = np.cumsum(ordered, axis=1)
             for k, tau in enumerate(inner):
                 bracket = [a[~signed, k] for a in (start, low, high)]
-                windows = KernelCdfWindows(ordered, sorted_targets[o], bandwidths[o], *bracket[1:])
+                windows = KernelCdfWindows(
+                    ordered, cumulative, sorted_targets[o], bandwidths[o], *bracket[1:]
+                )
                 start[~signed, k] = invert_kernel_cdf(windows, tau, *bracket)
             out[o, rows][:, interior] = start
         return int(rearranged.sum())
 
-    counts = map_query_blocks(run, len(X), len(targets), n_jobs=n_jobs, n_arrays=4, cache=False)
+    # The weights, their copy in target order and its cumulative sums, the windows (their
+    # weights, targets, standardized distances and kernel CDF) and the rearranged rows.
+    counts = map_query_blocks(run, len(X), len(targets), n_jobs=n_jobs, n_arrays=8, cache=False)
     order = np.argsort(levels, kind="stable")
     out[..., order] = np.maximum.accumulate(out[..., order], axis=2)
     return out, sum(counts)
