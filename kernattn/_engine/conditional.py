@@ -259,11 +259,14 @@ class ConditionalDistributionMixin:
         --------
         >>> import numpy as np
         >>> from kernattn import KernelSmoother
-        >>> X = np.linspace(0, 1, 200)[:, None]
-        >>> y = X[:, 0] + 0.1 * np.random.default_rng(0).normal(size=200)
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(0, 1, size=(300, 1))
+        >>> y = X[:, 0] + 0.1 * rng.normal(size=300)
         >>> model = KernelSmoother(bandwidth=0.05).fit(X, y)
         >>> model.predict_quantiles([[0.5]], [0.1, 0.5, 0.9]).round(2)
-        array([[0.36, 0.5 , 0.61]])
+        array([[0.35, 0.5 , 0.66]])
+        >>> model.predict_quantiles([[0.5]], [0.1, 0.5, 0.9], y_bandwidth=0.05).round(2)
+        array([[0.35, 0.52, 0.67]])
         """
         X = self._validate_queries(X)
         self._check_targets_kept()
