@@ -521,20 +521,48 @@ def test_threads_predicting_at_once_agree_with_a_serial_prediction():
             np.testing.assert_array_equal(s1, s2)
 
 
-def test_conditional_distribution_of_a_fit_on_partitions_says_it_needs_the_rows():
+def test_conformal_interval_on_partitions_is_the_in_memory_interval(client):
+    X, y = _data(n=600)
+    # Exact duplicates in different partitions leave one out together, as in memory.
+    X[5] = X[400]
+    # Queries spread wider than the data: some lie beyond the features' reach and take the
+    # exact kernel, its sums over the partitions merged at their shifts.
+    Q = np.vstack([1.6 * np.random.default_rng(1).normal(size=(40, 3)), 4.0 * X[:20]])
+    params = dict(n_components=64, n_near_keys=0, random_state=0, n_subsample=5000)
+    memory = _quiet(LinearAttentionRegressor(**params).fit, X, y)
+    cluster = _quiet(
+        LinearAttentionRegressor(**params).fit,
+        da.from_array(X, chunks=150),
+        da.from_array(y, chunks=150),
+    )
+    _, _, unreliable = memory.kernel_.moments(Q, 0)
+    assert unreliable.any()
+    for method in ("jackknife+", "local"):
+        expected = memory.conformal_interval(Q, alpha=0.2, method=method)
+        got = cluster.conformal_interval(Q, alpha=0.2, method=method)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+        assert np.all(got[0] < got[1])
+
+
+def test_conditional_distribution_of_a_fit_on_partitions_says_what_it_needs(client):
     X, y = _data(n=400)
-    params = dict(n_components=32, n_near_keys=0, random_state=0, n_subsample=5000)
-    memory = LinearAttentionRegressor(**params).fit(X, y)
-    lower, upper = memory.conformal_interval(X[:5])
-    assert np.all(lower < upper)
-    cluster = LinearAttentionRegressor(**params).fit(
-        da.from_array(X, chunks=100), da.from_array(y, chunks=100)
+    near = _quiet(
+        LinearAttentionRegressor(n_near_keys=10, random_state=0).fit,
+        da.from_array(X, chunks=100),
+        da.from_array(y, chunks=100),
+    )
+    assert isinstance(near.kernel_, NearFieldKernel)
+    with pytest.raises(RuntimeError, match="near field"):
+        near.conformal_interval(X[:5])
+    far = _quiet(
+        LinearAttentionRegressor(n_near_keys=0, random_state=0).fit,
+        da.from_array(X, chunks=100),
+        da.from_array(y, chunks=100),
     )
     for call in (
-        lambda: cluster.conformal_interval(X[:5]),
-        lambda: cluster.conformal_interval(X[:5], method="local"),
-        lambda: cluster.predict_quantiles(X[:5]),
-        lambda: cluster.predict_cdf(X[:5], [0.0]),
+        lambda: far.predict_quantiles(X[:5]),
+        lambda: far.predict_cdf(X[:5], [0.0]),
     ):
         with pytest.raises(RuntimeError, match="partitions of a dask collection"):
             call()

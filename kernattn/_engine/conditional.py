@@ -358,7 +358,8 @@ class ConditionalDistributionMixin:
         each row's own target, and its leave-one-out residuals measure nothing it learned.
         A ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``)
         keeps only its key sums, from which no row's own contribution can be taken out: it
-        raises a ``RuntimeError`` that says so.
+        raises a ``RuntimeError`` that says so. One fitted on the partitions of a
+        collection computes the residuals and the queries' weights where the rows are.
 
         References
         ----------
@@ -382,28 +383,29 @@ class ConditionalDistributionMixin:
         alpha = check_alpha(alpha)
         method = check_conformal_method(method)
         X = self._validate_queries(X)
-        self._check_targets_kept(conformal=True)
         if getattr(self, "leave_one_out", True) is False:
             raise ValueError(
                 "conformal intervals need leave-one-out residuals of a kernel fitted on the "
                 "leave-one-out loss; this model was fitted with leave_one_out=False (its "
                 "kernel copies each row's own target); refit with leave_one_out=True"
             )
-        weights = self._mixed_weights()
+        weights, ranked, sample_weight, values = self._conformal_source(X)
         lower, upper = conformal_bounds(
-            weights,
-            X,
-            method,
-            alpha,
-            self._residuals(weights),
-            self.sample_weight_[self._active],
-            self._values,
-            self.n_jobs,
+            weights, X, method, alpha, ranked, sample_weight, values, self.n_jobs
         )
         lower += self._y_offset
         upper += self._y_offset
         shape = (len(X),) + self._target_shape
         return lower.reshape(shape).astype(self._dtype), upper.reshape(shape).astype(self._dtype)
+
+    def _conformal_source(self, X):
+        """What the conformal intervals at queries ``X`` are computed from: the weights
+        (:meth:`_mixed_weights`), the kept rows' ranked leave-one-out residuals
+        (:meth:`_residuals`), their sample weights and centered values. A fit whose rows
+        are elsewhere overrides it."""
+        self._check_targets_kept(conformal=True)
+        weights = self._mixed_weights()
+        return weights, self._residuals(weights), self.sample_weight_[self._active], self._values
 
     def _residuals(self, weights=None):
         """The kept rows' leave-one-out residuals ranked for conformal intervals

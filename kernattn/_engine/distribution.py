@@ -87,6 +87,7 @@ __all__ = [
     "leave_one_out_at",
     "leave_one_out_residuals",
     "map_distribution",
+    "rank_residuals",
     "residual_ranks",
     "rearrange_signed",
     "smoothed_cdf",
@@ -868,10 +869,15 @@ def kernel_estimate(weights, X, values):
 def residual_ranks(residuals, inputs):
     """What a conformal interval needs of the kept rows' leave-one-out ``residuals``: their
     absolute values, order per output and sorted values, and the rows' groups of exact
-    duplicates (computed once per fit)."""
+    duplicates of ``inputs`` (computed once per fit)."""
+    return rank_residuals(residuals, DuplicateGroups(inputs).ids)
+
+
+def rank_residuals(residuals, ids):
+    """:func:`residual_ranks` with the groups of exact duplicates given (``ids``, a group
+    number per kept row)."""
     residuals = np.abs(residuals)
     order = np.argsort(residuals, axis=0, kind="stable")
-    ids = DuplicateGroups(inputs).ids
     return residuals, order, np.take_along_axis(residuals, order, axis=0), ids
 
 

@@ -62,6 +62,20 @@ class DaskRows(Rows):
         parts = [task(task_function)(*part, *values) for part in self._parts()]
         return tree(parts, merge).compute()
 
+    def cross(self, pair_function, merge, finish, *values):
+        """For every part ``p``, ``pair_function(*p, *q, *values)`` with every part ``q``
+        (each part as ``X, y, w, Part``), merged up a tree in the order of the ``q``, then
+        ``finish(*p, merged, *values)`` where ``p`` is (``None``: the merged value); the
+        list of results in the order of the ``p``, computed. Each pair's task reads the two
+        partitions where they are: no part is collected."""
+        values = [_shared(v) for v in values]
+        parts = list(self._parts())
+        results = []
+        for p in parts:
+            merged = tree([task(pair_function)(*p, *q, *values) for q in parts], merge)
+            results.append(merged if finish is None else task(finish)(*p, merged, *values))
+        return list(dask.compute(*results))
+
     def prepare(self, task_function, *values):
         values = [_shared(v) for v in values]
         parts = [task(task_function)(*part, *values) for part in self._parts()]

@@ -13,11 +13,13 @@ import warnings
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.namespaces import from_caller
 from kernattn._core.numerics import power_of_two_scale, weighted_mean
 from kernattn._engine.regressor import fit_transaction
 from kernattn._engine.summary import RowSummary, check_summary, sample_seed, summarize
+from kernattn.linear._conformal_parts import conformal_on_parts
 from kernattn.linear._feature_kernel import FeatureKernel
 from kernattn.linear._near_field import NearFieldKernel
 from kernattn.linear._passes import (
@@ -96,19 +98,35 @@ class InPartsFitMixin:
             self._keep_no_keys(kernel.accumulate(X, Y - self._y_offset, sample_weight))
         return self
 
+    def _conformal_source(self, X):
+        """As the engine's; for a fit whose training rows stay in the partitions of a
+        collection, computed where they are (:mod:`kernattn.linear._conformal_parts`): the
+        leave-one-out residuals pair of partitions by pair, the exact kernel's sums merged
+        at their shifts, and the queries' weights on every partition."""
+        kept = self.__dict__.get("X_fit_")
+        if kept is None or isinstance(kept, np.ndarray):
+            return super()._conformal_source(X)
+        check_is_fitted(self)
+        if isinstance(self.kernel_, NearFieldKernel):
+            raise RuntimeError(
+                "conformal_interval of a model fitted on the partitions of a dask collection "
+                "is computed partition by partition from the features and the exact kernel, "
+                "and this model has a near field, whose weights are not; fit with "
+                "n_near_keys=0, or on the computed arrays"
+            )
+        return conformal_on_parts(self, X)
+
     def _check_targets_kept(self, conformal=False):
         """As the engine's, and a fit whose training rows stay in the partitions of a
-        collection (a dask fit) says that the conditional distribution is computed from
-        rows in memory."""
+        collection (a dask fit) says that ``predict_cdf`` and ``predict_quantiles`` are
+        computed from rows in memory."""
         kept = self.__dict__.get("X_fit_")
         if kept is not None and not isinstance(kept, np.ndarray):
-            what = "conformal_interval" if conformal else "the conditional distribution"
             raise RuntimeError(
-                f"{what} is computed from the training rows in memory, and this model was "
-                "fitted on the partitions of a dask collection, whose rows stay where they "
-                "are: leave-one-out residuals partition by partition are not available; "
-                "fit on the computed arrays (X.compute(), y.compute()) to use predict_cdf, "
-                "predict_quantiles and conformal_interval"
+                "the conditional distribution is computed from the training rows in memory, "
+                "and this model was fitted on the partitions of a dask collection, whose "
+                "rows stay where they are; fit on the computed arrays (X.compute(), "
+                "y.compute()) to use predict_cdf and predict_quantiles"
             )
         super()._check_targets_kept(conformal)
 
