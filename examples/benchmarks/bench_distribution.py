@@ -29,7 +29,8 @@ Every figure is measured in this run (timings depend on the machine: compare the
    geometric mean of that ratio over the sets (target: ≤ 1.05 for the best kernattn
    estimator); and the CRPS of ``predict_cdf`` (exact for its step function; for the
    smoother also smoothed in y, ``y_bandwidth="cv"``, on a grid of 2 000 thresholds) as a
-   share of that of the training targets' marginal distribution.
+   share of that of the training targets' marginal distribution; for the smoother, also the
+   pinball loss of the quantiles of that smoothed CDF and its ratio to the best peer.
 
 Run ``python bench_distribution.py [--quick] [--skip-real] [--skip-cost]
 [--skip-simulated]``; ``--quick`` runs a few designs only.
@@ -310,6 +311,7 @@ def real(quick):
         covered = {"jackknife+": [], "local": []}
         crps = {name: [] for name in OURS}
         crps_smoothed = []
+        pinball_smoothed = []
         crps_marginal = []
         for train, test in folds.split(X):
             for name, make in OURS.items():
@@ -324,6 +326,11 @@ def real(quick):
                         grid = np.linspace(y.min() - y.std(), y.max() + y.std(), 2000)
                         smooth = model.predict_cdf(X[test], grid, y_bandwidth="cv")
                         crps_smoothed.append(crps_of_steps(smooth, grid, y[test]))
+                        smooth = model.predict_quantiles(X[test], LEVELS, y_bandwidth="cv")
+                        pinball_smoothed.extend(
+                            mean_pinball_loss(y[test], smooth[:, j], alpha=q)
+                            for j, q in enumerate(LEVELS)
+                        )
                 for j, q in enumerate(LEVELS):
                     losses.setdefault(name, []).append(
                         mean_pinball_loss(y[test], quantiles[:, j], alpha=q)
@@ -365,6 +372,9 @@ def real(quick):
                 if name.startswith("KernelSmoother"):
                     smoothed = float(np.mean(np.concatenate(crps_smoothed)))
                     extra += f", smoothed in y {smoothed / reference:.3f}"
+                    smoothed = float(np.mean(pinball_smoothed))
+                    extra += f"; smoothed in y: pinball {smoothed:.4g}, ratio "
+                    extra += f"{smoothed / best_peer:5.3f}"
             print(f"      {name:<34} pinball {value:10.4g}  ratio {value / best_peer:5.3f}{extra}")
     print("\n   Summary over the sets")
     for name, values in ratios.items():
