@@ -543,6 +543,12 @@ def test_conformal_interval_on_partitions_is_the_in_memory_interval(client):
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
         assert np.all(got[0] < got[1])
+    # The residuals are kept for later calls on this fit, and a new fit replaces them: the
+    # targets moved by 1 move the intervals by 1.
+    _quiet(cluster.fit, da.from_array(X, chunks=150), da.from_array(y + 1.0, chunks=150))
+    moved = cluster.conformal_interval(Q, alpha=0.2, method="local")
+    for a, b in zip(moved, expected, strict=True):
+        np.testing.assert_allclose(a, b + 1.0, rtol=1e-9, atol=1e-9)
 
 
 def test_conditional_distribution_of_a_fit_on_partitions_says_what_it_needs(client):

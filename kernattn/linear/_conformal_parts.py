@@ -37,7 +37,6 @@ from kernattn.linear._staged import exact_part, merge_exact
 
 __all__ = [
     "add",
-    "conformal_on_parts",
     "exact_pair",
     "exact_part_task",
     "join_columns",
@@ -47,8 +46,10 @@ __all__ = [
     "query_weights",
     "residual_finish",
     "residual_pair",
+    "residuals_on_parts",
     "row_digests",
     "served_rows",
+    "weights_on_parts",
 ]
 
 
@@ -191,17 +192,25 @@ def add(*parts):
     return functools.reduce(np.add, parts)
 
 
-def conformal_on_parts(model, X):
-    """What :func:`~kernattn._engine.distribution.conformal_bounds` needs of a model whose
-    training rows stay in parts, at queries ``X``: the weights of the queries
-    (:class:`~kernattn._engine.distribution.MixedWeights` over every part's kept keys), the
-    ranked leave-one-out residuals, the kept rows' sample weights and centered values."""
-    rows = out_of_core_rows(model.X_fit_, model.y_fit_, model.sample_weight_)
-    # The model goes to the parts without its training set, which stays where it is (a
-    # copy: the caller's model keeps it).
+def _without_training_set(model):
+    """The model as it goes to the parts: without its training set, which stays where it
+    is (a copy: the caller's model keeps it)."""
     model = copy.copy(model)
     for name in ("X_fit_", "y_fit_", "sample_weight_"):
         model.__dict__.pop(name)
+    return model
+
+
+def _training_rows(model):
+    return out_of_core_rows(model.X_fit_, model.y_fit_, model.sample_weight_)
+
+
+def residuals_on_parts(model):
+    """The kept rows' ranked leave-one-out residuals
+    (:func:`~kernattn._engine.distribution.rank_residuals`), sample weights and centered
+    values of a model whose training rows stay in parts, computed where they are."""
+    rows = _training_rows(model)
+    model = _without_training_set(model)
     digests = rows.reduce(row_digests, join_lists)
     ids = np.unique(np.concatenate(digests), return_inverse=True)[1].reshape(-1)
     ids_by_part = np.split(ids, np.cumsum([len(d) for d in digests])[:-1])
@@ -209,6 +218,14 @@ def conformal_on_parts(model, X):
     states = rows.cross(exact_pair, merge_exact, None, model)
     residuals = rows.cross(residual_pair, add, residual_finish, model, states, ids_by_part)
     ranked = rank_residuals(np.concatenate(residuals), ids)
+    return ranked, sample_weight, model.centered_values(Y)
+
+
+def weights_on_parts(model, X):
+    """The weights of queries ``X`` (:class:`~kernattn._engine.distribution.MixedWeights`)
+    on the kept keys of every part of a model whose training rows stay in parts."""
+    rows = _training_rows(model)
+    model = _without_training_set(model)
     unserved = X[served_rows(model, X)]
     query_states = rows.reduce(exact_part_task, merge_exact, model, unserved)
     dense = rows.reduce(query_weights, join_columns, model, X, query_states)
@@ -218,5 +235,4 @@ def conformal_on_parts(model, X):
         found = [index[row.tobytes()] for row in np.ascontiguousarray(queries, dtype=float)]
         return dense[h][found]
 
-    weights = MixedWeights(model.kernel_, None, head_weights)
-    return weights, ranked, sample_weight, model.centered_values(Y)
+    return MixedWeights(model.kernel_, None, head_weights)

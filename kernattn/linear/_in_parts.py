@@ -19,7 +19,7 @@ from kernattn._core.namespaces import from_caller
 from kernattn._core.numerics import power_of_two_scale, weighted_mean
 from kernattn._engine.regressor import fit_transaction
 from kernattn._engine.summary import RowSummary, check_summary, sample_seed, summarize
-from kernattn.linear._conformal_parts import conformal_on_parts
+from kernattn.linear._conformal_parts import residuals_on_parts, weights_on_parts
 from kernattn.linear._feature_kernel import FeatureKernel
 from kernattn.linear._near_field import NearFieldKernel
 from kernattn.linear._passes import (
@@ -114,7 +114,11 @@ class InPartsFitMixin:
                 "and this model has a near field, whose weights are not; fit with "
                 "n_near_keys=0, or on the computed arrays"
             )
-        return conformal_on_parts(self, X)
+        if "_residuals_in_parts" not in self.__dict__:
+            # Computed once per fit, as in memory.
+            self._residuals_in_parts = residuals_on_parts(self)
+        ranked, sample_weight, values = self._residuals_in_parts
+        return weights_on_parts(self, X), ranked, sample_weight, values
 
     def _check_targets_kept(self, conformal=False):
         """As the engine's, and a fit whose training rows stay in the partitions of a
@@ -143,6 +147,7 @@ class InPartsFitMixin:
             "_sorted_targets",
             "_residuals_built",
             "_y_bandwidth_built",
+            "_residuals_in_parts",
         ):
             self.__dict__.pop(name, None)
         if not isinstance(kernel, NearFieldKernel):
