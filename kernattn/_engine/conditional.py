@@ -83,6 +83,13 @@ class ConditionalDistributionMixin:
         distribution.MixedWeights`)."""
         return MixedWeights(self.kernel_, self._exact_kernel(), self._head_weights)
 
+    def _distribution_queries(self, X):
+        """The validated queries of ``predict_cdf`` or ``predict_quantiles`` and the number
+        of outputs, once the fit is known to keep its targets."""
+        X = self._validate_queries(X)
+        self._check_targets_kept()
+        return X, self._sorted_targets.shape[1]
+
     def _report_rearranged(self, n_rearranged, n_queries):
         if n_rearranged:
             warnings.warn(
@@ -163,9 +170,7 @@ class ConditionalDistributionMixin:
         >>> model.predict_cdf([[0.5]], [0.3, 0.5, 0.7], y_bandwidth=0.05).round(2)
         array([[0.04, 0.51, 0.97]])
         """
-        X = self._validate_queries(X)
-        self._check_targets_kept()
-        n_outputs = self._sorted_targets.shape[1]
+        X, n_outputs = self._distribution_queries(X)
         thresholds = check_thresholds(thresholds, n_outputs)
         y_bandwidth = check_y_bandwidth(y_bandwidth, n_outputs)
         weights = self._mixed_weights()
@@ -259,19 +264,18 @@ class ConditionalDistributionMixin:
         --------
         >>> import numpy as np
         >>> from kernattn import KernelSmoother
-        >>> rng = np.random.default_rng(0)
-        >>> X = rng.uniform(0, 1, size=(300, 1))
-        >>> y = X[:, 0] + 0.1 * rng.normal(size=300)
-        >>> model = KernelSmoother(bandwidth=0.05).fit(X, y)
-        >>> model.predict_quantiles([[0.5]], [0.1, 0.5, 0.9]).round(2)
-        array([[0.35, 0.5 , 0.66]])
-        >>> model.predict_quantiles([[0.5]], [0.1, 0.5, 0.9], y_bandwidth=0.05).round(2)
-        array([[0.35, 0.52, 0.67]])
+        >>> X = np.linspace(0, 1, 400)[:, None]
+        >>> noise = (0.05 + 0.2 * X[:, 0]) * np.random.default_rng(1).normal(size=400)
+        >>> model = KernelSmoother(bandwidth=0.05).fit(X, X[:, 0] + noise)
+        >>> model.predict_quantiles([[0.2], [0.8]], [0.1, 0.5, 0.9]).round(2)
+        array([[0.06, 0.19, 0.3 ],
+               [0.56, 0.76, 1.07]])
+        >>> model.predict_quantiles([[0.2], [0.8]], [0.1, 0.5, 0.9], y_bandwidth=0.05).round(2)
+        array([[0.05, 0.2 , 0.33],
+               [0.55, 0.76, 1.06]])
         """
-        X = self._validate_queries(X)
-        self._check_targets_kept()
+        X, n_outputs = self._distribution_queries(X)
         levels = check_quantiles(quantiles)
-        n_outputs = self._sorted_targets.shape[1]
         y_bandwidth = check_y_bandwidth(y_bandwidth, n_outputs)
         if y_bandwidth is not None:
             out, n_rearranged = self._smoothed_quantiles(X, levels, y_bandwidth)
