@@ -269,11 +269,15 @@ def _fft_columns(counts, lengths, reversed_taps, targets, full, table):
         for c in range(n_counts):
             product = spectra[c] * spectrum
             if d > 1:
-                product = sp_fft.ifftn(product, axes=tuple(range(1, d)), workers=workers)
+                product = sp_fft.ifftn(
+                    product, axes=tuple(range(1, d)), overwrite_x=True, workers=workers
+                )
                 product = product[(slice(None),) + full[1:]]
             partial.append(product)
         for e, ks in group:
             along = first[int(e[0])].reshape((-1,) + (1,) * (d - 1))
             for c, k in enumerate(ks):
-                out = sp_fft.irfft(partial[c] * along, n=lengths[0], axis=0, workers=workers)
+                out = sp_fft.irfft(
+                    partial[c] * along, n=lengths[0], axis=0, overwrite_x=True, workers=workers
+                )
                 table[..., k] = out[full[0]]
