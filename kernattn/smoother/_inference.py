@@ -139,12 +139,8 @@ class SmootherInference:
         -----
         The noise estimate makes one pass of the training set against itself (two for
         ``noise="local"``), :math:`O(n^2 d)`, on every call: ask for many queries at once.
-        On the binned tier beyond 20 000 rows it comes from the gridded sums, :math:`O(n)`
-        once per fit, and so do the variances and the bootstrap's quantiles at the
-        queries: the bootstrap draws ``n_bootstrap`` replicates of the normal limit of
-        :math:`\sum_i l_i(x)\, e^*_i` (a sum over the thousands of rows in the kernel's
-        reach) with the bootstrap's own variance, and agrees with the exact bootstrap within
-        its Monte Carlo error.
+        A binned fit of over 20 000 rows takes it, the variances and the bootstrap (from its
+        normal limit) from the gridded sums: see :mod:`kernattn.smoother._binned.kernel`.
         Residuals of a nearly interpolating fit carry no information about the noise; a
         fit whose residual degrees of freedom vanish raises a ``ValueError``.
 
