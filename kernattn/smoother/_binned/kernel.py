@@ -663,9 +663,10 @@ class BinnedInference(LinearSmootherInference):
     kernel averages at every training row: from every row's exact weights that is
     :math:`O(n^2)`, here :math:`O(n)` plus the grid (:meth:`BinnedKernel.hat_values`, and
     a local-constant :class:`BinnedKernel` of the averaged columns), within the binning
-    tolerance. Rows the grid does not serve are computed from their exact weights, and so
-    is everything per query (variances, gradients, the bootstrap): those cost
-    :math:`O(n)` per query.
+    tolerance. Per query, the variances (:meth:`BinnedKernel.variance`) and the bootstrap's
+    quantiles (:meth:`bootstrap_deviation_quantiles`) come from gridded sums too, kept with
+    the fit; rows the grid does not serve, and the gradients, read their exact weights
+    (:math:`O(n)` per query).
 
     Parameters
     ----------
