@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn import config_context
 
 from kernattn import KernelSmoother, LocalDesignWarning
+from kernattn.smoother._binned.cost import choose_algorithm
 from kernattn.smoother._binned.error import TOLERANCE
+from kernattn.smoother._tier import MAX_TOLERANCE, binned_tolerance, final_tier
 
 
 def sine(n, d=1, seed=0, noise=0.3):
@@ -280,6 +283,23 @@ def test_local_constant_stays_within_the_range_of_the_targets():
     pred = model.predict(Q)
     assert np.all(np.isfinite(pred))
     assert y.min() <= pred.min() and pred.max() <= y.max()
+
+
+def test_auto_bins_millions_of_rows_whose_grid_fits_only_at_a_coarser_tolerance():
+    # The cost model's memory check (the FFT's padded grid at 1e-3 and 8e-3) fails here,
+    # but the fit's own grid fits at 8e-3: the sums over every pair of rows (10¹² of
+    # them) are not the answer.
+    X = np.random.default_rng(0).uniform(size=(10**6, 2))
+    h = np.array([0.0093, 0.0098])
+    with config_context(working_memory=1024):
+        for tol in (TOLERANCE, MAX_TOLERANCE):
+            assert choose_algorithm(X, h, len(X), degree=1, n_outputs=2, tol=tol) == "exact"
+        tol = binned_tolerance(X, h, 1, 1)
+        assert TOLERANCE < tol <= MAX_TOLERANCE
+        assert final_tier("auto", X, h, 1, 1, "") == ("binned", tol)
+        assert final_tier("exact", X, h, 1, 1, "") == ("exact", None)
+        # Where no grid fits, the exact sums remain.
+        assert final_tier("auto", X, h / 100, 1, 1, "") == ("exact", None)
 
 
 def test_gradient_and_interval_fall_back_to_the_exact_kernel():
