@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn import config_context
 
 from kernattn import KernelSmoother, LocalDesignWarning
+from kernattn.smoother._binned.cost import choose_algorithm
 from kernattn.smoother._binned.error import TOLERANCE
+from kernattn.smoother._tier import MAX_TOLERANCE, binned_tolerance, final_tier
 
 
 def sine(n, d=1, seed=0, noise=0.3):
@@ -282,6 +285,23 @@ def test_local_constant_stays_within_the_range_of_the_targets():
     assert y.min() <= pred.min() and pred.max() <= y.max()
 
 
+def test_auto_bins_millions_of_rows_whose_grid_fits_only_at_a_coarser_tolerance():
+    # The cost model's memory check (the FFT's padded grid at 1e-3 and 8e-3) fails here,
+    # but the fit's own grid fits at 8e-3: the sums over every pair of rows (10¹² of
+    # them) are not the answer.
+    X = np.random.default_rng(0).uniform(size=(10**6, 2))
+    h = np.array([0.0093, 0.0098])
+    with config_context(working_memory=1024):
+        for tol in (TOLERANCE, MAX_TOLERANCE):
+            assert choose_algorithm(X, h, len(X), degree=1, n_outputs=2, tol=tol) == "exact"
+        tol = binned_tolerance(X, h, 1, 1)
+        assert TOLERANCE < tol <= MAX_TOLERANCE
+        assert final_tier("auto", X, h, 1, 1, "") == ("binned", tol)
+        assert final_tier("exact", X, h, 1, 1, "") == ("exact", None)
+        # Where no grid fits, the exact sums remain.
+        assert final_tier("auto", X, h / 100, 1, 1, "") == ("exact", None)
+
+
 def test_gradient_and_interval_fall_back_to_the_exact_kernel():
     X, y = sine(4000)
     binned, exact = both(X, y, bandwidth=0.05, degree=1)
@@ -540,6 +560,61 @@ def test_interval_variance_comes_from_the_grid(monkeypatch, degree, d):
     again = inference.mean_variance(Q, "local")
     np.testing.assert_array_equal(again, first)
     np.testing.assert_allclose(again, expected, rtol=2e-3)
+
+
+@pytest.mark.parametrize("noise", ["local", "global"])
+@pytest.mark.parametrize("degree, d", [(0, 1), (1, 1), (1, 2)])
+def test_bootstrap_interval_comes_from_the_grid(monkeypatch, noise, degree, d):
+    # Beyond _EXACT_HELD_BACK_ROWS rows the bootstrap's quantiles come from the gridded
+    # sums (the normal limit of Σ l_i(x) e*_i with the bootstrap's variance): they agree
+    # with the exact tier's bootstrap within the Monte Carlo error of the draws, and once
+    # the residuals are kept with the fit, no query reads every weight.
+    import kernattn.smoother._regressor as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(5000, d=d, seed=3)
+    y = y + 0.5 * X[:, 0] * np.random.default_rng(9).normal(size=len(y))  # noise grows
+    h = 0.05 if d == 1 else 0.1
+    binned, exact = both(X, y, bandwidth=h, degree=degree)
+    Q = inside(X, 30, seed=4)
+    params = dict(method="bootstrap", noise=noise, n_bootstrap=4000)
+    lower_b, upper_b = binned.predict_interval(Q, random_state=0, **params)
+    lower_e, upper_e = exact.predict_interval(Q, random_state=0, **params)
+    mean = binned.predict(Q)
+    assert np.all(lower_b < mean) and np.all(mean < upper_b)
+    # Each width's Monte Carlo error with 4 000 draws is about 2 %: 10 % is five of it.
+    np.testing.assert_allclose(upper_b - lower_b, upper_e - lower_e, rtol=0.1)
+    # Centred as the exact tier's (the bootstrap of a linear smoother is about ŷ).
+    centre_b, centre_e = (lower_b + upper_b) / 2, (lower_e + upper_e) / 2
+    assert np.all(np.abs(centre_b - centre_e) < 0.1 * (upper_e - lower_e))
+
+    inference = binned._inference()
+
+    def every_weight(queries):
+        raise AssertionError("a query read every training weight")
+
+    inference.weights = every_weight
+    again = inference.bootstrap_deviation_quantiles(Q, 0.05, noise, 4000, 0)
+    first = binned._inference().bootstrap_deviation_quantiles(Q, 0.05, noise, 4000, 0)
+    np.testing.assert_array_equal(again, first)
+    other = inference.bootstrap_deviation_quantiles(Q, 0.05, noise, 4000, 1)
+    assert not np.array_equal(other, first)
+
+
+def test_bootstrap_on_the_grid_is_reproducible(monkeypatch):
+    import kernattn.smoother._regressor as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(3000, seed=6)
+    model = KernelSmoother(bandwidth=0.05, degree=1, algorithm="binned").fit(X, y)
+    Q = inside(X, 20, seed=2)
+    params = dict(method="bootstrap", n_bootstrap=500)
+    first = model.predict_interval(Q, random_state=7, **params)
+    again = model.predict_interval(Q, random_state=7, **params)
+    np.testing.assert_array_equal(first, again)
+    fresh = KernelSmoother(bandwidth=0.05, degree=1, algorithm="binned").fit(X, y)
+    np.testing.assert_array_equal(fresh.predict_interval(Q, random_state=7, **params), first)
+    assert not np.array_equal(model.predict_interval(Q, random_state=8, **params), first)
 
 
 @pytest.mark.parametrize("degree", [0, 1])

@@ -139,6 +139,8 @@ class SmootherInference:
         -----
         The noise estimate makes one pass of the training set against itself (two for
         ``noise="local"``), :math:`O(n^2 d)`, on every call: ask for many queries at once.
+        A binned fit of over 20 000 rows takes it, the variances and the bootstrap (from its
+        normal limit) from the gridded sums: see :mod:`kernattn.smoother._binned.kernel`.
         Residuals of a nearly interpolating fit carry no information about the noise; a
         fit whose residual degrees of freedom vanish raises a ``ValueError``.
 

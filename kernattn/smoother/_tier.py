@@ -10,8 +10,9 @@ import numpy as np
 from kernattn._core.numerics import power_of_two_scale
 from kernattn.bandwidth import CRITERIA, resolve_bandwidth
 from kernattn.smoother._binned.checks import MAX_DIMS
-from kernattn.smoother._binned.cost import choose_algorithm
+from kernattn.smoother._binned.cost import binned_cost, choose_algorithm, exact_cost
 from kernattn.smoother._binned.error import TOLERANCE
+from kernattn.smoother._binned.grid import make_grid
 from kernattn.smoother._binned.kernel import BinnedKernel
 
 __all__ = [
@@ -121,6 +122,18 @@ def _cheaper(X, h, degree, n_outputs):
     return "exact"
 
 
+def _cheaper_at(X, h, degree, n_outputs, tol):
+    """Whether the fit's own grid at ``tol`` (one that fits, :func:`binned_tolerance`)
+    costs less than the exact sums for predicting the training rows. The cost model's
+    memory check (:func:`_cheaper`, on the FFT's padded grid) is stricter than the fit's:
+    a grid that fits only at the coarser tolerances would otherwise leave a fit of
+    millions of rows to sums over every pair of rows."""
+    unit = power_of_two_scale(X, axis=0)
+    grid = make_grid(X / unit, h / unit, degree=degree, tol=tol, levels=1)
+    binned = binned_cost(len(X), len(X), grid.shape, degree=degree, n_outputs=2 * n_outputs)
+    return binned < exact_cost(len(X), len(X), degree=degree)
+
+
 def _given_bandwidth(bandwidth, kernel, X, Y):
     """A numeric ``bandwidth`` as one per feature, or ``None`` if it is not valid (the
     exact path then says why)."""
@@ -137,10 +150,16 @@ def final_tier(algorithm, X, h, degree, n_outputs, reason):
     if algorithm == "exact" or reason:
         return "exact", None
     if algorithm == "auto":
-        if len(X) < AUTO_MIN_ROWS or _cheaper(X, h, degree, n_outputs) == "exact":
+        if len(X) < AUTO_MIN_ROWS:
             return "exact", None
         tol = binned_tolerance(X, h, degree, n_outputs)
-        return ("exact", None) if tol is None else ("binned", tol)
+        if tol is None:
+            return "exact", None
+        if _cheaper(X, h, degree, n_outputs) == "binned" or _cheaper_at(
+            X, h, degree, n_outputs, tol
+        ):
+            return "binned", tol
+        return "exact", None
     tol = binned_tolerance(X, h, degree, n_outputs)
     if tol is None:
         raise ValueError(

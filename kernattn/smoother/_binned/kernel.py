@@ -39,6 +39,7 @@ import math
 from functools import cached_property
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from kernattn._core.blocks import iter_query_blocks
 from kernattn._core.numerics import power_of_two_scale
@@ -83,6 +84,9 @@ CHECK_SHARE = 2.0
 #: beyond the bound, and a few keys carry the estimate, so that the comparison of two
 #: grids (whose errors depend on the keys' positions in their cells) can miss it.
 CHECK_OFFSET = 3.0
+#: Residual degrees of freedom at or below this leave nothing to bootstrap (the exact
+#: path's limit).
+MIN_DOF = 1e-9
 
 
 def _positions(source, target):
@@ -659,9 +663,10 @@ class BinnedInference(LinearSmootherInference):
     kernel averages at every training row: from every row's exact weights that is
     :math:`O(n^2)`, here :math:`O(n)` plus the grid (:meth:`BinnedKernel.hat_values`, and
     a local-constant :class:`BinnedKernel` of the averaged columns), within the binning
-    tolerance. Rows the grid does not serve are computed from their exact weights, and so
-    is everything per query (variances, gradients, the bootstrap): those cost
-    :math:`O(n)` per query.
+    tolerance. Per query, the variances (:meth:`BinnedKernel.variance`) and the bootstrap's
+    quantiles (:meth:`bootstrap_deviation_quantiles`) come from gridded sums too, kept with
+    the fit; rows the grid does not serve, and the gradients, read their exact weights
+    (:math:`O(n)` per query).
 
     Parameters
     ----------
@@ -702,7 +707,67 @@ class BinnedInference(LinearSmootherInference):
             variance[rows] = (W * W) @ target_noise
         return variance
 
+    def bootstrap_deviation_quantiles(self, X, alpha, noise, n_bootstrap, random_state):
+        r"""The bootstrap's quantiles of :math:`D(x) = \sum_i l_i(x)\, e^*_i` from the
+        gridded sums: :math:`D(x)` is a sum over every row in the kernel's reach (thousands
+        where the binned tier serves), whose bootstrap distribution is normal to well within
+        the Monte Carlo error of ``n_bootstrap`` draws, with the bootstrap's own variance
+        :math:`\sum_i l_i(x)^2 \operatorname{Var} e^*_i` (:meth:`BinnedKernel.variance`):
+        :math:`\operatorname{Var} e^*_i = e_i^2\, n/\bar\delta` for the wild bootstrap
+        (the rescaled residual with a random sign), the pooled, centred rescaled residuals'
+        variance over :math:`s_i` for the residual bootstrap. So ``n_bootstrap`` standard
+        normal draws (from ``random_state``, shared by every query and output, as the
+        replicates of the exact bootstrap are) are scaled by each query's standard
+        deviation: :math:`O(n)` once per fit and noise model, then :math:`O(1)` per query
+        and draw. Rows the grid does not serve take the variance from their exact weights.
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_queries, n_outputs)
+        """
+        cache = self.binned.noise_cache
+        key = ("bootstrap", noise)
+        if key not in cache:
+            cache[key] = self._bootstrap_variance(noise)
+        target_variance = cache[key]
+        variance, exact = self.binned.variance(X, self.keys, target_variance, key=key)
+        rows = np.flatnonzero(exact)
+        if len(rows):
+            W = np.asarray(self.weights(X[rows]), dtype=np.float64)
+            variance[rows] = (W * W) @ target_variance
+        rng = check_random_state(random_state)
+        generator = np.random.default_rng(rng.randint(np.iinfo(np.int32).max))
+        draws = generator.standard_normal(n_bootstrap)
+        q_low, q_high = np.quantile(draws, [alpha / 2.0, 1.0 - alpha / 2.0])
+        deviation = np.sqrt(variance)
+        return q_low * deviation, q_high * deviation
+
+    def _bootstrap_variance(self, noise):
+        """Each bootstrap error's variance ``Var e*_i`` (n, t), as the exact bootstrap draws
+        them (:meth:`LinearSmootherInference.bootstrap_deviation_quantiles`)."""
+        residual, delta = self.residuals()
+        n = len(residual)
+        dof = delta.sum()
+        if not dof > MIN_DOF:
+            raise ValueError(
+                "the smoother reproduces its training targets (residual degrees of freedom "
+                f"n − 2 tr S + tr SᵀS = {dof:.3g}): there are no residuals to bootstrap. "
+                "Use a larger bandwidth."
+            )
+        if noise != "global":
+            return residual**2 * (n / dof)
+        standardized = residual * np.sqrt(self.sample_weight * (n / dof))[:, None]
+        pooled = np.var(standardized, axis=0)
+        return pooled[None, :] / self.sample_weight[:, None]
+
     def residuals(self):
+        if "residuals" in self.binned.noise_cache:
+            return self.binned.noise_cache["residuals"]
+        residual, delta = self._grid_residuals()
+        self.binned.noise_cache["residuals"] = residual, delta
+        return residual, delta
+
+    def _grid_residuals(self):
         mean, own, spread, exact = self.binned.hat_values(self.keys)
         s = self.binned_weight
         residual = self.values - mean
