@@ -508,3 +508,55 @@ def test_valid_queries_are_those_with_a_key_outside_their_group(groups_problem):
     queries = np.arange(len(X))
     expected = [i for i in queries if any(not np.array_equal(X[i], X[j]) for j in keys)]
     np.testing.assert_array_equal(groups.valid_queries(queries, keys), expected)
+
+
+# ------------------------------------------------- the weights' scale in the search
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "binned"])
+@pytest.mark.parametrize("exponent", [-1000, -300, -3, 3, 300, 1000])
+def test_leave_one_out_bandwidth_ignores_the_scale_of_the_weights(algorithm, exponent):
+    # Leave-one-out predictions are ratios of weighted sums: weights of 2^±1000 give the
+    # bandwidth of unit weights (the search starts from the rows' count, not the weights').
+    rng = np.random.default_rng(7)
+    x = rng.uniform(size=(400, 1))
+    y = np.sin(6 * x[:, 0]) + 0.3 * rng.normal(size=400)
+    weights = rng.uniform(0.5, 2.0, size=400)
+    plain = KernelSmoother(bandwidth="loo", algorithm=algorithm).fit(x, y, sample_weight=weights)
+    scaled = KernelSmoother(bandwidth="loo", algorithm=algorithm).fit(
+        x, y, sample_weight=np.ldexp(weights, exponent)
+    )
+    np.testing.assert_allclose(scaled.bandwidth_, plain.bandwidth_, rtol=1e-6)
+    np.testing.assert_allclose(scaled.predict(x[:20]), plain.predict(x[:20]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("algorithm", ["exact", "binned"])
+@pytest.mark.parametrize("criterion", ["aic", "gcv"])
+def test_penalized_criteria_refuse_weights_that_count_too_few_observations(algorithm, criterion):
+    x = np.linspace(0, 1, 200)[:, None]
+    y = np.sin(6 * x[:, 0])
+    model = KernelSmoother(bandwidth=criterion, algorithm=algorithm)
+    with pytest.raises(ValueError, match=r"counts the sample weights as observations.*sum to 2e-"):
+        model.fit(x, y, sample_weight=np.full(200, 1e-300))
+
+
+@pytest.mark.parametrize("criterion", ["aic", "gcv"])
+def test_binned_penalties_count_equal_weights_as_observations_like_the_exact_ones(criterion):
+    # Weights of 0.1 on every row are a tenth of the observations: a larger penalty and a
+    # larger bandwidth, on both tiers alike.
+    rng = np.random.default_rng(1)
+    x = rng.uniform(size=(3000, 1))
+    y = np.sin(6 * x[:, 0]) + 0.3 * rng.normal(size=3000)
+    tenth = np.full(3000, 0.1)
+    fits = {
+        algorithm: [
+            KernelSmoother(bandwidth=criterion, algorithm=algorithm).fit(x, y, sample_weight=w)
+            for w in (None, tenth)
+        ]
+        for algorithm in ("exact", "binned")
+    }
+    for plain, tenth_fit in fits.values():
+        assert tenth_fit.bandwidth_[0] > 1.5 * plain.bandwidth_[0]
+    np.testing.assert_allclose(
+        fits["binned"][1].bandwidth_, fits["exact"][1].bandwidth_, rtol=0.02
+    )

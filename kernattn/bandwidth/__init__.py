@@ -9,7 +9,7 @@ feature's spread (:mod:`~kernattn.bandwidth._rules`); a criterion
 predicts every training target from the other training points.
 """
 
-from kernattn.bandwidth._criterion import CRITERIA
+from kernattn.bandwidth._criterion import CRITERIA, check_observations
 from kernattn.bandwidth._rules import BANDWIDTH_RULES, rule_of_thumb_bandwidth
 from kernattn.bandwidth._search import (
     BandwidthSelection,
@@ -24,6 +24,7 @@ __all__ = [
     "CRITERIA",
     "BandwidthSelection",
     "BandwidthWarning",
+    "check_observations",
     "loo_bandwidth",
     "resolve_bandwidth",
     "rule_of_thumb_bandwidth",

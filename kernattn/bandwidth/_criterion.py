@@ -122,6 +122,35 @@ def constant_gradient(Q, sums, residual, ybar, row_share, self_share, factor):
     return d_rss, -(self_share @ plain_u2) / factor**2
 
 
+#: The observations below which a criterion's penalty has no room at any bandwidth: AICc
+#: needs n > tr S + 2 and GCV n > tr S, where tr S ≥ 1 (the constant's degree of freedom).
+_LEAST_OBSERVATIONS = {"aic": 3.0, "gcv": 1.0}
+
+
+def check_observations(criterion, n_observations):
+    """Refuse a penalized criterion whose sample weights count too few observations.
+
+    ``"aic"`` and ``"gcv"`` count the weights as observations (an integer weight is that
+    many rows), so weights that sum to 3 or less leave their penalty no room at any
+    bandwidth; ``"loo"`` does not depend on the weights' scale.
+
+    Examples
+    --------
+    >>> check_observations("aic", 2.5)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: bandwidth='aic' counts the sample weights as observations ...
+    """
+    least = _LEAST_OBSERVATIONS.get(criterion)
+    if least is not None and not n_observations > least:
+        raise ValueError(
+            f"bandwidth={criterion!r} counts the sample weights as observations (an integer "
+            f"weight is that many rows): they sum to {n_observations:.3g}, and its penalty "
+            f"needs more than {least:g}. Their scale is a count: rescale them, or use "
+            "bandwidth='loo', which does not depend on it."
+        )
+
+
 def criterion_value(criterion, rss, trace, total, n_total, d_rss=None, d_trace=None):
     """A criterion (search units) and its gradient from the weighted squared error ``rss``
     over the weight ``total``, and the trace of the smoother matrix over ``n_total`` rows

@@ -12,8 +12,9 @@ from scipy.optimize import minimize
 from sklearn.utils import check_random_state
 
 from kernattn._core.blocks import single_threaded_blas
+from kernattn._core.numerics import power_of_two_scale
 from kernattn._core.warning_types import BandwidthWarning
-from kernattn.bandwidth._criterion import CRITERIA, Criterion
+from kernattn.bandwidth._criterion import CRITERIA, Criterion, check_observations
 from kernattn.bandwidth._rules import (
     BANDWIDTH_RULES,
     bandwidth_message,
@@ -208,16 +209,39 @@ def select_bandwidth(
 
 def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
     objective = Criterion(X, Y, sw, kernel, degree, criterion, n_jobs)
+    check_observations(criterion, objective.n_total)
     if objective.n_groups < 2:
         raise ValueError(
             f"bandwidth={criterion!r} needs at least 2 distinct training inputs; every row "
             "of X is the same. Give a bandwidth or use 'scott'."
         )
-    start = rule_of_thumb_bandwidth(X, sw, "scott")
+    start = _search_start(X, sw)
     stages = _subset_stages(len(X), check_random_state(random_state))
     # The cap counts weight, as repeated rows count (an integer weight is that many rows).
     max_dof = MAX_DOF_SHARE * objective.n_total if degree else None
     return search_criterion(objective, start, stages, criterion, kernel, verbose, max_dof)
+
+
+#: The mean weight per row beyond which the search's start stops counting the weights
+#: (see :func:`_search_start`).
+_START_COUNT_RANGE = 2.0**10
+
+
+def _search_start(X, sw):
+    """Scott's rule, where the search starts.
+
+    The rule's ``n`` is the weights' sum (integer weights act as repeated rows, and start
+    where those rows would). Weights of 1e-300 or 1e300 would carry it 50 decades away from
+    the data's scale, where every criterion is flat: beyond a mean weight per row of
+    2^±10 the start counts the weights as if their mean were that bound."""
+    rows = np.count_nonzero(sw > 0)
+    weights = sw / power_of_two_scale(sw)
+    log_mean = np.log(weights.sum() / rows) + np.log(power_of_two_scale(sw))
+    bound = np.log(_START_COUNT_RANGE)
+    if not rows or abs(log_mean) <= bound:
+        return rule_of_thumb_bandwidth(X, sw, "scott")
+    mean = np.exp(np.clip(log_mean, -bound, bound))
+    return rule_of_thumb_bandwidth(X, weights * (mean * rows / weights.sum()), "scott")
 
 
 def search_criterion(

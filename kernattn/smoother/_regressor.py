@@ -415,9 +415,12 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
             on their number (Scott's and Silverman's rules, the penalties of ``"aic"`` and
             ``"gcv"`` and their cap on ``effective_dof_``, and the held-back rule, whose
             variance is in units of one observation: where weights below 1 put even the
-            local constant above its bound, a query gets the local constant); the
-            leave-one-out criterion and the local constant at a given bandwidth do not
-            depend on it.
+            local constant above its bound, a query gets the local constant; ``"aic"``
+            and ``"gcv"`` refuse weights that sum to too few observations for their
+            penalty); the leave-one-out criterion (from 2⁻¹⁰⁰⁰ to 2¹⁰⁰⁰) and the local
+            constant at a given bandwidth do not depend on it. Weights that are only
+            relative (precision weights, whose ratios alone matter) become counts when
+            divided by their mean.
 
         Returns
         -------

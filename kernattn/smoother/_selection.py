@@ -19,6 +19,7 @@ from kernattn.bandwidth import (
     BANDWIDTH_RULES,
     CRITERIA,
     BandwidthWarning,
+    check_observations,
     resolve_bandwidth,
     select_bandwidth,
 )
@@ -149,6 +150,10 @@ def select_binned(X, Y, sample_weight, candidates, *, bandwidth, kernel, n_jobs)
     known), the plug-in, a rule or the given bandwidth."""
     weights = None if np.all(sample_weight == sample_weight[0]) else sample_weight
     if _searched(bandwidth):
+        # The penalties count the weights as observations (equal weights included).
+        with np.errstate(over="ignore"):
+            n_observations = float(np.sum(sample_weight))
+        check_observations(bandwidth, n_observations)
         searches = [
             search_bandwidth(
                 X,
@@ -158,6 +163,7 @@ def select_binned(X, Y, sample_weight, candidates, *, bandwidth, kernel, n_jobs)
                 criterion=bandwidth,
                 tol=SEARCH_TOLERANCE if X.shape[1] == 1 else COARSE_TOLERANCE,
                 n_jobs=n_jobs,
+                n_observations=n_observations,
             )
             for p in candidates
         ]

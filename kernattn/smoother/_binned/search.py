@@ -40,6 +40,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from kernattn._core.numerics import power_of_two_scale
 from kernattn.smoother._binned.binning import bin_targets, coarsen
 from kernattn.smoother._binned.cells import cell_moments, coarsen_cells
 from kernattn.smoother._binned.error import binning_error, points_per_bandwidth
@@ -124,16 +125,32 @@ class BinnedCriterion:
         Times the grid may be halved (for the larger bandwidths).
     tol : float
     n_jobs : int, optional
+    n_observations : float, optional
+        What ``"gcv"`` and ``"aic"`` count as observations: the sum of the sample weights
+        (given where ``sample_weight`` is ``None`` for weights that are all equal);
+        ``sample_weight``'s sum, or the rows, when not given.
     """
 
     def __init__(
-        self, X, Y, sample_weight, *, degree, criterion, min_bandwidth, levels, tol, n_jobs=None
+        self,
+        X,
+        Y,
+        sample_weight,
+        *,
+        degree,
+        criterion,
+        min_bandwidth,
+        levels,
+        tol,
+        n_jobs=None,
+        n_observations=None,
     ):
         if criterion not in CRITERIA:
             raise ValueError(
                 f"criterion must be one of {', '.join(map(repr, CRITERIA))}; got {criterion!r}"
             )
         self.degree, self.criterion, self.n_jobs = degree, criterion, n_jobs
+        self.n_observations = n_observations
         d = X.shape[1]
         n_cols = len(moment_exponents(degree, d)) + len(basis_exponents(degree, d)) * Y.shape[1]
         span = np.ptp(X, axis=0)
@@ -215,7 +232,7 @@ class BinnedCriterion:
         )
         self.n_evaluations += 1
         self.last_error = binning_error(bins.grid.spacing, bandwidth, self.degree)
-        return criterion_value(self.criterion, stats)
+        return criterion_value(self.criterion, stats, self.n_observations)
 
 
 def _duplicate_groups(X, Y, sample_weight):
@@ -266,7 +283,8 @@ def _reference_bandwidth(X, s):
     r"""The normal-reference bandwidths :math:`\sigma_j n_{\text{eff}}^{-1/(d+4)}` (the
     weighted standard deviations, Kish's effective number of rows)."""
     n, d = X.shape
-    weights = np.ones(n) if s is None else s
+    # Divided by a power of two near the largest (exact): weights near 1e300 overflow n_eff.
+    weights = np.ones(n) if s is None else s / power_of_two_scale(s)
     mean = np.average(X, axis=0, weights=weights)
     sigma = np.sqrt(np.average((X - mean) ** 2, axis=0, weights=weights))
     if not np.all(sigma > 0):
@@ -307,6 +325,7 @@ def search_bandwidth(
     factors=FACTORS,
     per_axis=True,
     n_jobs=None,
+    n_observations=None,
 ):
     """The bandwidth minimising a criterion on the binned sums (module docstring).
 
@@ -328,6 +347,8 @@ def search_bandwidth(
         factor.
     n_jobs : int, optional
         Threads of the per-row statistics.
+    n_observations : float, optional
+        What ``"gcv"`` and ``"aic"`` count as observations (:class:`BinnedCriterion`).
 
     Returns
     -------
@@ -358,6 +379,7 @@ def search_bandwidth(
         levels=levels,
         tol=tol,
         n_jobs=n_jobs,
+        n_observations=n_observations,
     )
     best, curve = _descend(evaluate, factors, reference, coarse_tol)
     at_edge = best in (0, len(factors) - 1)

@@ -167,14 +167,17 @@ def row_statistics(
 CRITERIA = ("loo", "gcv", "aic")
 
 
-def criterion_value(criterion, stats):
+def criterion_value(criterion, stats, n_observations=None):
     r"""A bandwidth-selection criterion from :class:`RowStatistics`, in the targets' units.
 
-    ``"loo"``: :math:`\sum_i s_i\|y_i - \hat y_{-i}\|^2 / n`; ``"gcv"``:
+    ``"loo"``: :math:`\sum_i s_i\|y_i - \hat y_{-i}\|^2 / W`; ``"gcv"``:
     :math:`\hat\sigma^2/(1 - \mathrm{tr}\,S/n)^2`; ``"aic"`` (AICc of Hurvich, Simonoff
     and Tsai, 1998): :math:`\log\hat\sigma^2 + (1 + \mathrm{tr}\,S/n)/(1 - (\mathrm{tr}\,S
-    + 2)/n)`; with :math:`\hat\sigma^2 = \mathrm{RSS}/n` and :math:`n = \sum_i s_i`. A
-    trace that leaves no degrees of freedom gives ``inf``.
+    + 2)/n)`; with :math:`\hat\sigma^2 = \mathrm{RSS}/W`, :math:`W = \sum_i s_i` the
+    weights the statistics were taken with and :math:`n` the observations
+    (``n_observations``, the sum of the sample weights: an integer weight counts as that
+    many rows; :math:`W` when not given). A trace that leaves no degrees of freedom gives
+    ``inf``.
 
     Examples
     --------
@@ -182,10 +185,11 @@ def criterion_value(criterion, stats):
     >>> [round(criterion_value(c, stats), 4) for c in CRITERIA]
     [1.2, 1.25, 1.7769]
     """
-    n = stats.total
+    total = stats.total
     if criterion == "loo":
-        return stats.loo_sse / n
-    sigma2 = stats.rss / n
+        return stats.loo_sse / total
+    n = total if n_observations is None else n_observations
+    sigma2 = stats.rss / total
     tau = stats.trace / n
     if criterion == "gcv":
         return sigma2 / (1.0 - tau) ** 2 if tau < 1.0 else np.inf
