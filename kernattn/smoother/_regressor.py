@@ -595,9 +595,7 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
         binned = getattr(self, "_binned", None)
         if binned is None or len(sample_weight) <= _EXACT_HELD_BACK_ROWS:
             return LinearSmootherInference(**common)
-        return BinnedInference(
-            binned=binned, binned_weight=sample_weight, tolerance=self._tolerance, **common
-        )
+        return BinnedInference(binned=binned, binned_weight=sample_weight, **common)
 
     # ------------------------------------------------------------- mixed data
 

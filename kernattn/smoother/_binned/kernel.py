@@ -452,6 +452,25 @@ class BinnedKernel:
         exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
         return mean, own, spread, exact
 
+    def kernel_averages(self, X, columns):
+        r"""The kernel averages :math:`\sum_j s_j K_j z_j / \sum_j s_j K_j` of ``columns``
+        (one row per training row ``X``, with the sample weights the fit was binned with)
+        at those rows, from their local-constant sums on the fit's own grid (one pass to
+        bin them; the fit's grid is at least as fine as the local constant needs).
+
+        Returns
+        -------
+        averages : ndarray of shape (n, k)
+        exact : ndarray of bool, shape (n,)
+            The rows the grid does not serve (no weight within its resolution).
+        """
+        X = np.asarray(X, dtype=float) / self._unit
+        bins = bin_targets(X, columns, self._bins.grid, self._weights)
+        sums = grid_sums(bins, self._h, 0)
+        interpolated, exact = self._interpolated(sums, X)
+        S = np.where(exact, 1.0, interpolated[:, 0])
+        return interpolated[:, 1:] / S[:, None] + bins.center, exact
+
     def _variance_factor(self, queries, first_row):
         r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is
         :math:`r`, (m, P)), with the rows the squared weights' grid does not serve."""
@@ -661,11 +680,12 @@ class BinnedInference(LinearSmootherInference):
     The noise estimate needs the residual and the factor :math:`\delta_i = 1 - 2 l_i(x_i)
     + s_i \sum_j l_j(x_i)^2 / s_j` at every training row, and for ``noise="local"`` their
     kernel averages at every training row: from every row's exact weights that is
-    :math:`O(n^2)`, here :math:`O(n)` plus the grid (:meth:`BinnedKernel.hat_values`, and
-    a local-constant :class:`BinnedKernel` of the averaged columns), within the binning
-    tolerance. Per query, the variances (:meth:`BinnedKernel.variance`) and the bootstrap's
-    quantiles (:meth:`bootstrap_deviation_quantiles`) come from gridded sums too, kept with
-    the fit; rows the grid does not serve, and the gradients, read their exact weights
+    :math:`O(n^2)`, here :math:`O(n)` plus the grid (:meth:`BinnedKernel.hat_values` and
+    :meth:`BinnedKernel.kernel_averages`, the averaged columns' sums on the fit's grid),
+    within the binning tolerance. Per query, the variances
+    (:meth:`BinnedKernel.variance`) and the bootstrap's quantiles
+    (:meth:`bootstrap_deviation_quantiles`) come from gridded sums too, kept with the fit;
+    rows the grid does not serve, and the gradients, read their exact weights
     (:math:`O(n)` per query).
 
     Parameters
@@ -674,17 +694,14 @@ class BinnedInference(LinearSmootherInference):
         The fit's gridded sums (of the same ``keys`` and ``values``).
     binned_weight : ndarray of shape (n,)
         The sample weights the grid was binned with.
-    tolerance : float
-        The binning tolerance of the kernel averages' grid.
     **kwargs
         As :class:`~kernattn._engine.inference.LinearSmootherInference`'s.
     """
 
-    def __init__(self, *, binned, binned_weight, tolerance, **kwargs):
+    def __init__(self, *, binned, binned_weight, **kwargs):
         super().__init__(**kwargs)
         self.binned = binned
         self.binned_weight = np.asarray(binned_weight, dtype=float)
-        self.tolerance = tolerance
 
     def noise_variance(self, noise="local"):
         # One pass over every training row: kept with the fit's gridded sums, so further
@@ -779,16 +796,7 @@ class BinnedInference(LinearSmootherInference):
         return residual, delta
 
     def _kernel_averages(self, columns):
-        averages = BinnedKernel(
-            self.keys,
-            columns,
-            self.binned_weight,
-            self.binned.bandwidth,
-            0,
-            self.tolerance,
-            check=False,
-        )
-        out, _, _, exact = averages.moments(self.keys)
+        out, exact = self.binned.kernel_averages(self.keys, columns)
         rows = np.flatnonzero(exact)
         if len(rows):
             K = np.asarray(self.kernel_weights(self.keys[rows]), dtype=np.float64)
