@@ -154,6 +154,8 @@ class SmootherInference:
 
         Examples
         --------
+        95 % intervals of a sine curve at its peak and at a zero, under noise of 0.1:
+
         >>> import numpy as np
         >>> from kernattn import KernelSmoother
         >>> rng = np.random.default_rng(0)
