@@ -633,9 +633,8 @@ def unbound_heads(
     scale=None,
     head_weights=None,
 ):
-    """Softmax heads with these parameters, bound to no keys (for their projections and
-    logits against keys given later, as linear attention's far field uses them); by default
-    one head, the identity projection at scale 1."""
+    """Softmax heads with these parameters, bound to no keys: what linear attention's far
+    field projects with (by default one head, the identity projection at scale 1)."""
     return SoftmaxHeads(
         similarity=similarity,
         center=center,

@@ -69,7 +69,7 @@ from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local.polynomial import held_back_message
 
 __all__ = [
-    "FIT_RETURNS",
+    "FIT_RETURNS_AND_NOTES",
     "HELD_BACK_ROWS",
     "KEY_TILE",
     "NadarayaWatsonRegressor",
@@ -80,7 +80,7 @@ __all__ = [
 
 #: The end of the docstring of a ``fit`` on the engine's canonical order of rows: what it
 #: returns, and that the order the rows come in does not matter.
-FIT_RETURNS = """
+FIT_RETURNS_AND_NOTES = """
 Returns
 -------
 self : object
@@ -199,7 +199,7 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
     # ------------------------------------------------------------------ fitting
 
     @_fit_context(prefer_skip_nested_validation=True)
-    @fill_doc(fit_returns=FIT_RETURNS)
+    @fill_doc(fit_returns_and_notes=FIT_RETURNS_AND_NOTES)
     def fit(self, X, y, sample_weight=None):
         """Fit the kernel and store the training set.
 
@@ -212,7 +212,7 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         sample_weight : array_like of shape (n_samples,), optional
             Non-negative. An integer weight is the same as repeating the row.
 
-        %(fit_returns)s
+        %(fit_returns_and_notes)s
         """
         rows = X if isinstance(X, Rows) else out_of_core_rows(X, y, sample_weight)
         if rows is None:

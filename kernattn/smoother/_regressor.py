@@ -19,7 +19,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.docstrings import fill_doc
 from kernattn._engine.inference import LinearSmootherInference
-from kernattn._engine.regressor import FIT_RETURNS, HELD_BACK_ROWS, NadarayaWatsonRegressor
+from kernattn._engine.regressor import (
+    FIT_RETURNS_AND_NOTES,
+    HELD_BACK_ROWS,
+    NadarayaWatsonRegressor,
+)
 from kernattn._local.polynomial import check_degree
 from kernattn.bandwidth import BANDWIDTH_RULES, CRITERIA
 from kernattn.bandwidth._mixed import categorical_codes, dtype_categories
@@ -398,7 +402,7 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
         self.ordinal_features = ordinal_features
         self.algorithm = algorithm
 
-    @fill_doc(fit_returns=FIT_RETURNS)
+    @fill_doc(fit_returns_and_notes=FIT_RETURNS_AND_NOTES)
     def fit(self, X, y, sample_weight=None):
         """Fit the smoother: select the bandwidth and keep the training set.
 
@@ -421,7 +425,7 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
             leave-one-out criterion and the local constant at a given bandwidth do not
             depend on it.
 
-        %(fit_returns)s
+        %(fit_returns_and_notes)s
         """
         return super().fit(X, y, sample_weight)
 
