@@ -47,7 +47,9 @@ def fill_doc(**sections):
         return textwrap.indent(text, match.group("indent"), lambda line: line.strip())
 
     def decorate(obj):
-        obj.__doc__ = _PLACEHOLDER.sub(section, obj.__doc__)
+        # Under ``python -OO`` there is no docstring to fill.
+        if obj.__doc__ is not None:
+            obj.__doc__ = _PLACEHOLDER.sub(section, obj.__doc__)
         return obj
 
     return decorate
