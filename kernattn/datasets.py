@@ -41,6 +41,8 @@ import numpy as np
 from sklearn import datasets as _sk_datasets
 from sklearn.utils import check_random_state
 
+from kernattn._core.docstrings import fill_doc
+
 __all__ = [
     "Task",
     "TASKS",
@@ -80,6 +82,46 @@ def _check_noise(noise):
     if isinstance(noise, bool) or not np.isscalar(noise) or not noise >= 0:
         raise ValueError(f"noise must be a non-negative float; got {noise!r}")
     return float(noise)
+
+
+def _check_size_and_noise(n_samples, noise):
+    """A generated task's ``n_samples`` and ``noise``, checked."""
+    return _check_n_samples(n_samples), _check_noise(noise)
+
+
+#: The end of the docstring of a generated regression task with Gaussian noise.
+_NOISE_PARAMETERS = """
+noise : float
+    Standard deviation of the Gaussian noise added to the target.
+random_state : int, RandomState instance or None
+
+Returns
+-------
+task : Task
+"""
+
+#: The parameters and result of a Friedman task.
+_FRIEDMAN_PARAMETERS = (
+    """
+Parameters
+----------
+n_samples : int"""
+    + _NOISE_PARAMETERS
+)
+
+#: The parameters and result of a bundled scikit-learn data set.
+_BUNDLED_PARAMETERS = """
+Parameters
+----------
+n_samples : int or None
+    Draw this many rows without replacement (``None``: all of them).
+random_state : int, RandomState instance or None
+    Only used to draw the rows.
+
+Returns
+-------
+task : Task
+"""
 
 
 def curve_function(x):
@@ -124,8 +166,7 @@ def make_curve(n_samples=200, *, noise=0.5, random_state=None):
     >>> X.shape, y.shape
     ((50, 1), (50,))
     """
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
+    n, noise = _check_size_and_noise(n_samples, noise)
     rng = check_random_state(random_state)
     x = rng.uniform(0.0, 5.0, size=n)
     y = curve_function(x) + noise * rng.normal(size=n)
@@ -135,14 +176,14 @@ def make_curve(n_samples=200, *, noise=0.5, random_state=None):
 def _friedman(number, features, n_samples, noise, random_state):
     """scikit-learn's Friedman problem ``number`` (#1 with its 10 features), checked and
     described."""
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
+    n, noise = _check_size_and_noise(n_samples, noise)
     make = getattr(_sk_datasets, f"make_friedman{number}")
     options = {"n_features": 10} if number == 1 else {}
     X, y = make(n, noise=noise, random_state=random_state, **options)
     return Task(X, y, f"Friedman #{number}: {features}, noise {noise:g}, n={n}")
 
 
+@fill_doc(friedman_parameters=_FRIEDMAN_PARAMETERS)
 def make_friedman1(n_samples=400, *, noise=1.0, random_state=None):
     r"""Friedman #1: :math:`y = 10 \sin(\pi x_1 x_2) + 20 (x_3 - 0.5)^2 + 10 x_4 + 5 x_5 +
     \epsilon` on :math:`U(0, 1)^{10}`; features 6-10 are irrelevant.
@@ -150,20 +191,12 @@ def make_friedman1(n_samples=400, *, noise=1.0, random_state=None):
     See :func:`sklearn.datasets.make_friedman1`. Reference: J. Friedman, "Multivariate
     adaptive regression splines", Ann. Statist. 19 (1991).
 
-    Parameters
-    ----------
-    n_samples : int
-    noise : float
-        Standard deviation of the Gaussian noise added to the target.
-    random_state : int, RandomState instance or None
-
-    Returns
-    -------
-    task : Task
+    %(friedman_parameters)s
     """
     return _friedman(1, "10 features (5 irrelevant)", n_samples, noise, random_state)
 
 
+@fill_doc(friedman_parameters=_FRIEDMAN_PARAMETERS)
 def make_friedman2(n_samples=400, *, noise=125.0, random_state=None):
     r"""Friedman #2, the impedance of an AC circuit:
     :math:`y = \sqrt{x_1^2 + (x_2 x_3 - 1/(x_2 x_4))^2} + \epsilon`.
@@ -171,37 +204,20 @@ def make_friedman2(n_samples=400, *, noise=125.0, random_state=None):
     The default noise (125) gives the 3:1 signal-to-noise ratio of Friedman (1991). See
     :func:`sklearn.datasets.make_friedman2`.
 
-    Parameters
-    ----------
-    n_samples : int
-    noise : float
-        Standard deviation of the Gaussian noise added to the target.
-    random_state : int, RandomState instance or None
-
-    Returns
-    -------
-    task : Task
+    %(friedman_parameters)s
     """
     return _friedman(2, "4 features on very different scales", n_samples, noise, random_state)
 
 
+@fill_doc(friedman_parameters=_FRIEDMAN_PARAMETERS)
 def make_friedman3(n_samples=400, *, noise=0.1, random_state=None):
     r"""Friedman #3, the phase of the same circuit:
     :math:`y = \arctan((x_2 x_3 - 1/(x_2 x_4)) / x_1) + \epsilon`.
 
-    The default noise (0.1) gives the 3:1 signal-to-noise ratio of Friedman (1991). See
-    :func:`sklearn.datasets.make_friedman3`.
+    Its default noise (0.1), like :func:`make_friedman2`'s, gives the 3:1 signal-to-noise
+    ratio of Friedman (1991); see :func:`sklearn.datasets.make_friedman3`.
 
-    Parameters
-    ----------
-    n_samples : int
-    noise : float
-        Standard deviation of the Gaussian noise added to the target.
-    random_state : int, RandomState instance or None
-
-    Returns
-    -------
-    task : Task
+    %(friedman_parameters)s
     """
     return _friedman(3, "4 features on very different scales", n_samples, noise, random_state)
 
@@ -219,20 +235,12 @@ def _rows_of(loader, name, n_samples, random_state):
     return X, y
 
 
+@fill_doc(bundled_parameters=_BUNDLED_PARAMETERS)
 def load_diabetes(n_samples=None, *, random_state=None):
     """scikit-learn's bundled diabetes data: 442 patients, 10 baseline measurements, target a
     measure of disease progression one year later.
 
-    Parameters
-    ----------
-    n_samples : int or None
-        Draw this many rows without replacement (``None``: all 442).
-    random_state : int, RandomState instance or None
-        Only used to draw the rows.
-
-    Returns
-    -------
-    task : Task
+    %(bundled_parameters)s
 
     Examples
     --------
@@ -244,6 +252,7 @@ def load_diabetes(n_samples=None, *, random_state=None):
     return Task(X, y, f"diabetes (scikit-learn): 10 features, n={len(X)}")
 
 
+@fill_doc(noise_parameters=_NOISE_PARAMETERS)
 def make_projection(n_samples=600, *, n_features=10, n_components=2, noise=0.1, random_state=None):
     r"""A high-dimensional task whose target depends on a low-dimensional projection.
 
@@ -261,15 +270,9 @@ def make_projection(n_samples=600, *, n_features=10, n_components=2, noise=0.1, 
         d, the input dimension.
     n_components : int
         k, the dimension of the projection the target depends on (at most d).
-    noise : float
-    random_state : int, RandomState instance or None
-
-    Returns
-    -------
-    task : Task
+    %(noise_parameters)s
     """
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
+    n, noise = _check_size_and_noise(n_samples, noise)
     if not 1 <= n_components <= n_features:
         raise ValueError(
             f"n_components must be between 1 and n_features={n_features}; got {n_components}"
@@ -288,6 +291,7 @@ def make_projection(n_samples=600, *, n_features=10, n_components=2, noise=0.1, 
     )
 
 
+@fill_doc(noise_parameters=_NOISE_PARAMETERS)
 def make_irrelevant(n_samples=400, *, n_irrelevant=7, noise=0.1, random_state=None):
     r"""Three relevant features among ``n_irrelevant`` irrelevant ones.
 
@@ -302,15 +306,9 @@ def make_irrelevant(n_samples=400, *, n_irrelevant=7, noise=0.1, random_state=No
     n_samples : int
     n_irrelevant : int
         Number of irrelevant features (after the three relevant ones).
-    noise : float
-    random_state : int, RandomState instance or None
-
-    Returns
-    -------
-    task : Task
+    %(noise_parameters)s
     """
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
+    n, noise = _check_size_and_noise(n_samples, noise)
     if isinstance(n_irrelevant, bool) or not isinstance(n_irrelevant, (int, np.integer)):
         raise TypeError(f"n_irrelevant must be an int; got {n_irrelevant!r}")
     if n_irrelevant < 0:
@@ -324,6 +322,7 @@ def make_irrelevant(n_samples=400, *, n_irrelevant=7, noise=0.1, random_state=No
     return Task(X, y, f"3 relevant + {n_irrelevant} irrelevant features, noise {noise:g}, n={n}")
 
 
+@fill_doc(noise_parameters=_NOISE_PARAMETERS)
 def make_large(n_samples=10_000, *, n_features=4, noise=0.1, random_state=None):
     r"""A large-n task: a smooth target of a few features with many samples.
 
@@ -337,15 +336,9 @@ def make_large(n_samples=10_000, *, n_features=4, noise=0.1, random_state=None):
     n_samples : int
     n_features : int
         At least 2.
-    noise : float
-    random_state : int, RandomState instance or None
-
-    Returns
-    -------
-    task : Task
+    %(noise_parameters)s
     """
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
+    n, noise = _check_size_and_noise(n_samples, noise)
     if n_features < 2:
         raise ValueError(f"n_features must be at least 2; got {n_features}")
     rng = check_random_state(random_state)
@@ -364,7 +357,7 @@ def make_moons(n_samples=300, *, noise=0.3, random_state=None):
     ----------
     n_samples : int
     noise : float
-        Standard deviation of the Gaussian noise added to the points.
+        Standard deviation of the Gaussian noise added to each point's two coordinates.
     random_state : int, RandomState instance or None
 
     Returns
@@ -377,31 +370,22 @@ def make_moons(n_samples=300, *, noise=0.3, random_state=None):
     >>> X.shape, sorted(set(y.tolist()))
     ((100, 2), [0, 1])
     """
-    n = _check_n_samples(n_samples)
-    noise = _check_noise(noise)
+    n, noise = _check_size_and_noise(n_samples, noise)
     X, y = _sk_datasets.make_moons(n, noise=noise, random_state=check_random_state(random_state))
     return Task(X, y, f"moons: 2 features, 2 classes, noise {noise:g}, n={n}")
 
 
+@fill_doc(bundled_parameters=_BUNDLED_PARAMETERS)
 def load_iris(n_samples=None, *, random_state=None):
     """scikit-learn's bundled iris data: 150 flowers, 4 measurements, 3 species.
 
-    Parameters
-    ----------
-    n_samples : int or None
-        Draw this many rows without replacement (``None``: all 150).
-    random_state : int, RandomState instance or None
-        Only used to draw the rows.
-
-    Returns
-    -------
-    task : Task
+    %(bundled_parameters)s
 
     Examples
     --------
     >>> X, y, _ = load_iris()
-    >>> X.shape
-    (150, 4)
+    >>> X.shape, sorted(set(y.tolist()))
+    ((150, 4), [0, 1, 2])
     """
     X, y = _rows_of(_sk_datasets.load_iris, "iris", n_samples, random_state)
     return Task(X, y, f"iris (scikit-learn): 4 features, 3 classes, n={len(X)}")
@@ -436,6 +420,7 @@ def load_task(name, *, n_samples=None, random_state=None):
     n_samples : int or None
         ``None`` uses the task's default size.
     random_state : int, RandomState instance or None
+        Passed to the task's function.
 
     Returns
     -------

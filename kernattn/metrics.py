@@ -34,6 +34,7 @@ import numpy as np
 from sklearn.metrics import mean_pinball_loss
 from sklearn.pipeline import Pipeline
 
+from kernattn._core.docstrings import fill_doc
 from kernattn._engine.distribution import check_alpha, check_conformal_method, check_quantiles
 
 __all__ = [
@@ -155,6 +156,23 @@ def _negative_width(estimator, X, y, sample_weight, *, alpha, method):
     return -float(np.mean(np.average(upper - lower, axis=0, weights=sample_weight)))
 
 
+#: The parameters and result of the scorers of ``conformal_interval``.
+_INTERVAL_SCORER_PARAMETERS = """
+Parameters
+----------
+alpha : float in (0, 1), default=0.1
+    One minus the nominal coverage.
+method : {"jackknife+", "local"}, default="jackknife+"
+    As in ``conformal_interval``.
+
+Returns
+-------
+scorer : callable
+    ``scorer(estimator, X, y, sample_weight=None)``, the estimator a fitted kernattn
+    regressor or a ``Pipeline`` ending in one (see :func:`pipeline_method`).
+"""
+
+
 def _interval_scorer(name, score, alpha, method):
     """A scorer of ``conformal_interval`` at level ``alpha`` with ``method``, both checked
     before any fit."""
@@ -196,12 +214,10 @@ def pinball_scorer(quantile):
 
     Examples
     --------
-    >>> import numpy as np
     >>> from sklearn.model_selection import cross_val_score
     >>> from kernattn import KernelSmoother
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(0, 1, size=(300, 1))
-    >>> y = X[:, 0] + 0.1 * rng.normal(size=300)
+    >>> from kernattn.datasets import make_curve
+    >>> X, y, _ = make_curve(300, noise=0.1, random_state=0)
     >>> model = KernelSmoother(bandwidth=0.05)
     >>> scores = cross_val_score(model, X, y, scoring=pinball_scorer(0.9))
     >>> bool(-0.04 < scores.mean() < 0)  # the loss of a 90 % quantile of N(0, 0.1²): 0.018
@@ -216,6 +232,7 @@ def pinball_scorer(quantile):
     return _Scorer("pinball_scorer", _negative_pinball, quantile=float(levels[0]))
 
 
+@fill_doc(interval_scorer_parameters=_INTERVAL_SCORER_PARAMETERS)
 def coverage_scorer(alpha=0.1, method="jackknife+"):
     r"""A scorer of ``conformal_interval``: the fraction of the targets it covers.
 
@@ -228,39 +245,16 @@ def coverage_scorer(alpha=0.1, method="jackknife+"):
     beside :func:`interval_width_scorer` (``scoring={"coverage": coverage_scorer(),
     "width": interval_width_scorer()}``) and select on the width.
 
-    Parameters
-    ----------
-    alpha : float in (0, 1), default=0.1
-        One minus the nominal coverage.
-    method : {"jackknife+", "local"}, default="jackknife+"
-        As in ``conformal_interval``.
-
-    Returns
-    -------
-    scorer : callable
-        ``scorer(estimator, X, y, sample_weight=None)``, the estimator a fitted kernattn
-        regressor or a ``Pipeline`` ending in one (see :func:`pipeline_method`).
+    %(interval_scorer_parameters)s
 
     See Also
     --------
-    interval_width_scorer : the intervals' mean width.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn.model_selection import cross_val_score
-    >>> from kernattn import KernelSmoother
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(0, 1, size=(300, 1))
-    >>> y = X[:, 0] + 0.1 * rng.normal(size=300)
-    >>> model = KernelSmoother(bandwidth=0.05)
-    >>> scores = cross_val_score(model, X, y, scoring=coverage_scorer(0.1))
-    >>> bool(0.85 < scores.mean() < 0.95)
-    True
+    interval_width_scorer : the intervals' mean width, and an example that scores both.
     """
     return _interval_scorer("coverage_scorer", _coverage, alpha, method)
 
 
+@fill_doc(interval_scorer_parameters=_INTERVAL_SCORER_PARAMETERS)
 def interval_width_scorer(alpha=0.1, method="jackknife+"):
     r"""A scorer of ``conformal_interval``: minus the intervals' mean width.
 
@@ -271,18 +265,7 @@ def interval_width_scorer(alpha=0.1, method="jackknife+"):
     keeps its coverage at any bandwidth, so the narrowest is the most informative: choose
     on this score and check the coverage with :func:`coverage_scorer`.
 
-    Parameters
-    ----------
-    alpha : float in (0, 1), default=0.1
-        One minus the nominal coverage.
-    method : {"jackknife+", "local"}, default="jackknife+"
-        As in ``conformal_interval``.
-
-    Returns
-    -------
-    scorer : callable
-        ``scorer(estimator, X, y, sample_weight=None)``, the estimator a fitted kernattn
-        regressor or a ``Pipeline`` ending in one (see :func:`pipeline_method`).
+    %(interval_scorer_parameters)s
 
     See Also
     --------
@@ -304,5 +287,8 @@ def interval_width_scorer(alpha=0.1, method="jackknife+"):
     ... ).fit(X, y)
     >>> search.best_params_
     {'bandwidth': 0.02}
+    >>> coverage = search.cv_results_["mean_test_coverage"][search.best_index_]
+    >>> bool(0.85 < coverage < 0.95)  # the nominal coverage is 0.9
+    True
     """
     return _interval_scorer("interval_width_scorer", _negative_width, alpha, method)

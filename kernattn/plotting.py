@@ -229,16 +229,8 @@ def plot_approximation_error(n_components, errors, *, reference=True, ax=None):
     -------
     ax : matplotlib Axes
     """
-    ax = _axes(ax)
     r = np.asarray(n_components, dtype=float)
-    first = None
-    for i, (label, err) in enumerate(_curves(errors, "error").items()):
-        err, middle = _median_curve(ax, i, r, label, err, slice(None))
-        if err.shape[1] > 1:
-            low, high = np.percentile(err, [10, 90], axis=1)
-            ax.fill_between(r, low, high, color=f"C{i}", alpha=0.15, lw=0)
-        if first is None:
-            first = middle
+    ax, first = _median_curves(ax, r, errors, "error", slice(None), _deciles, alpha=0.15)
     if reference and first is not None:
         ax.plot(r, first[0] * np.sqrt(r[0] / r), ":", color="0.4", label=r"$\propto r^{-1/2}$")
     return _log_log(ax, "number of random features r", "approximation error")
@@ -266,14 +258,38 @@ def plot_runtime(n_samples, times, *, slope_from=None, ax=None):
     -------
     ax : matplotlib Axes
     """
-    ax = _axes(ax)
     n = np.asarray(n_samples, dtype=float)
     fitted = n >= slope_from if slope_from is not None else np.ones(len(n), dtype=bool)
-    for i, (label, t) in enumerate(_curves(times, "time").items()):
-        t, _ = _median_curve(ax, i, n, label, t, fitted)
-        if t.shape[1] > 1:
-            ax.fill_between(n, t.min(axis=1), t.max(axis=1), color=f"C{i}", alpha=0.2, lw=0)
+    ax, _ = _median_curves(ax, n, times, "time", fitted, _extremes, alpha=0.2)
     return _log_log(ax, "number of samples n", "time (s)")
+
+
+def _median_curves(ax, x, curves, name, fitted, band, alpha):
+    """Draw every curve of ``curves`` (one array, or a dict of them by label; ``name`` labels
+    one array) with :func:`_median_curve`, and where a curve has repeats shade the band
+    ``band(values) = (low, high)`` around it with opacity ``alpha``; the axes and the first
+    curve's median (``None`` without curves)."""
+    ax = _axes(ax)
+    first = None
+    for i, (label, values) in enumerate(_curves(curves, name).items()):
+        values, middle = _median_curve(ax, i, x, label, values, fitted)
+        if values.shape[1] > 1:
+            low, high = band(values)
+            ax.fill_between(x, low, high, color=f"C{i}", alpha=alpha, lw=0)
+        if first is None:
+            first = middle
+    return ax, first
+
+
+def _deciles(values):
+    """The 10th and 90th percentiles of each row: a band of positive values that a log axis
+    draws faithfully (mean ± std would dive below zero)."""
+    return np.percentile(values, [10, 90], axis=1)
+
+
+def _extremes(values):
+    """The least and the greatest value of each row."""
+    return values.min(axis=1), values.max(axis=1)
 
 
 def _median_curve(ax, i, x, label, values, fitted):

@@ -624,6 +624,31 @@ class SoftmaxHeads:
         return weights
 
 
+def unbound_heads(
+    similarity,
+    center,
+    input_scale,
+    query_weights=None,
+    key_weights=None,
+    scale=None,
+    head_weights=None,
+):
+    """Softmax heads with these parameters, bound to no keys: what linear attention's far
+    field projects with (by default one head, the identity projection at scale 1)."""
+    return SoftmaxHeads(
+        similarity=similarity,
+        center=center,
+        input_scale=input_scale,
+        query_weights=query_weights,
+        key_weights=key_weights,
+        scale=np.ones(1) if scale is None else scale,
+        head_weights=np.ones(1) if head_weights is None else head_weights,
+        head_bias=np.zeros(0),
+        keys=np.zeros((0, len(center))),
+        log_sample_weight=np.zeros(0),
+    )
+
+
 def _sums_of_weights(weights, columns, squared=None):
     """The sums of :meth:`SoftmaxHeads.sums` from a block of weights in memory."""
     if callable(columns):

@@ -159,12 +159,6 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
     }
     _succession = False
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = True
-        tags.classifier_tags.poor_score = False
-        return tags
-
     # ------------------------------------------------------------------ fitting
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -248,16 +242,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
         return (1.0 - share) * estimate + share * self.class_prior_
 
     def predict_log_proba(self, X):
-        """The logarithm of :meth:`predict_proba` (finite: every probability is positive).
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-
-        Returns
-        -------
-        log_proba : ndarray of shape (n_queries, n_classes)
-        """
+        """The logarithm of :meth:`predict_proba`, of the same shape (finite: every
+        probability is positive)."""
         return np.log(self.predict_proba(X))
 
     def decision_function(self, X):
@@ -318,16 +304,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
 
     def effective_neighbors(self, X):
         """The effective number of training rows each head attends to at each query,
-        ``exp(−Σ_i w_i log w_i)`` (see :meth:`NadarayaWatsonRegressor.effective_neighbors
-        <kernattn._engine.regressor.NadarayaWatsonRegressor.effective_neighbors>`).
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-
-        Returns
-        -------
-        n_eff : ndarray of shape (n_queries, n_heads)
-        """
+        ``exp(−Σ_i w_i log w_i)``, an array of shape (n_queries, n_heads) (see
+        :meth:`NadarayaWatsonRegressor.effective_neighbors
+        <kernattn._engine.regressor.NadarayaWatsonRegressor.effective_neighbors>`)."""
         X = self._validate_queries(X)
         return self.engine_.effective_neighbors(X)

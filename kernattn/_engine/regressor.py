@@ -47,6 +47,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from kernattn._core.blocks import KEY_TILE, map_query_blocks
+from kernattn._core.docstrings import fill_doc
 from kernattn._core.namespaces import from_caller, in_caller_library
 from kernattn._core.numerics import normalized_weights, power_of_two_scale, weighted_mean
 from kernattn._core.rows import Rows, out_of_core_predict, out_of_core_rows
@@ -68,6 +69,7 @@ from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local.polynomial import held_back_message
 
 __all__ = [
+    "FIT_RETURNS_AND_NOTES",
     "HELD_BACK_ROWS",
     "KEY_TILE",
     "NadarayaWatsonRegressor",
@@ -75,6 +77,21 @@ __all__ = [
     "fit_transaction",
     "validated_queries",
 ]
+
+#: The end of the docstring of a ``fit`` on the engine's canonical order of rows: what it
+#: returns, and that the order the rows come in does not matter.
+FIT_RETURNS_AND_NOTES = """
+Returns
+-------
+self : object
+    The fitted estimator.
+
+Notes
+-----
+The rows are fitted in an order set by their contents (sorted by inputs, targets
+and weights): any permutation of them gives the same fit and the same predictions,
+to the last bit.
+"""
 
 
 @contextmanager
@@ -177,12 +194,12 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
-        tags.target_tags.single_output = True
         return tags
 
     # ------------------------------------------------------------------ fitting
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @fill_doc(fit_returns_and_notes=FIT_RETURNS_AND_NOTES)
     def fit(self, X, y, sample_weight=None):
         """Fit the kernel and store the training set.
 
@@ -195,16 +212,7 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         sample_weight : array_like of shape (n_samples,), optional
             Non-negative. An integer weight is the same as repeating the row.
 
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        Notes
-        -----
-        The rows are fitted in an order set by their contents (sorted by inputs, targets
-        and weights): any permutation of them gives the same fit and the same predictions,
-        to the last bit.
+        %(fit_returns_and_notes)s
         """
         rows = X if isinstance(X, Rows) else out_of_core_rows(X, y, sample_weight)
         if rows is None:
@@ -620,10 +628,13 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         Parameters
         ----------
         X : array_like of shape (n_queries, n_features)
+            The queries; a torch or cupy array gives the entropies back in its library and
+            on its device.
 
         Returns
         -------
         entropy : ndarray of shape (n_queries, n_heads)
+            In the precision of the training inputs (float32 stays float32).
         """
         X = self._validate_queries(X)
         heads = np.arange(self.kernel_.n_heads)
@@ -640,17 +651,9 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
 
     @in_caller_library
     def effective_neighbors(self, X):
-        """Effective number of training rows each head averages at each query, ``exp(H)``.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_queries, n_features)
-
-        Returns
-        -------
-        n_eff : ndarray of shape (n_queries, n_heads)
-            Between 1 (one row gets all the weight) and the number of training rows.
-        """
+        """Effective number of training rows each head averages at each query, ``exp(H)``
+        of :meth:`attention_entropy`, of the same shape: between 1 (one row gets all the
+        weight) and the number of training rows."""
         return np.exp(self.attention_entropy(X))
 
 

@@ -352,11 +352,7 @@ class Criterion:
         leave_out_duplicates=True,
         line=None,
     ):
-        self.n_jobs = n_jobs
-        self.profile = kernel
-        self.degree = degree
-        self.criterion = criterion
-        self.loo = criterion == "loo"
+        self._set_settings(kernel, degree, criterion, n_jobs)
         raw = np.asarray(sample_weight, dtype=float)
         # The precision weights of a local polynomial's variance rule (see
         # kernattn._local.polynomial): the squared weights' sums are divided by them.
@@ -387,10 +383,18 @@ class Criterion:
         # The columns of the local line (all of them, or the continuous features' with
         # discrete ones, whose levels enter through the kernel only).
         self.line = np.arange(X.shape[1]) if line is None else np.asarray(line, dtype=int)
+        self._parts = None
+
+    def _set_settings(self, kernel, degree, criterion, n_jobs):
+        """The settings of the search, in memory or on parts."""
+        self.profile = kernel
+        self.degree = degree
+        self.criterion = criterion
+        self.loo = criterion == "loo"
+        self.n_jobs = n_jobs
         # The local-constant Gaussian criterion needs only sums over the keys: it goes
         # through the keys in tiles (see _tiled_sums); the others need whole rows.
         self.tiled = degree == 0 and kernel == "gaussian"
-        self._parts = None
 
     @classmethod
     def on_parts(cls, rows, summary, n_jobs=None):
@@ -414,10 +418,8 @@ class Criterion:
                 "is the same. Give a bandwidth or use 'scott'."
             )
         self = cls.__new__(cls)
-        self.n_jobs = n_jobs
-        self.profile, self.degree, self.criterion, self.loo = "gaussian", 0, "loo", True
+        self._set_settings("gaussian", 0, "loo", n_jobs)
         self.precision = None
-        self.tiled = True
         self.n = int(summary.count)
         self.n_total = float(summary.total)
         # Scott's rule (a constant feature gets 1), as rule_of_thumb_bandwidth.

@@ -46,6 +46,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_X_y
 from threadpoolctl import threadpool_limits
 
+from kernattn._core.docstrings import fill_doc
 from kernattn.compare._results import ComparisonResult
 from kernattn.datasets import CLASSIFICATION_TASKS, TASKS, Task, load_task
 from kernattn.learned import AttentionClassifier, AttentionRegressor
@@ -85,7 +86,21 @@ _QUICK_SAMPLES = {
     "iris": None,
 }
 
+#: The parameters and result of the functions that make a comparison's estimators.
+_DEFAULT_PARAMETERS = """
+Parameters
+----------
+quick : bool
+    Smaller tuning grids, for ``kernattn compare --quick``.
 
+Returns
+-------
+estimators : dict of str to estimator
+    Fresh (unfitted) estimators; the dictionary is new on every call.
+"""
+
+
+@fill_doc(default_parameters=_DEFAULT_PARAMETERS)
 def default_estimators(quick=False):
     """The estimators of the default comparison, by name.
 
@@ -101,15 +116,7 @@ def default_estimators(quick=False):
     - ``KNeighborsRegressor``: the hard, k-nearest version of the average, k tuned;
     - ``KernelRidge``: Gaussian kernel ridge regression, the penalty and width tuned.
 
-    Parameters
-    ----------
-    quick : bool
-        Smaller tuning grids, for ``kernattn compare --quick``.
-
-    Returns
-    -------
-    estimators : dict of str to estimator
-        Fresh (unfitted) estimators; the dictionary is new on every call.
+    %(default_parameters)s
 
     Examples
     --------
@@ -142,6 +149,7 @@ def default_estimators(quick=False):
     }
 
 
+@fill_doc(default_parameters=_DEFAULT_PARAMETERS)
 def default_classifiers(quick=False):
     """The classifiers of a classification comparison, by name.
 
@@ -155,15 +163,7 @@ def default_classifiers(quick=False):
       search on the log-loss;
     - ``LogisticRegression``: a linear boundary, the penalty at its default.
 
-    Parameters
-    ----------
-    quick : bool
-        A smaller tuning grid, for ``kernattn compare --quick``.
-
-    Returns
-    -------
-    estimators : dict of str to estimator
-        Fresh (unfitted) classifiers; the dictionary is new on every call.
+    %(default_parameters)s
 
     Examples
     --------

@@ -119,10 +119,10 @@ class NystroemFeatures(FeatureMap):
         self.rcond = rcond
 
     def _fit(self, keys, queries, sample_weight, random_state):
-        d = keys.shape[1]
         m = self._check_n_components()
         if not (isinstance(self.rcond, numbers.Real) and 0 <= self.rcond < 1):
             raise ValueError(f"rcond must be a number in [0, 1); got {self.rcond!r}")
+        d = keys.shape[1]
         if isinstance(self.landmarks, str):
             if self.landmarks not in LANDMARKS:
                 raise ValueError(

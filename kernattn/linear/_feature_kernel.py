@@ -112,13 +112,11 @@ class FeatureKernel:
     --------
     The sums of chunks add up to the sums of the whole:
 
+    >>> from kernattn._engine.heads import unbound_heads
     >>> from kernattn.feature_maps import PositiveRandomFeatures
     >>> rng = np.random.default_rng(0)
     >>> X, v = 0.5 * rng.standard_normal((100, 2)), rng.standard_normal((100, 1))
-    >>> heads = SoftmaxHeads(
-    ...     similarity="gaussian", center=np.zeros(2), input_scale=np.ones(2),
-    ...     query_weights=None, key_weights=None, scale=np.ones(1), head_weights=np.ones(1),
-    ...     head_bias=np.zeros(1), keys=np.zeros((0, 2)), log_sample_weight=np.zeros(0))
+    >>> heads = unbound_heads("gaussian", center=np.zeros(2), input_scale=np.ones(2))
     >>> phi = PositiveRandomFeatures(64).fit(X, random_state=0)
     >>> def kernel():
     ...     return FeatureKernel(heads, [phi], np.zeros((1, 2)), np.zeros(1), weight_scale=1.0)

@@ -110,15 +110,12 @@ class NearFieldKernel:
 
     Examples
     --------
-    >>> from kernattn._engine.heads import SoftmaxHeads
+    >>> from kernattn._engine.heads import unbound_heads
     >>> from kernattn.feature_maps import NystroemFeatures
     >>> from kernattn.linear._feature_kernel import FeatureKernel
     >>> rng = np.random.default_rng(0)
     >>> X, v = 3 * rng.standard_normal((400, 2)), rng.standard_normal((400, 1))
-    >>> heads = SoftmaxHeads(
-    ...     similarity="gaussian", center=np.zeros(2), input_scale=np.ones(2),
-    ...     query_weights=None, key_weights=None, scale=np.ones(1), head_weights=np.ones(1),
-    ...     head_bias=np.zeros(1), keys=np.zeros((0, 2)), log_sample_weight=np.zeros(0))
+    >>> heads = unbound_heads("gaussian", center=np.zeros(2), input_scale=np.ones(2))
     >>> phi = NystroemFeatures(16).fit(X, random_state=0)
     >>> far = FeatureKernel(heads, [phi], np.zeros((1, 2)), np.zeros(1), weight_scale=1.0)
     >>> kernel = NearFieldKernel(far, X[:16], n_near_cells=16)  # every cell: exact

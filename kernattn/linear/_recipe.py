@@ -18,7 +18,7 @@ from sklearn.utils import check_random_state
 
 from kernattn._core.numerics import weighted_mean
 from kernattn._core.warning_types import BandwidthWarning
-from kernattn._engine.heads import SoftmaxHeads
+from kernattn._engine.heads import unbound_heads
 from kernattn.bandwidth import resolve_bandwidth, select_bandwidth
 from kernattn.bandwidth._rules import check_bandwidth
 from kernattn.bandwidth._search import edge_message
@@ -252,23 +252,6 @@ class KernelRecipe:
             )
         return h, selection.value
 
-    @staticmethod
-    def _heads(similarity, center, input_scale, query_weights, key_weights, scale, head_weights):
-        """Softmax heads with these parameters, bound to no keys (for their projections)."""
-        d = len(center)
-        return SoftmaxHeads(
-            similarity=similarity,
-            center=center,
-            input_scale=input_scale,
-            query_weights=query_weights,
-            key_weights=key_weights,
-            scale=scale,
-            head_weights=head_weights,
-            head_bias=np.zeros(0),
-            keys=np.zeros((0, d)),
-            log_sample_weight=np.zeros(0),
-        )
-
     def _gaussian_heads(self, X, Y, sample_weight, rng, described, center=None, bandwidth=None):
         """One head: −½‖(x − x')/h‖², as ``KernelSmoother`` with bandwidth h (``center``,
         ``bandwidth``: given instead of found from the data)."""
@@ -280,7 +263,7 @@ class KernelRecipe:
         described["bandwidth_"] = h
         if loo_error is not None:
             described["loo_error_"] = loo_error
-        return self._heads("gaussian", center, h, None, None, np.ones(1), np.ones(1))
+        return unbound_heads("gaussian", center, h)
 
     def _attention_heads(self, X, Y, sample_weight, rng, described):
         """The heads of an ``AttentionRegressor`` (fitted here on a subsample if needed),
@@ -339,7 +322,7 @@ class KernelRecipe:
             raise ValueError(
                 f"the attention model predicts {head_bias.size} outputs; y has {Y.shape[1]}"
             )
-        heads = self._heads(
+        heads = unbound_heads(
             fitted.similarity,
             fitted.center,
             fitted.input_scale,
@@ -403,6 +386,4 @@ class KernelRecipe:
             log_offset=feature_map.log_offset_,
         )
         W = projection[None]
-        return self._heads(
-            "gaussian", center, np.ones(len(center)), W, W.copy(), np.ones(1), np.ones(1)
-        )
+        return unbound_heads("gaussian", center, np.ones(len(center)), W, W.copy())

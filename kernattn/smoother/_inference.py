@@ -154,6 +154,8 @@ class SmootherInference:
 
         Examples
         --------
+        95 % intervals of a sine curve at its peak and at a zero, under noise of 0.1:
+
         >>> import numpy as np
         >>> from kernattn import KernelSmoother
         >>> rng = np.random.default_rng(0)
@@ -179,11 +181,8 @@ class SmootherInference:
                 X, alpha, noise, n_bootstrap, random_state
             )
             low, high = -q_high, -q_low  # the basic bootstrap interval
-
-        def finish(a):
-            return self._finish_prediction(a.astype(self._dtype), None)
-
-        return finish(mean + low), finish(mean + high)
+        lower, upper = (mean + low).astype(self._dtype), (mean + high).astype(self._dtype)
+        return self._finish_prediction(lower, None), self._finish_prediction(upper, None)
 
     @in_caller_library
     def gradient(self, X, return_std=False, *, noise="local"):

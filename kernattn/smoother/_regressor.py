@@ -17,8 +17,13 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from kernattn._core.docstrings import fill_doc
 from kernattn._engine.inference import LinearSmootherInference
-from kernattn._engine.regressor import HELD_BACK_ROWS, NadarayaWatsonRegressor
+from kernattn._engine.regressor import (
+    FIT_RETURNS_AND_NOTES,
+    HELD_BACK_ROWS,
+    NadarayaWatsonRegressor,
+)
 from kernattn._local.polynomial import check_degree
 from kernattn.bandwidth import BANDWIDTH_RULES, CRITERIA
 from kernattn.bandwidth._mixed import categorical_codes, dtype_categories
@@ -397,6 +402,7 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
         self.ordinal_features = ordinal_features
         self.algorithm = algorithm
 
+    @fill_doc(fit_returns_and_notes=FIT_RETURNS_AND_NOTES)
     def fit(self, X, y, sample_weight=None):
         """Fit the smoother: select the bandwidth and keep the training set.
 
@@ -422,16 +428,7 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
             relative (precision weights, whose ratios alone matter) become counts when
             divided by their mean.
 
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        Notes
-        -----
-        The rows are fitted in an order set by their contents (sorted by inputs, targets
-        and weights): any permutation of them gives the same fit and the same predictions,
-        to the last bit.
+        %(fit_returns_and_notes)s
         """
         return super().fit(X, y, sample_weight)
 
