@@ -106,14 +106,20 @@ def check_alpha(alpha):
     return float(alpha)
 
 
-#: The prediction intervals of ``conformal_interval``.
-CONFORMAL_METHODS = ("jackknife+", "local")
+#: The prediction intervals of ``conformal_interval``: ``"auto"`` is ``"cv+"`` where the
+#: kernel was chosen with the training targets, else ``"jackknife+"``.
+CONFORMAL_METHODS = ("auto", "jackknife+", "cv+", "local")
 
 
 def check_conformal_method(method):
     """``method`` as one of :data:`CONFORMAL_METHODS`, or a ``ValueError`` that lists them."""
     if not isinstance(method, str) or method not in CONFORMAL_METHODS:
-        raise ValueError(f"method must be 'jackknife+' or 'local'; got {method!r}")
+        raise ValueError(
+            "from the fit's leave-one-out residuals, method must be 'jackknife+' or 'local'; "
+            f"got {method!r}; from refits on 5 folds (the kernel's selection redone), "
+            "'cv+'; 'auto' (the default) takes 'cv+' where the kernel was chosen with the "
+            "targets, else 'jackknife+'"
+        )
     return method
 
 

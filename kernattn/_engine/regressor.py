@@ -326,6 +326,8 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         # bandwidth in y of a smoothed CDF, computed on first use.
         self._residuals_built = Deferred()
         self._y_bandwidth_built = Deferred()
+        # The K-fold refits of CV+ conformal intervals, fitted on first use.
+        self._fold_models_built = Deferred()
 
     @property
     def _value_columns(self):
