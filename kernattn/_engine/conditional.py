@@ -320,7 +320,7 @@ class ConditionalDistributionMixin:
         \hat\mu_{-i}(x_i)|`, the kernel held as fitted on all rows. Where it was chosen by
         minimizing these very residuals (``bandwidth="loo"``, a learned kernel) they are
         optimistically small, the more so the freer the search and the fewer the rows
-        (jackknife+ covered 0.84 at :math:`\alpha = 0.1` on 200 rows with 5 inputs):
+        (jackknife+ covered 0.82 at :math:`\alpha = 0.1` on 200 rows with 5 inputs):
         ``"cv+"`` redoes the selection.
 
         - ``"jackknife+"`` (Barber, Candès, Ramdas and Tibshirani 2021 [1]_):
