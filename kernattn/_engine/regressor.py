@@ -134,8 +134,8 @@ class DeferredValueColumns:
 
 class Deferred:
     """A value of a fit computed on first use and kept: the leave-one-out residuals of
-    conformal intervals, a bandwidth in y chosen by cross-validation (a fit that never asks
-    for them does not pay their pass of the training set against itself). The estimator
+    conformal intervals, the fold models of CV+ intervals, a bandwidth in y chosen by
+    cross-validation (a fit that never asks for them does not pay for them). The estimator
     holds the same object before and after."""
 
     def __init__(self):
