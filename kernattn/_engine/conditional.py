@@ -3,7 +3,8 @@
 ``predict_cdf``, ``predict_quantiles`` and ``conformal_interval`` of every kernattn
 regressor. They validate their arguments and read the fitted state; the mathematics (the
 tiles of sorted targets, the mixed weights, the leave-one-out residuals and the intervals)
-lives in :mod:`kernattn._engine.distribution`.
+lives in :mod:`kernattn._engine.distribution`, the K-fold refits of CV+ intervals in
+:mod:`kernattn._engine.cross_conformal`.
 """
 
 import warnings

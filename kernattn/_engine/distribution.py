@@ -41,6 +41,10 @@ Prediction intervals for a new observation come from the leave-one-out residuals
   Guan 2023). Its coverage is that of a weighted split-conformal interval whose calibration
   set is the query's neighbourhood: approximate, conditional on the neighbourhood.
 
+Both hold the kernel as fitted on all rows: a kernel chosen with the targets (a searched
+bandwidth, a learned kernel) makes these residuals optimistic. CV+, which refits the
+estimator on folds with its selection redone, is in :mod:`kernattn._engine.cross_conformal`.
+
 References
 ----------
 .. [1] P. Hall, R. C. L. Wolff, Q. Yao, "Methods for estimating a conditional distribution
