@@ -21,7 +21,7 @@ fall — its quantiles, its CDF, an interval that contains it nine times out of 
   under-covers where it is large; the local interval is near 90 % in every decile. Neither
   is ``predict_interval``, a confidence interval for the smoothed *mean*, which narrows as
   the training set grows. The bandwidth here was searched on those same leave-one-out
-  residuals, so ``conformal_interval``'s default is CV+ (``method="auto"``: 5 refits, the
+  residuals, so ``conformal_interval``'s default is CV+ (``method="auto"``: 20 refits, the
   search redone in each); its coverage is printed beside theirs. With one input and 1 500
   rows the search is hardly free and the three agree overall; with several inputs and a
   few hundred rows jackknife+ on searched bandwidths falls short and CV+ does not.

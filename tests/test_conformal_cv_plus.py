@@ -37,16 +37,16 @@ def test_cv_plus_covers_where_the_searched_bandwidth_makes_jackknife_plus_short(
     assert np.min(coverage["cv+"]) >= 0.86
 
 
-def by_hand(model, X, y, Q, alpha, sample_weight=None):
-    """CV+ built directly: the kept rows in 5 folds, a clone fitted without each, the
+def by_hand(model, X, y, Q, alpha, sample_weight=None, n_folds=CV_PLUS_FOLDS):
+    """CV+ built directly: the kept rows in K folds, a clone fitted without each, the
     ⌈(1 − α)(n + 1)⌉-th smallest of μ₋ₖ₍ᵢ₎(x) + Rᵢ and minus that of Rᵢ − μ₋ₖ₍ᵢ₎(x)."""
     rows = model._active
     X, y = X[rows], y[rows]
     weight = np.ones(len(X)) if sample_weight is None else sample_weight[rows]
-    folds = fold_ids(len(X), CV_PLUS_FOLDS)
+    folds = fold_ids(len(X), n_folds)
     at_query = np.empty((len(Q), len(X)))
     residuals = np.empty(len(X))
-    for k in range(CV_PLUS_FOLDS):
+    for k in range(n_folds):
         held = folds == k
         fold_model = clone(model).fit(X[~held], y[~held], sample_weight=weight[~held])
         residuals[held] = np.abs(y[held] - fold_model.predict(X[held]))
@@ -57,20 +57,35 @@ def by_hand(model, X, y, Q, alpha, sample_weight=None):
     return lower, upper
 
 
-@pytest.mark.parametrize("alpha", [0.1, 0.25])
-def test_cv_plus_is_the_interval_of_clone_fitted_fold_models(alpha):
+def kept_folds(model, n_folds=CV_PLUS_FOLDS):
+    return model.__dict__["_fold_models_built"].get(dict)[n_folds]
+
+
+@pytest.mark.parametrize(("alpha", "n_folds"), [(0.1, CV_PLUS_FOLDS), (0.25, 5)])
+def test_cv_plus_is_the_interval_of_clone_fitted_fold_models(alpha, n_folds):
     X, y, Q, _ = bump(3, n=90, d=2, n_test=15)
     model = KernelSmoother(bandwidth="loo").fit(X, y)
-    lower, upper = model.conformal_interval(Q, alpha=alpha, method="cv+")
-    expected_lower, expected_upper = by_hand(model, X, y, Q, alpha)
+    lower, upper = model.conformal_interval(Q, alpha=alpha, method="cv+", n_folds=n_folds)
+    expected_lower, expected_upper = by_hand(model, X, y, Q, alpha, n_folds=n_folds)
     np.testing.assert_allclose(lower, expected_lower, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(upper, expected_upper, rtol=1e-12, atol=1e-12)
     # Each fold model is the estimator's procedure, its bandwidth searched again.
-    folds = model.__dict__["_fold_models_built"].get(None)
-    assert len(folds.models) == CV_PLUS_FOLDS
+    folds = kept_folds(model, n_folds)
+    assert len(folds.models) == n_folds
     for fold_model in folds.models:
         assert fold_model.get_params() == model.get_params()
-        assert len(fold_model.X_fit_) == 72
+        assert len(fold_model.X_fit_) in (90 - 90 // n_folds, 90 - 90 // n_folds - 1)
+
+
+def test_cv_plus_with_one_row_per_fold_of_a_fixed_kernel_is_jackknife_plus():
+    # A refit without row i at a fixed bandwidth is the kernel average without it.
+    X, y, Q, _ = bump(12, n=40, d=2, n_test=8)
+    model = KernelSmoother(bandwidth=0.2).fit(X, y)
+    refits = model.conformal_interval(Q, alpha=0.2, method="cv+", n_folds=1000)
+    assert len(kept_folds(model, 1000).models) == 40
+    jackknife = model.conformal_interval(Q, alpha=0.2, method="jackknife+")
+    for a, b in zip(refits, jackknife, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
 
 
 def test_cv_plus_with_sample_weights_weighs_the_fold_fits():
@@ -88,12 +103,12 @@ def test_fold_models_are_kept_for_the_fit_and_replaced_by_a_new_fit():
     X, y, Q, _ = bump(5, n=80, d=2, n_test=10)
     model = KernelSmoother(bandwidth="loo").fit(X, y)
     first = model.conformal_interval(Q)
-    folds = model.__dict__["_fold_models_built"].get(None)
+    folds = kept_folds(model)
     np.testing.assert_array_equal(model.conformal_interval(Q)[1], first[1])
-    assert model.__dict__["_fold_models_built"].get(None) is folds
+    assert kept_folds(model) is folds
     model.fit(X, y + 1.0)
     moved = model.conformal_interval(Q)
-    assert model.__dict__["_fold_models_built"].get(None) is not folds
+    assert kept_folds(model) is not folds
     for a, b in zip(moved, first, strict=True):
         np.testing.assert_allclose(a, b + 1.0, rtol=1e-9, atol=1e-9)
 
@@ -159,6 +174,14 @@ def test_unknown_method_lists_cv_plus_and_auto(method):
     model = KernelSmoother(bandwidth="loo").fit(X, y)
     with pytest.raises(ValueError, match="'cv\\+'.*'auto'"):
         model.conformal_interval(Q, method=method)
+
+
+@pytest.mark.parametrize("n_folds", [1, 0, 2.0, True, "5", None])
+def test_bad_number_of_folds_is_refused(n_folds):
+    X, y, Q, _ = bump(13, n=40, d=2, n_test=3)
+    model = KernelSmoother(bandwidth="loo").fit(X, y)
+    with pytest.raises(ValueError, match="n_folds must be an integer of at least 2"):
+        model.conformal_interval(Q, method="cv+", n_folds=n_folds)
 
 
 @pytest.mark.filterwarnings("ignore:.*before converging")

@@ -11,7 +11,7 @@ Every figure is measured in this run (timings depend on the machine: compare the
    5 000 (log-uniform), a smooth function, noise homoscedastic (sd 0.3) or heteroscedastic
    (sd 0.1 + 0.6 x₁), 2 000 test points each. ``KernelSmoother(bandwidth="loo")`` on 200
    designs; ``AttentionRegressor()`` and ``LinearAttentionRegressor()`` on fewer, smaller
-   ones. The default is CV+ (5 refits, the bandwidth search or training redone) for the
+   ones. The default is CV+ (20 refits, the bandwidth search or training redone) for the
    smoother's searched bandwidth and the attention's learned kernel, jackknife+ for the
    linear attention's fixed one. Targets (the smoother's default): mean coverage in
    [0.89, 0.92], no design below 0.87. The cost: the fits, the first call of the default

@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.namespaces import in_caller_library
-from kernattn._engine.cross_conformal import CV_PLUS_FOLDS, FoldModels, cv_plus
+from kernattn._engine.cross_conformal import CV_PLUS_FOLDS, FoldModels, check_n_folds, cv_plus
 from kernattn._engine.distribution import (
     MixedWeights,
     cdf_at_counts,
@@ -311,7 +311,7 @@ class ConditionalDistributionMixin:
         return smoothed_quantiles(weights, X, targets, levels, y_bandwidth, self.n_jobs)
 
     @in_caller_library
-    def conformal_interval(self, X, alpha=0.1, method="auto"):
+    def conformal_interval(self, X, alpha=0.1, method="auto", *, n_folds=CV_PLUS_FOLDS):
         r"""Prediction intervals for a new observation: jackknife+, CV+ or locally weighted.
 
         Meant to contain the next *observation* (not the mean, as ``predict_interval``)
@@ -332,14 +332,15 @@ class ConditionalDistributionMixin:
           fixed kernel (a float bandwidth, a rule that reads the inputs only) its coverage
           is at least :math:`1 - 2\alpha` for exchangeable data, about :math:`1 - \alpha` in
           practice; a kernel chosen with the targets is not accounted for.
-        - ``"cv+"`` (the same paper, section 3; MAPIE's ``method="plus"``, ``cv=5``): the
-          kept rows dealt into 5 folds (a fixed random permutation), fold :math:`k`'s model
+        - ``"cv+"`` (the same paper, section 3; MAPIE's ``method="plus"``): the kept rows
+          dealt into ``n_folds`` folds (a fixed random permutation), fold :math:`k`'s model
           :math:`\hat\mu_{-k}` the estimator ``clone``-refitted on the others (the same
           parameters, ``random_state`` included; bandwidth search or training redone), and
           jackknife+'s rule with :math:`\hat\mu_{-k(i)}` (its full prediction) in place of
           :math:`\hat\mu_{-i}` and the held-out :math:`R_i` (:mod:`~kernattn._engine.
           cross_conformal`). Coverage about :math:`1 - 2\alpha` at least whatever the
-          procedure, selection included, and :math:`1 - \alpha` or a little more in practice.
+          procedure, selection included, and :math:`1 - \alpha` or a little more in practice
+          (the fold models see :math:`1 - 1/K` of the rows: 95 % with 20 folds).
         - ``"auto"`` (default): ``"cv+"`` where the kernel was chosen with the targets (a
           ``KernelSmoother`` bandwidth ``"loo"``, ``"aic"``, ``"gcv"``, ``"plugin"`` or
           degree ``"auto"``; an ``AttentionRegressor``; a ``LinearAttentionRegressor`` with
@@ -363,6 +364,8 @@ class ConditionalDistributionMixin:
         method : {"auto", "jackknife+", "cv+", "local"}, default="auto"
             ``"auto"``: ``"cv+"`` where the kernel was chosen with the targets, else
             ``"jackknife+"``.
+        n_folds : int, default=20
+            The folds :math:`K` of ``"cv+"`` (at most one per kept row); unused otherwise.
 
         Returns
         -------
@@ -372,21 +375,17 @@ class ConditionalDistributionMixin:
 
         Notes
         -----
-        The residuals take one pass of the training set against itself,
-        :math:`O(n^2 d)`, on the first call after a fit (kept for later calls); each query
-        then costs :math:`O(n)` for ``"local"`` and :math:`O(n)` plus a selection among
-        :math:`n` values for ``"jackknife+"``. ``"cv+"`` instead refits the estimator 5
-        times on 80 % of the rows on its first call after a fit (about 4 times the cost of
-        ``fit``, search or training included; the fold models are kept, holding 4 copies
-        of the training set), and each query costs 5 ``predict`` calls and a selection
-        among :math:`n` values; a fit on the partitions of a collection raises a
-        ``RuntimeError`` for it. An ``AttentionRegressor`` fitted with
-        ``leave_one_out=False`` raises a ``ValueError``: its kernel was trained to copy
-        each row's own target.
-        A ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``)
-        keeps only its key sums, from which no row's own contribution can be taken out: it
-        raises a ``RuntimeError`` that says so. One fitted on the partitions of a
-        collection computes the residuals and the queries' weights where the rows are.
+        The residuals take one pass of the training set against itself, :math:`O(n^2 d)`,
+        on the first call after a fit (then kept); each query then costs :math:`O(n)`, plus
+        a selection among :math:`n` values for ``"jackknife+"``. ``"cv+"`` refits the
+        estimator :math:`K` times on its first call with that :math:`K` after a fit (about
+        :math:`K - 1` fits; the fold models are kept, with :math:`K - 1` copies of the
+        rows), then each query costs :math:`K` ``predict`` calls and a selection. An
+        ``AttentionRegressor`` fitted with ``leave_one_out=False`` raises a ``ValueError``
+        (its kernel copies each row's target); a ``LinearAttentionRegressor`` fitted in
+        parts (``partial_fit``, ``fit_chunks``) a ``RuntimeError`` (it keeps only its key
+        sums). One fitted on the partitions of a collection computes the residuals and
+        the queries' weights where the rows are (``"cv+"`` raises there).
 
         References
         ----------
@@ -409,6 +408,7 @@ class ConditionalDistributionMixin:
         """
         alpha = check_alpha(alpha)
         method = check_conformal_method(method)
+        n_folds = check_n_folds(n_folds)
         queries = self._validate_queries(X)
         if getattr(self, "leave_one_out", True) is False:
             raise ValueError(
@@ -421,7 +421,7 @@ class ConditionalDistributionMixin:
         if method == "cv+":
             # The fold models validate (and encode) the queries as given.
             weight = self._kept_sample_weight()
-            lower, upper = cv_plus(self._fold_models(), X, alpha, weight, self.n_jobs)
+            lower, upper = cv_plus(self._fold_models(n_folds), X, alpha, weight, self.n_jobs)
         else:
             weights, ranked, sample_weight, values = self._conformal_source(queries)
             lower, upper = conformal_bounds(
@@ -471,20 +471,15 @@ class ConditionalDistributionMixin:
         self._check_targets_kept(conformal=True)
         return self.sample_weight_[self._active]
 
-    def _fold_models(self):
-        """The estimator refitted on the kept rows with each of :data:`~kernattn._engine.
-        cross_conformal.CV_PLUS_FOLDS` folds left out (:class:`~kernattn._engine.
-        cross_conformal.FoldModels`), built on the first CV+ call after a fit and kept
-        (:meth:`_kept_sample_weight` first checks that the rows are kept)."""
-
-        def compute():
+    def _fold_models(self, n_folds):
+        """The estimator refitted on the kept rows with each of ``n_folds`` folds left out
+        (:class:`~kernattn._engine.cross_conformal.FoldModels`), built on the first CV+
+        call after a fit with that number of folds and kept (:meth:`_kept_sample_weight`
+        first checks that the rows are kept)."""
+        built = self.__dict__["_fold_models_built"].get(dict)
+        if n_folds not in built:
             rows = self._active
-            return FoldModels(
-                self,
-                self.X_fit_[rows],
-                self.y_fit_[rows],
-                self.sample_weight_[rows],
-                CV_PLUS_FOLDS,
+            built[n_folds] = FoldModels(
+                self, self.X_fit_[rows], self.y_fit_[rows], self.sample_weight_[rows], n_folds
             )
-
-        return self.__dict__["_fold_models_built"].get(compute)
+        return built[n_folds]

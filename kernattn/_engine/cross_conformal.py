@@ -27,16 +27,31 @@ References
    the jackknife+", Ann. Statist. 49 (2021).
 """
 
+from numbers import Integral
+
 import numpy as np
 from sklearn.base import clone
 
 from kernattn._core.blocks import map_query_blocks
 from kernattn._engine.distribution import jackknife_plus
 
-__all__ = ["CV_PLUS_FOLDS", "FoldModels", "cv_plus", "fold_ids"]
+__all__ = ["CV_PLUS_FOLDS", "FoldModels", "check_n_folds", "cv_plus", "fold_ids"]
 
-#: The folds of CV+ (as MAPIE's default ``cv=5``).
-CV_PLUS_FOLDS = 5
+#: The folds of CV+ by default: each fold model sees 95 % of the rows. With 5 (MAPIE's
+#: default ``cv=5``) the fold models, on 80 %, are visibly worse than the full fit where a
+#: few hundred rows feed one bandwidth per input, and CV+ over-covers (0.955 at
+#: alpha = 0.1, 5-fold out of sample, on R's airquality: 111 rows, 5 inputs; 0.937 with
+#: 20 folds); 20 folds are 20 refits.
+CV_PLUS_FOLDS = 20
+
+
+def check_n_folds(n_folds):
+    """``n_folds`` as an int of at least 2, or a ``ValueError`` that says so."""
+    if isinstance(n_folds, bool | np.bool_) or not isinstance(n_folds, Integral) or n_folds < 2:
+        raise ValueError(
+            f"n_folds must be an integer of at least 2 (the folds of CV+); got {n_folds!r}"
+        )
+    return int(n_folds)
 
 
 def fold_ids(n, n_folds, seed=0):

@@ -120,7 +120,7 @@ def check_conformal_method(method):
     if not isinstance(method, str) or method not in CONFORMAL_METHODS:
         raise ValueError(
             "from the fit's leave-one-out residuals, method must be 'jackknife+' or 'local'; "
-            f"got {method!r}; from refits on 5 folds (the kernel's selection redone), "
+            f"got {method!r}; from refits on K folds (the kernel's selection redone), "
             "'cv+'; 'auto' (the default) takes 'cv+' where the kernel was chosen with the "
             "targets, else 'jackknife+'"
         )
