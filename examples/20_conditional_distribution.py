@@ -26,7 +26,7 @@ fall — its quantiles, its CDF, an interval that contains it nine times out of 
   rows the search is hardly free and the three agree overall; with several inputs and a
   few hundred rows jackknife+ on searched bandwidths falls short and CV+ does not.
 
-**Run time.** About 5 s on 2 cores (5 s with ``KERNATTN_SMOKE=1``).
+**Run time.** About 6 s on 2 cores (3 s with ``KERNATTN_SMOKE=1``).
 
 Run ``python 20_conditional_distribution.py [--out DIR]``; it writes
 ``20_conditional_distribution.png``.
