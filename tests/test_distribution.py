@@ -235,7 +235,7 @@ def test_jackknife_plus_from_the_leave_one_out_estimates(name):
     k = int(np.ceil((1 - alpha) * (len(y) + 1)))
     upper = np.sort(at_query + residuals, axis=1)[:, k - 1]
     lower = -np.sort(residuals - at_query, axis=1)[:, k - 1]
-    got_lower, got_upper = model.conformal_interval(Q, alpha=alpha)
+    got_lower, got_upper = model.conformal_interval(Q, alpha=alpha, method="jackknife+")
     np.testing.assert_allclose(got_upper, upper, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(got_lower, lower, rtol=1e-9, atol=1e-9)
 

@@ -3,7 +3,8 @@
 ``predict_cdf``, ``predict_quantiles`` and ``conformal_interval`` of every kernattn
 regressor. They validate their arguments and read the fitted state; the mathematics (the
 tiles of sorted targets, the mixed weights, the leave-one-out residuals and the intervals)
-lives in :mod:`kernattn._engine.distribution`.
+lives in :mod:`kernattn._engine.distribution`, the K-fold refits of CV+ intervals in
+:mod:`kernattn._engine.cross_conformal`.
 """
 
 import warnings
@@ -12,6 +13,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from kernattn._core.namespaces import in_caller_library
+from kernattn._engine.cross_conformal import CV_PLUS_FOLDS, FoldModels, check_n_folds, cv_plus
 from kernattn._engine.distribution import (
     MixedWeights,
     cdf_at_counts,
@@ -77,6 +79,13 @@ class ConditionalDistributionMixin:
         ``None`` where the weights are approximate: they are then held in memory, and a
         row's own weight is removed from its weights."""
         return self.kernel_
+
+    def _kernel_chosen_with_targets(self):
+        """Whether the fit chose its kernel with the training targets (a bandwidth searched
+        on a criterion of fit, a learned kernel): then ``conformal_interval``'s
+        ``method="auto"`` refits it on folds (CV+). True unless an estimator whose kernel
+        can be fixed overrides it."""
+        return True
 
     def _mixed_weights(self):
         """The weights the distribution is taken under (:class:`~kernattn._engine.
@@ -302,41 +311,49 @@ class ConditionalDistributionMixin:
         return smoothed_quantiles(weights, X, targets, levels, y_bandwidth, self.n_jobs)
 
     @in_caller_library
-    def conformal_interval(self, X, alpha=0.1, method="jackknife+"):
-        r"""Prediction intervals for a new observation :math:`y` at :math:`x`, from the
-        leave-one-out residuals of the fitted kernel.
+    def conformal_interval(self, X, alpha=0.1, method="auto", *, n_folds=CV_PLUS_FOLDS):
+        r"""Prediction intervals for a new observation: jackknife+, CV+ or locally weighted.
 
-        Unlike ``predict_interval`` (a confidence interval for the smoothed *mean*, which
-        narrows as the training set grows), these intervals are meant to contain the next
-        *observation* with probability :math:`1 - \alpha`: they are at least as wide as the
-        noise. No model is refitted: the leave-one-out estimate
-        :math:`\hat\mu_{-i}` of a Nadaraya–Watson average is the same average with row
-        :math:`i` (and its exact duplicates, as in the bandwidth search) left out of the
-        kernel sums, :math:`R_i = |y_i - \hat\mu_{-i}(x_i)|`.
+        Meant to contain the next *observation* (not the mean, as ``predict_interval``)
+        with probability :math:`1 - \alpha`. ``"jackknife+"`` and ``"local"`` refit
+        nothing: the leave-one-out estimate :math:`\hat\mu_{-i}` is the kernel average with
+        row :math:`i` (and its exact duplicates) left out of the sums, :math:`R_i = |y_i -
+        \hat\mu_{-i}(x_i)|`, the kernel held as fitted on all rows. Where it was chosen by
+        minimizing these very residuals (``bandwidth="loo"``, a learned kernel) they are
+        optimistically small, the more so the freer the search and the fewer the rows
+        (jackknife+ covered 0.82 at :math:`\alpha = 0.1` on 200 rows with 5 inputs):
+        ``"cv+"`` redoes the selection.
 
         - ``"jackknife+"`` (Barber, Candès, Ramdas and Tibshirani 2021 [1]_):
           :math:`[\hat q^-_\alpha\{\hat\mu_{-i}(x) - R_i\},\
           \hat q^+_\alpha\{\hat\mu_{-i}(x) + R_i\}]`, :math:`\hat q^+_\alpha` the
           :math:`\lceil(1-\alpha)(n+1)\rceil`-th smallest of the :math:`n` values,
-          :math:`\hat q^-_\alpha` the :math:`\lfloor\alpha(n+1)\rfloor`-th smallest. Its
-          marginal coverage is at least :math:`1 - 2\alpha` for any distribution of
-          exchangeable data and the kernel held fixed (the bandwidth or projections,
-          fitted on all rows, are not refitted), and close to :math:`1 - \alpha` in
-          practice. The width is the same everywhere, up to the estimates' spread.
+          :math:`\hat q^-_\alpha` the :math:`\lfloor\alpha(n+1)\rfloor`-th smallest. For a
+          fixed kernel (a float bandwidth, a rule that reads the inputs only) its coverage
+          is at least :math:`1 - 2\alpha` for exchangeable data, about :math:`1 - \alpha` in
+          practice; a kernel chosen with the targets is not accounted for.
+        - ``"cv+"`` (the same paper, section 3; MAPIE's ``method="plus"``): the kept rows
+          dealt into ``n_folds`` folds (a fixed random permutation), fold :math:`k`'s model
+          :math:`\hat\mu_{-k}` the estimator ``clone``-refitted on the others (the same
+          parameters, ``random_state`` included; bandwidth search or training redone), and
+          jackknife+'s rule with :math:`\hat\mu_{-k(i)}` (its full prediction) in place of
+          :math:`\hat\mu_{-i}` and the held-out :math:`R_i` (:mod:`~kernattn._engine.
+          cross_conformal`). Coverage about :math:`1 - 2\alpha` at least whatever the
+          procedure, selection included, and :math:`1 - \alpha` or a little more in practice
+          (the fold models see :math:`1 - 1/K` of the rows: 95 % with 20 folds).
+        - ``"auto"`` (default): ``"cv+"`` where the kernel was chosen with the targets (a
+          ``KernelSmoother`` bandwidth ``"loo"``, ``"aic"``, ``"gcv"``, ``"plugin"`` or
+          degree ``"auto"``; an ``AttentionRegressor``; a ``LinearAttentionRegressor`` with
+          ``bandwidth="loo"``, a learned projection or attention kernel), else jackknife+.
         - ``"local"``: :math:`\hat\mu(x) \pm \hat q(x)`, :math:`\hat q(x)` the
           :math:`(1-\alpha)(1 + 1/n_\mathrm{eff})` quantile of the :math:`R_i` weighted by
-          the query's own kernel weights :math:`w_i(x)`
-          (:math:`n_\mathrm{eff} = 1 / \sum_i w_i(x)^2`): it widens where the noise is
-          larger. Its coverage holds approximately, conditionally on the neighbourhood of
-          :math:`x` (localized conformal prediction, Guan 2023 [2]_), with no finite-sample
-          guarantee.
+          the query's kernel weights :math:`w_i(x)` (:math:`n_\mathrm{eff} = 1 / \sum_i
+          w_i(x)^2`): it widens where the noise is larger. Its coverage holds approximately,
+          conditionally on the neighbourhood of :math:`x` (Guan 2023 [2]_), with no
+          finite-sample guarantee and the kernel held fixed.
 
-        Both use the kernel average (the local constant of each head, mixed as in
-        ``predict``): a head's local line or tilt, whose leave-one-out estimate is not the
-        kernel's with a row removed, is not used here. Sample weights weigh the kernel (as
-        in ``predict``) and, for jackknife+, each row's two values in the ranks (the new
-        observation weighing the mean sample weight, so that equal weights give the rule
-        above).
+        ``"jackknife+"`` and ``"local"`` use each head's local constant, not its line or
+        tilt. Sample weights weigh the kernel and, for jackknife+ and CV+, the ranks.
 
         Parameters
         ----------
@@ -344,7 +361,11 @@ class ConditionalDistributionMixin:
             The queries.
         alpha : float in (0, 1), default=0.1
             One minus the nominal coverage (0.1: 90 % intervals).
-        method : {"jackknife+", "local"}, default="jackknife+"
+        method : {"auto", "jackknife+", "cv+", "local"}, default="auto"
+            ``"auto"``: ``"cv+"`` where the kernel was chosen with the targets, else
+            ``"jackknife+"``.
+        n_folds : int, default=20
+            The folds :math:`K` of ``"cv+"`` (at most one per kept row); unused otherwise.
 
         Returns
         -------
@@ -354,16 +375,17 @@ class ConditionalDistributionMixin:
 
         Notes
         -----
-        The residuals take one pass of the training set against itself,
-        :math:`O(n^2 d)`, on the first call after a fit (kept for later calls); each query
-        then costs :math:`O(n)` for ``"local"`` and :math:`O(n)` plus a selection among
-        :math:`n` values for ``"jackknife+"``. An ``AttentionRegressor`` fitted with
-        ``leave_one_out=False`` raises a ``ValueError``: its kernel was trained to copy
-        each row's own target, and its leave-one-out residuals measure nothing it learned.
-        A ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``)
-        keeps only its key sums, from which no row's own contribution can be taken out: it
-        raises a ``RuntimeError`` that says so. One fitted on the partitions of a
-        collection computes the residuals and the queries' weights where the rows are.
+        The residuals take one pass of the training set against itself, :math:`O(n^2 d)`,
+        on the first call after a fit (then kept); each query then costs :math:`O(n)`, plus
+        a selection among :math:`n` values for ``"jackknife+"``. ``"cv+"`` refits the
+        estimator :math:`K` times on its first call with that :math:`K` after a fit (about
+        :math:`K - 1` fits; the fold models are kept, with :math:`K - 1` copies of the
+        rows), then each query costs :math:`K` ``predict`` calls and a selection. An
+        ``AttentionRegressor`` fitted with ``leave_one_out=False`` raises a ``ValueError``
+        (its kernel copies each row's target); a ``LinearAttentionRegressor`` fitted in
+        parts (``partial_fit``, ``fit_chunks``) a ``RuntimeError`` (it keeps only its key
+        sums). One fitted on the partitions of a collection computes the residuals and
+        the queries' weights where the rows are (``"cv+"`` raises there).
 
         References
         ----------
@@ -386,20 +408,28 @@ class ConditionalDistributionMixin:
         """
         alpha = check_alpha(alpha)
         method = check_conformal_method(method)
-        X = self._validate_queries(X)
+        n_folds = check_n_folds(n_folds)
+        queries = self._validate_queries(X)
         if getattr(self, "leave_one_out", True) is False:
             raise ValueError(
                 "conformal intervals need leave-one-out residuals of a kernel fitted on the "
                 "leave-one-out loss; this model was fitted with leave_one_out=False (its "
                 "kernel copies each row's own target); refit with leave_one_out=True"
             )
-        weights, ranked, sample_weight, values = self._conformal_source(X)
-        lower, upper = conformal_bounds(
-            weights, X, method, alpha, ranked, sample_weight, values, self.n_jobs
-        )
-        lower += self._y_offset
-        upper += self._y_offset
-        shape = (len(X),) + self._target_shape
+        if method == "auto":
+            method = "cv+" if self._kernel_chosen_with_targets() else "jackknife+"
+        if method == "cv+":
+            # The fold models validate (and encode) the queries as given.
+            weight = self._kept_sample_weight()
+            lower, upper = cv_plus(self._fold_models(n_folds), X, alpha, weight, self.n_jobs)
+        else:
+            weights, ranked, sample_weight, values = self._conformal_source(queries)
+            lower, upper = conformal_bounds(
+                weights, queries, method, alpha, ranked, sample_weight, values, self.n_jobs
+            )
+            lower += self._y_offset
+            upper += self._y_offset
+        shape = (len(queries),) + self._target_shape
         return lower.reshape(shape).astype(self._dtype), upper.reshape(shape).astype(self._dtype)
 
     def _conformal_source(self, X):
@@ -426,3 +456,30 @@ class ConditionalDistributionMixin:
             return residual_ranks(residuals, inputs)
 
         return self.__dict__["_residuals_built"].get(compute)
+
+    def _kept_sample_weight(self):
+        """The sample weights of the kept rows, once the fit is known to keep them in
+        memory (else a ``RuntimeError`` that says what CV+ needs)."""
+        if not isinstance(self.__dict__.get("X_fit_", np.empty(0)), np.ndarray):
+            raise RuntimeError(
+                "conformal_interval with method='cv+' refits the estimator on folds of the "
+                "training rows, and this model was fitted on the partitions of a dask "
+                "collection, whose rows stay where they are; fit on the computed arrays, or "
+                "pass method='jackknife+' (computed on the partitions, the kernel held "
+                "fixed)"
+            )
+        self._check_targets_kept(conformal=True)
+        return self.sample_weight_[self._active]
+
+    def _fold_models(self, n_folds):
+        """The estimator refitted on the kept rows with each of ``n_folds`` folds left out
+        (:class:`~kernattn._engine.cross_conformal.FoldModels`), built on the first CV+
+        call after a fit with that number of folds and kept (:meth:`_kept_sample_weight`
+        first checks that the rows are kept)."""
+        built = self.__dict__["_fold_models_built"].get(dict)
+        if n_folds not in built:
+            rows = self._active
+            built[n_folds] = FoldModels(
+                self, self.X_fit_[rows], self.y_fit_[rows], self.sample_weight_[rows], n_folds
+            )
+        return built[n_folds]

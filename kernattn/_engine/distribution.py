@@ -41,6 +41,10 @@ Prediction intervals for a new observation come from the leave-one-out residuals
   Guan 2023). Its coverage is that of a weighted split-conformal interval whose calibration
   set is the query's neighbourhood: approximate, conditional on the neighbourhood.
 
+Both hold the kernel as fitted on all rows: a kernel chosen with the targets (a searched
+bandwidth, a learned kernel) makes these residuals optimistic. CV+, which refits the
+estimator on folds with its selection redone, is in :mod:`kernattn._engine.cross_conformal`.
+
 References
 ----------
 .. [1] P. Hall, R. C. L. Wolff, Q. Yao, "Methods for estimating a conditional distribution
@@ -106,14 +110,20 @@ def check_alpha(alpha):
     return float(alpha)
 
 
-#: The prediction intervals of ``conformal_interval``.
-CONFORMAL_METHODS = ("jackknife+", "local")
+#: The prediction intervals of ``conformal_interval``: ``"auto"`` is ``"cv+"`` where the
+#: kernel was chosen with the training targets, else ``"jackknife+"``.
+CONFORMAL_METHODS = ("auto", "jackknife+", "cv+", "local")
 
 
 def check_conformal_method(method):
     """``method`` as one of :data:`CONFORMAL_METHODS`, or a ``ValueError`` that lists them."""
     if not isinstance(method, str) or method not in CONFORMAL_METHODS:
-        raise ValueError(f"method must be 'jackknife+' or 'local'; got {method!r}")
+        raise ValueError(
+            "from the fit's leave-one-out residuals, method must be 'jackknife+' or 'local'; "
+            f"got {method!r}; from refits on K folds (the kernel's selection redone), "
+            "'cv+'; 'auto' (the default) takes 'cv+' where the kernel was chosen with the "
+            "targets, else 'jackknife+'"
+        )
     return method
 
 

@@ -151,8 +151,8 @@ class DeferredValueColumns:
 
 class Deferred:
     """A value of a fit computed on first use and kept: the leave-one-out residuals of
-    conformal intervals, a bandwidth in y chosen by cross-validation (a fit that never asks
-    for them does not pay their pass of the training set against itself). The estimator
+    conformal intervals, the fold models of CV+ intervals, a bandwidth in y chosen by
+    cross-validation (a fit that never asks for them does not pay for them). The estimator
     holds the same object before and after."""
 
     def __init__(self):
@@ -334,6 +334,8 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         # bandwidth in y of a smoothed CDF, computed on first use.
         self._residuals_built = Deferred()
         self._y_bandwidth_built = Deferred()
+        # The K-fold refits of CV+ conformal intervals, fitted on first use.
+        self._fold_models_built = Deferred()
 
     @property
     def _value_columns(self):

@@ -550,6 +550,12 @@ class LinearAttentionRegressor(
 
     # ------------------------------------------------------------ engine hooks
 
+    def _kernel_chosen_with_targets(self):
+        # Random features and Nystroem landmarks read the inputs only.
+        learned = self.learn_projection or not isinstance(self.kernel, str)
+        searched = isinstance(self.bandwidth, str) and self.bandwidth == "loo"
+        return learned or self.kernel == "attention" or searched
+
     def _all_weights_exact(self):
         """Whether the weights are computed exactly (``exact_weights_``, keys kept)."""
         return getattr(self, "exact_weights_", False) and self.kernel_.exact_heads is not None

@@ -624,6 +624,11 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
             self._dtype,
         )
 
+    def _kernel_chosen_with_targets(self):
+        # A float bandwidth is fixed, and the normal-reference rules read the inputs only.
+        searched = isinstance(self.bandwidth, str) and self.bandwidth not in ("scott", "silverman")
+        return searched or self.degree == "auto"
+
     def _training_inputs(self):
         """The positive-weight training inputs as the kernel sees them (encoded, with
         discrete features)."""
