@@ -36,7 +36,7 @@ on every row handed back.
 """
 
 import math
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -84,6 +84,12 @@ CHECK_SHARE = 2.0
 #: beyond the bound, and a few keys carry the estimate, so that the comparison of two
 #: grids (whose errors depend on the keys' positions in their cells) can miss it.
 CHECK_OFFSET = 3.0
+#: ... and queries whose local design has less than this share of the spread it has at
+#: the edge of dense data (:func:`edge_spread`): the polynomial then rests on keys in the
+#: kernel's far tail (few distinct inputs, a far cluster), where the grid's weights are
+#: least accurate relative to themselves and beyond its reach they are cut: the exact
+#: kernel computes them.
+SPREAD_SHARE = 0.3
 #: Residual degrees of freedom at or below this leave nothing to bootstrap (the exact
 #: path's limit).
 MIN_DOF = 1e-9
@@ -93,6 +99,22 @@ def _positions(source, target):
     """Where each exponent of ``target`` (rows) sits among those of ``source``."""
     lookup = {tuple(e): k for k, e in enumerate(np.asarray(source).tolist())}
     return np.array([lookup[tuple(e)] for e in np.asarray(target).tolist()], dtype=int)
+
+
+@lru_cache
+def edge_spread(degree):
+    """The local design's spread (:func:`~kernattn.smoother._binned.solve.
+    solve_local_polynomial`'s ``spread``) at the edge of dense data, where the Gaussian
+    kernel sees keys on one side only: 0.363, 0.0827 and 0.0167 for degrees 1 to 3 (the
+    same at a corner in two dimensions)."""
+    k = np.arange(2 * degree + 1)
+    # E[u^k; u ≥ 0] of the standard normal, the half-line design's moments.
+    moments = np.array([0.5 * 2 ** (j / 2) * math.gamma((j + 1) / 2) for j in k])
+    moments /= math.sqrt(math.pi)
+    values = np.zeros((1, degree + 1, 1))
+    return float(
+        solve_local_polynomial(moments[None], values, degree, 1, return_spread=True)[2][0]
+    )
 
 
 class BinnedKernel:
@@ -369,8 +391,12 @@ class BinnedKernel:
             second = squares[:, 1:] / S[:, :1] + self.second.bins.center
         if not self.degree:
             return ybar, second, ybar, unserved
-        coefficients, first_row = solve_local_polynomial(
-            S, np.where(unserved[:, None, None], 0.0, T), self.degree, self.n_dims
+        coefficients, first_row, spread = solve_local_polynomial(
+            S,
+            np.where(unserved[:, None, None], 0.0, T),
+            self.degree,
+            self.n_dims,
+            return_spread=True,
         )
         mean = coefficients[:, 0] + self._center
         # K ≤ 1, so M₂ ≼ M ≼ M + Λ and the variance factor is at most rᵀ(M + Λ)r = r₀:
@@ -378,7 +404,7 @@ class BinnedKernel:
         bound = NEAR_BOUND * VARIANCE_BOUND
         with np.errstate(invalid="ignore"):
             check = np.flatnonzero(~unserved & ~(first_row[:, 0] <= bound))
-        exact = unserved.copy()
+        exact = unserved | (spread < SPREAD_SHARE * edge_spread(self.degree))
         if len(check):
             variance, unserved_squared = self._variance_factor(queries[check], first_row[check])
             with np.errstate(invalid="ignore"):
@@ -440,7 +466,10 @@ class BinnedKernel:
             unserved[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1)
         )
         if self.degree:
-            coefficients, r = solve_local_polynomial(S, T, self.degree, self.n_dims)
+            coefficients, r, design_spread = solve_local_polynomial(
+                S, T, self.degree, self.n_dims, return_spread=True
+            )
+            unserved |= design_spread < SPREAD_SHARE * edge_spread(self.degree)
             mean = coefficients[:, 0] + self._center
         else:
             r = 1.0 / S[:, :1]
