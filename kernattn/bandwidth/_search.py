@@ -235,10 +235,13 @@ def _search_start(X, sw):
     the data's scale, where every criterion is flat: beyond a mean weight per row of
     2^±10 the start counts the weights as if their mean were that bound."""
     rows = np.count_nonzero(sw > 0)
-    weights = sw / power_of_two_scale(sw)
-    log_mean = np.log(weights.sum() / rows) + np.log(power_of_two_scale(sw))
+    if not rows:
+        return rule_of_thumb_bandwidth(X, sw, "scott")
+    unit = power_of_two_scale(sw)
+    weights = sw / unit
+    log_mean = np.log(weights.sum() / rows) + np.log(unit)
     bound = np.log(_START_COUNT_RANGE)
-    if not rows or abs(log_mean) <= bound:
+    if abs(log_mean) <= bound:
         return rule_of_thumb_bandwidth(X, sw, "scott")
     mean = np.exp(np.clip(log_mean, -bound, bound))
     return rule_of_thumb_bandwidth(X, weights * (mean * rows / weights.sum()), "scott")
