@@ -368,3 +368,20 @@ def test_local_linear_intervals_with_discrete_features_equal_the_direct_formula(
     expected = 2 * norm.ppf(0.975) * np.sqrt(sigma2 * (L**2).sum(axis=1))
     np.testing.assert_allclose(upper - lower, expected, rtol=1e-8)
     np.testing.assert_allclose((upper + lower) / 2, L @ y, rtol=1e-10)
+
+
+@pytest.mark.parametrize("exponent", [-1000, 1000])
+def test_mixed_loo_bandwidths_ignore_the_scale_of_the_weights(mixed, exponent):
+    X, y = mixed
+    weights = np.random.default_rng(5).uniform(0.5, 2.0, size=len(X))
+    plain = mixed_smoother("loo").fit(X, y, sample_weight=weights)
+    scaled = mixed_smoother("loo").fit(X, y, sample_weight=np.ldexp(weights, exponent))
+    # The same minimum, to the search's tolerance (it starts elsewhere: Scott's rule counts
+    # the weights up to a mean of 2^±10 per row).
+    np.testing.assert_allclose(scaled.bandwidth_, plain.bandwidth_, rtol=1e-3)
+
+
+def test_mixed_aic_refuses_weights_that_count_too_few_observations(mixed):
+    X, y = mixed
+    with pytest.raises(ValueError, match="counts the sample weights as observations"):
+        mixed_smoother("aic").fit(X, y, sample_weight=np.full(len(X), 1e-3))

@@ -40,6 +40,7 @@ import numbers
 import numpy as np
 
 from kernattn.bandwidth import BANDWIDTH_RULES, CRITERIA, rule_of_thumb_bandwidth
+from kernattn.bandwidth._search import search_start
 from kernattn.bandwidth._tied import select_tied_bandwidth
 
 __all__ = [
@@ -385,7 +386,7 @@ def select_mixed_bandwidth(
     continuous = ~encoding.discrete
     start = np.ones(len(encoding.kinds))
     if np.any(continuous):
-        start[continuous] = rule_of_thumb_bandwidth(X[:, continuous], sample_weight, "scott")
+        start[continuous] = search_start(X[:, continuous], sample_weight)
     # A start of λ with rate 1 for the discrete features (σ = 1).
     for j in np.flatnonzero(encoding.discrete):
         start[j] = encoding.lam(j, 1.0)

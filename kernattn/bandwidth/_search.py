@@ -215,7 +215,7 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
             f"bandwidth={criterion!r} needs at least 2 distinct training inputs; every row "
             "of X is the same. Give a bandwidth or use 'scott'."
         )
-    start = _search_start(X, sw)
+    start = search_start(X, sw)
     stages = _subset_stages(len(X), check_random_state(random_state))
     # The cap counts weight, as repeated rows count (an integer weight is that many rows).
     max_dof = MAX_DOF_SHARE * objective.n_total if degree else None
@@ -223,17 +223,19 @@ def _search(X, Y, sw, kernel, criterion, degree, n_jobs, random_state, verbose):
 
 
 #: The mean weight per row beyond which the search's start stops counting the weights
-#: (see :func:`_search_start`).
+#: (see :func:`search_start`).
 _START_COUNT_RANGE = 2.0**10
 
 
-def _search_start(X, sw):
-    """Scott's rule, where the search starts.
+def search_start(X, sw):
+    """Scott's rule, where a bandwidth search starts (``sw`` the sample weights, or
+    ``None``).
 
     The rule's ``n`` is the weights' sum (integer weights act as repeated rows, and start
     where those rows would). Weights of 1e-300 or 1e300 would carry it 50 decades away from
     the data's scale, where every criterion is flat: beyond a mean weight per row of
     2^±10 the start counts the weights as if their mean were that bound."""
+    sw = np.ones(len(X)) if sw is None else np.asarray(sw, dtype=float)
     rows = np.count_nonzero(sw > 0)
     if not rows:
         return rule_of_thumb_bandwidth(X, sw, "scott")

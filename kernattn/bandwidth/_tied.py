@@ -4,7 +4,7 @@ scale), selected by a criterion of the smoother."""
 import numpy as np
 
 from kernattn._core.blocks import single_threaded_blas
-from kernattn.bandwidth._criterion import Criterion
+from kernattn.bandwidth._criterion import Criterion, check_observations
 from kernattn.bandwidth._search import LOO_GRID, BandwidthSelection, minimize_bounded
 
 
@@ -79,6 +79,7 @@ def select_tied_bandwidth(
             leave_out_duplicates=leave_out_duplicates,
             line=line,
         )
+        check_observations(criterion, objective.n_total)
         base = np.log(np.asarray(scales, dtype=float))
         lower, upper = np.asarray(bounds, dtype=float).T
 
