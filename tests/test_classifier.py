@@ -3,6 +3,7 @@ weights, scikit-learn's model selection, and errors."""
 
 import numpy as np
 import pytest
+from sklearn.datasets import load_iris
 from sklearn.model_selection import (
     GridSearchCV,
     KFold,
@@ -308,3 +309,15 @@ def test_kernel_classifier_smooths_discrete_features():
     assert model.bandwidth_[1] > 0.5
     proba = model.predict_proba([[1.0, 2.0, 0.0], [2.0, 2.0, 0.0]])
     assert proba[0, 1] > 0.8 and proba[1, 0] > 0.8
+
+
+@pytest.mark.parametrize("exponent", [-1000, 1000])
+def test_kernel_classifier_ignores_the_scale_of_the_weights(exponent):
+    # The likelihood search starts where the weights' scale does not carry it: Scott's
+    # rule alone, counting weights of 2^±1000 as observations, starts 50 decades away.
+    X, y = load_iris(return_X_y=True)
+    weights = np.random.default_rng(2).uniform(0.5, 2.0, size=len(X))
+    plain = KernelClassifier().fit(X, y, sample_weight=weights)
+    scaled = KernelClassifier().fit(X, y, sample_weight=np.ldexp(weights, exponent))
+    np.testing.assert_allclose(scaled.bandwidth_, plain.bandwidth_, rtol=1e-4)
+    np.testing.assert_allclose(scaled.predict_proba(X), plain.predict_proba(X), atol=1e-6)

@@ -7,6 +7,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from kernattn._engine.labels import NadarayaWatsonClassifier, loo_queries
 from kernattn.bandwidth._mixed import MixedEncoding, resolve_feature_kinds
+from kernattn.bandwidth._search import search_start
 from kernattn.learned._likelihood import LikelihoodCriterion
 from kernattn.smoother._regressor import ALGORITHMS, KernelSmoother
 
@@ -181,6 +182,11 @@ class KernelClassifier(NadarayaWatsonClassifier):
             # bounded), or every bandwidth for "likelihood-per-feature".
             start = np.array(first.bandwidth_, dtype=float)
             discrete = np.flatnonzero(kinds != "continuous")
+            # Scott's rule counts the weights as observations: the search starts where
+            # their scale does not carry it away (weights of 1e-300 or 1e300).
+            continuous = np.flatnonzero(kinds == "continuous")
+            if len(continuous):
+                start[continuous] = search_start(X[keep][:, continuous], sample_weight[keep])
             # Scott's rule gives a discrete feature λ = 0, where the weight across levels
             # (and the criterion's gradient) underflows: the search starts mid-range.
             for j in discrete:
