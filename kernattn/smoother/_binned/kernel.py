@@ -84,12 +84,12 @@ CHECK_SHARE = 2.0
 #: beyond the bound, and a few keys carry the estimate, so that the comparison of two
 #: grids (whose errors depend on the keys' positions in their cells) can miss it.
 CHECK_OFFSET = 3.0
-#: ... and queries whose local design has less than this share of the spread it has at
-#: the edge of dense data (:func:`edge_spread`): the polynomial then rests on keys in the
-#: kernel's far tail (few distinct inputs, a far cluster), where the grid's weights are
+#: ... and queries whose local design has less than this share of the resolution it has
+#: at the edge of dense data (:func:`edge_resolution`): the polynomial then rests on keys in
+#: the kernel's far tail (few distinct inputs, a far cluster), where the grid's weights are
 #: least accurate relative to themselves and beyond its reach they are cut: the exact
 #: kernel computes them.
-SPREAD_SHARE = 0.3
+RESOLUTION_SHARE = 0.3
 #: Residual degrees of freedom at or below this leave nothing to bootstrap (the exact
 #: path's limit).
 MIN_DOF = 1e-9
@@ -102,9 +102,9 @@ def _positions(source, target):
 
 
 @lru_cache
-def edge_spread(degree):
-    """The local design's spread (:func:`~kernattn.smoother._binned.solve.
-    solve_local_polynomial`'s ``spread``) at the edge of dense data, where the Gaussian
+def edge_resolution(degree):
+    """The local design's resolution (:func:`~kernattn.smoother._binned.solve.
+    solve_local_polynomial`'s ``resolution``) at the edge of dense data, where the Gaussian
     kernel sees keys on one side only: 0.363, 0.0827 and 0.0167 for degrees 1 to 3 (the
     same at a corner in two dimensions)."""
     k = np.arange(2 * degree + 1)
@@ -113,7 +113,7 @@ def edge_spread(degree):
     moments /= math.sqrt(math.pi)
     values = np.zeros((1, degree + 1, 1))
     return float(
-        solve_local_polynomial(moments[None], values, degree, 1, return_spread=True)[2][0]
+        solve_local_polynomial(moments[None], values, degree, 1, return_resolution=True)[2][0]
     )
 
 
@@ -391,12 +391,12 @@ class BinnedKernel:
             second = squares[:, 1:] / S[:, :1] + self.second.bins.center
         if not self.degree:
             return ybar, second, ybar, unserved
-        coefficients, first_row, spread = solve_local_polynomial(
+        coefficients, first_row, resolution = solve_local_polynomial(
             S,
             np.where(unserved[:, None, None], 0.0, T),
             self.degree,
             self.n_dims,
-            return_spread=True,
+            return_resolution=True,
         )
         mean = coefficients[:, 0] + self._center
         # K ≤ 1, so M₂ ≼ M ≼ M + Λ and the variance factor is at most rᵀ(M + Λ)r = r₀:
@@ -404,7 +404,7 @@ class BinnedKernel:
         bound = NEAR_BOUND * VARIANCE_BOUND
         with np.errstate(invalid="ignore"):
             check = np.flatnonzero(~unserved & ~(first_row[:, 0] <= bound))
-        exact = unserved | (spread < SPREAD_SHARE * edge_spread(self.degree))
+        exact = unserved | (resolution < RESOLUTION_SHARE * edge_resolution(self.degree))
         if len(check):
             variance, unserved_squared = self._variance_factor(queries[check], first_row[check])
             with np.errstate(invalid="ignore"):
@@ -466,10 +466,10 @@ class BinnedKernel:
             unserved[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1)
         )
         if self.degree:
-            coefficients, r, design_spread = solve_local_polynomial(
-                S, T, self.degree, self.n_dims, return_spread=True
+            coefficients, r, resolution = solve_local_polynomial(
+                S, T, self.degree, self.n_dims, return_resolution=True
             )
-            unserved |= design_spread < SPREAD_SHARE * edge_spread(self.degree)
+            unserved |= resolution < RESOLUTION_SHARE * edge_resolution(self.degree)
             mean = coefficients[:, 0] + self._center
         else:
             r = 1.0 / S[:, :1]
