@@ -366,6 +366,8 @@ class ConditionalDistributionMixin:
             ``"jackknife+"``.
         n_folds : int, default=20
             The folds :math:`K` of ``"cv+"`` (at most one per kept row); unused otherwise.
+            Its first call costs ``n_folds`` fits (trainings, for a learned kernel), kept
+            with the fit for later calls; ``method="jackknife+"`` costs no refit.
 
         Returns
         -------
