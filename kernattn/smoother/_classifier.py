@@ -186,7 +186,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
             # their scale does not carry it away (weights of 1e-300 or 1e300).
             continuous = np.flatnonzero(kinds == "continuous")
             if len(continuous):
-                start[continuous] = search_start(X[keep][:, continuous], sample_weight[keep])
+                start[continuous] = search_start(X[np.ix_(keep, continuous)], sample_weight[keep])
             # Scott's rule gives a discrete feature λ = 0, where the weight across levels
             # (and the criterion's gradient) underflows: the search starts mid-range.
             for j in discrete:
