@@ -488,14 +488,21 @@ def split_after_parts(quick):
     )
     rng = np.random.default_rng(SEED + 5)
     covered = np.empty((n_designs, len(SPLIT_WAYS)))
+    n_cal = np.empty(n_designs)
     width = np.empty((n_designs, len(SPLIT_WAYS)))
     start = time.perf_counter()
     for i in range(n_designs):
         chunks, fitted, held_out, (X_test, y_test), d, n = split_design(rng)
+        n_cal[i] = len(held_out[1])
         for k, (lower, upper) in enumerate(split_intervals(chunks, fitted, held_out, X_test)):
             covered[i, k] = coverage(lower, upper, y_test)
             width[i, k] = float(np.mean(upper - lower))
-    print(f"   {time.perf_counter() - start:.0f} s")
+    sd = np.sqrt(ALPHA * (1 - ALPHA) / (n_cal + 1))
+    print(
+        f"   {time.perf_counter() - start:.0f} s; {n_cal.min():.0f} to {n_cal.max():.0f} "
+        f"calibration rows: one design's split coverage varies by about {sd.max():.3f} to "
+        f"{sd.min():.3f} (sd) with its calibration rows"
+    )
     for k, name in enumerate(SPLIT_WAYS):
         print(
             f"   {name:<22} coverage mean {covered[:, k].mean():.3f} (min "
