@@ -393,11 +393,11 @@ class ConditionalDistributionMixin:
         The leave-one-out residuals take one pass of the training set against itself,
         :math:`O(n^2 d)`, on the first call after a fit (then kept); each query then costs
         :math:`O(n)`. ``"cv+"`` refits the estimator :math:`K` times on its first call
-        with that :math:`K` (then kept); each query costs :math:`K` ``predict`` calls.
-        ``"split"`` costs one ``predict``, and is the only method of an
-        ``AttentionRegressor`` fitted with ``leave_one_out=False``, a
-        ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``) and
-        one fitted on dask partitions with a near field (without ``calibrate`` they raise).
+        (then kept); each query costs :math:`K` ``predict`` calls, and one for ``"split"``.
+        Only ``"split"`` serves an ``AttentionRegressor`` fitted with ``leave_one_out=False``
+        and a ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``)
+        or on dask partitions with a near field (the others raise; without a near field,
+        jackknife+ is computed on the partitions and CV+ raises).
 
         References
         ----------
