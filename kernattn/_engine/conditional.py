@@ -1,9 +1,10 @@
 """The conditional distribution of a fitted Nadaraya–Watson engine: its public methods.
 
-``predict_cdf``, ``predict_quantiles`` and ``conformal_interval`` of every kernattn
-regressor. They validate their arguments and read the fitted state; the mathematics (the
-tiles of sorted targets, the mixed weights, the leave-one-out residuals and the intervals)
-lives in :mod:`kernattn._engine.distribution`, the K-fold refits of CV+ intervals in
+``predict_cdf``, ``predict_quantiles``, ``conformal_interval`` and ``calibrate`` (the held-out
+rows of split conformal intervals) of every kernattn regressor. They validate their arguments
+and read the fitted state; the mathematics (the tiles of sorted targets, the mixed weights,
+the leave-one-out residuals, the held-out residuals' quantile and the intervals) lives in
+:mod:`kernattn._engine.distribution`, the K-fold refits of CV+ intervals in
 :mod:`kernattn._engine.cross_conformal`.
 """
 
