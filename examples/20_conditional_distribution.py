@@ -25,6 +25,12 @@ fall — its quantiles, its CDF, an interval that contains it nine times out of 
   search redone in each); its coverage is printed beside theirs. With one input and 1 500
   rows the search is hardly free and the three agree overall; with several inputs and a
   few hundred rows jackknife+ on searched bandwidths falls short and CV+ does not.
+- Printed last: a fit that keeps no rows (``LinearAttentionRegressor.partial_fit`` on a
+  stream of 80 % of the rows) has no leave-one-out residuals; the 20 % held out of the stream
+  calibrate it (``calibrate``) for split conformal intervals (``method="split"``), whose
+  coverage is at least 90 % for any model — on average over the draw of the calibration
+  rows: one draw of 300 rows is off by about ±0.02 (0.86 in the full run; 0.90 on average
+  over 30 draws of the data). Like jackknife+ they have one width for all x.
 
 **Run time.** About 6 s on 2 cores (3 s with ``KERNATTN_SMOKE=1``).
 
@@ -41,7 +47,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.stats import norm
 
-from kernattn import KernelSmoother
+from kernattn import KernelSmoother, LinearAttentionRegressor
 
 parser = argparse.ArgumentParser(description="The conditional distribution from the weights.")
 parser.add_argument("--out", default=".", help="folder for the figure (default: here)")
@@ -109,6 +115,22 @@ for method in (*intervals, "cv+"):
         f"{method:>10}: coverage {hit.mean():.3f} overall, per decile "
         + " ".join(f"{c:.2f}" for c in coverage[method])
     )
+
+# %%
+# A stream: 80 % of the rows fed by partial_fit in four chunks, 20 % held out to calibrate
+# split conformal intervals (the streamed model keeps no rows for leave-one-out residuals).
+n_fit = int(0.8 * N)
+streamed = LinearAttentionRegressor(n_near_keys=0, random_state=0)
+for chunk in np.array_split(np.arange(n_fit), 4):
+    streamed.partial_fit(X[chunk], y[chunk])
+streamed.calibrate(X[n_fit:], y[n_fit:])
+lower, upper = streamed.conformal_interval(X_test, alpha=0.1, method="split")
+hit = (lower <= y_test) & (y_test <= upper)
+print(
+    f"{'split':>10}: coverage {hit.mean():.3f} overall, per decile "
+    + " ".join(f"{hit[deciles == d].mean():.2f}" for d in range(10))
+    + f" (partial_fit on {n_fit} rows, calibrated on {N - n_fit})"
+)
 
 # %%
 # The figure.

@@ -162,8 +162,9 @@ Parameters
 ----------
 alpha : float in (0, 1), default=0.1
     One minus the nominal coverage.
-method : {"jackknife+", "local"}, default="jackknife+"
-    As in ``conformal_interval``.
+method : {"jackknife+", "cv+", "split", "local", "auto"}, default="jackknife+"
+    As in ``conformal_interval``; ``"split"`` reads the estimator's calibration
+    (``calibrate`` on held-out rows, then score on others).
 
 Returns
 -------

@@ -322,7 +322,7 @@ def test_alpha_outside_the_unit_interval_is_refused(fitted, alpha):
 
 def test_unknown_method_is_refused(fitted):
     with pytest.raises(ValueError, match="method must be 'jackknife\\+' or 'local'"):
-        fitted[2]["smoother"].conformal_interval(queries(), method="split")
+        fitted[2]["smoother"].conformal_interval(queries(), method="naive")
 
 
 @pytest.mark.parametrize("levels", [[-0.1, 0.5], [0.5, 1.1], [np.nan], []])

@@ -243,8 +243,8 @@ def test_interval_scorers_reject_alpha_outside_0_1(make, alpha):
 
 @pytest.mark.parametrize("make", [coverage_scorer, interval_width_scorer])
 def test_interval_scorers_reject_an_unknown_method(make):
-    with pytest.raises(ValueError, match="method must be 'jackknife\\+' or 'local'; got 'split'"):
-        make(0.1, method="split")
+    with pytest.raises(ValueError, match="method must be 'jackknife\\+' or 'local'; got 'naive'"):
+        make(0.1, method="naive")
 
 
 def test_a_pipeline_without_the_method_says_what_it_needs():

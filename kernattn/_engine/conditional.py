@@ -1,21 +1,29 @@
 """The conditional distribution of a fitted Nadaraya–Watson engine: its public methods.
 
-``predict_cdf``, ``predict_quantiles`` and ``conformal_interval`` of every kernattn
-regressor. They validate their arguments and read the fitted state; the mathematics (the
-tiles of sorted targets, the mixed weights, the leave-one-out residuals and the intervals)
-lives in :mod:`kernattn._engine.distribution`, the K-fold refits of CV+ intervals in
+``predict_cdf``, ``predict_quantiles``, ``conformal_interval`` and ``calibrate`` (the held-out
+rows of split conformal intervals) of every kernattn regressor. They validate their arguments
+and read the fitted state; the mathematics (the tiles of sorted targets, the mixed weights,
+the leave-one-out residuals, the held-out residuals' quantile and the intervals) lives in
+:mod:`kernattn._engine.distribution`, the K-fold refits of CV+ intervals in
 :mod:`kernattn._engine.cross_conformal`.
 """
 
 import warnings
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_array,
+    check_consistent_length,
+    check_is_fitted,
+)
 
-from kernattn._core.namespaces import in_caller_library
+from kernattn._core.namespaces import from_caller, in_caller_library
+from kernattn._core.rows import out_of_core_rows
 from kernattn._engine.cross_conformal import CV_PLUS_FOLDS, FoldModels, check_n_folds, cv_plus
 from kernattn._engine.distribution import (
     MixedWeights,
+    SplitCalibration,
     cdf_at_counts,
     check_alpha,
     check_conformal_method,
@@ -58,8 +66,10 @@ class ConditionalDistributionMixin:
                 "conformal_interval needs every training row's leave-one-out residual (the "
                 "row's own input, target and weight taken out of the sums) and, at each "
                 "query, every row's weight; this fit keeps only the key sums S, S2 and z "
-                "(partial_fit, or fit_chunks), from which no row can be taken out; fit on "
-                "the whole training set in one call to use conformal_interval"
+                "(partial_fit, or fit_chunks), from which no row can be taken out: call "
+                "calibrate(X_held_out, y_held_out) with rows the fit never saw, then "
+                "conformal_interval(X, method='split'), or fit on the whole training set in "
+                "one call for jackknife+ and CV+"
             )
         raise RuntimeError(
             "the conditional distribution needs the training targets and the weights "
@@ -312,7 +322,7 @@ class ConditionalDistributionMixin:
 
     @in_caller_library
     def conformal_interval(self, X, alpha=0.1, method="auto", *, n_folds=CV_PLUS_FOLDS):
-        r"""Prediction intervals for a new observation: jackknife+, CV+ or locally weighted.
+        r"""Prediction intervals for a new observation: jackknife+, CV+, split or local.
 
         Meant to contain the next *observation* (not the mean, as ``predict_interval``)
         with probability :math:`1 - \alpha`. ``"jackknife+"`` and ``"local"`` refit
@@ -320,9 +330,8 @@ class ConditionalDistributionMixin:
         row :math:`i` (and its exact duplicates) left out of the sums, :math:`R_i = |y_i -
         \hat\mu_{-i}(x_i)|`, the kernel held as fitted on all rows. Where it was chosen by
         minimizing these very residuals (``bandwidth="loo"``, a learned kernel) they are
-        optimistically small, the more so the freer the search and the fewer the rows
-        (jackknife+ covered 0.82 at :math:`\alpha = 0.1` on 200 rows with 5 inputs):
-        ``"cv+"`` redoes the selection.
+        optimistically small (jackknife+ covered 0.82 at :math:`\alpha = 0.1` on 200 rows
+        with 5 inputs): ``"cv+"`` redoes the selection, ``"split"`` needs held-out rows.
 
         - ``"jackknife+"`` (Barber, Candès, Ramdas and Tibshirani 2021 [1]_):
           :math:`[\hat q^-_\alpha\{\hat\mu_{-i}(x) - R_i\},\
@@ -334,23 +343,29 @@ class ConditionalDistributionMixin:
           practice; a kernel chosen with the targets is not accounted for.
         - ``"cv+"`` (the same paper, section 3; MAPIE's ``method="plus"``): the kept rows
           dealt into ``n_folds`` folds (a fixed random permutation), fold :math:`k`'s model
-          :math:`\hat\mu_{-k}` the estimator ``clone``-refitted on the others (the same
-          parameters, ``random_state`` included; bandwidth search or training redone), and
-          jackknife+'s rule with :math:`\hat\mu_{-k(i)}` (its full prediction) in place of
-          :math:`\hat\mu_{-i}` and the held-out :math:`R_i` (:mod:`~kernattn._engine.
-          cross_conformal`). Coverage about :math:`1 - 2\alpha` at least whatever the
-          procedure, selection included, and :math:`1 - \alpha` or a little more in practice
-          (the fold models see :math:`1 - 1/K` of the rows: 95 % with 20 folds).
-        - ``"auto"`` (default): ``"cv+"`` where the kernel was chosen with the targets (a
-          ``KernelSmoother`` bandwidth ``"loo"``, ``"aic"``, ``"gcv"``, ``"plugin"`` or
+          :math:`\hat\mu_{-k}` the estimator ``clone``-refitted on the others (``random_state``
+          included; bandwidth search or training redone), and jackknife+'s rule with
+          :math:`\hat\mu_{-k(i)}` (its full prediction) for :math:`\hat\mu_{-i}` and the
+          held-out :math:`R_i`. Coverage at least about :math:`1 - 2\alpha` whatever the
+          procedure, selection included, :math:`1 - \alpha` or a little more in practice.
+        - ``"split"`` (split conformal, Lei et al. 2018 [3]_; MAPIE's ``cv="prefit"``):
+          :math:`\hat\mu(x) \pm \hat q`, :math:`\hat q` the
+          :math:`\lceil(1-\alpha)(n+1)\rceil`-th smallest of the absolute residuals of the
+          :math:`n` held-out rows given to :meth:`calibrate`. Coverage at least
+          :math:`1 - \alpha` in finite samples for calibration rows and new observations
+          exchangeable with each other, whatever the fit: the one method for fits that keep
+          no rows (``partial_fit``, ``fit_chunks``) or whose near field is on a dask
+          cluster; centered on ``predict``.
+        - ``"auto"`` (default): ``"split"`` whenever this fit has a calibration (the rows
+          were held out for it); else ``"cv+"`` where the kernel was chosen with the targets
+          (a ``KernelSmoother`` bandwidth ``"loo"``, ``"aic"``, ``"gcv"``, ``"plugin"`` or
           degree ``"auto"``; an ``AttentionRegressor``; a ``LinearAttentionRegressor`` with
           ``bandwidth="loo"``, a learned projection or attention kernel), else jackknife+.
         - ``"local"``: :math:`\hat\mu(x) \pm \hat q(x)`, :math:`\hat q(x)` the
           :math:`(1-\alpha)(1 + 1/n_\mathrm{eff})` quantile of the :math:`R_i` weighted by
           the query's kernel weights :math:`w_i(x)` (:math:`n_\mathrm{eff} = 1 / \sum_i
-          w_i(x)^2`): it widens where the noise is larger. Its coverage holds approximately,
-          conditionally on the neighbourhood of :math:`x` (Guan 2023 [2]_), with no
-          finite-sample guarantee and the kernel held fixed.
+          w_i(x)^2`): wider where the noise is larger. Its coverage holds approximately,
+          conditionally on the neighbourhood of :math:`x` (Guan 2023 [2]_).
 
         ``"jackknife+"`` and ``"local"`` use each head's local constant, not its line or
         tilt. Sample weights weigh the kernel and, for jackknife+ and CV+, the ranks.
@@ -361,13 +376,12 @@ class ConditionalDistributionMixin:
             The queries.
         alpha : float in (0, 1), default=0.1
             One minus the nominal coverage (0.1: 90 % intervals).
-        method : {"auto", "jackknife+", "cv+", "local"}, default="auto"
-            ``"auto"``: ``"cv+"`` where the kernel was chosen with the targets, else
-            ``"jackknife+"``.
+        method : {"auto", "jackknife+", "cv+", "split", "local"}, default="auto"
+            ``"auto"``: ``"split"`` after :meth:`calibrate`, else ``"cv+"`` where the kernel
+            was chosen with the targets, else ``"jackknife+"``.
         n_folds : int, default=20
             The folds :math:`K` of ``"cv+"`` (at most one per kept row); unused otherwise.
-            Its first call costs ``n_folds`` fits (trainings, for a learned kernel), kept
-            with the fit for later calls; ``method="jackknife+"`` costs no refit.
+            Its first call costs ``n_folds`` fits (trainings, for a learned kernel).
 
         Returns
         -------
@@ -377,17 +391,14 @@ class ConditionalDistributionMixin:
 
         Notes
         -----
-        The residuals take one pass of the training set against itself, :math:`O(n^2 d)`,
-        on the first call after a fit (then kept); each query then costs :math:`O(n)`, plus
-        a selection among :math:`n` values for ``"jackknife+"``. ``"cv+"`` refits the
-        estimator :math:`K` times on its first call with that :math:`K` after a fit (about
-        :math:`K - 1` fits; the fold models are kept, with :math:`K - 1` copies of the
-        rows), then each query costs :math:`K` ``predict`` calls and a selection. An
-        ``AttentionRegressor`` fitted with ``leave_one_out=False`` raises a ``ValueError``
-        (its kernel copies each row's target); a ``LinearAttentionRegressor`` fitted in
-        parts (``partial_fit``, ``fit_chunks``) a ``RuntimeError`` (it keeps only its key
-        sums). One fitted on the partitions of a collection computes the residuals and
-        the queries' weights where the rows are (``"cv+"`` raises there).
+        The leave-one-out residuals take one pass of the training set against itself,
+        :math:`O(n^2 d)`, on the first call after a fit (then kept); each query then costs
+        :math:`O(n)`. ``"cv+"`` refits the estimator :math:`K` times on its first call
+        (then kept); each query costs :math:`K` ``predict`` calls, and one for ``"split"``.
+        Only ``"split"`` serves an ``AttentionRegressor`` fitted with ``leave_one_out=False``
+        and a ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``)
+        or on dask partitions with a near field (the others raise; without a near field,
+        jackknife+ is computed on the partitions and CV+ raises).
 
         References
         ----------
@@ -395,6 +406,9 @@ class ConditionalDistributionMixin:
            inference with the jackknife+", Ann. Statist. 49 (2021).
         .. [2] L. Guan, "Localized conformal prediction: a generalized inference framework
            for conformal prediction", Biometrika 110 (2023).
+        .. [3] J. Lei, M. G'Sell, A. Rinaldo, R. J. Tibshirani, L. Wasserman,
+           "Distribution-free predictive inference for regression", J. Amer. Statist.
+           Assoc. 113 (2018).
 
         Examples
         --------
@@ -412,15 +426,10 @@ class ConditionalDistributionMixin:
         method = check_conformal_method(method)
         n_folds = check_n_folds(n_folds)
         queries = self._validate_queries(X)
-        if getattr(self, "leave_one_out", True) is False:
-            raise ValueError(
-                "conformal intervals need leave-one-out residuals of a kernel fitted on the "
-                "leave-one-out loss; this model was fitted with leave_one_out=False (its "
-                "kernel copies each row's own target); refit with leave_one_out=True"
-            )
-        if method == "auto":
-            method = "cv+" if self._kernel_chosen_with_targets() else "jackknife+"
-        if method == "cv+":
+        method = self._resolve_conformal_method(method)
+        if method == "split":
+            lower, upper = self._split_bounds(queries, alpha)
+        elif method == "cv+":
             # The fold models validate (and encode) the queries as given.
             weight = self._kept_sample_weight()
             lower, upper = cv_plus(self._fold_models(n_folds), X, alpha, weight, self.n_jobs)
@@ -429,10 +438,143 @@ class ConditionalDistributionMixin:
             lower, upper = conformal_bounds(
                 weights, queries, method, alpha, ranked, sample_weight, values, self.n_jobs
             )
-            lower += self._y_offset
-            upper += self._y_offset
+            lower, upper = lower + self._y_offset, upper + self._y_offset
         shape = (len(queries),) + self._target_shape
         return lower.reshape(shape).astype(self._dtype), upper.reshape(shape).astype(self._dtype)
+
+    def _resolve_conformal_method(self, method):
+        """``method`` (checked) with ``"auto"`` resolved, once the fit is known to serve it:
+        ``"split"`` needs a calibration, the others a fit on the leave-one-out loss."""
+        calibrated = "_calibration" in self.__dict__
+        if method == "split" or (method == "auto" and calibrated):
+            if not calibrated:
+                raise RuntimeError(
+                    "conformal_interval with method='split' reads the residuals of held-out "
+                    "rows, and this fit has none: call calibrate(X_held_out, y_held_out) with "
+                    "rows the fit never saw (again after every fit or partial_fit, which drop "
+                    "the calibration), then conformal_interval"
+                )
+            return "split"
+        if getattr(self, "leave_one_out", True) is False:
+            raise ValueError(
+                "conformal intervals need leave-one-out residuals of a kernel fitted on the "
+                "leave-one-out loss; this model was fitted with leave_one_out=False (its "
+                "kernel copies each row's own target); refit with leave_one_out=True, or call "
+                "calibrate(X_held_out, y_held_out) and use method='split'"
+            )
+        if method == "auto":
+            return "cv+" if self._kernel_chosen_with_targets() else "jackknife+"
+        return method
+
+    def _split_bounds(self, queries, alpha):
+        """The split conformal intervals of validated ``queries``, (n_queries, n_outputs)
+        each: ``predict`` ± the calibration's half-width."""
+        half = self._calibration.half_width(alpha)
+        prediction = np.asarray(self.predict(queries), dtype=np.float64)
+        prediction = prediction.reshape(len(queries), -1)
+        return prediction - half, prediction + half
+
+    def calibrate(self, X, y, sample_weight=None):
+        r"""Keep the absolute residuals of held-out rows for split conformal intervals.
+
+        Split (inductive) conformal prediction (Papadopoulos et al. 2002 [1]_; Lei et al.
+        2018 [2]_; MAPIE's ``cv="prefit"``): the fitted model predicts ``n`` calibration
+        rows it never saw, and their residuals :math:`R_i = |y_i - \hat\mu(x_i)|` (per
+        output) are kept; ``conformal_interval(X, alpha, method="split")`` (or ``"auto"``)
+        is then :math:`\hat\mu(x) \pm \hat q`, :math:`\hat q` the
+        :math:`\lceil(1-\alpha)(n+1)\rceil`-th smallest :math:`R_i` (:math:`\pm\infty` when
+        that exceeds :math:`n`: at least :math:`1/\alpha - 1` rows are needed). If the
+        calibration rows and the new observation are exchangeable (drawn from the same
+        distribution, independently of the fit), the interval contains the observation with
+        probability at least :math:`1 - \alpha`, exactly in finite samples, whatever the
+        model and however it was fitted: after ``partial_fit``, :func:`~kernattn.fit_chunks`
+        or a fit on the partitions of a dask collection, which keep no rows for jackknife+
+        or CV+. With sample weights :math:`s_i`, :math:`\hat q` is the smallest residual
+        :math:`v` with :math:`\sum_{R_i \le v} s_i \ge (1-\alpha)(\sum_i s_i + \bar s)`,
+        the weighted conformal quantile of Tibshirani et al. (2019) [3]_ with the new
+        observation weighing the mean weight :math:`\bar s` (exact for equal weights).
+
+        The calibration belongs to this fit: ``fit``, ``partial_fit`` and ``fit_chunks``
+        drop it (the model changed), and a call replaces the last one. Rows the fit saw
+        make the residuals too small and the intervals too narrow.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_samples, n_features)
+            The held-out inputs. A dask array or dataframe (with ``y`` a dask collection
+            of the same rows): predicted on the workers, only the predictions, targets and
+            weights (``n`` values each) are brought back.
+        y : array_like of shape (n_samples,) or (n_samples, n_outputs)
+            Their targets, shaped as at fit.
+        sample_weight : array_like of shape (n_samples,), optional
+            Non-negative, at least one positive; rows of weight 0 are left out.
+
+        Returns
+        -------
+        self : estimator
+            With its calibration; the last one is kept if this call raises.
+
+        References
+        ----------
+        .. [1] H. Papadopoulos, K. Proedrou, V. Vovk, A. Gammerman, "Inductive confidence
+           machines for regression", ECML (2002).
+        .. [2] J. Lei, M. G'Sell, A. Rinaldo, R. J. Tibshirani, L. Wasserman,
+           "Distribution-free predictive inference for regression", J. Amer. Statist.
+           Assoc. 113 (2018).
+        .. [3] R. J. Tibshirani, R. F. Barber, E. J. Candès, A. Ramdas, "Conformal
+           prediction under covariate shift", NeurIPS (2019).
+
+        Examples
+        --------
+        A model streamed with ``partial_fit``, 20 % of the rows held out to calibrate it:
+
+        >>> import numpy as np
+        >>> from kernattn import LinearAttentionRegressor
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(-2, 2, size=(2500, 1))
+        >>> y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=2500)
+        >>> model = LinearAttentionRegressor(n_near_keys=0, bandwidth=0.3, random_state=0)
+        >>> for start in range(0, 2000, 500):
+        ...     model = model.partial_fit(X[start : start + 500], y[start : start + 500])
+        >>> model = model.calibrate(X[2000:], y[2000:])
+        >>> lower, upper = model.conformal_interval([[0.0], [1.0]], alpha=0.1)
+        >>> (upper - lower).round(1)  # about 2 × 1.645 noise standard deviations
+        array([0.7, 0.7])
+        """
+        check_is_fitted(self)
+        rows = out_of_core_rows(X, y, sample_weight)
+        if rows is None:
+            (X, y, sample_weight), _ = from_caller(X, y, sample_weight)
+            check_consistent_length(X, y)
+        else:
+            # Only the targets and weights come back: the inputs stay where they are.
+            y, sample_weight = rows.reduce(targets_and_weights, concatenate_parts)
+        Y, sample_weight = self._calibration_targets(y, sample_weight)
+        prediction = np.asarray(self.predict(X), dtype=np.float64).reshape(len(Y), -1)
+        kept = sample_weight > 0
+        residuals = np.abs(Y - prediction)[kept]
+        weight = sample_weight[kept]
+        equal = np.all(weight == weight[0])
+        self._calibration = SplitCalibration(residuals, None if equal else weight)
+        return self
+
+    def _calibration_targets(self, y, sample_weight):
+        """The calibration targets as (n, n_outputs) floats, checked (finite, shaped as at
+        fit), and their weights (non-negative, at least one positive)."""
+        y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        if y.shape[1:] != self._target_shape:
+            raise ValueError(
+                f"y has shape {y.shape[1:]} per row; the model was fitted on targets of shape "
+                f"{self._target_shape} per row, and calibrate takes the same"
+            )
+        sample_weight = _check_sample_weight(
+            sample_weight, y, dtype=np.float64, ensure_non_negative=True
+        )
+        if not np.any(sample_weight > 0):
+            raise ValueError(
+                "sample_weight of calibrate must have at least one positive entry; got only zeros"
+            )
+        return y.reshape(len(y), -1), sample_weight
 
     def _conformal_source(self, X):
         """What the conformal intervals at queries ``X`` are computed from: the weights
@@ -485,3 +627,16 @@ class ConditionalDistributionMixin:
                 self, self.X_fit_[rows], self.y_fit_[rows], self.sample_weight_[rows], n_folds
             )
         return built[n_folds]
+
+
+def targets_and_weights(X, y, w, part):
+    """One part's targets and weights (``None``: every weight 1), for :meth:`calibrate
+    <ConditionalDistributionMixin.calibrate>` on rows in parts."""
+    return np.asarray(y), None if w is None else np.asarray(w)
+
+
+def concatenate_parts(*parts):
+    """The targets and weights of consecutive parts, in their order."""
+    y = np.concatenate([p[0] for p in parts])
+    w = None if parts[0][1] is None else np.concatenate([p[1] for p in parts])
+    return y, w

@@ -45,6 +45,13 @@ Both hold the kernel as fitted on all rows: a kernel chosen with the targets (a 
 bandwidth, a learned kernel) makes these residuals optimistic. CV+, which refits the
 estimator on folds with its selection redone, is in :mod:`kernattn._engine.cross_conformal`.
 
+Split (inductive) conformal (Papadopoulos et al. 2002; Lei et al. 2018;
+:class:`SplitCalibration`) needs no training row at all: the absolute residuals
+:math:`R_i = |y_i - \hat\mu(x_i)|` of :math:`n` calibration rows the fit never saw give
+:math:`\hat\mu(x) \pm \hat q`, :math:`\hat q` the :math:`\lceil (1-\alpha)(n+1)
+\rceil`-th smallest :math:`R_i`; its coverage is at least :math:`1 - \alpha` in finite
+samples whenever the calibration rows and the new one are exchangeable, whatever the model.
+
 References
 ----------
 .. [1] P. Hall, R. C. L. Wolff, Q. Yao, "Methods for estimating a conditional distribution
@@ -55,6 +62,12 @@ References
    the jackknife+", Ann. Statist. 49 (2021).
 .. [4] L. Guan, "Localized conformal prediction: a generalized inference framework for
    conformal prediction", Biometrika 110 (2023).
+.. [5] H. Papadopoulos, K. Proedrou, V. Vovk, A. Gammerman, "Inductive confidence machines
+   for regression", ECML (2002).
+.. [6] J. Lei, M. G'Sell, A. Rinaldo, R. J. Tibshirani, L. Wasserman, "Distribution-free
+   predictive inference for regression", J. Amer. Statist. Assoc. 113 (2018).
+.. [7] R. J. Tibshirani, R. F. Barber, E. J. Candès, A. Ramdas, "Conformal prediction under
+   covariate shift", NeurIPS (2019).
 """
 
 import math
@@ -84,6 +97,7 @@ __all__ = [
     "quantile_ranks",
     "threshold_ranks",
     "MixedWeights",
+    "SplitCalibration",
     "conformal_bounds",
     "cross_validated_y_bandwidth",
     "head_proportions",
@@ -110,9 +124,10 @@ def check_alpha(alpha):
     return float(alpha)
 
 
-#: The prediction intervals of ``conformal_interval``: ``"auto"`` is ``"cv+"`` where the
-#: kernel was chosen with the training targets, else ``"jackknife+"``.
-CONFORMAL_METHODS = ("auto", "jackknife+", "cv+", "local")
+#: The prediction intervals of ``conformal_interval``: ``"auto"`` is ``"split"`` where the fit
+#: has a calibration, else ``"cv+"`` where the kernel was chosen with the training targets,
+#: else ``"jackknife+"``.
+CONFORMAL_METHODS = ("auto", "jackknife+", "cv+", "local", "split")
 
 
 def check_conformal_method(method):
@@ -122,7 +137,7 @@ def check_conformal_method(method):
             "from the fit's leave-one-out residuals, method must be 'jackknife+' or 'local'; "
             f"got {method!r}; from refits on K folds (the kernel's selection redone), "
             "'cv+'; 'auto' (the default) takes 'cv+' where the kernel was chosen with the "
-            "targets, else 'jackknife+'"
+            "targets, else 'jackknife+'; from held-out rows given to calibrate, 'split'"
         )
     return method
 
@@ -921,3 +936,44 @@ def conformal_bounds(weights, X, method, alpha, ranked, sample_weight, values, n
     n_arrays = 8 + 3 * t if method == "jackknife+" else 4
     map_query_blocks(compute, len(X), n, n_jobs=n_jobs, n_arrays=n_arrays, cache=False)
     return lower, upper
+
+
+class SplitCalibration:
+    r"""The held-out absolute residuals of split conformal intervals (inductive conformal
+    prediction: Papadopoulos et al. 2002, Lei et al. 2018; MAPIE's ``cv="prefit"``).
+
+    :math:`R_i = |y_i - \hat\mu(x_i)|` of calibration rows the fit never saw, per output.
+    The half-width at level :math:`1 - \alpha` is :math:`\hat q^+_\alpha` of
+    :func:`upper_rank_quantile`: the :math:`\lceil (1-\alpha)(n+1) \rceil`-th smallest
+    residual (:math:`+\infty` when that exceeds :math:`n`). For exchangeable calibration and
+    test rows, :math:`P\{|y - \hat\mu(x)| \le \hat q\} \ge 1 - \alpha` exactly in
+    finite samples (Lei et al. 2018, theorem 2.2), and below :math:`1 - \alpha + 1/(n+1)`
+    when the residuals have no ties.
+
+    With sample weights :math:`s_i`, the weighted conformal quantile of Tibshirani, Barber,
+    Candès and Ramdas (2019): the smallest :math:`v` with :math:`\sum_{R_i \le v} s_i \ge
+    (1-\alpha)(\sum_i s_i + s_{n+1})`, the new observation weighing the mean weight
+    :math:`s_{n+1} = \bar s` (as jackknife+ and CV+ count weights here). With weights
+    proportional to the likelihood ratio of the test to the calibration distribution of
+    :math:`x` it keeps :math:`1 - \alpha` under that covariate shift (their corollary 1,
+    with the test point's own ratio in place of :math:`\bar s`).
+
+    Parameters
+    ----------
+    residuals : ndarray of shape (n, n_outputs)
+        The absolute residuals, every row of positive weight.
+    sample_weight : ndarray of shape (n,) or None
+        ``None``: every row counts once.
+    """
+
+    def __init__(self, residuals, sample_weight=None):
+        self.residuals = residuals
+        self.sample_weight = sample_weight
+
+    @property
+    def n_rows(self):
+        return len(self.residuals)
+
+    def half_width(self, alpha):
+        r""":math:`\hat q` per output, shape (n_outputs,)."""
+        return upper_rank_quantile(self.residuals.T, alpha, self.sample_weight)

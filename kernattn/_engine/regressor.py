@@ -336,6 +336,8 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         self._y_bandwidth_built = Deferred()
         # The K-fold refits of CV+ conformal intervals, fitted on first use.
         self._fold_models_built = Deferred()
+        # The held-out residuals of split conformal intervals measured an earlier fit.
+        self.__dict__.pop("_calibration", None)
 
     @property
     def _value_columns(self):

@@ -53,7 +53,9 @@ class InPartsFitMixin:
         field exactly and computes exactly the queries whose denominator is unreliable.
         Later calls (also after ``fit``) only add to the sums; the training keys are not
         kept, so ``attention_weights`` is unavailable and queries whose denominator is
-        unreliable get the weighted training mean.
+        unreliable get the weighted training mean. Conformal intervals need held-out rows:
+        :meth:`calibrate` on rows never streamed, then ``conformal_interval(X,
+        method="split")``; every ``partial_fit`` drops the calibration.
 
         Parameters
         ----------
@@ -109,10 +111,12 @@ class InPartsFitMixin:
         check_is_fitted(self)
         if isinstance(self.kernel_, NearFieldKernel):
             raise RuntimeError(
-                "conformal_interval of a model fitted on the partitions of a dask collection "
-                "is computed partition by partition from the features and the exact kernel, "
-                "and this model has a near field, whose weights are not; fit with "
-                "n_near_keys=0, or on the computed arrays"
+                "conformal_interval's leave-one-out residuals of a model fitted on the "
+                "partitions of a dask collection are computed partition by partition from "
+                "the features and the exact kernel, and this model has a near field, whose "
+                "weights are not; call calibrate(X_held_out, y_held_out) with held-out rows "
+                "(dask collections too) the fit never saw and use method='split', or fit "
+                "with n_near_keys=0, or on the computed arrays"
             )
         if "_residuals_in_parts" not in self.__dict__:
             # Computed once per fit, as in memory.
@@ -136,7 +140,7 @@ class InPartsFitMixin:
 
     def _keep_no_keys(self, kernel):
         """Fitted with ``kernel`` (its sums taken) and no training keys kept: no training
-        set, no values to attend to, no near field."""
+        set, no values to attend to, no near field, no calibration of an earlier fit."""
         for name in (
             "X_fit_",
             "y_fit_",
@@ -148,6 +152,7 @@ class InPartsFitMixin:
             "_residuals_built",
             "_y_bandwidth_built",
             "_residuals_in_parts",
+            "_calibration",
         ):
             self.__dict__.pop(name, None)
         if not isinstance(kernel, NearFieldKernel):

@@ -670,7 +670,9 @@ def fit_chunks(estimator, chunks):
     says so unless ``n_near_keys=0`` is given), the queries the features cannot serve get
     the weighted training mean (with a warning) and ``attention_weights`` is unavailable.
     Unlike a loop of ``partial_fit`` calls, nothing is fixed from the first chunk alone;
-    ``partial_fit`` can add chunks afterwards.
+    ``partial_fit`` can add chunks afterwards. Conformal intervals need held-out rows: the
+    estimator's ``calibrate`` on rows kept out of the chunks, then ``conformal_interval(X,
+    method="split")``.
 
     Parameters
     ----------
