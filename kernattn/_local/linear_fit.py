@@ -23,15 +23,16 @@ of all the data; as it shrinks to 0 at a training point the weight of every othe
 vanishes, :math:`C` falls below the ridge and the estimate is that point's target.
 A feature without resolvable local spread gets slope 0 there (the ridge), never a NaN.
 
-The estimate of a line from kernel sums is the local polynomial of degree 1
-(:func:`kernattn._local.polynomial.polynomial_estimate`); this closed form serves the lines
-of learned kernels, whose equivalent weights have the form of every local fit's
-(:func:`kernattn._local.polynomial.polynomial_weights`), and the tilt's Newton steps.
+A line's estimate and equivalent weights, for every kernel, are the local polynomial of
+degree 1 (:mod:`kernattn._local.polynomial`), held back where its local design cannot
+support it. This closed form serves the tilt (:mod:`kernattn._local.tilt`): the direction of
+each query's local slope, and the Newton steps of the balance, whose system is the keys'
+tilted covariance plus the penalty.
 """
 
 import numpy as np
 
-from kernattn._local.polynomial import correlation_form, polynomial_weights
+from kernattn._local.polynomial import correlation_form
 
 #: The ridge, relative to each feature's weighted second moment about the training mean:
 #: well above the rounding error of a covariance computed from moments (about 1e-16 of
@@ -141,26 +142,3 @@ def key_moments(weights, columns, d):
     from :func:`key_columns` (``columns``)."""
     sums = weights @ columns
     return sums[:, :d], unpack_second(sums[:, d:], d)
-
-
-def equivalent_weights(weights, keys, Q, n_params, groups=None, columns=None):
-    """The local-linear equivalent weights ``l_j`` from normalized kernel weights.
-
-    Rows whose weights rest on fewer distinct training inputs than the line has
-    parameters keep the kernel weights (the local constant). Returns the weights and the
-    mask of those rows. ``columns``: :func:`key_columns` of ``keys``, if already at hand.
-    """
-    d = keys.shape[1]
-    columns = key_columns(keys) if columns is None else columns
-    mean, second = key_moments(weights, columns, d)
-    with np.errstate(over="ignore", invalid="ignore"):
-        g, resolved = solve_covariance(mean, second, (Q - mean)[:, :, None])
-    g = g[:, :, 0]
-    fallback = np.zeros(len(Q), dtype=bool)
-    unresolved = np.flatnonzero(~resolved)
-    if len(unresolved):
-        fallback[unresolved] = sparse_neighborhoods(weights[unresolved], n_params, groups)
-        g[fallback] = 0.0
-    # 1 + (k_j − m)ᵀg as a polynomial in the keys: [1 − mᵀg, g]·[1, k_j].
-    h = np.hstack([(1.0 - np.einsum("bj,bj->b", g, mean))[:, None], g])
-    return polynomial_weights(weights, h, keys), fallback

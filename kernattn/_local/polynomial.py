@@ -794,9 +794,7 @@ def equivalent_weights(
 
 def polynomial_weights(normalized, coefficients, monomials):
     r"""Kernel weights times a polynomial of the keys, :math:`l_j = w_j\, h^\top [1,
-    \phi(k_j)]`: the form of the equivalent weights of every local fit (a local
-    polynomial, :func:`equivalent_weights`; a local line,
-    :func:`kernattn._local.linear_fit.equivalent_weights`).
+    \phi(k_j)]`: the form of the equivalent weights (:func:`equivalent_weights`).
 
     ``normalized`` (b, n) the weights :math:`w_j`, ``coefficients`` (b, P) the :math:`h`
     of each row (the constant first), ``monomials`` (n, P - 1) the keys' :math:`\phi(k)`

@@ -371,11 +371,19 @@ def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
     # f'(0) = gap: the minimum lies between 0 and -gap / pull.
     end = -gap[active] / pull
     low, high = np.minimum(0.0, end), np.maximum(0.0, end)
-    lam = np.zeros(len(active))
+    # The first Newton step, from λ = 0, where the tilted weights are the kernel's: their
+    # centroid and spread are the mean and local variance already at hand.
+    slope = gap[active]
+    done = np.abs(slope) <= DIRECTION_TOLERANCE * np.sqrt(variance[active])
+    step = -slope / (local[active] + pull)
+    lam = np.where((step > low) & (step < high), step, 0.5 * (low + high))
     with np.errstate(divide="ignore"):
         log_weights = np.log(weights[active])
-    rows = np.arange(len(active))
-    for _ in range(DIRECTION_MAX_ITER):
+    rows = np.flatnonzero(~done)
+    lam[done] = 0.0
+    for _ in range(DIRECTION_MAX_ITER - 1):
+        if not len(rows):
+            break
         logits = log_weights[rows] + lam[rows, None] * scores[active[rows]]
         current = softmax_weights(logits, removed=True)
         s = scores[active[rows]]
@@ -391,8 +399,6 @@ def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
         inside = (step > low[rows]) & (step < high[rows])
         lam[rows] = np.where(inside, step, 0.5 * (low[rows] + high[rows]))
         rows = rows[~done]
-        if not len(rows):
-            break
     return tilted
 
 

@@ -394,6 +394,9 @@ class LeaveOneOutObjective:
         # unchanged): weights near 1e308 would overflow their sum.
         unit = power_of_two_scale(sample_weight)
         self.sw = np.asarray(sample_weight, dtype=float) / unit
+        #: ``sw`` times this is the sample weights as given (precision weights of the local
+        #: line's variance rule count them as observations).
+        self.weight_unit = unit
         self.log_sw = np.log(self.sw / self.sw.max())
         self.groups = groups
         self.layout = layout
