@@ -24,7 +24,7 @@ gives all the weight to the head that is best at the start, and the others never
 import numpy as np
 
 from kernattn._core.numerics import normalized_weights, power_of_two_scale
-from kernattn.bandwidth import select_bandwidth
+from kernattn.bandwidth import FULL_FTOL, select_bandwidth
 from kernattn.learned._optimize import initial_projections, scale_to_unit_variance
 
 
@@ -72,15 +72,17 @@ def uniform_start(layout, W, scale):
     return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
 
 
-#: The relative tolerance of the leave-one-out bandwidth search the kernel starts from
-#: (``select_bandwidth``'s ``tol``, 1e-9 for the smoother): training moves the projection
-#: on from there, and the search's last steps at 1e-9 only widen the bandwidths of
-#: features that do not matter (on Friedman #1 two thirds of its evaluations, for a
-#: criterion lower by 1e-5).
+#: The relative tolerance of the leave-one-out bandwidth search the kernel starts from when
+#: training follows (``select_bandwidth``'s ``tol``; 1e-9, the smoother's, when the start is
+#: the kernel, ``max_iter=0``): training moves the projection on from there, and the
+#: search's last steps at 1e-9 only widen the bandwidths of features that do not matter (on
+#: Friedman #1 two thirds of its evaluations, for a criterion lower by 1e-5).
 START_TOL = 1e-6
 
 
-def bandwidth_projection(objective, head_dim, scale, rng, sample_weight, rows=None, n_jobs=None):
+def bandwidth_projection(
+    objective, head_dim, scale, rng, sample_weight, rows=None, n_jobs=None, tol=START_TOL
+):
     r"""The projection of the smoother with leave-one-out bandwidths :math:`h_j` (in
     standardized units) on the training ``rows``: :math:`W = \mathrm{diag}(1/h) /
     \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
@@ -101,7 +103,7 @@ def bandwidth_projection(objective, head_dim, scale, rng, sample_weight, rows=No
         criterion="loo",
         n_jobs=n_jobs,
         random_state=rng.randint(2**31 - 1),
-        tol=START_TOL,
+        tol=tol,
     )
     h = selection.bandwidth
     d = len(h)
@@ -115,12 +117,24 @@ def bandwidth_projection(objective, head_dim, scale, rng, sample_weight, rows=No
 
 
 def start_parameters(
-    objective, scale, probe, rng, *, init, user_init, sample_weight, n_jobs=None, rows=None
+    objective,
+    scale,
+    probe,
+    rng,
+    *,
+    init,
+    user_init,
+    sample_weight,
+    n_jobs=None,
+    rows=None,
+    trained=True,
 ):
     """New parameters to start from, chosen on the training ``rows`` (all for ``None``):
     the projections ``user_init`` as given, or those of ``init`` (``"loo"``, ``"identity"``,
     ``"pca"``, ``"random"``), scaled to unit logit variance on the ``probe`` rows unless
-    they are the smoother's Gaussian bandwidths."""
+    they are the smoother's Gaussian bandwidths. ``trained``: training follows (the
+    bandwidth search of ``"loo"`` stops at ``START_TOL``; otherwise it is the kernel, searched
+    as the smoother's)."""
     layout = objective.layout
     if user_init is not None:
         W = user_init
@@ -129,7 +143,14 @@ def start_parameters(
         base = None
         if init == "loo":
             base = bandwidth_projection(
-                objective, head_dim, scale[0], rng, sample_weight, rows, n_jobs=n_jobs
+                objective,
+                head_dim,
+                scale[0],
+                rng,
+                sample_weight,
+                rows,
+                n_jobs=n_jobs,
+                tol=START_TOL if trained else FULL_FTOL,
             )
         W = initial_projections(
             "identity" if init == "loo" else init,
