@@ -5,14 +5,23 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from kernattn._engine.labels import NadarayaWatsonClassifier, loo_queries
+from kernattn._engine.labels import (
+    LabelEngine,
+    NadarayaWatsonClassifier,
+    choose_prior_share,
+    loo_queries,
+)
 from kernattn.bandwidth._mixed import MixedEncoding, resolve_feature_kinds
 from kernattn.bandwidth._search import search_start
 from kernattn.learned._likelihood import LikelihoodCriterion
+from kernattn.smoother._adaptive import BalloonCriterion, has_continuous
 from kernattn.smoother._regressor import ALGORITHMS, KernelSmoother
 
 #: The bandwidth selectors of the classifier.
 SELECTORS = ("likelihood", "likelihood-per-feature", "loo")
+#: The kinds of bandwidth: fixed, nearest-neighbour at the query (R np's names), or the
+#: one of the two with the smaller leave-one-out log-loss.
+BANDWIDTH_TYPES = ("fixed", "generalized_nn", "auto")
 
 
 class KernelClassifier(NadarayaWatsonClassifier):
@@ -131,6 +140,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
         ],
         "categorical_features": ["array-like", None],
         "ordinal_features": ["array-like", None],
+        "bandwidth_type": [StrOptions(set(BANDWIDTH_TYPES))],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
@@ -139,6 +149,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
     def __init__(
         self,
         bandwidth="likelihood",
+        bandwidth_type="auto",
         categorical_features=None,
         ordinal_features=None,
         class_weight=None,
@@ -147,6 +158,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
         random_state=None,
     ):
         self.bandwidth = bandwidth
+        self.bandwidth_type = bandwidth_type
         self.categorical_features = categorical_features
         self.ordinal_features = ordinal_features
         self.class_weight = class_weight
@@ -197,4 +209,44 @@ class KernelClassifier(NadarayaWatsonClassifier):
                 bandwidth = criterion.minimize(bandwidth, None if per_feature else discrete)
             engine = self._smoother(bandwidth).fit(X, Y, sample_weight)
         self.bandwidth_ = engine.bandwidth_
-        return engine, (keep[rows], criterion.probabilities(engine.bandwidth_))
+        loo = criterion.probabilities(engine.bandwidth_)
+        self.bandwidth_type_, self.n_neighbors_, self.neighbor_factor_ = "fixed", None, None
+        # "auto" weighs the nearest-neighbour bandwidths against searched ones only: values
+        # or a rule given as the bandwidth are used as given.
+        nearest = self.bandwidth_type == "generalized_nn" or (
+            self.bandwidth_type == "auto" and searched
+        )
+        if nearest and has_continuous(encoding):
+            nearest = self._nearest_neighbor_engine(X, Y, sample_weight, keep, rows, loo)
+            if nearest is not None:
+                engine, loo = nearest
+        return engine, (keep[rows], loo)
+
+    def _check_params(self, X):
+        kinds = resolve_feature_kinds(self.categorical_features, self.ordinal_features, X.shape[1])
+        if self.bandwidth_type == "generalized_nn" and np.all(kinds != "continuous"):
+            raise ValueError(
+                "bandwidth_type='generalized_nn' needs at least one continuous feature "
+                "(nearest-neighbour distances are taken on the continuous features); every "
+                "feature is categorical or ordinal: use bandwidth_type='fixed'"
+            )
+
+    def _nearest_neighbor_engine(self, X, Y, sample_weight, keep, rows, fixed_loo):
+        """The engine and leave-one-out probabilities of the nearest-neighbour bandwidths
+        searched on the features scaled by ``bandwidth_`` (for ``"auto"``: ``None`` unless
+        their leave-one-out log-loss is below the fixed bandwidths' ``fixed_loo``'s)."""
+        kinds = resolve_feature_kinds(self.categorical_features, self.ordinal_features, X.shape[1])
+        encoding = MixedEncoding(kinds, X[keep])
+        kept = X[keep], Y[keep], sample_weight[keep]
+        adaptive = BalloonCriterion(encoding, self.bandwidth_, *kept, rows, n_jobs=self.n_jobs)
+        loss, k, factor, floor = adaptive.search()
+        if self.bandwidth_type == "auto":
+            Y_rows, weight_rows = kept[1][rows], kept[2][rows]
+            _, fixed = choose_prior_share(fixed_loo, Y_rows, weight_rows, adaptive.prior)
+            if not loss < fixed:
+                return None
+        source = adaptive.source_at(k, factor, floor)
+        engine = LabelEngine(source, n_jobs=self.n_jobs).fit(X, Y, sample_weight)
+        self.bandwidth_type_ = "generalized_nn"
+        self.n_neighbors_, self.neighbor_factor_ = k, factor
+        return engine, adaptive.probabilities(adaptive.ks.index(k), factor)
