@@ -8,7 +8,7 @@ from sklearn.metrics import log_loss
 
 from kernattn import KernelClassifier
 from kernattn.bandwidth._mixed import MixedEncoding
-from kernattn.smoother._adaptive import BalloonCriterion
+from kernattn.smoother._adaptive import BalloonCriterion, clearly_better
 
 
 @pytest.fixture
@@ -167,3 +167,22 @@ def test_discrete_features_keep_their_kernel():
     model.fit(X, y)
     proba = model.predict_proba([[1.0, 0.0], [2.0, 0.0]])
     assert proba[0, 1] > 0.8 and proba[1, 0] > 0.8
+
+
+def test_auto_needs_a_gain_beyond_one_standard_error():
+    rng = np.random.default_rng(7)
+    fixed = rng.exponential(size=200)
+    groups = np.arange(200)
+    ones = np.ones(200)
+    assert clearly_better(fixed - 0.1, fixed, ones, groups)
+    # The same mean gain, drowned in noise.
+    noisy = fixed - 0.1 + rng.normal(scale=3.0, size=200)
+    assert not clearly_better(noisy, fixed, ones, groups)
+    # Integer weights decide as the rows repeated.
+    weights = rng.integers(1, 4, size=200).astype(float)
+    repeated = np.repeat(np.arange(200), weights.astype(int))
+    for gain in (0.02, 0.05, 0.1):
+        losses = fixed - gain + rng.normal(scale=0.5, size=200)
+        assert clearly_better(losses, fixed, weights, groups) == clearly_better(
+            losses[repeated], fixed[repeated], np.ones(len(repeated)), repeated
+        )

@@ -8,13 +8,17 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from kernattn._engine.labels import (
     LabelEngine,
     NadarayaWatsonClassifier,
-    choose_prior_share,
     loo_queries,
 )
 from kernattn.bandwidth._mixed import MixedEncoding, resolve_feature_kinds
 from kernattn.bandwidth._search import search_start
 from kernattn.learned._likelihood import LikelihoodCriterion
-from kernattn.smoother._adaptive import BalloonCriterion, has_continuous
+from kernattn.smoother._adaptive import (
+    BalloonCriterion,
+    clearly_better,
+    has_continuous,
+    row_log_losses,
+)
 from kernattn.smoother._regressor import ALGORITHMS, KernelSmoother
 
 #: The bandwidth selectors of the classifier.
@@ -234,19 +238,22 @@ class KernelClassifier(NadarayaWatsonClassifier):
     def _nearest_neighbor_engine(self, X, Y, sample_weight, keep, rows, fixed_loo):
         """The engine and leave-one-out probabilities of the nearest-neighbour bandwidths
         searched on the features scaled by ``bandwidth_`` (for ``"auto"``: ``None`` unless
-        their leave-one-out log-loss is below the fixed bandwidths' ``fixed_loo``'s)."""
+        their leave-one-out log-loss is below the fixed bandwidths' ``fixed_loo``'s by more
+        than its standard error)."""
         kinds = resolve_feature_kinds(self.categorical_features, self.ordinal_features, X.shape[1])
         encoding = MixedEncoding(kinds, X[keep])
         kept = X[keep], Y[keep], sample_weight[keep]
         adaptive = BalloonCriterion(encoding, self.bandwidth_, *kept, rows, n_jobs=self.n_jobs)
-        loss, k, factor, floor = adaptive.search()
+        _, k, factor, floor = adaptive.search()
+        loo = adaptive.probabilities(adaptive.ks.index(k), factor)
         if self.bandwidth_type == "auto":
-            Y_rows, weight_rows = kept[1][rows], kept[2][rows]
-            _, fixed = choose_prior_share(fixed_loo, Y_rows, weight_rows, adaptive.prior)
-            if not loss < fixed:
+            Y_rows, weights, prior = kept[1][rows], kept[2][rows], adaptive.prior
+            nearest = row_log_losses(loo, Y_rows, weights, prior)
+            fixed = row_log_losses(fixed_loo, Y_rows, weights, prior)
+            if not clearly_better(nearest, fixed, weights, adaptive.groups.ids[rows]):
                 return None
         source = adaptive.source_at(k, factor, floor)
         engine = LabelEngine(source, n_jobs=self.n_jobs).fit(X, Y, sample_weight)
         self.bandwidth_type_ = "generalized_nn"
         self.n_neighbors_, self.neighbor_factor_ = k, factor
-        return engine, adaptive.probabilities(adaptive.ks.index(k), factor)
+        return engine, loo
