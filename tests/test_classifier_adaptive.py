@@ -175,8 +175,8 @@ def test_auto_needs_a_gain_beyond_one_standard_error():
     groups = np.arange(200)
     ones = np.ones(200)
     assert clearly_better(fixed - 0.1, fixed, ones, groups)
-    # The same mean gain, drowned in noise.
-    noisy = fixed - 0.1 + rng.normal(scale=3.0, size=200)
+    # The same mean gain, within noise of ±3 (standard error 0.21).
+    noisy = fixed - 0.1 + 3.0 * np.resize([1.0, -1.0], 200)
     assert not clearly_better(noisy, fixed, ones, groups)
     # Integer weights decide as the rows repeated.
     weights = rng.integers(1, 4, size=200).astype(float)
