@@ -51,6 +51,29 @@ class KernelClassifier(NadarayaWatsonClassifier):
     ``KNeighborsClassifier(weights="distance")`` gets soft weights over every row instead of
     a vote of the k nearest, with bandwidths per feature chosen from the data.
 
+    Where the rows are dense in some regions and sparse in others, one bandwidth per
+    feature smooths too much in the first or too little in the second. The
+    nearest-neighbour bandwidth (``bandwidth_type="generalized_nn"``, R np's name: it
+    varies with the point of evaluation, a balloon estimator; Li and Racine 2007) follows
+    the density: at a query :math:`x`, the Gaussian on the continuous features divided by
+    their fixed bandwidths, :math:`u = x / h`, has the width :math:`c\, d_k(x)`, a factor
+    times the distance from :math:`u` to its :math:`k`-th nearest training row,
+
+    .. math::
+
+        w_i(x) \propto s_i \exp\Big(-\frac{\|u - u_i\|^2}{2 c^2 d_k(x)^2}\Big)
+        \prod_{j \text{ discrete}} \kappa_j(x_j, x_{ij}; \lambda_j),
+
+    rows counted by their weights in units of the mean weight of a distinct input (integer
+    weights count as repeated rows). :math:`k` (of 1, 2, 3, 5, …, 89) and :math:`c` minimize
+    the same leave-one-out log-loss (a training row and its duplicates are left out of its
+    own :math:`d_k` as of its sums); :math:`h` and :math:`\lambda` are the fixed search's.
+    ``"auto"`` (the default) takes the nearest-neighbour bandwidths when their
+    leave-one-out log-loss is below the fixed bandwidths' by more than one standard error of
+    the difference, else the fixed ones. In 5-fold cross-validation on standardized inputs
+    (``examples/benchmarks/bench_classify.py``) the held-out log-loss on wine went from 0.130
+    (fixed) to 0.075, below tuned k-NN's 0.107.
+
     Parameters
     ----------
     bandwidth : str, float or array_like, default="likelihood"
@@ -72,6 +95,12 @@ class KernelClassifier(NadarayaWatsonClassifier):
         ``"silverman"``), is used as given. For more than 2 400 training rows the
         likelihood is measured on 2 400 rows drawn with ``random_state``, each against
         every row.
+    bandwidth_type : {"auto", "fixed", "generalized_nn"}, default="auto"
+        ``"fixed"``: the bandwidths ``bandwidth_`` at every query. ``"generalized_nn"``:
+        nearest-neighbour bandwidths on the features scaled by ``bandwidth_`` (needs a
+        continuous feature). ``"auto"``: the nearest-neighbour bandwidths where they lower
+        the leave-one-out log-loss by more than its standard error, and only for a searched
+        ``bandwidth`` (values or a rule given are used as given).
     categorical_features, ordinal_features : array_like of int or bool, default=None
         Unordered and ordered discrete features (indices or a boolean mask), smoothed as
         by :class:`~kernattn.KernelSmoother`.
@@ -80,7 +109,8 @@ class KernelClassifier(NadarayaWatsonClassifier):
         the bandwidth criteria and of the class frequencies).
     algorithm : {"auto", "exact", "binned"}, default="auto"
         The smoother's tier for predicting (the binned sums of one or two continuous
-        features from 10 000 rows; see :class:`~kernattn.KernelSmoother`).
+        features from 10 000 rows; see :class:`~kernattn.KernelSmoother`); with
+        nearest-neighbour bandwidths the sums are exact.
     n_jobs : int, default=None
         Threads for the searches and for large predictions.
     random_state : int, RandomState instance or None, default=None
@@ -91,15 +121,24 @@ class KernelClassifier(NadarayaWatsonClassifier):
     classes_ : ndarray of shape (n_classes,)
         The labels, sorted.
     bandwidth_ : ndarray of shape (n_features,)
-        ``h`` per continuous feature, ``λ`` per discrete one.
+        ``h`` per continuous feature, ``λ`` per discrete one (with nearest-neighbour
+        bandwidths: the scales of the distances, and the discrete features' λ).
+    bandwidth_type_ : {"fixed", "generalized_nn"}
+        The kind of bandwidth fitted.
+    n_neighbors_ : int or None
+        :math:`k` of the nearest-neighbour bandwidths (``None`` for fixed ones).
+    neighbor_factor_ : float or None
+        :math:`c`, the bandwidth's multiple of the distance to the :math:`k`-th nearest
+        row (``None`` for fixed bandwidths).
     class_prior_ : ndarray of shape (n_classes,)
         The weighted class frequencies :math:`\pi`.
     prior_share_ : float
         :math:`\alpha`, the prior's share in the probabilities, at least 1e-6.
     loo_log_loss_ : float
         The leave-one-out log-loss of the smoothed probabilities at ``bandwidth_``.
-    engine_ : KernelSmoother
-        The smoother of the one-hot codes (its ``bandwidth_``, ``algorithm_``, …).
+    engine_ : KernelSmoother or LabelEngine
+        The smoother of the one-hot codes (its ``bandwidth_``, ``algorithm_``, …), or for
+        nearest-neighbour bandwidths the engine of their kernel.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` has string column names.
@@ -116,6 +155,8 @@ class KernelClassifier(NadarayaWatsonClassifier):
        probability densities", J. Amer. Statist. Assoc. 99 (2004).
     .. [2] T. Hayfield, J. S. Racine, "Nonparametric econometrics: the np package",
        J. Statist. Software 27 (2008).
+    .. [3] Q. Li, J. S. Racine, *Nonparametric Econometrics: Theory and Practice*,
+       Princeton University Press (2007).
 
     Examples
     --------
