@@ -186,3 +186,19 @@ def test_auto_needs_a_gain_beyond_one_standard_error():
         assert clearly_better(losses, fixed, weights, groups) == clearly_better(
             losses[repeated], fixed[repeated], np.ones(len(repeated)), repeated
         )
+
+
+def test_query_on_a_heavy_point_takes_the_floor(two_classes):
+    # 60 copies of one row outweigh k units of distinct inputs: d_k = 0 at that point.
+    X, y = two_classes
+    X = np.vstack([X, np.repeat(X[:1], 60, axis=0)])
+    y = np.concatenate([y, np.repeat(y[:1], 60)])
+    model = KernelClassifier(bandwidth_type="generalized_nn").fit(X, y)
+    kernel = model.engine_.kernel_
+    points, _ = kernel.source.features(X[:1])
+    assert model.n_neighbors_ <= 60 * 41 / 100
+    assert kernel.neighbors.distances(points, [model.n_neighbors_])[0, 0] == 0.0
+    proba = model.predict_proba(X[:1])
+    assert np.all(np.isfinite(proba)) and np.all(proba > 0)
+    np.testing.assert_allclose(proba.sum(), 1.0, rtol=1e-12)
+    assert model.classes_[proba.argmax()] == y[0]

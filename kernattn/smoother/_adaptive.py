@@ -51,6 +51,8 @@ from kernattn.kernels import squared_distances
 
 #: The numbers of neighbours searched (those below the training rows' count).
 NEIGHBORS = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)
+#: The search over k stops after this many values in a row without a lower loss.
+PATIENCE = 2
 #: The factor :math:`c` is searched between these.
 FACTOR_RANGE = (0.05, 20.0)
 # Cumulative counts of neighbours are compared with k to this relative slack: weights of 2
@@ -141,10 +143,10 @@ class BalloonKernel:
         return len(self.log_sample_weight)
 
     def bandwidths(self, points):
-        """:math:`c\\, d_k(x)` of queries (scaled continuous features), at least the
-        source's floor times :math:`c`."""
+        """:math:`c\\, d_k(x)` of queries (scaled continuous features); a query with
+        :math:`k` rows at its own point (:math:`d_k = 0`) takes the source's floor instead."""
         d = self.neighbors.distances(points, [self.source.n_neighbors])[:, 0]
-        return self.source.factor * np.maximum(d, self.source.floor)
+        return self.source.factor * np.where(d > 0, d, self.source.floor)
 
     def _logits(self, X):
         points, codes = self.source.features(X)
@@ -241,7 +243,7 @@ class BalloonCriterion:
         positive = [own[:, i][own[:, i] > 0] for i in range(len(self.ks))]
         # A distance of 0 (other rows at the same continuous point): the smallest positive.
         self.floors = [float(p.min()) if len(p) else 1.0 for p in positive]
-        self.own = np.maximum(own, self.floors)
+        self.own = np.where(own > 0, own, self.floors)
         self.n_jobs = n_jobs
         self._cached = None
 
@@ -307,20 +309,25 @@ class BalloonCriterion:
         return loss
 
     def search(self):
-        """``(loss, k, factor, floor)`` of the smallest leave-one-out log-loss (``k`` of
-        :attr:`ks`, Brent's search on the factor's logarithm for each)."""
-        best = None
+        """``(loss, k, factor, floor)`` of the smallest leave-one-out log-loss: ``k`` of
+        :attr:`ks` in increasing order, Brent's search on the factor's logarithm for each,
+        until :data:`PATIENCE` ``k`` in a row do no better than the best so far."""
+        best, worse = None, 0
         low, high = np.log(FACTOR_RANGE)
         for i, k in enumerate(self.ks):
             result = minimize_scalar(
                 lambda log_c, i=i: self.loss(i, np.exp(log_c)),
                 bounds=(low, high),
                 method="bounded",
-                options={"xatol": 0.02},
+                options={"xatol": 0.05},
             )
             loss = float(result.fun)
             if best is None or (np.isfinite(loss) and not loss >= best[0]):
-                best = (loss, k, float(np.exp(result.x)), self.floors[i])
+                best, worse = (loss, k, float(np.exp(result.x)), self.floors[i]), 0
+            else:
+                worse += 1
+                if worse == PATIENCE:
+                    break
         return best
 
     def source_at(self, k, factor, floor):
