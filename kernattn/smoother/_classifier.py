@@ -135,7 +135,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
     prior_share_ : float
         :math:`\alpha`, the prior's share in the probabilities, at least 1e-6.
     loo_log_loss_ : float
-        The leave-one-out log-loss of the smoothed probabilities at ``bandwidth_``.
+        The leave-one-out log-loss of the smoothed probabilities at the fitted bandwidths.
     engine_ : KernelSmoother or LabelEngine
         The smoother of the one-hot codes (its ``bandwidth_``, ``algorithm_``, …), or for
         nearest-neighbour bandwidths the engine of their kernel.
@@ -262,7 +262,8 @@ class KernelClassifier(NadarayaWatsonClassifier):
             self.bandwidth_type == "auto" and searched
         )
         if nearest and has_continuous(encoding):
-            nearest = self._nearest_neighbor_engine(X, Y, sample_weight, keep, rows, loo)
+            fitted = X, Y, sample_weight
+            nearest = self._nearest_neighbor_engine(*fitted, encoding, keep, rows, loo)
             if nearest is not None:
                 engine, loo = nearest
         return engine, (keep[rows], loo)
@@ -276,13 +277,11 @@ class KernelClassifier(NadarayaWatsonClassifier):
                 "feature is categorical or ordinal: use bandwidth_type='fixed'"
             )
 
-    def _nearest_neighbor_engine(self, X, Y, sample_weight, keep, rows, fixed_loo):
+    def _nearest_neighbor_engine(self, X, Y, sample_weight, encoding, keep, rows, fixed_loo):
         """The engine and leave-one-out probabilities of the nearest-neighbour bandwidths
         searched on the features scaled by ``bandwidth_`` (for ``"auto"``: ``None`` unless
         their leave-one-out log-loss is below the fixed bandwidths' ``fixed_loo``'s by more
         than its standard error)."""
-        kinds = resolve_feature_kinds(self.categorical_features, self.ordinal_features, X.shape[1])
-        encoding = MixedEncoding(kinds, X[keep])
         kept = X[keep], Y[keep], sample_weight[keep]
         adaptive = BalloonCriterion(encoding, self.bandwidth_, *kept, rows, n_jobs=self.n_jobs)
         _, k, factor, floor = adaptive.search()
