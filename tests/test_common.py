@@ -54,6 +54,7 @@ ESTIMATORS = [
     LinearAttentionRegressor(feature_map="positive", learn_projection=True),
     KernelClassifier(),
     KernelClassifier(bandwidth="loo"),
+    KernelClassifier(bandwidth_type="generalized_nn"),
     AttentionClassifier(max_iter=5, random_state=0),
     AttentionClassifier(n_heads=2, loss="log", similarity="dot", max_iter=5, random_state=0),
 ]

@@ -5,14 +5,27 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from kernattn._engine.labels import NadarayaWatsonClassifier, loo_queries
+from kernattn._engine.labels import (
+    LabelEngine,
+    NadarayaWatsonClassifier,
+    loo_queries,
+)
 from kernattn.bandwidth._mixed import MixedEncoding, resolve_feature_kinds
 from kernattn.bandwidth._search import search_start
 from kernattn.learned._likelihood import LikelihoodCriterion
+from kernattn.smoother._adaptive import (
+    BalloonCriterion,
+    clearly_better,
+    has_continuous,
+    row_log_losses,
+)
 from kernattn.smoother._regressor import ALGORITHMS, KernelSmoother
 
 #: The bandwidth selectors of the classifier.
 SELECTORS = ("likelihood", "likelihood-per-feature", "loo")
+#: The kinds of bandwidth: fixed, nearest-neighbour at the query (R np's names), or the
+#: one of the two with the smaller leave-one-out log-loss.
+BANDWIDTH_TYPES = ("fixed", "generalized_nn", "auto")
 
 
 class KernelClassifier(NadarayaWatsonClassifier):
@@ -38,6 +51,29 @@ class KernelClassifier(NadarayaWatsonClassifier):
     ``KNeighborsClassifier(weights="distance")`` gets soft weights over every row instead of
     a vote of the k nearest, with bandwidths per feature chosen from the data.
 
+    Where the rows are dense in some regions and sparse in others, one bandwidth per
+    feature smooths too much in the first or too little in the second. The
+    nearest-neighbour bandwidth (``bandwidth_type="generalized_nn"``, R np's name: it
+    varies with the point of evaluation, a balloon estimator; Li and Racine 2007) follows
+    the density: at a query :math:`x`, the Gaussian on the continuous features divided by
+    their fixed bandwidths, :math:`u = x / h`, has the width :math:`c\, d_k(x)`, a factor
+    times the distance from :math:`u` to its :math:`k`-th nearest training row,
+
+    .. math::
+
+        w_i(x) \propto s_i \exp\Big(-\frac{\|u - u_i\|^2}{2 c^2 d_k(x)^2}\Big)
+        \prod_{j \text{ discrete}} \kappa_j(x_j, x_{ij}; \lambda_j),
+
+    rows counted by their weights in units of the mean weight of a distinct input (integer
+    weights count as repeated rows). :math:`k` (of 1, 2, 3, 5, …, 89) and :math:`c` minimize
+    the same leave-one-out log-loss (a training row and its duplicates are left out of its
+    own :math:`d_k` as of its sums); :math:`h` and :math:`\lambda` are the fixed search's.
+    ``"auto"`` (the default) takes the nearest-neighbour bandwidths when their
+    leave-one-out log-loss is below the fixed bandwidths' by more than one standard error of
+    the difference, else the fixed ones. In 5-fold cross-validation on standardized inputs
+    (``examples/benchmarks/bench_classify.py``) the held-out log-loss on wine went from 0.130
+    (fixed) to 0.075, below tuned k-NN's 0.107.
+
     Parameters
     ----------
     bandwidth : str, float or array_like, default="likelihood"
@@ -59,6 +95,12 @@ class KernelClassifier(NadarayaWatsonClassifier):
         ``"silverman"``), is used as given. For more than 2 400 training rows the
         likelihood is measured on 2 400 rows drawn with ``random_state``, each against
         every row.
+    bandwidth_type : {"auto", "fixed", "generalized_nn"}, default="auto"
+        ``"fixed"``: the bandwidths ``bandwidth_`` at every query. ``"generalized_nn"``:
+        nearest-neighbour bandwidths on the features scaled by ``bandwidth_`` (needs a
+        continuous feature). ``"auto"``: the nearest-neighbour bandwidths where they lower
+        the leave-one-out log-loss by more than its standard error, and only for a searched
+        ``bandwidth`` (values or a rule given are used as given).
     categorical_features, ordinal_features : array_like of int or bool, default=None
         Unordered and ordered discrete features (indices or a boolean mask), smoothed as
         by :class:`~kernattn.KernelSmoother`.
@@ -67,7 +109,8 @@ class KernelClassifier(NadarayaWatsonClassifier):
         the bandwidth criteria and of the class frequencies).
     algorithm : {"auto", "exact", "binned"}, default="auto"
         The smoother's tier for predicting (the binned sums of one or two continuous
-        features from 10 000 rows; see :class:`~kernattn.KernelSmoother`).
+        features from 10 000 rows; see :class:`~kernattn.KernelSmoother`); with
+        nearest-neighbour bandwidths the sums are exact.
     n_jobs : int, default=None
         Threads for the searches and for large predictions.
     random_state : int, RandomState instance or None, default=None
@@ -78,15 +121,24 @@ class KernelClassifier(NadarayaWatsonClassifier):
     classes_ : ndarray of shape (n_classes,)
         The labels, sorted.
     bandwidth_ : ndarray of shape (n_features,)
-        ``h`` per continuous feature, ``λ`` per discrete one.
+        ``h`` per continuous feature, ``λ`` per discrete one (with nearest-neighbour
+        bandwidths: the scales of the distances, and the discrete features' λ).
+    bandwidth_type_ : {"fixed", "generalized_nn"}
+        The kind of bandwidth fitted.
+    n_neighbors_ : int or None
+        :math:`k` of the nearest-neighbour bandwidths (``None`` for fixed ones).
+    neighbor_factor_ : float or None
+        :math:`c`, the bandwidth's multiple of the distance to the :math:`k`-th nearest
+        row (``None`` for fixed bandwidths).
     class_prior_ : ndarray of shape (n_classes,)
         The weighted class frequencies :math:`\pi`.
     prior_share_ : float
         :math:`\alpha`, the prior's share in the probabilities, at least 1e-6.
     loo_log_loss_ : float
-        The leave-one-out log-loss of the smoothed probabilities at ``bandwidth_``.
-    engine_ : KernelSmoother
-        The smoother of the one-hot codes (its ``bandwidth_``, ``algorithm_``, …).
+        The leave-one-out log-loss of the smoothed probabilities at the fitted bandwidths.
+    engine_ : KernelSmoother or LabelEngine
+        The smoother of the one-hot codes (its ``bandwidth_``, ``algorithm_``, …), or for
+        nearest-neighbour bandwidths the engine of their kernel.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` has string column names.
@@ -103,6 +155,8 @@ class KernelClassifier(NadarayaWatsonClassifier):
        probability densities", J. Amer. Statist. Assoc. 99 (2004).
     .. [2] T. Hayfield, J. S. Racine, "Nonparametric econometrics: the np package",
        J. Statist. Software 27 (2008).
+    .. [3] Q. Li, J. S. Racine, *Nonparametric Econometrics: Theory and Practice*,
+       Princeton University Press (2007).
 
     Examples
     --------
@@ -131,6 +185,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
         ],
         "categorical_features": ["array-like", None],
         "ordinal_features": ["array-like", None],
+        "bandwidth_type": [StrOptions(set(BANDWIDTH_TYPES))],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
@@ -139,6 +194,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
     def __init__(
         self,
         bandwidth="likelihood",
+        bandwidth_type="auto",
         categorical_features=None,
         ordinal_features=None,
         class_weight=None,
@@ -147,6 +203,7 @@ class KernelClassifier(NadarayaWatsonClassifier):
         random_state=None,
     ):
         self.bandwidth = bandwidth
+        self.bandwidth_type = bandwidth_type
         self.categorical_features = categorical_features
         self.ordinal_features = ordinal_features
         self.class_weight = class_weight
@@ -197,4 +254,46 @@ class KernelClassifier(NadarayaWatsonClassifier):
                 bandwidth = criterion.minimize(bandwidth, None if per_feature else discrete)
             engine = self._smoother(bandwidth).fit(X, Y, sample_weight)
         self.bandwidth_ = engine.bandwidth_
-        return engine, (keep[rows], criterion.probabilities(engine.bandwidth_))
+        loo = criterion.probabilities(engine.bandwidth_)
+        self.bandwidth_type_, self.n_neighbors_, self.neighbor_factor_ = "fixed", None, None
+        # "auto" weighs the nearest-neighbour bandwidths against searched ones only: values
+        # or a rule given as the bandwidth are used as given.
+        nearest = self.bandwidth_type == "generalized_nn" or (
+            self.bandwidth_type == "auto" and searched
+        )
+        if nearest and has_continuous(encoding):
+            fitted = X, Y, sample_weight
+            nearest = self._nearest_neighbor_engine(*fitted, encoding, keep, rows, loo)
+            if nearest is not None:
+                engine, loo = nearest
+        return engine, (keep[rows], loo)
+
+    def _check_params(self, X):
+        kinds = resolve_feature_kinds(self.categorical_features, self.ordinal_features, X.shape[1])
+        if self.bandwidth_type == "generalized_nn" and np.all(kinds != "continuous"):
+            raise ValueError(
+                "bandwidth_type='generalized_nn' needs at least one continuous feature "
+                "(nearest-neighbour distances are taken on the continuous features); every "
+                "feature is categorical or ordinal: use bandwidth_type='fixed'"
+            )
+
+    def _nearest_neighbor_engine(self, X, Y, sample_weight, encoding, keep, rows, fixed_loo):
+        """The engine and leave-one-out probabilities of the nearest-neighbour bandwidths
+        searched on the features scaled by ``bandwidth_`` (for ``"auto"``: ``None`` unless
+        their leave-one-out log-loss is below the fixed bandwidths' ``fixed_loo``'s by more
+        than its standard error)."""
+        kept = X[keep], Y[keep], sample_weight[keep]
+        adaptive = BalloonCriterion(encoding, self.bandwidth_, *kept, rows, n_jobs=self.n_jobs)
+        _, k, factor, floor = adaptive.search()
+        loo = adaptive.probabilities(adaptive.ks.index(k), factor)
+        if self.bandwidth_type == "auto":
+            Y_rows, weights, prior = kept[1][rows], kept[2][rows], adaptive.prior
+            nearest = row_log_losses(loo, Y_rows, weights, prior)
+            fixed = row_log_losses(fixed_loo, Y_rows, weights, prior)
+            if not clearly_better(nearest, fixed, weights, adaptive.groups.ids[rows]):
+                return None
+        source = adaptive.source_at(k, factor, floor)
+        engine = LabelEngine(source, n_jobs=self.n_jobs).fit(X, Y, sample_weight)
+        self.bandwidth_type_ = "generalized_nn"
+        self.n_neighbors_, self.neighbor_factor_ = k, factor
+        return engine, loo
