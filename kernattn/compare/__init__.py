@@ -157,7 +157,7 @@ def default_classifiers(quick=False):
     standardized inputs:
 
     - ``KernelClassifier``: Gaussian kernel weights' class sums, bandwidths by likelihood
-      cross-validation;
+      cross-validation (fixed, or nearest-neighbour where they lower it clearly);
     - ``AttentionClassifier``: one head of learned attention over the labelled keys;
     - ``KNeighborsClassifier``: the distance-weighted k-nearest vote, k tuned by 3-fold grid
       search on the log-loss;
