@@ -538,8 +538,8 @@ class ConditionalDistributionMixin:
         ...     model = model.partial_fit(X[start : start + 500], y[start : start + 500])
         >>> model = model.calibrate(X[2000:], y[2000:])
         >>> lower, upper = model.conformal_interval([[0.0], [1.0]], alpha=0.1)
-        >>> (upper - lower).round(1)  # about 2 × 1.645 noise standard deviations
-        array([0.7, 0.7])
+        >>> (upper - lower).round(2)  # about 2 × 1.645 noise standard deviations
+        array([0.65, 0.65])
         """
         check_is_fitted(self)
         rows = out_of_core_rows(X, y, sample_weight)

@@ -426,7 +426,7 @@ class AttentionRegressor(FittedHeadsMixin, HeadAnalysisMixin, NadarayaWatsonRegr
 
     >>> blend = AttentionRegressor(degree="auto", random_state=0).fit(X, y)
     >>> blend.degree_, blend.line_share_
-    (1, 0.75)
+    (1, 0.25)
     >>> bool(blend.attention_weights(X).min() < 0)
     True
 
