@@ -39,16 +39,18 @@ def has_spread(sigma, magnitude):
 
 
 def normalized_weights(sample_weight):
-    """Sample weights divided by a power of two near their largest, so their sum cannot
-    overflow (``n`` weights of 1e308 each); every ratio of weighted sums is unchanged."""
+    """Sample weights divided by their largest, so their sum cannot overflow (``n`` weights
+    of 1e308 each) and equal weights of any unit are exactly 1: the weighted statistics of
+    ``c`` times equal weights are the unweighted ones, to the last bit."""
     sample_weight = np.asarray(sample_weight, dtype=float)
-    return sample_weight / power_of_two_scale(sample_weight)
+    largest = np.max(sample_weight, initial=0.0)
+    return sample_weight / largest if largest > 0 and np.isfinite(largest) else sample_weight
 
 
 def weighted_mean(X, sample_weight, axis=0):
     """The weighted mean along ``axis``, in units that cannot overflow: the values divided
-    by a power of two near their largest, the weights by one near theirs (exact: ordinary
-    data give the plain weighted average to the last bit)."""
+    by a power of two near their largest (exact), the weights by their largest
+    (:func:`normalized_weights`: equal weights give the plain average to the last bit)."""
     unit = power_of_two_scale(X, axis=axis)
     weights = normalized_weights(sample_weight)
     return np.average(X / unit, axis=axis, weights=weights) * unit

@@ -302,8 +302,8 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         self.X_fit_ = X
         self.y_fit_ = y
         self.sample_weight_ = sample_weight
-        # Divided by a power of two near the largest weight: the sums of weights of 1e308
-        # each stay finite, and the ratios of sums do not change by a bit.
+        # Divided by the largest weight: the sums of weights of 1e308 each stay finite, and
+        # equal weights of any unit are exactly 1.
         sw = normalized_weights(kept_weight)
         self._active = active
         if np.all(sw == sw[0]):

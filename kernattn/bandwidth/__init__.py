@@ -12,7 +12,6 @@ predicts every training target from the other training points.
 from kernattn.bandwidth._criterion import CRITERIA, check_observations
 from kernattn.bandwidth._rules import BANDWIDTH_RULES, rule_of_thumb_bandwidth
 from kernattn.bandwidth._search import (
-    FULL_FTOL,
     BandwidthSelection,
     BandwidthWarning,
     loo_bandwidth,
@@ -23,7 +22,6 @@ from kernattn.bandwidth._search import (
 __all__ = [
     "BANDWIDTH_RULES",
     "CRITERIA",
-    "FULL_FTOL",
     "BandwidthSelection",
     "BandwidthWarning",
     "check_observations",

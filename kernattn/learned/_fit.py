@@ -107,7 +107,6 @@ def fit_heads(X, values, sample_weight, groups, params, *, head_dim, user_init, 
             sample_weight=sample_weight,
             n_jobs=params["n_jobs"],
             rows=rows,
-            trained=params["max_iter"] > 0,
         )
 
     theta = theta if warm else restart()

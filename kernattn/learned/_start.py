@@ -24,7 +24,7 @@ gives all the weight to the head that is best at the start, and the others never
 import numpy as np
 
 from kernattn._core.numerics import normalized_weights, power_of_two_scale
-from kernattn.bandwidth import FULL_FTOL, select_bandwidth
+from kernattn.bandwidth import select_bandwidth
 from kernattn.learned._optimize import initial_projections, scale_to_unit_variance
 
 
@@ -72,11 +72,11 @@ def uniform_start(layout, W, scale):
     return layout.pack(W, W, np.log(scale), a, np.zeros(layout.n_outputs))
 
 
-#: The relative tolerance of the leave-one-out bandwidth search the kernel starts from when
-#: training follows (``select_bandwidth``'s ``tol``; 1e-9, the smoother's, when the start is
-#: the kernel, ``max_iter=0``): training moves the projection on from there, and the
-#: search's last steps at 1e-9 only widen the bandwidths of features that do not matter (on
-#: Friedman #1 two thirds of its evaluations, for a criterion lower by 1e-5).
+#: The relative tolerance of the leave-one-out bandwidth search the kernel starts from
+#: (``select_bandwidth``'s ``tol``; the smoother's is 1e-9): training moves the projection
+#: on from there, and the search's last steps at 1e-9 only widen the bandwidths of features
+#: that do not matter (on Friedman #1 two thirds of its evaluations, for a criterion lower
+#: by 1e-5). ``max_iter=0`` keeps the same start, so that ``shrinkage=1`` returns to it.
 START_TOL = 1e-6
 
 
@@ -127,14 +127,11 @@ def start_parameters(
     sample_weight,
     n_jobs=None,
     rows=None,
-    trained=True,
 ):
     """New parameters to start from, chosen on the training ``rows`` (all for ``None``):
     the projections ``user_init`` as given, or those of ``init`` (``"loo"``, ``"identity"``,
     ``"pca"``, ``"random"``), scaled to unit logit variance on the ``probe`` rows unless
-    they are the smoother's Gaussian bandwidths. ``trained``: training follows (the
-    bandwidth search of ``"loo"`` stops at ``START_TOL``; otherwise it is the kernel, searched
-    as the smoother's)."""
+    they are the smoother's Gaussian bandwidths."""
     layout = objective.layout
     if user_init is not None:
         W = user_init
@@ -150,7 +147,6 @@ def start_parameters(
                 sample_weight,
                 rows,
                 n_jobs=n_jobs,
-                tol=START_TOL if trained else FULL_FTOL,
             )
         W = initial_projections(
             "identity" if init == "loo" else init,
