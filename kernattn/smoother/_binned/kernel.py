@@ -199,7 +199,8 @@ class BinnedKernel:
     def squared(self):
         r"""The weight moments at :math:`h/\sqrt2`: those of the squared kernel weights, up
         to :math:`2^{-|e|/2}` (for the local constant, the sum of the squared weights)."""
-        weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._center[:1])
+        # The weights alone: no value column, whose moments nothing reads.
+        weights_only = Bins(self._bins.grid, self._bins.counts[..., :1], self._center[:0])
         return grid_sums(weights_only, self._h / math.sqrt(2.0), self.degree)
 
     @cached_property
@@ -222,7 +223,7 @@ class BinnedKernel:
             return False
         if not degree:
             return True
-        squared = Bins(grid, counts[..., :2], np.zeros(1))
+        squared = Bins(grid, counts[..., :1], np.zeros(0))
         return sums_fit(squared, bandwidth / math.sqrt(2.0), degree)
 
     def _estimate(self, sums, queries):
