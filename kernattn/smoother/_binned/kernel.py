@@ -50,12 +50,18 @@ from kernattn._local.polynomial import (
     monomial_exponents,
     polynomial_estimate,
 )
-from kernattn.smoother._binned.binning import Bins, bin_targets, coarsen
+from kernattn.smoother._binned.binning import Bins, bin_targets, coarsen, linear_binning
 from kernattn.smoother._binned.error import TOLERANCE, binning_error
 from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
-from kernattn.smoother._binned.grid import interpolate, locate, make_grid
+from kernattn.smoother._binned.grid import (
+    interpolate,
+    interpolate_columns,
+    locate,
+    locate_cells,
+    make_grid,
+)
 from kernattn.smoother._binned.left_out import own_moments
-from kernattn.smoother._binned.moments import grid_sums, sums_fit
+from kernattn.smoother._binned.moments import grid_sums, kernel_sums, sums_fit
 from kernattn.smoother._binned.solve import solve_local_polynomial
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
@@ -486,7 +492,9 @@ class BinnedKernel:
         r"""The kernel averages :math:`\sum_j s_j K_j z_j / \sum_j s_j K_j` of ``columns``
         (one row per training row ``X``, with the sample weights the fit was binned with)
         at those rows, from their local-constant sums on the fit's own grid (one pass to
-        bin them; the fit's grid is at least as fine as the local constant needs).
+        bin them; the fit's grid is at least as fine as the local constant needs). The
+        denominator is the fit's own :math:`S_0` (the same bins at the same bandwidth):
+        only the columns are binned and summed.
 
         Returns
         -------
@@ -495,11 +503,20 @@ class BinnedKernel:
             The rows the grid does not serve (no weight within its resolution).
         """
         X = np.asarray(X, dtype=float) / self._unit
-        bins = bin_targets(X, columns, self._bins.grid, self._weights)
-        sums = grid_sums(bins, self._h, 0)
-        interpolated, exact = self._interpolated(sums, X)
-        S = np.where(exact, 1.0, interpolated[:, 0])
-        return interpolated[:, 1:] / S[:, None] + bins.center, exact
+        grid = self._bins.grid
+        # Centered, as the bins of the values are: the FFT's rounding is then relative to
+        # the columns' spread, not their magnitude.
+        center = np.average(columns, axis=0, weights=self._weights)
+        counts = linear_binning(X, columns - center, grid, self._weights)
+        table = kernel_sums(counts, grid, self._h)
+        _, _, inside = locate(X, grid)
+        index, fraction, _ = locate_cells(X, self.sums.grid)
+        S = interpolate_columns(self.sums.table[:, :1], self.sums.grid, index, fraction)[0]
+        sums = interpolate_columns(table, self.sums.grid, index, fraction).T
+        with np.errstate(invalid="ignore"):
+            exact = ~inside | ~(S > self.sums.resolution)
+        S = np.where(exact, 1.0, S)
+        return sums / S[:, None] + center, exact
 
     def _variance_factor(self, queries, first_row):
         r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is

@@ -238,6 +238,21 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     return GridSums(ext, table, bins, h, degree, RESOLUTION * total)
 
 
+def kernel_sums(counts, grid, bandwidth, *, cutoff=CUTOFF):
+    r"""The plain kernel sums :math:`\sum_k c_k K((g_k - g)/h)` of every column of
+    ``counts`` (``grid.shape + (k,)``) at the points of the extended grid of
+    :func:`grid_sums` (the same for the same grid and bandwidth): the local constant's
+    sums, which treat the weight column and the value columns alike, of columns that need
+    no weight column of their own.
+
+    Returns
+    -------
+    table : ndarray of shape (extended grid size, k)
+    """
+    bins = Bins(grid, counts, np.zeros(counts.shape[-1] - 1))
+    return grid_sums(bins, bandwidth, 0, cutoff=cutoff).table
+
+
 def _fft_columns(counts, lengths, reversed_taps, targets, full, table):
     """The correlations by FFT, written into ``table`` (``ext_shape + (columns,)``).
 
