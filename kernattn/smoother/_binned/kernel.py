@@ -57,7 +57,6 @@ from kernattn.smoother._binned.grid import (
     interpolate,
     interpolate_columns,
     locate,
-    locate_cells,
     make_grid,
 )
 from kernattn.smoother._binned.left_out import own_moments
@@ -325,12 +324,12 @@ class BinnedKernel:
             exact[tuple(index.T)] = True
         return exact
 
-    def _in_exact_cells(self, queries):
+    def _in_exact_cells(self, queries, located=None):
         """Whether each query lies in a cell :meth:`_checked_cells` left to the exact
-        kernel."""
+        kernel (``located``: the queries' :func:`locate` on the data grid, if known)."""
         if self._exact_cells is None:
             return np.zeros(len(queries), dtype=bool)
-        index, _, _ = locate(queries, self._bins.grid)
+        index, _, _ = locate(queries, self._bins.grid) if located is None else located
         cells = np.asarray(self._exact_cells.shape)
         return self._exact_cells[tuple(np.minimum(index, cells - 1).T)]
 
@@ -339,13 +338,23 @@ class BinnedKernel:
         """Columns of the gridded sums (for the size of query blocks)."""
         return self.sums.table.shape[1] + 2 * self.n_outputs
 
-    def _interpolated(self, sums, queries):
-        """The sums' columns at ``queries`` (m, k) and the rows the grid does not serve."""
+    def _interpolated(self, sums, queries, located=None):
+        """The sums' columns at ``queries`` (m, k) and the rows the grid does not serve.
+
+        ``located``, the queries' :func:`locate` on the data grid (of points within it:
+        the training rows), spares locating them again for every table: the extended
+        grid's cells are the data grid's, shifted by its offset."""
         # Beyond the data's range the local polynomial extrapolates and the binning error
         # grows with the distance (like its degree's power): those queries go exact.
-        _, _, inside = locate(queries, sums.bins.grid)
-        table = sums.table.reshape(sums.grid.shape + (-1,))
-        columns = interpolate(table, sums.grid, queries)
+        if located is None:
+            _, _, inside = locate(queries, sums.bins.grid)
+            table = sums.table.reshape(sums.grid.shape + (-1,))
+            columns = interpolate(table, sums.grid, queries)
+        else:
+            index, fraction, inside = located
+            index = index + np.asarray(sums.offset())
+            fraction = np.ascontiguousarray(fraction.T)
+            columns = interpolate_columns(sums.table, sums.grid, index, fraction).T
         with np.errstate(invalid="ignore"):
             unserved = ~inside | ~(columns[:, 0] > sums.resolution)
         return columns, unserved
@@ -465,8 +474,9 @@ class BinnedKernel:
             from the exact kernel.
         """
         X = np.asarray(X, dtype=float) / self._unit
-        columns, unserved = self._interpolated(self.sums, X)
-        unserved |= self._in_exact_cells(X)
+        located = locate(X, self._bins.grid)
+        columns, unserved = self._interpolated(self.sums, X, located)
+        unserved |= self._in_exact_cells(X, located)
         Q = self._n_moments
         S = np.where(unserved[:, None], 1.0, columns[:, :Q])
         T = np.where(
@@ -481,7 +491,7 @@ class BinnedKernel:
         else:
             r = 1.0 / S[:, :1]
             mean = T[:, 0] * r + self._center
-        spread, unserved_squared = self._variance_factor(X, r)
+        spread, unserved_squared = self._variance_factor(X, r, located)
         own = r[:, 0]
         with np.errstate(invalid="ignore"):
             exact = unserved | unserved_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
@@ -509,8 +519,10 @@ class BinnedKernel:
         center = np.average(columns, axis=0, weights=self._weights)
         counts = linear_binning(X, columns - center, grid, self._weights)
         table = kernel_sums(counts, grid, self._h)
-        _, _, inside = locate(X, grid)
-        index, fraction, _ = locate_cells(X, self.sums.grid)
+        index, fraction, inside = locate(X, grid)
+        # The extended grid's cells are the data grid's, shifted by its offset.
+        index = index + np.asarray(self.sums.offset())
+        fraction = np.ascontiguousarray(fraction.T)
         S = interpolate_columns(self.sums.table[:, :1], self.sums.grid, index, fraction)[0]
         sums = interpolate_columns(table, self.sums.grid, index, fraction).T
         with np.errstate(invalid="ignore"):
@@ -518,10 +530,10 @@ class BinnedKernel:
         S = np.where(exact, 1.0, S)
         return sums / S[:, None] + center, exact
 
-    def _variance_factor(self, queries, first_row):
+    def _variance_factor(self, queries, first_row, located=None):
         r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is
         :math:`r`, (m, P)), with the rows the squared weights' grid does not serve."""
-        squared, unserved_squared = self._interpolated(self.squared, queries)
+        squared, unserved_squared = self._interpolated(self.squared, queries, located)
         gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
         return np.einsum("mp,mpq,mq->m", first_row, gram, first_row), unserved_squared
 
