@@ -216,9 +216,12 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
 
     targets = [(e, destinations(e)) for e in moments]
     if not any(_prefer_direct(grid.shape[a], 2 * reach[a] + 1) for a in range(d)):
+        # The transforms are circular: a length of n + r + m keeps the wrapped tail of the
+        # taps (reach r) off the kept points (m beyond the data on either side), which the
+        # full correlation's n + 2r would keep off every point.
         lengths = [
-            sp_fft.next_fast_len(n + 2 * r, real=True)
-            for n, r in zip(grid.shape, reach, strict=True)
+            sp_fft.next_fast_len(n + r + m, real=True)
+            for n, r, m in zip(grid.shape, reach, margin, strict=True)
         ]
         _fft_columns(counts, lengths, reversed_taps, targets, full, table)
     else:
