@@ -95,6 +95,13 @@ CHECK_OFFSET = 3.0
 #: least accurate relative to themselves and beyond its reach they are cut: the exact
 #: kernel computes them.
 RESOLUTION_SHARE = 0.3
+#: The noise estimate's factors :math:`\delta_i = 1 - 2 s_i r_0 + s_i r^\top M_2 r`
+#: (:meth:`BinnedKernel.hat_values`) take :math:`M_2` from the squared weights' sums on the
+#: grid coarsened by two (a quarter of the points) where that moves no :math:`\delta_i` by
+#: more than this share of ``binning_error``: the coarse grid's error bound at
+#: :math:`h/\sqrt2` times :math:`s_i r^\top M_2 r \le s_i r_0` (:math:`K \le 1`), which is
+#: of the order of the inverse of the rows in the kernel's reach.
+SPREAD_SHARE = 0.1
 #: Residual degrees of freedom at or below this leave nothing to bootstrap (the exact
 #: path's limit).
 MIN_DOF = 1e-9
@@ -207,6 +214,34 @@ class BinnedKernel:
         # The weights alone: no value column, whose moments nothing reads.
         weights_only = Bins(self._bins.grid, self._bins.counts[..., :1], self._center[:0])
         return grid_sums(weights_only, self._h / math.sqrt(2.0), self.degree)
+
+    @cached_property
+    def coarse_squared(self):
+        """:attr:`squared` on the data grid coarsened by two (the binning is exact:
+        :func:`~kernattn.smoother._binned.binning.coarsen`)."""
+        counts, grid = coarsen(self._bins.counts[..., :1], self._bins.grid, 2)
+        return grid_sums(
+            Bins(grid, counts, self._center[:0]), self._h / math.sqrt(2.0), self.degree
+        )
+
+    def _spread_sums(self, sample_weight, own):
+        """The squared weights' sums for the factors δ of the noise estimate at rows of
+        ``sample_weight`` and ``own`` (:math:`r_0`), and whether they are the coarse ones
+        (:data:`SPREAD_SHARE`). The coarse sums only where no row comes near the variance
+        rule's bound either (the factor is at most :math:`r_0`): the rule then holds no
+        row back whatever their error."""
+        cells = np.array([n - 1 for n in self._bins.grid.shape])
+        if not np.all(cells % 2 == 0) or not len(own):
+            return self.squared, False
+        coarse_error = binning_error(
+            2.0 * self._bins.grid.spacing, self._h / math.sqrt(2.0), self.degree
+        )
+        with np.errstate(invalid="ignore"):
+            largest = np.max(sample_weight * own)
+            small = np.max(own) <= NEAR_BOUND * VARIANCE_BOUND
+        if small and largest * coarse_error <= SPREAD_SHARE * self.binning_error:
+            return self.coarse_squared, True
+        return self.squared, False
 
     @cached_property
     def second(self):
@@ -455,12 +490,13 @@ class BinnedKernel:
                 held_back[part] = held
         return mean, spread, held_back
 
-    def hat_values(self, X):
+    def hat_values(self, X, sample_weight=None):
         r"""What the noise estimate needs at the training rows ``X``: the fit there, the
         row's own equivalent weight per unit of its sample weight, :math:`l_i(x_i)/s_i =
         \text{first\_row}_0` (its kernel value is 1 and its monomials about itself are
         :math:`e_0`), and the variance factor :math:`\sum_j l_j(x_i)^2/s_j = r^\top M_2 r`
-        (as in :meth:`moments`).
+        (as in :meth:`moments`); ``sample_weight`` those of the rows (by default the
+        weights the fit was binned with: ``X`` its rows).
 
         Returns
         -------
@@ -491,8 +527,13 @@ class BinnedKernel:
         else:
             r = 1.0 / S[:, :1]
             mean = T[:, 0] * r + self._center
-        spread, unserved_squared = self._variance_factor(X, r, located)
         own = r[:, 0]
+        served = ~unserved & np.isfinite(own)
+        s = self._weights if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        squared, coarse = self._spread_sums(s[served], own[served])
+        spread, unserved_squared = self._variance_factor(
+            X, r, None if coarse else located, squared
+        )
         with np.errstate(invalid="ignore"):
             exact = unserved | unserved_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
         exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
@@ -530,10 +571,12 @@ class BinnedKernel:
         S = np.where(exact, 1.0, S)
         return sums / S[:, None] + center, exact
 
-    def _variance_factor(self, queries, first_row, located=None):
+    def _variance_factor(self, queries, first_row, located=None, sums=None):
         r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is
-        :math:`r`, (m, P)), with the rows the squared weights' grid does not serve."""
-        squared, unserved_squared = self._interpolated(self.squared, queries, located)
+        :math:`r`, (m, P)), with the rows the squared weights' grid does not serve
+        (``sums``: those squared weights' sums, :attr:`squared` by default)."""
+        sums = self.squared if sums is None else sums
+        squared, unserved_squared = self._interpolated(sums, queries, located)
         gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
         return np.einsum("mp,mpq,mq->m", first_row, gram, first_row), unserved_squared
 
@@ -844,7 +887,7 @@ class BinnedInference(LinearSmootherInference):
         return residual, delta
 
     def _grid_residuals(self):
-        mean, own, spread, exact = self.binned.hat_values(self.keys)
+        mean, own, spread, exact = self.binned.hat_values(self.keys, self.binned_weight)
         s = self.binned_weight
         residual = self.values - mean
         with np.errstate(invalid="ignore"):
