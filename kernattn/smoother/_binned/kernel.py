@@ -113,6 +113,13 @@ def _positions(source, target):
     return np.array([lookup[tuple(e)] for e in np.asarray(target).tolist()], dtype=int)
 
 
+def _coarsened(located):
+    """:func:`locate`'s answer on a grid of even cells, moved to that grid coarsened by two
+    (:func:`~kernattn.smoother._binned.binning.coarsen`)."""
+    index, fraction, inside = located
+    return index // 2, (index % 2 + fraction) / 2.0, inside
+
+
 @lru_cache
 def edge_resolution(degree):
     """The local design's resolution (:func:`~kernattn.smoother._binned.solve.
@@ -532,7 +539,7 @@ class BinnedKernel:
         s = self._weights if sample_weight is None else np.asarray(sample_weight, dtype=float)
         squared, coarse = self._spread_sums(s[served], own[served])
         spread, unserved_squared = self._variance_factor(
-            X, r, None if coarse else located, squared
+            X, r, _coarsened(located) if coarse else located, squared
         )
         with np.errstate(invalid="ignore"):
             exact = unserved | unserved_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
