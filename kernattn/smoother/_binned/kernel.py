@@ -120,6 +120,24 @@ def _coarsened(located):
     return index // 2, (index % 2 + fraction) / 2.0, inside
 
 
+def _coarse_spread(grid, h, degree, sample_weight, own):
+    """Whether the factors δ of the noise estimate at rows of ``sample_weight`` and
+    ``own`` (:math:`r_0`) may take the squared weights' sums on ``grid`` coarsened by two
+    (:data:`SPREAD_SHARE`): only where no row comes near the variance rule's bound either
+    (the factor is at most :math:`r_0`), so that the rule holds no row back whatever their
+    error."""
+    cells = np.array([n - 1 for n in grid.shape])
+    if not np.all(cells % 2 == 0) or not len(own):
+        return False
+    coarse_error = binning_error(2.0 * grid.spacing, h / math.sqrt(2.0), degree)
+    with np.errstate(invalid="ignore"):
+        largest = np.max(sample_weight * own)
+        small = np.max(own) <= NEAR_BOUND * VARIANCE_BOUND
+    return bool(
+        small and largest * coarse_error <= SPREAD_SHARE * binning_error(grid.spacing, h, degree)
+    )
+
+
 @lru_cache
 def edge_resolution(degree):
     """The local design's resolution (:func:`~kernattn.smoother._binned.solve.
@@ -232,21 +250,9 @@ class BinnedKernel:
         )
 
     def _spread_sums(self, sample_weight, own):
-        """The squared weights' sums for the factors δ of the noise estimate at rows of
-        ``sample_weight`` and ``own`` (:math:`r_0`), and whether they are the coarse ones
-        (:data:`SPREAD_SHARE`). The coarse sums only where no row comes near the variance
-        rule's bound either (the factor is at most :math:`r_0`): the rule then holds no
-        row back whatever their error."""
-        cells = np.array([n - 1 for n in self._bins.grid.shape])
-        if not np.all(cells % 2 == 0) or not len(own):
-            return self.squared, False
-        coarse_error = binning_error(
-            2.0 * self._bins.grid.spacing, self._h / math.sqrt(2.0), self.degree
-        )
-        with np.errstate(invalid="ignore"):
-            largest = np.max(sample_weight * own)
-            small = np.max(own) <= NEAR_BOUND * VARIANCE_BOUND
-        if small and largest * coarse_error <= SPREAD_SHARE * self.binning_error:
+        """The squared weights' sums for the factors δ at rows of ``sample_weight`` and
+        ``own`` (:math:`r_0`), and whether they are the coarse ones (:func:`_coarse_spread`)."""
+        if _coarse_spread(self._bins.grid, self._h, self.degree, sample_weight, own):
             return self.coarse_squared, True
         return self.squared, False
 
@@ -503,7 +509,9 @@ class BinnedKernel:
         \text{first\_row}_0` (its kernel value is 1 and its monomials about itself are
         :math:`e_0`), and the variance factor :math:`\sum_j l_j(x_i)^2/s_j = r^\top M_2 r`
         (as in :meth:`moments`); ``sample_weight`` those of the rows (by default the
-        weights the fit was binned with: ``X`` its rows).
+        weights the fit was binned with: ``X`` its rows). In blocks of rows: every
+        temporary stays a few MiB, reused, where whole columns of 10⁶ rows each took
+        fresh memory (several times slower on a fit's first call).
 
         Returns
         -------
@@ -517,6 +525,32 @@ class BinnedKernel:
             from the exact kernel.
         """
         X = np.asarray(X, dtype=float) / self._unit
+        n = len(X)
+        mean, r = np.empty((n, self._t)), np.empty((n, self._n_basis))
+        unserved, spread = np.empty(n, dtype=bool), np.empty(n)
+        blocks = list(iter_query_blocks(n, self.n_columns, cache=2**20))
+        for rows in blocks:
+            mean[rows], r[rows], unserved[rows] = self._local_fit(X[rows])
+        own = r[:, 0]
+        served = ~unserved & np.isfinite(own)
+        s = self._weights if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        squared, coarse = self._spread_sums(s[served], own[served])
+        exact = unserved.copy()
+        for rows in blocks:
+            located = locate(X[rows], self._bins.grid)
+            located = _coarsened(located) if coarse else located
+            spread[rows], unserved_squared = self._variance_factor(
+                X[rows], r[rows], located, squared
+            )
+            exact[rows] |= unserved_squared
+        with np.errstate(invalid="ignore"):
+            exact |= ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
+        exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
+        return mean, own, spread, exact
+
+    def _local_fit(self, X):
+        """The estimate, the first row of the inverse Gram matrix and the rows not served
+        (:meth:`hat_values`) at scaled rows ``X``."""
         located = locate(X, self._bins.grid)
         columns, unserved = self._interpolated(self.sums, X, located)
         unserved |= self._in_exact_cells(X, located)
@@ -525,26 +559,14 @@ class BinnedKernel:
         T = np.where(
             unserved[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1)
         )
-        if self.degree:
-            coefficients, r, resolution = solve_local_polynomial(
-                S, T, self.degree, self.n_dims, return_resolution=True
-            )
-            unserved |= resolution < RESOLUTION_SHARE * edge_resolution(self.degree)
-            mean = coefficients[:, 0] + self._center
-        else:
+        if not self.degree:
             r = 1.0 / S[:, :1]
-            mean = T[:, 0] * r + self._center
-        own = r[:, 0]
-        served = ~unserved & np.isfinite(own)
-        s = self._weights if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        squared, coarse = self._spread_sums(s[served], own[served])
-        spread, unserved_squared = self._variance_factor(
-            X, r, _coarsened(located) if coarse else located, squared
+            return T[:, 0] * r + self._center, r, unserved
+        coefficients, r, resolution = solve_local_polynomial(
+            S, T, self.degree, self.n_dims, return_resolution=True
         )
-        with np.errstate(invalid="ignore"):
-            exact = unserved | unserved_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
-        exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
-        return mean, own, spread, exact
+        unserved |= resolution < RESOLUTION_SHARE * edge_resolution(self.degree)
+        return coefficients[:, 0] + self._center, r, unserved
 
     def kernel_averages(self, X, columns):
         r"""The kernel averages :math:`\sum_j s_j K_j z_j / \sum_j s_j K_j` of ``columns``
