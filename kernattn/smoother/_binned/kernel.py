@@ -587,18 +587,14 @@ class BinnedKernel:
         # Centered, as the bins of the values are: the FFT's rounding is then relative to
         # the columns' spread, not their magnitude.
         center = np.average(columns, axis=0, weights=self._weights)
-        counts = linear_binning(X, columns - center, grid, self._weights)
-        table = kernel_sums(counts, grid, self._h)
-        index, fraction, inside = locate(X, grid)
-        # The extended grid's cells are the data grid's, shifted by its offset.
-        index = index + np.asarray(self.sums.offset())
-        fraction = np.ascontiguousarray(fraction.T)
-        S = interpolate_columns(self.sums.table[:, :1], self.sums.grid, index, fraction)[0]
-        sums = interpolate_columns(table, self.sums.grid, index, fraction).T
-        with np.errstate(invalid="ignore"):
-            exact = ~inside | ~(S > self.sums.resolution)
-        S = np.where(exact, 1.0, S)
-        return sums / S[:, None] + center, exact
+        sums = kernel_sums(linear_binning(X, columns - center, grid, self._weights), grid, self._h)
+        averages, exact = np.empty(columns.shape), np.empty(len(X), dtype=bool)
+        for rows in iter_query_blocks(len(X), self.n_columns, cache=2**20):  # as hat_values
+            located = locate(X[rows], grid)
+            weights, exact[rows] = self._interpolated(self.sums, X[rows], located)
+            S = np.where(exact[rows], 1.0, weights[:, 0])
+            averages[rows] = self._interpolated(sums, X[rows], located)[0] / S[:, None]
+        return averages + center, exact
 
     def _variance_factor(self, queries, first_row, located=None, sums=None):
         r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is

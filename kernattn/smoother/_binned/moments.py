@@ -255,10 +255,11 @@ def kernel_sums(counts, grid, bandwidth, *, cutoff=CUTOFF):
 
     Returns
     -------
-    table : ndarray of shape (extended grid size, k)
+    GridSums
+        Its ``table`` holds the sums (its weight column is the first column's sums).
     """
     bins = Bins(grid, counts, np.zeros(counts.shape[-1] - 1))
-    return grid_sums(bins, bandwidth, 0, cutoff=cutoff).table
+    return grid_sums(bins, bandwidth, 0, cutoff=cutoff)
 
 
 def _fft_columns(counts, lengths, reversed_taps, targets, full, table):
