@@ -529,18 +529,18 @@ class BinnedKernel:
         mean, r = np.empty((n, self._t)), np.empty((n, self._n_basis))
         unserved, spread = np.empty(n, dtype=bool), np.empty(n)
         blocks = list(iter_query_blocks(n, self.n_columns, cache=2**20))
+        located = {rows.start: locate(X[rows], self._bins.grid) for rows in blocks}
         for rows in blocks:
-            mean[rows], r[rows], unserved[rows] = self._local_fit(X[rows])
+            mean[rows], r[rows], unserved[rows] = self._local_fit(X[rows], located[rows.start])
         own = r[:, 0]
         served = ~unserved & np.isfinite(own)
         s = self._weights if sample_weight is None else np.asarray(sample_weight, dtype=float)
         squared, coarse = self._spread_sums(s[served], own[served])
         exact = unserved.copy()
         for rows in blocks:
-            located = locate(X[rows], self._bins.grid)
-            located = _coarsened(located) if coarse else located
+            cells = _coarsened(located[rows.start]) if coarse else located[rows.start]
             spread[rows], unserved_squared = self._variance_factor(
-                X[rows], r[rows], located, squared
+                X[rows], r[rows], cells, squared
             )
             exact[rows] |= unserved_squared
         with np.errstate(invalid="ignore"):
@@ -548,10 +548,9 @@ class BinnedKernel:
         exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
         return mean, own, spread, exact
 
-    def _local_fit(self, X):
+    def _local_fit(self, X, located):
         """The estimate, the first row of the inverse Gram matrix and the rows not served
-        (:meth:`hat_values`) at scaled rows ``X``."""
-        located = locate(X, self._bins.grid)
+        (:meth:`hat_values`) at scaled rows ``X`` (``located`` on the data grid)."""
         columns, unserved = self._interpolated(self.sums, X, located)
         unserved |= self._in_exact_cells(X, located)
         Q = self._n_moments
