@@ -391,6 +391,33 @@ def test_noise_estimate_from_the_gridded_sums_matches_exact(monkeypatch, degree,
     np.testing.assert_allclose(sd_b, sd_e, rtol=2e-3)
 
 
+@pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])
+def test_noise_factors_from_the_coarse_squared_sums_match_the_fine(monkeypatch, d, n, h):
+    # With many rows in the kernel's reach the noise estimate's factors δ take the squared
+    # weights' sums on the grid coarsened by two: δ and the widths within SPREAD_SHARE of
+    # the binning error of those from the fit's own grid.
+    import kernattn.smoother._binned.kernel as binned_kernel
+    import kernattn.smoother._regressor as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(n, d=d, seed=21)
+    model = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y)
+    kernel = model._binned
+    Q = inside(X, 20, seed=22)
+    low, high = model.predict_interval(Q)
+    _, delta = model._inference().residuals()
+    assert "coarse_squared" in kernel.__dict__
+    bound = binned_kernel.SPREAD_SHARE * kernel.binning_error
+    monkeypatch.setattr(binned_kernel, "SPREAD_SHARE", 0.0)
+    kernel.noise_cache.clear()
+    low_fine, high_fine = model.predict_interval(Q)
+    assert "squared" in kernel.__dict__
+    _, delta_fine = model._inference().residuals()
+    assert np.max(np.abs(delta - delta_fine)) <= bound
+    assert np.max(np.abs(delta - delta_fine)) > 0.0  # the two grids' sums did differ
+    np.testing.assert_allclose(high - low, high_fine - low_fine, rtol=bound)
+
+
 # ------------------------------------------------------- binned against exact, any design
 
 DESIGNS = ("gap", "clusters", "duplicates", "heavy_tails", "outlier")

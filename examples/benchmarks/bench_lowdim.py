@@ -54,8 +54,9 @@ depend on the order of the rows) takes 2 s, the search 1.9 s and the fit's binne
 1.4 s; a binned fit builds the exact kernel's keys only when a method needs every weight.
 
 Intervals (``--only-intervals``, local-linear, h = 0.02): at 30 000 rows the binned tier
-took 0.02 s (pooled noise) and 0.04 s (local) against 8.9 s and 11.1 s on the exact tier,
-widths within 2.7e-7 and 1.6e-5 of the exact ones; at 10⁶ rows 201 intervals took 3.1 s.
+took 0.01 s (pooled noise and local) against 9.2 s and 8.6 s on the exact tier, widths
+within 1.3e-4 of the exact ones (relative; the same before the faster noise estimate below,
+which moves them by 3e-7 there); at 10⁶ rows 201 intervals took 0.33–0.38 s.
 
 6. ``--only-checks`` (``--size`` for one size): the leave-one-out bandwidth's test MSE
    against the truth as a multiple of the best common rescaling of it (1-D ``sin 2πx``; 2-D
@@ -77,18 +78,23 @@ of the grid's); at degree 3 in 1-D the largest is 2.3e-2 at the data's ends, whe
 tier's local cubic is ridged by its rounding floor (the binned one is the local cubic
 there; in the gap 4.2e-4).
 
-Intervals at 10⁶ rows (h = 0.02, local linear; the machine shared with other work):
-``predict`` of 1 000 queries 0.001 s; ``predict_interval`` 0.80 s (1-D) and 2.7 s (2-D) on
-a fit's first call, which takes the noise estimate from the gridded sums at every row, then
-0.012 s and 0.051 s; the bootstrap (1 000 replicates, drawn from its normal limit with the
-bootstrap's variance from the gridded sums) 0.37 s and 1.8 s on a fresh fit (its residuals
-at every row), then 0.011 s and 0.045 s, against 14 s and 22 s for 20 queries and 200
-replicates when it read every weight. The target (2 × ``predict`` + 0.5 s) is met by every
-call after a fit's first noise estimate and by the first bootstrap in 1-D, not by the first
-call in 2-D (passes over the rows and grids at h/√2). With the default ``working_memory``
-(1 GiB), 2-D 10⁶ rows ``bandwidth="loo"`` fit + predict 10⁵ queries: 8.7 s (degree 0) and
-20 s (degree 1, the fit's grid at 8e-3, where the automatic tier once fell to the exact
-sums: 448 s to predict).
+Intervals at 10⁶ rows (h = 0.02, local linear; 2 cores shared with other work, load 2–5,
+four runs each): ``predict`` of 1 000 queries 0.001 s; ``predict_interval`` 0.22–0.34 s
+(1-D) and 1.0–1.3 s (2-D, was 3.4–4.3 s in the same runs before the faster noise estimate)
+on a fit's first call, which takes the noise estimate from the gridded sums at every row,
+then 0.013 s and 0.05 s; the bootstrap (1 000 replicates, drawn from its normal limit with
+the bootstrap's variance from the gridded sums) 0.12–0.19 s and 0.7–1.3 s on a fresh fit
+(its residuals at every row; was 2.2–2.6 s in 2-D), then 0.012 s and 0.05 s, against 14 s
+and 22 s for 20 queries and 200 replicates when it read every weight. The target (2 ×
+``predict`` + 0.5 s) is met by every call after a fit's first noise estimate and by the
+first calls in 1-D, not by the first calls in 2-D: of a first analytic call's 1.1 s about
+a quarter is the FFTs (the grid is 2099 × 2099, more points than rows: the kernel sums of
+the averaged noise at h and of the binned noise at h/√2 on the fit's grid, the squared weights'
+at h/√2 on the grid coarsened by two), a third the gathers of gridded sums at the 10⁶ rows
+(linear interpolation, the local solves) and the rest binning and locating rows. With the
+default ``working_memory`` (1 GiB), 2-D 10⁶ rows ``bandwidth="loo"`` fit + predict 10⁵
+queries: 8.7 s (degree 0) and 20 s (degree 1, the fit's grid at 8e-3, where the automatic
+tier once fell to the exact sums: 448 s to predict).
 
 Run: ``python examples/benchmarks/bench_lowdim.py`` (``--quick`` for 10⁴–10⁵ rows only).
 The binned pipeline is the estimator, ``KernelSmoother(bandwidth="loo" or "plugin",

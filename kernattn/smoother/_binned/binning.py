@@ -10,15 +10,38 @@ from kernattn.smoother._binned.grid import Grid, corners, locate
 
 
 def _accumulate(counts, X, values, grid, truncate=False):
-    """Add the linear binning of one block of rows to ``counts`` (grid.size, m)."""
+    """Add the linear binning of one block of rows to ``counts`` (grid.size, m).
+
+    One ``bincount`` per column over every corner and over the range of grid points the
+    block reaches: its output is that long, so a call per corner would pass over it ``2^d``
+    times as often."""
     index, fraction, inside = locate(X, grid)
     if not np.all(inside):
         if not truncate:
             raise ValueError("X has points outside the grid; make the grid from X")
         index, fraction, values = index[inside], fraction[inside], values[inside]
-    for flat, weight in corners(index, fraction, grid.shape):
-        for j in range(values.shape[1]):
-            counts[:, j] += np.bincount(flat, weights=weight * values[:, j], minlength=grid.size)
+    flat, weight = zip(*corners(index, fraction, grid.shape), strict=True)
+    flat, weight = np.concatenate(flat), np.concatenate(weight)
+    if not len(flat):
+        return
+    lo, hi = int(flat.min()), int(flat.max()) + 1
+    flat -= lo
+    shares = np.empty_like(weight)
+    for j in range(values.shape[1]):
+        for k in range(2**grid.n_dims):
+            part = slice(k * len(values), (k + 1) * len(values))
+            np.multiply(weight[part], values[:, j], out=shares[part])
+        counts[lo:hi, j] += np.bincount(flat, weights=shares, minlength=hi - lo)
+
+
+def _block_entries(X, grid, m):
+    """Entries per array of a binning block. Rows in order along the first input (the
+    estimators' canonical order) reach a band of the grid per block, so cache-sized blocks
+    serve; other rows reach the whole grid from every block, whose ``bincount`` then costs
+    the grid's size: blocks at least that large keep it below the rows' own cost."""
+    if len(X) < 2 or np.all(X[1:, 0] >= X[:-1, 0]):
+        return 2**20
+    return max(2**20, grid.size * m)
 
 
 def linear_binning(X, columns, grid, sample_weight=None, *, truncate=False):
@@ -58,7 +81,8 @@ def linear_binning(X, columns, grid, sample_weight=None, *, truncate=False):
     s = check_weights(sample_weight, len(X))
     m = columns.shape[1]
     counts = np.zeros((grid.size, m))
-    for rows in iter_query_blocks(len(X), m * 2**grid.n_dims, n_arrays=2, cache=2**20):
+    entries = _block_entries(X, grid, m)
+    for rows in iter_query_blocks(len(X), m * 2**grid.n_dims, n_arrays=2, cache=entries):
         values = columns[rows] if s is None else columns[rows] * s[rows, None]
         _accumulate(counts, X[rows], values, grid, truncate)
     return counts.reshape(grid.shape + (m,))
@@ -114,7 +138,8 @@ def bin_targets(X, Y, grid, sample_weight=None, *, truncate=False):
     center = np.average(Y, axis=0, weights=s)
     t = Y.shape[1]
     counts = np.zeros((grid.size, 1 + t))
-    for rows in iter_query_blocks(len(X), (1 + t) * 2**grid.n_dims, n_arrays=2, cache=2**20):
+    entries = _block_entries(X, grid, 1 + t)
+    for rows in iter_query_blocks(len(X), (1 + t) * 2**grid.n_dims, n_arrays=2, cache=entries):
         values = np.empty((rows.stop - rows.start, 1 + t))
         values[:, 0] = 1.0 if s is None else s[rows]
         values[:, 1:] = (Y[rows] - center) * values[:, :1]

@@ -50,12 +50,17 @@ from kernattn._local.polynomial import (
     monomial_exponents,
     polynomial_estimate,
 )
-from kernattn.smoother._binned.binning import Bins, bin_targets, coarsen
+from kernattn.smoother._binned.binning import Bins, bin_targets, coarsen, linear_binning
 from kernattn.smoother._binned.error import TOLERANCE, binning_error
 from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
-from kernattn.smoother._binned.grid import interpolate, locate, make_grid
+from kernattn.smoother._binned.grid import (
+    interpolate,
+    interpolate_columns,
+    locate,
+    make_grid,
+)
 from kernattn.smoother._binned.left_out import own_moments
-from kernattn.smoother._binned.moments import grid_sums, sums_fit
+from kernattn.smoother._binned.moments import grid_sums, kernel_sums, sums_fit
 from kernattn.smoother._binned.solve import solve_local_polynomial
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
@@ -90,6 +95,13 @@ CHECK_OFFSET = 3.0
 #: least accurate relative to themselves and beyond its reach they are cut: the exact
 #: kernel computes them.
 RESOLUTION_SHARE = 0.3
+#: The noise estimate's factors :math:`\delta_i = 1 - 2 s_i r_0 + s_i r^\top M_2 r`
+#: (:meth:`BinnedKernel.hat_values`) take :math:`M_2` from the squared weights' sums on the
+#: grid coarsened by two (a quarter of the points) where that moves no :math:`\delta_i` by
+#: more than this share of ``binning_error``: the coarse grid's error bound at
+#: :math:`h/\sqrt2` times :math:`s_i r^\top M_2 r \le s_i r_0` (:math:`K \le 1`), which is
+#: of the order of the inverse of the rows in the kernel's reach.
+SPREAD_SHARE = 0.1
 #: Residual degrees of freedom at or below this leave nothing to bootstrap (the exact
 #: path's limit).
 MIN_DOF = 1e-9
@@ -99,6 +111,31 @@ def _positions(source, target):
     """Where each exponent of ``target`` (rows) sits among those of ``source``."""
     lookup = {tuple(e): k for k, e in enumerate(np.asarray(source).tolist())}
     return np.array([lookup[tuple(e)] for e in np.asarray(target).tolist()], dtype=int)
+
+
+def _coarsened(located):
+    """:func:`locate`'s answer on a grid of even cells, moved to that grid coarsened by two
+    (:func:`~kernattn.smoother._binned.binning.coarsen`)."""
+    index, fraction, inside = located
+    return index // 2, (index % 2 + fraction) / 2.0, inside
+
+
+def _coarse_spread(grid, h, degree, sample_weight, own):
+    """Whether the factors δ of the noise estimate at rows of ``sample_weight`` and
+    ``own`` (:math:`r_0`) may take the squared weights' sums on ``grid`` coarsened by two
+    (:data:`SPREAD_SHARE`): only where no row comes near the variance rule's bound either
+    (the factor is at most :math:`r_0`), so that the rule holds no row back whatever their
+    error."""
+    cells = np.array([n - 1 for n in grid.shape])
+    if not np.all(cells % 2 == 0) or not len(own):
+        return False
+    coarse_error = binning_error(2.0 * grid.spacing, h / math.sqrt(2.0), degree)
+    with np.errstate(invalid="ignore"):
+        largest = np.max(sample_weight * own)
+        small = np.max(own) <= NEAR_BOUND * VARIANCE_BOUND
+    return bool(
+        small and largest * coarse_error <= SPREAD_SHARE * binning_error(grid.spacing, h, degree)
+    )
 
 
 @lru_cache
@@ -199,8 +236,25 @@ class BinnedKernel:
     def squared(self):
         r"""The weight moments at :math:`h/\sqrt2`: those of the squared kernel weights, up
         to :math:`2^{-|e|/2}` (for the local constant, the sum of the squared weights)."""
-        weights_only = Bins(self._bins.grid, self._bins.counts[..., :2], self._center[:1])
+        # The weights alone: no value column, whose moments nothing reads.
+        weights_only = Bins(self._bins.grid, self._bins.counts[..., :1], self._center[:0])
         return grid_sums(weights_only, self._h / math.sqrt(2.0), self.degree)
+
+    @cached_property
+    def coarse_squared(self):
+        """:attr:`squared` on the data grid coarsened by two (the binning is exact:
+        :func:`~kernattn.smoother._binned.binning.coarsen`)."""
+        counts, grid = coarsen(self._bins.counts[..., :1], self._bins.grid, 2)
+        return grid_sums(
+            Bins(grid, counts, self._center[:0]), self._h / math.sqrt(2.0), self.degree
+        )
+
+    def _spread_sums(self, sample_weight, own):
+        """The squared weights' sums for the factors δ at rows of ``sample_weight`` and
+        ``own`` (:math:`r_0`), and whether they are the coarse ones (:func:`_coarse_spread`)."""
+        if _coarse_spread(self._bins.grid, self._h, self.degree, sample_weight, own):
+            return self.coarse_squared, True
+        return self.squared, False
 
     @cached_property
     def second(self):
@@ -222,7 +276,7 @@ class BinnedKernel:
             return False
         if not degree:
             return True
-        squared = Bins(grid, counts[..., :2], np.zeros(1))
+        squared = Bins(grid, counts[..., :1], np.zeros(0))
         return sums_fit(squared, bandwidth / math.sqrt(2.0), degree)
 
     def _estimate(self, sums, queries):
@@ -318,12 +372,12 @@ class BinnedKernel:
             exact[tuple(index.T)] = True
         return exact
 
-    def _in_exact_cells(self, queries):
+    def _in_exact_cells(self, queries, located=None):
         """Whether each query lies in a cell :meth:`_checked_cells` left to the exact
-        kernel."""
+        kernel (``located``: the queries' :func:`locate` on the data grid, if known)."""
         if self._exact_cells is None:
             return np.zeros(len(queries), dtype=bool)
-        index, _, _ = locate(queries, self._bins.grid)
+        index, _, _ = locate(queries, self._bins.grid) if located is None else located
         cells = np.asarray(self._exact_cells.shape)
         return self._exact_cells[tuple(np.minimum(index, cells - 1).T)]
 
@@ -332,13 +386,23 @@ class BinnedKernel:
         """Columns of the gridded sums (for the size of query blocks)."""
         return self.sums.table.shape[1] + 2 * self.n_outputs
 
-    def _interpolated(self, sums, queries):
-        """The sums' columns at ``queries`` (m, k) and the rows the grid does not serve."""
+    def _interpolated(self, sums, queries, located=None):
+        """The sums' columns at ``queries`` (m, k) and the rows the grid does not serve.
+
+        ``located``, the queries' :func:`locate` on the data grid (of points within it:
+        the training rows), spares locating them again for every table: the extended
+        grid's cells are the data grid's, shifted by its offset."""
         # Beyond the data's range the local polynomial extrapolates and the binning error
         # grows with the distance (like its degree's power): those queries go exact.
-        _, _, inside = locate(queries, sums.bins.grid)
-        table = sums.table.reshape(sums.grid.shape + (-1,))
-        columns = interpolate(table, sums.grid, queries)
+        if located is None:
+            _, _, inside = locate(queries, sums.bins.grid)
+            table = sums.table.reshape(sums.grid.shape + (-1,))
+            columns = interpolate(table, sums.grid, queries)
+        else:
+            index, fraction, inside = located
+            index = index + np.asarray(sums.offset())
+            fraction = np.ascontiguousarray(fraction.T)
+            columns = interpolate_columns(sums.table, sums.grid, index, fraction).T
         with np.errstate(invalid="ignore"):
             unserved = ~inside | ~(columns[:, 0] > sums.resolution)
         return columns, unserved
@@ -439,12 +503,15 @@ class BinnedKernel:
                 held_back[part] = held
         return mean, spread, held_back
 
-    def hat_values(self, X):
+    def hat_values(self, X, sample_weight=None):
         r"""What the noise estimate needs at the training rows ``X``: the fit there, the
         row's own equivalent weight per unit of its sample weight, :math:`l_i(x_i)/s_i =
         \text{first\_row}_0` (its kernel value is 1 and its monomials about itself are
         :math:`e_0`), and the variance factor :math:`\sum_j l_j(x_i)^2/s_j = r^\top M_2 r`
-        (as in :meth:`moments`).
+        (as in :meth:`moments`); ``sample_weight`` those of the rows (by default the
+        weights the fit was binned with: ``X`` its rows). In blocks of rows: every
+        temporary stays a few MiB, reused, where whole columns of 10⁶ rows each took
+        fresh memory (several times slower on a fit's first call).
 
         Returns
         -------
@@ -458,34 +525,55 @@ class BinnedKernel:
             from the exact kernel.
         """
         X = np.asarray(X, dtype=float) / self._unit
-        columns, unserved = self._interpolated(self.sums, X)
-        unserved |= self._in_exact_cells(X)
+        n = len(X)
+        mean, r = np.empty((n, self._t)), np.empty((n, self._n_basis))
+        unserved, spread = np.empty(n, dtype=bool), np.empty(n)
+        blocks = list(iter_query_blocks(n, self.n_columns, cache=2**20))
+        located = {rows.start: locate(X[rows], self._bins.grid) for rows in blocks}
+        for rows in blocks:
+            mean[rows], r[rows], unserved[rows] = self._local_fit(X[rows], located[rows.start])
+        own = r[:, 0]
+        served = ~unserved & np.isfinite(own)
+        s = self._weights if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        squared, coarse = self._spread_sums(s[served], own[served])
+        exact = unserved.copy()
+        for rows in blocks:
+            cells = _coarsened(located[rows.start]) if coarse else located[rows.start]
+            spread[rows], unserved_squared = self._variance_factor(
+                X[rows], r[rows], cells, squared
+            )
+            exact[rows] |= unserved_squared
+        with np.errstate(invalid="ignore"):
+            exact |= ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
+        exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
+        return mean, own, spread, exact
+
+    def _local_fit(self, X, located):
+        """The estimate, the first row of the inverse Gram matrix and the rows not served
+        (:meth:`hat_values`) at scaled rows ``X`` (``located`` on the data grid)."""
+        columns, unserved = self._interpolated(self.sums, X, located)
+        unserved |= self._in_exact_cells(X, located)
         Q = self._n_moments
         S = np.where(unserved[:, None], 1.0, columns[:, :Q])
         T = np.where(
             unserved[:, None, None], 0.0, columns[:, Q:].reshape(len(X), self._n_basis, -1)
         )
-        if self.degree:
-            coefficients, r, resolution = solve_local_polynomial(
-                S, T, self.degree, self.n_dims, return_resolution=True
-            )
-            unserved |= resolution < RESOLUTION_SHARE * edge_resolution(self.degree)
-            mean = coefficients[:, 0] + self._center
-        else:
+        if not self.degree:
             r = 1.0 / S[:, :1]
-            mean = T[:, 0] * r + self._center
-        spread, unserved_squared = self._variance_factor(X, r)
-        own = r[:, 0]
-        with np.errstate(invalid="ignore"):
-            exact = unserved | unserved_squared | ~(spread <= NEAR_BOUND * VARIANCE_BOUND)
-        exact |= ~np.all(np.isfinite(mean), axis=1) | ~np.isfinite(own)
-        return mean, own, spread, exact
+            return T[:, 0] * r + self._center, r, unserved
+        coefficients, r, resolution = solve_local_polynomial(
+            S, T, self.degree, self.n_dims, return_resolution=True
+        )
+        unserved |= resolution < RESOLUTION_SHARE * edge_resolution(self.degree)
+        return coefficients[:, 0] + self._center, r, unserved
 
     def kernel_averages(self, X, columns):
         r"""The kernel averages :math:`\sum_j s_j K_j z_j / \sum_j s_j K_j` of ``columns``
         (one row per training row ``X``, with the sample weights the fit was binned with)
         at those rows, from their local-constant sums on the fit's own grid (one pass to
-        bin them; the fit's grid is at least as fine as the local constant needs).
+        bin them; the fit's grid is at least as fine as the local constant needs). The
+        denominator is the fit's own :math:`S_0` (the same bins at the same bandwidth):
+        only the columns are binned and summed.
 
         Returns
         -------
@@ -494,16 +582,25 @@ class BinnedKernel:
             The rows the grid does not serve (no weight within its resolution).
         """
         X = np.asarray(X, dtype=float) / self._unit
-        bins = bin_targets(X, columns, self._bins.grid, self._weights)
-        sums = grid_sums(bins, self._h, 0)
-        interpolated, exact = self._interpolated(sums, X)
-        S = np.where(exact, 1.0, interpolated[:, 0])
-        return interpolated[:, 1:] / S[:, None] + bins.center, exact
+        grid = self._bins.grid
+        # Centered, as the bins of the values are: the FFT's rounding is then relative to
+        # the columns' spread, not their magnitude.
+        center = np.average(columns, axis=0, weights=self._weights)
+        sums = kernel_sums(linear_binning(X, columns - center, grid, self._weights), grid, self._h)
+        averages, exact = np.empty(columns.shape), np.empty(len(X), dtype=bool)
+        for rows in iter_query_blocks(len(X), self.n_columns, cache=2**20):  # as hat_values
+            located = locate(X[rows], grid)
+            weights, exact[rows] = self._interpolated(self.sums, X[rows], located)
+            S = np.where(exact[rows], 1.0, weights[:, 0])
+            averages[rows] = self._interpolated(sums, X[rows], located)[0] / S[:, None]
+        return averages + center, exact
 
-    def _variance_factor(self, queries, first_row):
+    def _variance_factor(self, queries, first_row, located=None, sums=None):
         r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is
-        :math:`r`, (m, P)), with the rows the squared weights' grid does not serve."""
-        squared, unserved_squared = self._interpolated(self.squared, queries)
+        :math:`r`, (m, P)), with the rows the squared weights' grid does not serve
+        (``sums``: those squared weights' sums, :attr:`squared` by default)."""
+        sums = self.squared if sums is None else sums
+        squared, unserved_squared = self._interpolated(sums, queries, located)
         gram = squared[:, self._pairs] * self._pair_halving  # (m, P, P)
         return np.einsum("mp,mpq,mq->m", first_row, gram, first_row), unserved_squared
 
@@ -814,7 +911,7 @@ class BinnedInference(LinearSmootherInference):
         return residual, delta
 
     def _grid_residuals(self):
-        mean, own, spread, exact = self.binned.hat_values(self.keys)
+        mean, own, spread, exact = self.binned.hat_values(self.keys, self.binned_weight)
         s = self.binned_weight
         residual = self.values - mean
         with np.errstate(invalid="ignore"):

@@ -35,6 +35,11 @@ MARGIN = 2.0
 RESOLUTION = 1e-10
 
 
+#: Frequencies of the taps' spectrum below this share of its largest are dropped
+#: (:func:`_kept_frequencies`).
+SPECTRAL_FLOOR = 1e-14
+
+
 #: Direct convolution beats the FFT while taps < FFT_CROSSOVER · log2(length + taps)
 #: (measured with scipy 1.17 on one core: direct costs about 0.8 ns per tap and cell,
 #: the FFT about half a direct tap per log2 of the padded length).
@@ -211,9 +216,12 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
 
     targets = [(e, destinations(e)) for e in moments]
     if not any(_prefer_direct(grid.shape[a], 2 * reach[a] + 1) for a in range(d)):
+        # The transforms are circular: a length of n + r + m keeps the wrapped tail of the
+        # taps (reach r) off the kept points (m beyond the data on either side), which the
+        # full correlation's n + 2r would keep off every point.
         lengths = [
-            sp_fft.next_fast_len(n + 2 * r, real=True)
-            for n, r in zip(grid.shape, reach, strict=True)
+            sp_fft.next_fast_len(n + r + m, real=True)
+            for n, r, m in zip(grid.shape, reach, margin, strict=True)
         ]
         _fft_columns(counts, lengths, reversed_taps, targets, full, table)
     else:
@@ -238,28 +246,52 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     return GridSums(ext, table, bins, h, degree, RESOLUTION * total)
 
 
+def kernel_sums(counts, grid, bandwidth, *, cutoff=CUTOFF):
+    r"""The plain kernel sums :math:`\sum_k c_k K((g_k - g)/h)` of every column of
+    ``counts`` (``grid.shape + (k,)``) at the points of the extended grid of
+    :func:`grid_sums` (the same for the same grid and bandwidth): the local constant's
+    sums, which treat the weight column and the value columns alike, of columns that need
+    no weight column of their own.
+
+    Returns
+    -------
+    GridSums
+        Its ``table`` holds the sums (its weight column is the first column's sums).
+    """
+    bins = Bins(grid, counts, np.zeros(counts.shape[-1] - 1))
+    return grid_sums(bins, bandwidth, 0, cutoff=cutoff)
+
+
 def _fft_columns(counts, lengths, reversed_taps, targets, full, table):
     """The correlations by FFT, written into ``table`` (``ext_shape + (columns,)``).
 
     The kernel's spectrum is the product of the axes' (the Gaussian is a product), so the
-    inverse transform goes one axis at a time: the last axes' inverse of a column of counts
-    times their taps is shared by every exponent with the same last entries, and only the
-    kept points (``full``) go on to the first axis's (real) inverse. In one dimension the
-    same bits as one ``irfftn``; in two, the same to rounding (1.4e-15 of the largest
-    weight sum, as the FFT's own rounding), three to four times faster at degree 1.
+    transforms go one axis at a time: the first axis's (real) transform of a column of
+    counts, then the last axes' transforms, their inverse times their taps (shared by
+    every exponent with the same last entries), and only the kept points (``full``) go on
+    to the first axis's inverse. Along the first axis the taps' spectrum falls below
+    :data:`SPECTRAL_FLOOR` beyond a few per cent of the frequencies (the Gaussian's
+    spectrum is a Gaussian): the last axes' transforms take only the frequencies below
+    (:func:`_kept_frequencies`), which spares most of their cost and moves the sums by
+    less than 1e-14 of the largest weight sum.
     """
     d = len(lengths)
     workers = effective_n_jobs(None)
-    # Real along the first axis, complex along the others.
-    axes = tuple(range(d - 1, -1, -1))
-    spectra = [
-        sp_fft.rfftn(counts[..., c], s=lengths[::-1], axes=axes, workers=workers)
-        for c in range(counts.shape[-1])
-    ]
     first = {}
     for e, _ in targets:
         if int(e[0]) not in first:
             first[int(e[0])] = sp_fft.rfft(reversed_taps(0, e[0]), n=lengths[0])
+    # The frequencies along the first axis that any exponent's taps leave above rounding.
+    kept = max(_kept_frequencies(spectrum) for spectrum in first.values())
+    spectra = []
+    for c in range(counts.shape[-1]):
+        spectrum = sp_fft.rfft(counts[..., c], n=lengths[0], axis=0, workers=workers)[:kept]
+        if d > 1:
+            spectrum = sp_fft.fftn(
+                spectrum, s=lengths[1:], axes=tuple(range(1, d)), workers=workers
+            )
+        spectra.append(spectrum)
+    padded = None
     for rest in sorted({tuple(int(v) for v in e[1:]) for e, _ in targets}):
         group = [(e, ks) for e, ks in targets if tuple(int(v) for v in e[1:]) == rest]
         spectrum = np.ones((1,) * d)
@@ -276,10 +308,25 @@ def _fft_columns(counts, lengths, reversed_taps, targets, full, table):
                 )
                 product = product[(slice(None),) + full[1:]]
             partial.append(product)
+        if padded is None:
+            # The first axis's inverse takes every frequency: those above `kept` are 0.
+            padded = np.zeros((lengths[0] // 2 + 1,) + partial[0].shape[1:], dtype=complex)
         for e, ks in group:
-            along = first[int(e[0])].reshape((-1,) + (1,) * (d - 1))
+            along = first[int(e[0])][:kept].reshape((-1,) + (1,) * (d - 1))
             for c, k in enumerate(ks):
-                out = sp_fft.irfft(
-                    partial[c] * along, n=lengths[0], axis=0, overwrite_x=True, workers=workers
-                )
+                np.multiply(partial[c], along, out=padded[:kept])
+                out = sp_fft.irfft(padded, n=lengths[0], axis=0, workers=workers)
                 table[..., k] = out[full[0]]
+
+
+def _kept_frequencies(spectrum):
+    """How many of the first frequencies of ``spectrum`` (a column of taps' real
+    transform) to keep: every later one is below :data:`SPECTRAL_FLOOR` times the
+    largest. Each dropped term of an inverse transform is at most the counts' total times
+    the taps' term over the transform's length, so together they move a sum by less than
+    that share of the counts' total times the taps' sum (the transform's own rounding,
+    about 1e-16 of it, leaves the taps' spectrum at 1e-17 to 1e-15 of its largest beyond
+    the Gaussian's band)."""
+    magnitude = np.abs(spectrum)
+    above = np.flatnonzero(magnitude > SPECTRAL_FLOOR * magnitude.max())
+    return int(above[-1]) + 1 if len(above) else 1
