@@ -452,9 +452,9 @@ def local_spread(X, y, Q, h, estimate):
     return np.sqrt(np.sum(w * (y[None, :] - estimate[:, None]) ** 2, axis=1))
 
 
-# Derandomized: every run sees the same 60 designs. On fresh random draws about 0.7 % of
+# Derandomized: every run sees the same 60 designs. On fresh random draws about 0.2 % of
 # the designs still exceed the bound at some query (local cubics between clusters of
-# duplicated inputs, two-dimensional gaps at their edges).
+# duplicated inputs: 1 of 600).
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     design=st.sampled_from(DESIGNS),
