@@ -560,3 +560,36 @@ def test_binned_penalties_count_equal_weights_as_observations_like_the_exact_one
     np.testing.assert_allclose(
         fits["binned"][1].bandwidth_, fits["exact"][1].bandwidth_, rtol=0.02
     )
+
+
+def test_a_looser_search_tolerance_stops_sooner_near_the_same_minimum():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=300)
+    evaluations = []
+
+    def counted(tol):
+        original = Criterion.scaled_loss_and_grad
+
+        def count(self, *args, **kwargs):
+            evaluations[-1] += 1
+            return original(self, *args, **kwargs)
+
+        evaluations.append(0)
+        Criterion.scaled_loss_and_grad = count
+        try:
+            return select_bandwidth(X, y, tol=tol)
+        finally:
+            Criterion.scaled_loss_and_grad = original
+
+    tight, loose = counted(1e-9), counted(1e-4)
+    assert evaluations[1] < evaluations[0]
+    # The criterion (the leave-one-out MSE) at the looser end is barely above the minimum.
+    assert tight.value <= loose.value <= tight.value * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("tol", [0.0, -1e-6, 1.0, np.nan, "1e-6"])
+def test_search_tolerance_outside_zero_one_is_refused(tol):
+    X = np.linspace(0, 1, 20)[:, None]
+    with pytest.raises(ValueError, match="tol must be a number in"):
+        select_bandwidth(X, X[:, 0], tol=tol)

@@ -208,6 +208,8 @@ def select_bandwidth(
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
+    if not (isinstance(tol, int | float | np.floating) and 0 < tol < 1):
+        raise ValueError(f"tol must be a number in (0, 1); got {tol!r}")
     X = np.asarray(X, dtype=float)
     Y = np.asarray(Y, dtype=float).reshape(len(X), -1)
     sw = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
