@@ -139,14 +139,15 @@ def effective_n_jobs(n_jobs=None):
     return max(1, min(n, _thread_limit()))
 
 
-def n_workers(n_queries, n_keys, n_jobs=None):
-    """Threads worth starting for ``n_queries × n_keys`` work under ``n_jobs``."""
-    if n_queries * n_keys < _PARALLEL_WORK or n_jobs == 1:
+def n_workers(n_queries, n_keys, n_jobs=None, cost=1):
+    """Threads worth starting for ``n_queries × n_keys`` work under ``n_jobs``, each pair
+    ``cost`` times a kernel sum's work."""
+    if n_queries * n_keys * cost < _PARALLEL_WORK or n_jobs == 1:
         return 1
     return max(1, min(effective_n_jobs(n_jobs), n_queries // _MIN_ROWS))
 
 
-def map_query_blocks(function, n_queries, n_keys, *, n_jobs=None, key_tile=None, **kwargs):
+def map_query_blocks(function, n_queries, n_keys, *, n_jobs=None, key_tile=None, cost=1, **kwargs):
     """Call ``function(rows)`` for every query block, on threads for large problems.
 
     ``function`` must write only to its own rows of any output; what it returns is
@@ -154,13 +155,15 @@ def map_query_blocks(function, n_queries, n_keys, *, n_jobs=None, key_tile=None,
     that order so that the result does not depend on the number of threads). The blocks
     in flight share the ``working_memory`` budget. With ``key_tile``, ``function`` goes
     through the keys in tiles of that many, and the blocks are sized for one tile.
+    ``cost``: the work per query-key pair in units of a kernel sum's, where it is larger
+    (Newton steps over each block): threads start at fewer pairs.
 
     Returns
     -------
     results : list
         ``function``'s return values, one per block, in order.
     """
-    workers = n_workers(n_queries, n_keys, n_jobs)
+    workers = n_workers(n_queries, n_keys, n_jobs, cost)
     width = n_keys if key_tile is None else min(n_keys, key_tile)
     blocks = list(iter_query_blocks(n_queries, width, n_workers=workers, **kwargs))
     with single_threaded_blas():

@@ -83,6 +83,10 @@ WIDTH_QUERIES = 2048
 #: for a tilt along one direction, tried at more widths, and of one parameter per head.
 TILT_QUERIES = 1024
 DIRECTION_QUERIES = 512
+#: The work per query-key pair of a tilted or local-linear leave-one-out estimate, in units
+#: of a kernel sum's (a softmax, a few Newton passes or the line's moments): 512 tuning
+#: queries against 1 500 keys are worth two threads.
+LOCAL_FIT_COST = 4
 #: A width at which more than this share of the leave-one-out queries have too few neighbors
 #: for a line (and fall back on the kernel average) is not a width for local lines.
 MAX_FALLBACK = 0.01
@@ -191,7 +195,12 @@ def leave_one_out_lines(
         if query_weights[fell_back].sum() > max_fallback * query_weights.sum():
             return None, fell_back
     map_query_blocks(
-        block, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=4 if tilt is None else 8
+        block,
+        len(queries),
+        len(Y),
+        n_jobs=objective.n_jobs,
+        n_arrays=4 if tilt is None else 8,
+        cost=LOCAL_FIT_COST,
     )
     return out, fell_back
 
