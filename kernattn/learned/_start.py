@@ -80,9 +80,7 @@ def uniform_start(layout, W, scale):
 START_TOL = 1e-6
 
 
-def bandwidth_projection(
-    objective, head_dim, scale, rng, sample_weight, rows=None, n_jobs=None, tol=START_TOL
-):
+def bandwidth_projection(objective, head_dim, scale, rng, sample_weight, rows=None, n_jobs=None):
     r"""The projection of the smoother with leave-one-out bandwidths :math:`h_j` (in
     standardized units) on the training ``rows``: :math:`W = \mathrm{diag}(1/h) /
     \sqrt{s}`, so that :math:`-\tfrac{s}{2}\|(u - u')W\|^2 = -\tfrac12 \sum_j ((u_j -
@@ -103,7 +101,7 @@ def bandwidth_projection(
         criterion="loo",
         n_jobs=n_jobs,
         random_state=rng.randint(2**31 - 1),
-        tol=tol,
+        tol=START_TOL,
     )
     h = selection.bandwidth
     d = len(h)
