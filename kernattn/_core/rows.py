@@ -69,6 +69,12 @@ def tree_merge(parts, merge):
     return parts[0]
 
 
+def concatenate_parts(*parts):
+    """Per-part tuples of arrays concatenated in the order of the parts (a ``merge`` of
+    :meth:`Rows.reduce` for values that are one per row)."""
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
 def as_part(X, y, w):
     """One part as float arrays: ``X`` (n, d), ``Y`` (n, t) and ``w`` (n,) (ones for
     ``None``)."""

@@ -19,7 +19,7 @@ from sklearn.utils.validation import (
 )
 
 from kernattn._core.namespaces import from_caller, in_caller_library
-from kernattn._core.rows import out_of_core_rows
+from kernattn._core.rows import concatenate_parts, out_of_core_rows
 from kernattn._engine.cross_conformal import CV_PLUS_FOLDS, FoldModels, check_n_folds, cv_plus
 from kernattn._engine.distribution import (
     MixedWeights,
@@ -630,13 +630,7 @@ class ConditionalDistributionMixin:
 
 
 def targets_and_weights(X, y, w, part):
-    """One part's targets and weights (``None``: every weight 1), for :meth:`calibrate
-    <ConditionalDistributionMixin.calibrate>` on rows in parts."""
-    return np.asarray(y), None if w is None else np.asarray(w)
-
-
-def concatenate_parts(*parts):
-    """The targets and weights of consecutive parts, in their order."""
-    y = np.concatenate([p[0] for p in parts])
-    w = None if parts[0][1] is None else np.concatenate([p[1] for p in parts])
-    return y, w
+    """One part's targets and weights (every weight 1 where none were given), for
+    :meth:`calibrate <ConditionalDistributionMixin.calibrate>` on rows in parts."""
+    y = np.asarray(y)
+    return y, np.ones(len(y)) if w is None else np.asarray(w)

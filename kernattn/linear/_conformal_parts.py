@@ -31,7 +31,7 @@ import hashlib
 
 import numpy as np
 
-from kernattn._core.rows import as_part, out_of_core_rows
+from kernattn._core.rows import as_part, concatenate_parts, out_of_core_rows
 from kernattn._engine.distribution import MixedWeights, rank_residuals
 from kernattn.linear._staged import exact_part, merge_exact
 
@@ -83,11 +83,6 @@ def kept_targets(X, y, w, part):
     """A part's kept targets (2-D) and weights."""
     _, Y, w = _kept(X, y, w)
     return Y, w
-
-
-def concatenate(*parts):
-    """Per-part tuples of arrays concatenated in the order of the parts."""
-    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
 
 
 def served_rows(model, X):
@@ -214,7 +209,7 @@ def residuals_on_parts(model):
     digests = rows.reduce(row_digests, join_lists)
     ids = np.unique(np.concatenate(digests), return_inverse=True)[1].reshape(-1)
     ids_by_part = np.split(ids, np.cumsum([len(d) for d in digests])[:-1])
-    Y, sample_weight = rows.reduce(kept_targets, concatenate)
+    Y, sample_weight = rows.reduce(kept_targets, concatenate_parts)
     states = rows.cross(exact_pair, merge_exact, None, model)
     residuals = rows.cross(residual_pair, add, residual_finish, model, states, ids_by_part)
     ranked = rank_residuals(np.concatenate(residuals), ids)
