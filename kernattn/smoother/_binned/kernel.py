@@ -60,7 +60,7 @@ from kernattn.smoother._binned.grid import (
     make_grid,
 )
 from kernattn.smoother._binned.left_out import own_moments
-from kernattn.smoother._binned.moments import grid_sums, kernel_sums, sums_fit
+from kernattn.smoother._binned.moments import column_grid_sums, grid_sums, sums_fit
 from kernattn.smoother._binned.solve import solve_local_polynomial
 
 #: The most grid points the estimator's binned tier takes (beyond, the grid's cost
@@ -588,7 +588,9 @@ class BinnedKernel:
         # Centered, as the bins of the values are: the FFT's rounding is then relative to
         # the columns' spread, not their magnitude.
         center = np.average(columns, axis=0, weights=self._weights)
-        sums = kernel_sums(linear_binning(X, columns - center, grid, self._weights), grid, self._h)
+        sums = column_grid_sums(
+            linear_binning(X, columns - center, grid, self._weights), grid, self._h
+        )
         averages, exact = np.empty(columns.shape), np.empty(len(X), dtype=bool)
         for rows in iter_query_blocks(len(X), self.n_columns, cache=2**20):  # as hat_values
             located = locate(X[rows], grid)

@@ -246,7 +246,7 @@ def grid_sums(bins, bandwidth, degree=0, *, cutoff=CUTOFF):
     return GridSums(ext, table, bins, h, degree, RESOLUTION * total)
 
 
-def kernel_sums(counts, grid, bandwidth, *, cutoff=CUTOFF):
+def column_grid_sums(counts, grid, bandwidth, *, cutoff=CUTOFF):
     r"""The plain kernel sums :math:`\sum_k c_k K((g_k - g)/h)` of every column of
     ``counts`` (``grid.shape + (k,)``) at the points of the extended grid of
     :func:`grid_sums` (the same for the same grid and bandwidth): the local constant's
