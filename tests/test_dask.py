@@ -1,5 +1,6 @@
 """The estimators on Dask collections: the same numbers as in memory, computed on workers."""
 
+import copy
 import functools
 import os
 import threading
@@ -15,6 +16,7 @@ distributed = pytest.importorskip("distributed")
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor  # noqa: E402
 from kernattn.linear import _cost as cost_module  # noqa: E402
 from kernattn.linear import _regressor as linear_module  # noqa: E402
+from kernattn.linear._conformal_parts import weights_on_parts  # noqa: E402
 from kernattn.linear._near_field import NearFieldKernel  # noqa: E402
 
 
@@ -551,16 +553,46 @@ def test_conformal_interval_on_partitions_is_the_in_memory_interval(client):
         np.testing.assert_allclose(a, b + 1.0, rtol=1e-9, atol=1e-9)
 
 
+def test_conformal_interval_with_a_near_field_on_partitions_is_the_in_memory_interval(client):
+    X, y = _data(n=900)
+    # Exact duplicates in different partitions leave one out together, as in memory.
+    X[5] = X[400]
+    weight = np.random.default_rng(7).uniform(0.5, 2.0, len(X))
+    weight[::9] = 0.0
+    # Queries spread wider than the data: some have no near key within reach and take the
+    # exact kernel.
+    Q = np.vstack([1.6 * np.random.default_rng(1).normal(size=(40, 3)), 4.0 * X[:20]])
+    model = LinearAttentionRegressor(n_near_keys=150, bandwidth=0.3, random_state=0)
+    cluster = _quiet(
+        model.fit,
+        da.from_array(X, chunks=250),
+        da.from_array(y, chunks=250),
+        sample_weight=da.from_array(weight, chunks=250),
+    )
+    assert isinstance(cluster.kernel_, NearFieldKernel)
+    # The same model in memory: the cluster's cells, features and near cells, with the
+    # training set and its keys kept.
+    memory = copy.copy(cluster)
+    active = weight > 0
+    Y = y.reshape(len(y), -1)
+    memory._set_training_set(X, y, weight, active, Y[active], weight[active])
+    memory.kernel_ = _near_field_in_memory(cluster, X, y, weight)
+    memory.exact_weights_ = False
+    _, unserved = memory.kernel_.weights(Q, 0)
+    assert 0 < unserved.sum() < len(Q)
+    for method in ("jackknife+", "local"):
+        expected = memory.conformal_interval(Q, alpha=0.2, method=method)
+        got = cluster.conformal_interval(Q, alpha=0.2, method=method)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+        assert np.all(got[0] < got[1])
+    # The split weights of a query on every partition sum to 1.
+    weights = weights_on_parts(cluster, Q).head_weights(Q, 0)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
+
+
 def test_conditional_distribution_of_a_fit_on_partitions_says_what_it_needs(client):
     X, y = _data(n=400)
-    near = _quiet(
-        LinearAttentionRegressor(n_near_keys=10, random_state=0).fit,
-        da.from_array(X, chunks=100),
-        da.from_array(y, chunks=100),
-    )
-    assert isinstance(near.kernel_, NearFieldKernel)
-    with pytest.raises(RuntimeError, match="near field"):
-        near.conformal_interval(X[:5])
     far = _quiet(
         LinearAttentionRegressor(n_near_keys=0, random_state=0).fit,
         da.from_array(X, chunks=100),

@@ -354,8 +354,7 @@ class ConditionalDistributionMixin:
           :math:`n` held-out rows given to :meth:`calibrate`. Coverage at least
           :math:`1 - \alpha` in finite samples for calibration rows and new observations
           exchangeable with each other, whatever the fit: the one method for fits that keep
-          no rows (``partial_fit``, ``fit_chunks``) or whose near field is on a dask
-          cluster; centered on ``predict``.
+          no rows (``partial_fit``, ``fit_chunks``); centered on ``predict``.
         - ``"auto"`` (default): ``"split"`` whenever this fit has a calibration (the rows
           were held out for it); else ``"cv+"`` where the kernel was chosen with the targets
           (a ``KernelSmoother`` bandwidth ``"loo"``, ``"aic"``, ``"gcv"``, ``"plugin"`` or
@@ -396,9 +395,9 @@ class ConditionalDistributionMixin:
         :math:`O(n)`. ``"cv+"`` refits the estimator :math:`K` times on its first call
         (then kept); each query costs :math:`K` ``predict`` calls, and one for ``"split"``.
         Only ``"split"`` serves an ``AttentionRegressor`` fitted with ``leave_one_out=False``
-        and a ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``)
-        or on dask partitions with a near field (the others raise; without a near field,
-        jackknife+ is computed on the partitions and CV+ raises).
+        and a ``LinearAttentionRegressor`` fitted in parts (``partial_fit``, ``fit_chunks``;
+        the others raise). On dask partitions jackknife+ and ``"local"`` are computed where
+        the rows are, near field included, and CV+ raises.
 
         References
         ----------
@@ -487,10 +486,11 @@ class ConditionalDistributionMixin:
         calibration rows and the new observation are exchangeable (drawn from the same
         distribution, independently of the fit), the interval contains the observation with
         probability at least :math:`1 - \alpha`, exactly in finite samples, whatever the
-        model and however it was fitted: after ``partial_fit``, :func:`~kernattn.fit_chunks`
-        or a fit on the partitions of a dask collection, which keep no rows for jackknife+
-        or CV+. With sample weights :math:`s_i`, :math:`\hat q` is the smallest residual
-        :math:`v` with :math:`\sum_{R_i \le v} s_i \ge (1-\alpha)(\sum_i s_i + \bar s)`,
+        model and however it was fitted: after ``partial_fit`` or
+        :func:`~kernattn.fit_chunks`, which keep no rows for jackknife+ or CV+, or on the
+        partitions of a dask collection, whose jackknife+ passes every partition against
+        every other. With sample weights :math:`s_i`, :math:`\hat q` is the smallest
+        residual :math:`v` with :math:`\sum_{R_i \le v} s_i \ge (1-\alpha)(\sum_i s_i + \bar s)`,
         the weighted conformal quantile of Tibshirani et al. (2019) [3]_ with the new
         observation weighing the mean weight :math:`\bar s` (exact for equal weights).
 

@@ -23,6 +23,17 @@ tasks, :meth:`~kernattn.distributed._rows.DaskRows.cross` for the pairs of parts
 At a block of queries, each part gives the queries' weights on its keys (:func:`part_weights`),
 and the intervals are then those of the in-memory model
 (:func:`~kernattn._engine.distribution.conformal_bounds`).
+
+**With a near field** (:class:`~kernattn.linear._near_field.NearFieldKernel`) a row's weight
+on a key is exact where the key lies in one of the query's near cells and the features'
+estimate elsewhere, both over one denominator: the near cells' exact mass, from every part,
+plus the far field's, from the per-cell sums the model holds
+(:meth:`~kernattn.linear._near_field.NearFieldKernel.far_sums`). So one stage comes first,
+per part (per pair of parts for the training rows): the largest near logit and the near mass
+of each query over the part's keys (:func:`near_reach`), added over the parts. The queries
+they leave without a near key in reach are the ones the exact kernel serves, as in memory
+(:func:`near_queries`); the others get :func:`near_part_weights`, the in-memory split weights
+(:meth:`~kernattn.linear._near_field.NearFieldKernel.weights`) of the keys here.
 """
 
 import copy
@@ -32,7 +43,9 @@ import hashlib
 import numpy as np
 
 from kernattn._core.rows import as_part, concatenate_parts, out_of_core_rows
+from kernattn._core.sums import augment_queries
 from kernattn._engine.distribution import MixedWeights, rank_residuals
+from kernattn.linear._near_field import NEAR_MASS, NearFieldKernel
 from kernattn.linear._staged import exact_part, merge_exact
 
 __all__ = [
@@ -42,6 +55,12 @@ __all__ = [
     "join_columns",
     "join_lists",
     "kept_targets",
+    "merge_reach",
+    "near_pair",
+    "near_part_weights",
+    "near_queries",
+    "near_reach",
+    "near_reach_task",
     "part_weights",
     "query_weights",
     "residual_finish",
@@ -96,16 +115,27 @@ def served_rows(model, X):
     return rows
 
 
+def _exact_rows(model, X, reach=None):
+    """The rows of ``X`` the exact kernel serves: for a near field those its
+    :func:`near_reach` over every part (``reach``) leaves unserved, else
+    :func:`served_rows`."""
+    if reach is None:
+        return served_rows(model, X)
+    return near_queries(model, X, reach)[-1]
+
+
 def _bound(model, X, w):
     """The model's kernel bound to one part's kept keys (its sums, of every part, kept)."""
     return copy.copy(model.kernel_).without_keys().bind(X, w)
 
 
-def exact_pair(X, y, w, part, Xq, yq, wq, part_q, model):
+def exact_pair(X, y, w, part, Xq, yq, wq, part_q, model, reach=None):
     """Per head, the exact kernel's centered sums ``(c, W, m, M₂)`` of the rows of part
-    ``p`` (``X, y, w``) that the features cannot serve, against the keys of part ``q``."""
+    ``p`` (``X, y, w``) that the features cannot serve, against the keys of part ``q``
+    (``reach``: per part, its rows' :func:`near_reach` over every part, for a near field)."""
     X, _, _ = _kept(X, y, w)
-    return exact_part(model, X[served_rows(model, X)], Xq, yq, wq)
+    rows = _exact_rows(model, X, None if reach is None else reach[part.index])
+    return exact_part(model, X[rows], Xq, yq, wq)
 
 
 def exact_part_task(X, y, w, part, model, queries):
@@ -113,27 +143,35 @@ def exact_part_task(X, y, w, part, model, queries):
     return exact_part(model, queries, X, y, w)
 
 
-def query_weights(X, y, w, part, model, queries, states):
+def query_weights(X, y, w, part, model, queries, states, reach=None):
     """Per head, the weights of ``queries`` on one part's kept keys (:func:`part_weights`)."""
     K, _, w = _kept(X, y, w)
-    return part_weights(model, queries, states, K, w)
+    return part_weights(model, queries, states, K, w, reach)
 
 
-def part_weights(model, queries, states, X, w):
+def part_weights(model, queries, states, X, w, reach=None):
     """Per head, the weights (queries × kept keys) of ``queries`` on one part's kept keys
     ``X`` (weights ``w``): the features' implied weights, normalized by the sums of every
-    part; where the features cannot serve a query (``states`` holds its exact centered
-    sums over every part, merged, in the order of those queries), the exact kernel's
-    weights on this part rescaled to the merged shift and total."""
+    part (with a near field, :func:`near_part_weights`, from the queries' ``reach``); where
+    the features cannot serve a query (``states`` holds its exact centered sums over every
+    part, merged, in the order of those queries), the exact kernel's weights on this part
+    rescaled to the merged shift and total."""
     if not len(X):
         return [np.zeros((len(queries), 0)) for _ in range(model.kernel_.n_heads)]
     kernel = _bound(model, X, w)
     exact = kernel.exact_heads
-    unserved = served_rows(model, queries)
+    if reach is None:
+        unserved = served_rows(model, queries)
+    else:
+        split = near_queries(model, queries, reach)
+        unserved = split[-1]
     out = []
     for h in range(kernel.n_heads):
-        with np.errstate(over="ignore", invalid="ignore"):
-            weights, _ = kernel.weights(queries, h)
+        if reach is None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                weights, _ = kernel.weights(queries, h)
+        else:
+            weights = near_part_weights(model, split, X, w)
         if np.any(unserved):
             rows = queries[unserved]
             local = exact.weights(rows, h)
@@ -146,7 +184,131 @@ def part_weights(model, queries, states, X, w):
     return out
 
 
-def residual_pair(X, y, w, part, Xq, yq, wq, part_q, model, states, ids):
+# ---------------------------------------------------------------- the near field
+
+
+def _sorted_keys(kernel, X, w):
+    """A part's kept keys sorted by cell as the near field reads them (no values)."""
+    return kernel.sorted_keys(X, np.zeros((len(X), kernel.n_outputs)), w)
+
+
+def _by_cell(cells):
+    """The queries' rows grouped by cell: ``(cell, rows)`` pairs."""
+    order = np.argsort(cells, kind="stable")
+    bounds = np.flatnonzero(np.diff(cells[order])) + 1
+    return [(cells[rows[0]], rows) for rows in np.split(order, bounds) if len(rows)]
+
+
+def _near_logits(kernel, Q, c, keys):
+    r"""The positions (cell order) of the keys of ``keys`` in cell ``c``'s near cells, and
+    the logits :math:`-\tfrac12\|q - k\|^2 + \log s` of the projected queries ``Q`` of that
+    cell against them (one product of the augmented queries and keys)."""
+    near = kernel.near_rows(c, keys["start"])
+    head = keys["table"][near, : Q.shape[1] + 2]
+    return near, augment_queries(Q) @ head.T
+
+
+def near_reach(model, queries, X, w):
+    """Per query: the largest logit and the kernel mass (unshifted: the near logits are at
+    most 0) over the keys ``X`` (weights ``w``) of one part that lie in the query's near
+    cells; ``-inf`` and 0 where none does. Over several parts they merge by
+    :func:`merge_reach`."""
+    kernel = model.kernel_
+    top = np.full(len(queries), -np.inf)
+    mass = np.zeros(len(queries))
+    if not len(X) or not len(queries):
+        return top, mass
+    keys = _sorted_keys(kernel, X, w)
+    Q, cells = kernel.query_cells(queries)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for c, rows in _by_cell(cells):
+            _, logits = _near_logits(kernel, Q[rows], c, keys)
+            if logits.shape[1]:
+                top[rows] = logits.max(axis=1)
+                mass[rows] = np.exp(logits).sum(axis=1)
+    return top, mass
+
+
+def merge_reach(*parts):
+    """:func:`near_reach` of several parts: the largest of the largest logits, the sum of
+    the masses."""
+    return (
+        np.maximum.reduce([top for top, _ in parts]),
+        np.add.reduce([mass for _, mass in parts]),
+    )
+
+
+def near_reach_task(X, y, w, part, model, queries):
+    """:func:`near_reach` of ``queries`` over one part's kept keys."""
+    K, _, w = _kept(X, y, w)
+    return near_reach(model, queries, K, w)
+
+
+def near_pair(X, y, w, part, Xq, yq, wq, part_q, model):
+    """:func:`near_reach` of the kept rows of part ``p`` over the kept keys of part ``q``."""
+    X, _, _ = _kept(X, y, w)
+    Kq, _, wq = _kept(Xq, yq, wq)
+    return near_reach(model, X, Kq, wq)
+
+
+def near_queries(model, queries, reach):
+    r"""What the split weights of ``queries`` share over every part, from their
+    :func:`near_reach` over every part: the projected queries and their cells, the far
+    field's query features :math:`a(q)`, the denominators (the near mass plus the far
+    field's where its mass is positive and finite), whether the far field is kept, and
+    the rows the features cannot serve (a near logit no larger than
+    :math:`\log` ``NEAR_MASS``, or a denominator that is not positive), as
+    :meth:`NearFieldKernel._split_weights
+    <kernattn.linear._near_field.NearFieldKernel._split_weights>` decides in memory."""
+    kernel = model.kernel_
+    top, mass = reach
+    Q, cells = kernel.query_cells(queries)
+    far = np.zeros((len(Q), kernel.n_components))
+    far_mass = np.zeros(len(Q))
+    keep = np.zeros(len(Q), dtype=bool)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        logs = kernel.feature_map.log_transform(Q)
+        logs += kernel.far.key_log_scale[0]
+        # A query without a near key takes its shift from the far field, as in memory.
+        top = np.where(np.isfinite(top), top, logs.max(axis=1, initial=-np.inf))
+        np.exp(logs, out=far)
+        for c, rows in _by_cell(cells):
+            sums = far[rows] @ kernel.far_sums(c)
+            far_mass[rows] = sums[:, -1]
+            keep[rows] = (sums[:, -1] > 0) & np.all(np.isfinite(sums), axis=1)
+    denominator = mass + np.where(keep, far_mass, 0.0)
+    unserved = ~(denominator > 0) | ~(top > np.log(NEAR_MASS))
+    return Q, cells, far, denominator, keep, unserved
+
+
+def near_part_weights(model, split, X, w):
+    """The split weights (queries × kept keys, in the order of the keys ``X``, weights
+    ``w``) on one part's keys of the queries ``split`` describes (:func:`near_queries`):
+    exact on the keys of each query's near cells, the far field's features elsewhere (0
+    where it is not kept), over the denominators of every part; 0 on the rows the
+    features cannot serve."""
+    kernel = model.kernel_
+    Q, cells, far, denominator, keep, unserved = split
+    keys = _sorted_keys(kernel, X, w)
+    features, top = kernel.far.key_features(0, keys["keys"], keys["log_weight"])
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        features *= np.exp(top - kernel.far.key_log_scale[0])
+        inner = kernel.feature_map.inner(features.T)
+        weights = np.zeros((len(Q), len(X)))
+        for c, rows in _by_cell(cells):
+            block = far[rows] @ inner
+            block[~keep[rows]] = 0.0
+            near, logits = _near_logits(kernel, Q[rows], c, keys)
+            block[:, near] = np.exp(logits)
+            weights[rows] = block / np.where(unserved[rows], 1.0, denominator[rows])[:, None]
+    weights[unserved] = 0.0
+    # From the keys' cell order back to the order they were given in.
+    ordered = np.empty_like(weights)
+    ordered[:, keys["order"]] = weights
+    return ordered
+
+
+def residual_pair(X, y, w, part, Xq, yq, wq, part_q, model, states, ids, reach=None):
     """Per head, for the kept rows of part ``p``: their weights on the kept keys of part
     ``q`` times those keys' centered values, the weight on their own group of exact
     duplicates there and its values times the weights, side by side (they add over
@@ -156,13 +318,14 @@ def residual_pair(X, y, w, part, Xq, yq, wq, part_q, model, states, ids):
     values = model.centered_values(Yq)
     same = ids[part.index][:, None] == ids[part_q.index][None, :]
     pieces = []
-    for weights in part_weights(model, X, states[part.index], Kq, wq):
+    own_reach = None if reach is None else reach[part.index]
+    for weights in part_weights(model, X, states[part.index], Kq, wq, own_reach):
         own = np.where(same, weights, 0.0)
         pieces.append(np.hstack([weights @ values, own.sum(axis=1)[:, None], own @ values]))
     return np.stack(pieces)
 
 
-def residual_finish(X, y, w, part, sums, model, states, ids):
+def residual_finish(X, y, w, part, sums, model, states, ids, reach=None):
     r"""The kept rows' :math:`y_i - \hat\mu_{-i}(x_i)` of one part (centered units,
     :math:`\pm\infty` for a row with no other input) from their :func:`residual_pair`
     sums over every part."""
@@ -210,8 +373,11 @@ def residuals_on_parts(model):
     ids = np.unique(np.concatenate(digests), return_inverse=True)[1].reshape(-1)
     ids_by_part = np.split(ids, np.cumsum([len(d) for d in digests])[:-1])
     Y, sample_weight = rows.reduce(kept_targets, concatenate_parts)
-    states = rows.cross(exact_pair, merge_exact, None, model)
-    residuals = rows.cross(residual_pair, add, residual_finish, model, states, ids_by_part)
+    reach = None
+    if isinstance(model.kernel_, NearFieldKernel):
+        reach = rows.cross(near_pair, merge_reach, None, model)
+    states = rows.cross(exact_pair, merge_exact, None, model, reach)
+    residuals = rows.cross(residual_pair, add, residual_finish, model, states, ids_by_part, reach)
     ranked = rank_residuals(np.concatenate(residuals), ids)
     return ranked, sample_weight, model.centered_values(Y)
 
@@ -221,9 +387,12 @@ def weights_on_parts(model, X):
     on the kept keys of every part of a model whose training rows stay in parts."""
     rows = _training_rows(model)
     model = _without_training_set(model)
-    unserved = X[served_rows(model, X)]
+    reach = None
+    if isinstance(model.kernel_, NearFieldKernel):
+        reach = rows.reduce(near_reach_task, merge_reach, model, X)
+    unserved = X[_exact_rows(model, X, reach)]
     query_states = rows.reduce(exact_part_task, merge_exact, model, unserved)
-    dense = rows.reduce(query_weights, join_columns, model, X, query_states)
+    dense = rows.reduce(query_weights, join_columns, model, X, query_states, reach)
     index = {row.tobytes(): i for i, row in enumerate(np.ascontiguousarray(X, dtype=float))}
 
     def head_weights(queries, h):

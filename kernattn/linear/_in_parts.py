@@ -109,15 +109,6 @@ class InPartsFitMixin:
         if kept is None or isinstance(kept, np.ndarray):
             return super()._conformal_source(X)
         check_is_fitted(self)
-        if isinstance(self.kernel_, NearFieldKernel):
-            raise RuntimeError(
-                "conformal_interval's leave-one-out residuals of a model fitted on the "
-                "partitions of a dask collection are computed partition by partition from "
-                "the features and the exact kernel, and this model has a near field, whose "
-                "weights are not; call calibrate(X_held_out, y_held_out) with held-out rows "
-                "(dask collections too) the fit never saw and use method='split', or fit "
-                "with n_near_keys=0, or on the computed arrays"
-            )
         if "_residuals_in_parts" not in self.__dict__:
             # Computed once per fit, as in memory.
             self._residuals_in_parts = residuals_on_parts(self)
