@@ -9,6 +9,7 @@ from math import comb
 import numpy as np
 import pytest
 
+from kernattn import KernelSmoother
 from kernattn._local import linear_fit as _local_linear
 from kernattn._local.polynomial import (
     VARIANCE_BOUND,
@@ -471,3 +472,30 @@ def test_held_back_warning_is_a_filterable_user_warning():
         warnings.filterwarnings("ignore", category=LocalDesignWarning)
         warnings.warn(message, LocalDesignWarning, stacklevel=1)
     assert not caught
+
+
+def _weighted_least_squares(X, y, q, h, degree):
+    """The local polynomial at ``q`` by a direct weighted least-squares solve (1-D)."""
+    u = (X[:, 0] - q) / h
+    w = np.exp(-0.5 * u**2)
+    A = np.vander(u, degree + 1, increasing=True) * np.sqrt(w)[:, None]
+    return np.linalg.lstsq(A, y * np.sqrt(w), rcond=None)[0][0]
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_local_polynomial_far_from_the_training_center_is_the_weighted_least_squares(degree):
+    # Data 80 bandwidths wide: at its ends a query's local mean lies 40 bandwidths from the
+    # training center, where monomials of the keys about the center keep too few digits for
+    # a local cubic at the edge of the data (it lost its cubic term to the rounding floor).
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(4000, 1))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.2 * rng.normal(size=4000)
+    h = 1 / 80
+    Q = np.array([[X.min()], [0.002], [0.03], [0.5], [0.97], [X.max()]])
+    model = KernelSmoother(bandwidth=h, degree=degree, algorithm="exact").fit(X, y)
+    direct = [_weighted_least_squares(X, y, q, h, degree) for q in Q[:, 0]]
+    np.testing.assert_allclose(model.predict(Q), direct, rtol=1e-7, atol=1e-9)
+    # The equivalent weights are those of the same fit.
+    weights = model.attention_weights(Q)
+    np.testing.assert_allclose(weights @ y, direct, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-10)

@@ -29,6 +29,18 @@ from kernattn._local.polynomial import (
 )
 from kernattn._local.tilt import KINDS, key_spread, tilt_weights, trend_direction
 
+#: Spacing, in the keys' units (bandwidths), of the points a local polynomial of degree 2
+#: or more takes its monomials about. The sums are of monomials of the keys about one point;
+#: carried to a query's local mean :math:`m` by the binomial theorem they keep about
+#: :math:`\epsilon\,(|m|/s)^{2p}` of their value (:mod:`kernattn._local.polynomial`), and the
+#: floor that guards against that rounding grows as fast: a local cubic 25 bandwidths from
+#: the point, at the edge of dense data (local spread s ≈ 0.6), loses its cubic term to it.
+#: So the queries more than half a spacing from the training center take their monomials
+#: about the nearest point of a lattice of this spacing (its monomials of the keys are
+#: recomputed once per point and block of queries: n rows of a few columns, beside the
+#: block's n × b kernel values), within two bandwidths of every query.
+ANCHOR_SPACING = 4.0
+
 
 class LocalPolynomials:
     """A local polynomial of ``degree`` per query, in the columns ``dims`` of a head's key
@@ -58,46 +70,81 @@ class LocalPolynomials:
         self.degree = int(degree)
         self.keys = keys[:, self.dims]
         t = values.shape[1]
-        # In float64: the local covariances are differences of these sums.
-        self.columns = polynomial_columns(value_columns, values, self.keys, self.degree)
         self.total = 2 * t
-        n_design = n_design_columns(len(self.dims), self.degree)
-        # The keys' monomials of degree 1 to 2p (design_columns of _local_polynomial).
-        self.design_columns = np.ascontiguousarray(
-            self.columns[:, self.total + 1 : self.total + 1 + n_design]
-        )
+        self.value_columns = value_columns
+        self.values = values
         self.sample_weight = None
-        # [1, design] for the squared weights (the variance of the fit), each key's divided by
-        # its precision weight.
-        squared = self.columns[:, self.total : self.total + 1 + n_design]
         if sample_weight is not None and np.any(np.asarray(sample_weight) != 1.0):
             self.sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        self.columns, self.design_columns, self.squared_columns = self._column_sets(self.keys)
+
+    def _column_sets(self, keys):
+        """The columns summed with the kernel weights (float64: the local covariances are
+        differences of these sums), the keys' monomials of degree 1 to 2p among them, and
+        ``[1, monomials]`` for the squared weights (the variance of the fit), each key's
+        divided by its precision weight; of the keys ``keys`` (about some point)."""
+        columns = polynomial_columns(self.value_columns, self.values, keys, self.degree)
+        n_design = n_design_columns(keys.shape[1], self.degree)
+        design = np.ascontiguousarray(columns[:, self.total + 1 : self.total + 1 + n_design])
+        squared = columns[:, self.total : self.total + 1 + n_design]
+        if self.sample_weight is not None:
             with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
                 squared = squared / self.sample_weight[:, None]
-        self.squared_columns = np.ascontiguousarray(squared)
+        return columns, design, np.ascontiguousarray(squared)
 
     def queries(self, kernel, X, h):
         """The queries in the polynomial's space (the head's key-side projection)."""
         with np.errstate(over="ignore", invalid="ignore"):
             return kernel.project(X, h, side="key")[:, self.dims]
 
+    def anchors(self, Q):
+        """The point each query ``Q`` (in the polynomial's space) takes its monomials about
+        (:data:`ANCHOR_SPACING`), or ``None`` where every query takes the training center
+        (the local line, and queries within half a spacing of it)."""
+        if self.degree < 2 or not len(Q):
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            lattice = np.round(Q / ANCHOR_SPACING) * ANCHOR_SPACING
+        lattice = np.where(np.isfinite(lattice) & (np.abs(lattice) < 1e300), lattice, 0.0)
+        return lattice if np.any(lattice) else None
+
+    def _about(self, anchors):
+        """Per anchor of :meth:`anchors`: the anchor, its queries' rows, and the column
+        sets of the keys about it (the fit's own about the training center)."""
+        points, which = np.unique(anchors, axis=0, return_inverse=True)
+        for g, point in enumerate(points):
+            rows = np.flatnonzero(which.reshape(-1) == g)
+            if not np.any(point):
+                yield point, rows, (self.columns, self.design_columns, self.squared_columns)
+            else:
+                yield point, rows, self._column_sets(self.keys - point)
+
     def sums(self, kernel, X, h, left_out=None):
         """The kernel sums of both column sets for a block of queries, in one pass
         (``left_out``: pairs of block rows and keys that weigh nothing, for leave-one-out
-        fits)."""
+        fits); with the monomials of each query's :meth:`anchors`."""
+        anchors = self.anchors(self.queries(kernel, X, h))
+        if anchors is None:
+            return self._sums(kernel, X, h, self.columns, self.squared_columns, left_out)
+        out = None
+        for _, rows, (columns, _, squared) in self._about(anchors):
+            part = self._sums(kernel, X[rows], h, columns, squared, _rows_of(left_out, rows))
+            if out is None:
+                out = np.empty((len(X), part.shape[1]), dtype=part.dtype)
+            out[rows] = part
+        return out
+
+    def _sums(self, kernel, X, h, columns, squared, left_out):
         with np.errstate(over="ignore", invalid="ignore"):
-            return kernel.sums(
-                X,
-                h,
-                self.columns,
-                squared=self.squared_columns,
-                total=self.total,
-                left_out=left_out,
-            )
+            return kernel.sums(X, h, columns, squared=squared, total=self.total, left_out=left_out)
 
     def estimate(self, sums, Q, n_outputs):
         """The local polynomial at the queries from their :meth:`sums`
-        (:func:`~kernattn._local.polynomial.polynomial_estimate`)."""
+        (:func:`~kernattn._local.polynomial.polynomial_estimate`), about each query's
+        :meth:`anchors`."""
+        anchors = self.anchors(Q)
+        if anchors is not None:
+            Q = Q - anchors
         width = self.columns.shape[1]
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return polynomial_estimate(
@@ -120,15 +167,39 @@ class LocalPolynomials:
         :func:`~kernattn._local.polynomial.slope_weights`) of the head's kernel weights at
         the queries ``X``."""
         Q = self.queries(kernel, X, h)
+        kernel_weights = np.asarray(kernel_weights, dtype=np.float64)
+        anchors = self.anchors(Q)
+        if anchors is None:
+            return self._apply(function, kernel_weights, self.keys, Q, self.design_columns)
+        weights, held_back = None, np.zeros(len(Q), dtype=bool)
+        for point, rows, (_, design, _) in self._about(anchors):
+            part, held_back[rows] = self._apply(
+                function, kernel_weights[rows], self.keys - point, Q[rows] - point, design
+            )
+            if weights is None:
+                weights = np.empty((len(Q),) + part.shape[1:])
+            weights[rows] = part
+        return weights, held_back
+
+    def _apply(self, function, kernel_weights, keys, Q, design):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return function(
-                np.asarray(kernel_weights, dtype=np.float64),
-                self.keys,
+                kernel_weights,
+                keys,
                 Q,
                 self.degree,
-                columns=self.design_columns,
+                columns=design,
                 sample_weight=self.sample_weight,
             )
+
+
+def _rows_of(left_out, rows):
+    """The ``(rows, keys)`` pairs of ``left_out`` whose row is among ``rows`` (sorted), with
+    the rows renumbered as positions in ``rows``."""
+    if left_out is None:
+        return None
+    inside = np.isin(left_out[0], rows)
+    return np.searchsorted(rows, left_out[0][inside]), left_out[1][inside]
 
 
 class TiltedWeights:

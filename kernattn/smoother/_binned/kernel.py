@@ -94,9 +94,11 @@ CHECK_OFFSET = 3.0
 #: the kernel's far tail (few distinct inputs, a far cluster), where the grid's weights are
 #: least accurate relative to themselves and beyond its reach they are cut: the exact
 #: kernel computes them. (Over 600 random hostile designs, 4 exceeded the bound somewhere at
-#: 0.3, among them 2-D gaps at 1.07 and 1.14 times it, and 1 at 0.6; dense data, whose
-#: resolution is 1, 0.67 and 0.4 for degrees 1 to 3, is far above either.)
-RESOLUTION_SHARE = 0.6
+#: 0.3, among them 2-D gaps at 1.07 and 1.14 times it, and 1 at 0.6: a local cubic between
+#: duplicated inputs three bandwidths apart, at 0.67 of the edge's resolution, 3.5 times
+#: the bound off; none of 1 200 at 0.75. Dense data, whose resolution is 1, 0.67 and 0.4
+#: for degrees 1 to 3, is far above it, and so is the edge itself.)
+RESOLUTION_SHARE = 0.75
 #: The noise estimate's factors :math:`\delta_i = 1 - 2 s_i r_0 + s_i r^\top M_2 r`
 #: (:meth:`BinnedKernel.hat_values`) take :math:`M_2` from the squared weights' sums on the
 #: grid coarsened by two (a quarter of the points) where that moves no :math:`\delta_i` by
@@ -802,6 +804,14 @@ class DeferredLocalPolynomials(LocalPolynomials):
     @property
     def sample_weight(self):
         return self._built.sample_weight
+
+    @property
+    def value_columns(self):
+        return self._built.value_columns
+
+    @property
+    def values(self):
+        return self._built.values
 
 
 class BinnedInference(LinearSmootherInference):
