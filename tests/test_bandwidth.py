@@ -593,3 +593,22 @@ def test_search_tolerance_outside_zero_one_is_refused(tol):
     X = np.linspace(0, 1, 20)[:, None]
     with pytest.raises(ValueError, match="tol must be a number in"):
         select_bandwidth(X, X[:, 0], tol=tol)
+
+
+@pytest.mark.parametrize("criterion", CRITERIA)
+@pytest.mark.parametrize("degree", [2, 3])
+def test_criteria_of_local_polynomials_on_data_many_bandwidths_wide(degree, criterion):
+    # 50 bandwidths of data: at its ends the rows' local means lie 25 bandwidths from the
+    # training center, where monomials of the keys about it keep too few digits for a
+    # local cubic (each query's are taken about a point near it, as the estimator does).
+    rng = np.random.default_rng(5)
+    X = np.sort(rng.uniform(size=(600, 1)), axis=0)
+    Y = np.sin(2 * np.pi * X) + 0.2 * rng.normal(size=(600, 1))
+    sample_weight = np.ones(600)
+    h = np.array([1 / 50])
+    objective = Criterion(X, Y, sample_weight, "gaussian", degree, criterion)
+    value, _ = objective.loss_and_grad(np.log(h))
+    expected = direct_criterion(X, Y, sample_weight, h, "gaussian", degree, criterion)
+    np.testing.assert_allclose(value, expected, rtol=1e-9)
+    grad, numeric = gradient_and_central_differences(objective, np.log(h), 1e-6)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)

@@ -479,8 +479,11 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         t = len(self._y_offset)
         mean = np.empty((len(X), t), dtype=self._dtype)
         variance = np.empty((len(X), t), dtype=self._dtype) if return_std else None
+        order = self._query_order(X)
 
         def predict_rows(rows):
+            if order is not None:
+                rows = order[rows]
             block_mean, block_var, fallback = self._mixture(X[rows], return_std, heads, exact)
             mean[rows] = block_mean
             if return_std:
@@ -498,6 +501,18 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         )
         self._report_fallback(sum(n_fallback), len(X))
         return mean, variance
+
+    def _query_order(self, X):
+        """An order of the queries ``X`` that puts together those whose local polynomial
+        takes its monomials about the same point (:meth:`LocalPolynomials.anchors
+        <kernattn._local.fits.LocalPolynomials.anchors>`), so that a block of queries meets
+        few of them; ``None`` where the order does not matter."""
+        for h, local in enumerate(getattr(self.kernel_, "local", ())):
+            if isinstance(local, LocalPolynomials) and local.degree >= 2:
+                anchors = local.anchors(local.queries(self.kernel_, X, h))
+                if anchors is not None:
+                    return np.lexsort(anchors.T[::-1])
+        return None
 
     def _report_fallback(self, n_fallback, n_queries):
         """Say that ``n_fallback`` of ``n_queries`` were held back by their local

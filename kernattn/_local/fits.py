@@ -21,6 +21,7 @@ kernel the same way (:class:`~kernattn._engine.heads.SoftmaxHeads` holds one per
 import numpy as np
 
 from kernattn._local.polynomial import (
+    anchor_points,
     equivalent_weights,
     n_design_columns,
     polynomial_columns,
@@ -28,18 +29,6 @@ from kernattn._local.polynomial import (
     slope_weights,
 )
 from kernattn._local.tilt import KINDS, key_spread, tilt_weights, trend_direction
-
-#: Spacing, in the keys' units (bandwidths), of the points a local polynomial of degree 2
-#: or more takes its monomials about. The sums are of monomials of the keys about one point;
-#: carried to a query's local mean :math:`m` by the binomial theorem they keep about
-#: :math:`\epsilon\,(|m|/s)^{2p}` of their value (:mod:`kernattn._local.polynomial`), and the
-#: floor that guards against that rounding grows as fast: a local cubic 25 bandwidths from
-#: the point, at the edge of dense data (local spread s ≈ 0.6), loses its cubic term to it.
-#: So the queries more than half a spacing from the training center take their monomials
-#: about the nearest point of a lattice of this spacing (its monomials of the keys are
-#: recomputed once per point and block of queries: n rows of a few columns, beside the
-#: block's n × b kernel values), within two bandwidths of every query.
-ANCHOR_SPACING = 4.0
 
 
 class LocalPolynomials:
@@ -99,14 +88,8 @@ class LocalPolynomials:
 
     def anchors(self, Q):
         """The point each query ``Q`` (in the polynomial's space) takes its monomials about
-        (:data:`ANCHOR_SPACING`), or ``None`` where every query takes the training center
-        (the local line, and queries within half a spacing of it)."""
-        if self.degree < 2 or not len(Q):
-            return None
-        with np.errstate(over="ignore", invalid="ignore"):
-            lattice = np.round(Q / ANCHOR_SPACING) * ANCHOR_SPACING
-        lattice = np.where(np.isfinite(lattice) & (np.abs(lattice) < 1e300), lattice, 0.0)
-        return lattice if np.any(lattice) else None
+        (:func:`~kernattn._local.polynomial.anchor_points`)."""
+        return anchor_points(Q, self.degree)
 
     def _about(self, anchors):
         """Per anchor of :meth:`anchors`: the anchor, its queries' rows, and the column

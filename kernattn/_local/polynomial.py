@@ -119,6 +119,9 @@ SQUARED_FLOOR = 1e-10
 #: κ: a query is held back when its local polynomial's conditional variance would exceed κ
 #: times the noise variance of one observation (the local constant's is at most 1).
 VARIANCE_BOUND = 4.0
+#: Spacing, in the keys' units (bandwidths), of the points a local polynomial of degree 2
+#: or 3 takes its monomials about (:func:`anchor_points`).
+ANCHOR_SPACING = {2: 16.0, 3: 4.0}
 #: The highest degree, by the number of features (the sums go to twice the degree:
 #: C(d + 2p, d) columns per key).
 MAX_DEGREE_1D = 3
@@ -159,14 +162,78 @@ def monomial_exponents(n_features, degree):
 
 
 def monomials(u, exponents):
-    """``u^α`` for every row of ``u`` (n, d) and every exponent (P, d): shape (n, P)."""
-    out = np.ones((len(u), len(exponents)))
+    """``u^α`` for every row of ``u`` (n, d) and every exponent (P, d): shape (n, P). Each
+    feature's powers are taken once, by repeated products, and each monomial is the product
+    of its features' powers in the order of the features."""
+    out = np.empty((len(u), len(exponents)))
     with np.errstate(over="ignore", invalid="ignore"):
+        powers = []
         for f in range(u.shape[1]):
-            powers = exponents[:, f]
-            for power in np.unique(powers[powers > 0]):
-                out[:, powers == power] *= (u[:, f] ** power)[:, None]
+            column = np.ascontiguousarray(u[:, f], dtype=float)
+            of_feature = [None, column]
+            for _ in range(2, int(exponents[:, f].max(initial=0)) + 1):
+                of_feature.append(of_feature[-1] * column)
+            powers.append(of_feature)
+        for j, exponent in enumerate(exponents):
+            factors = [powers[f][k] for f, k in enumerate(exponent) if k]
+            if not factors:
+                out[:, j] = 1.0
+            elif len(factors) == 1:
+                out[:, j] = factors[0]
+            else:
+                np.multiply(factors[0], factors[1], out=out[:, j])
+                for factor in factors[2:]:
+                    out[:, j] *= factor
     return out
+
+
+def anchor_points(Q, degree):
+    r"""The point each query takes the monomials of the keys about, or ``None`` where every
+    query takes the training center (the origin of the keys).
+
+    The sums are of the monomials of the keys about one point; carried to a query's local
+    mean :math:`m` (about that point) by the binomial theorem they keep about
+    :math:`\epsilon\,(|m|/s)^{2p}` of their value, and the floor that guards against that
+    rounding (``RIDGE``) grows as fast: a local cubic 25 bandwidths from the point, at the
+    edge of dense data (local spread :math:`s \approx 0.6`), lost its cubic term to it. So
+    for :math:`p \ge 2` a query at least ``ANCHOR_SPACING[p]`` from the origin along some
+    axis takes a point of a lattice of that spacing (16 bandwidths for the quadratic, 4 for
+    the cubic), the nearest toward the origin along each axis. Within that spacing of its
+    point, the directions the floor drops stay 130 (quadratic) and 50 (cubic) times weaker
+    than the weakest direction of the local polynomial at the edge (or corner) of dense
+    data. The monomials of the keys are computed once per point and block of queries
+    (``n`` rows of a few columns, beside the block's kernel values), and the estimator
+    orders its queries by point. Queries near the origin keep it, and the lattice does not
+    depend on where the queries are, so a query moves to another point only across a
+    lattice line, where the two fits agree to rounding. The local line keeps the origin:
+    its floor reaches its design only some 30 000 bandwidths away.
+
+    Parameters
+    ----------
+    Q : ndarray of shape (b, d)
+        The queries, in the keys' coordinates (units of the bandwidth).
+    degree : int
+
+    Returns
+    -------
+    ndarray of shape (b, d), or None
+
+    Examples
+    --------
+    >>> anchor_points(np.array([[3.5], [9.0], [-4.5]]), 3)
+    array([[ 0.],
+           [ 8.],
+           [-4.]])
+    >>> anchor_points(np.array([[9.0]]), 1) is None
+    True
+    """
+    if degree < 2 or not len(Q):
+        return None
+    spacing = ANCHOR_SPACING[min(int(degree), 3)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        lattice = np.trunc(Q / spacing) * spacing
+    lattice = np.where(np.isfinite(lattice) & (np.abs(lattice) < 1e300), lattice, 0.0)
+    return lattice if np.any(lattice) else None
 
 
 def n_design_columns(n_features, degree):

@@ -40,6 +40,7 @@ from kernattn._core.sums import (
 )
 from kernattn._local.linear_fit import value_key_columns
 from kernattn._local.polynomial import (
+    anchor_points,
     key_residuals,
     polynomial_columns,
     weighted_polynomial_fit,
@@ -675,23 +676,39 @@ class Criterion:
         their fits in the log-bandwidths (a few rows, each against every key).
         """
         d = K.shape[1]
+        t = self.Y.shape[1]
         index = np.arange(self.n)[rows]
         r2, E, empty = self._weights(K, K_aug, rows, factor, r2, weights)
         b = len(E)
+        # Each query's fit about its anchor (anchor_points), as the estimator takes it.
+        mean, self_factor = np.empty((b, t)), np.empty(b)
+        held_back, S0 = np.empty(b, dtype=bool), np.empty(b)
+        fits = []
         Q = K[rows][:, self.line]
-        fit, S0 = self._polynomial_fit(E, columns, Q)
-        residual = self.Y[rows] - fit.mean
+        for anchor, group, group_columns in self._anchored(K, Q, columns):
+            fit, S0[group] = self._polynomial_fit(E[group], group_columns, Q[group] - anchor)
+            mean[group], self_factor[group], held_back[group] = (
+                fit.mean,
+                fit.self_factor,
+                fit.held_back,
+            )
+            fits.append((anchor, group, group_columns, fit))
+        residual = self.Y[rows] - mean
         s = self.sw[rows]
         rss = s @ np.einsum("ij,ij->i", residual, residual)
         trace = 0.0
         own = None
         if not self.loo:
             own = E[np.arange(b), index] / S0
-            trace = (own * fit.self_factor).sum()
+            trace = (own * self_factor).sum()
         if not gradient:
             return rss, trace
         # l_ij = w_ij A_ij, and P_ij = Σ_o r_io (y_jo − m̂_io(k_j)).
-        A, P = key_residuals(fit, columns, residual, self.Y, self.degree)
+        A, P = np.empty_like(E), np.empty_like(E)
+        for _, group, group_columns, fit in fits:
+            A[group], P[group] = key_residuals(
+                fit, group_columns, residual[group], self.Y, self.degree
+            )
         P *= A
         P *= E
         # A query whose left-out kernel underflowed everywhere (S0 = 0) has no gradient.
@@ -707,8 +724,8 @@ class Criterion:
             stacked *= np.tile(self._log_kernel_slope(r2, factor), (len(parts), 1))
         # A row that no key reaches has its nearest keys, which no bandwidth moves; a row
         # held back gets its share below.
-        held = np.flatnonzero(fit.held_back & ~empty)
-        stacked[np.tile(empty | fit.held_back, len(parts))] = 0.0
+        held = np.flatnonzero(held_back & ~empty)
+        stacked[np.tile(empty | held_back, len(parts))] = 0.0
         stacked[~np.isfinite(stacked)] = 0.0
         # Σ_j P_ij u_ijf² with u = (q − k)/factor: q² Σ P − 2q Σ P k + Σ P k².
         if powers is None:
@@ -719,14 +736,61 @@ class Criterion:
         du /= factor**2
         d_rss = -2.0 * du[:b].sum(axis=0)
         d_trace = -du[b:].sum(axis=0) if not self.loo else np.zeros(d)
-        if len(held):
-            d_fit, d_own = self._held_back_derivatives(K, columns, index[held], factor)
-            d_rss -= 2.0 * np.einsum("i,it,ift->f", s[held], residual[held], d_fit)
+        for anchor, group, group_columns, _ in fits:
+            here = held if isinstance(group, slice) else held[np.isin(held, group)]
+            if not len(here):
+                continue
+            d_fit, d_own = self._held_back_derivatives(
+                K, group_columns, index[here], factor, anchor
+            )
+            d_rss -= 2.0 * np.einsum("i,it,ift->f", s[here], residual[here], d_fit)
             if not self.loo:
                 d_trace += d_own.sum(axis=0)
         return rss, trace, d_rss, d_trace
 
-    def _held_back_derivatives(self, K, columns, index, factor=1.0):
+    def _anchor_order(self, K, rows):
+        """The query rows (``None``: all) in the order of the points their local
+        polynomials take their monomials about (:meth:`_anchored`), so that a block meets
+        few of them; ``rows`` as they are where every row takes the training center. The
+        criterion's sums over rows do not depend on their order."""
+        if self.degree < 2:
+            return rows
+        index = np.arange(self.n) if rows is None else np.asarray(rows)
+        anchors = anchor_points(K[index][:, self.line], self.degree)
+        if anchors is None:
+            return rows
+        return index[np.lexsort(anchors.T[::-1])]
+
+    def _anchored(self, K, Q, columns):
+        """The queries ``Q`` (a block's, in the polynomial's columns) grouped by the point
+        their monomials are taken about (:func:`~kernattn._local.polynomial.anchor_points`):
+        per point, the point, the rows of its queries and the keys' columns about it
+        (``columns``, the criterion's, about the training center)."""
+        anchors = anchor_points(Q, self.degree)
+        points, which = (
+            (None, None) if anchors is None else np.unique(anchors, axis=0, return_inverse=True)
+        )
+        if anchors is None or len(points) == 1:
+            # One point for the whole block: its rows as a slice (no copies).
+            point = np.zeros(Q.shape[1]) if anchors is None else points[0]
+            about = columns if not np.any(point) else None
+            if about is None:
+                shifted = K.copy()
+                shifted[:, self.line] -= point
+                about = self._columns(shifted)
+            return [(point, slice(None), about)]
+        which = which.reshape(-1)
+        groups = []
+        for g, point in enumerate(points):
+            about = columns
+            if np.any(point):
+                shifted = K.copy()
+                shifted[:, self.line] -= point
+                about = self._columns(shifted)
+            groups.append((point, np.flatnonzero(which == g), about))
+        return groups
+
+    def _held_back_derivatives(self, K, columns, index, factor=1.0, anchor=0.0):
         r"""Central differences, in each log-bandwidth, of the fits (and own weights
         :math:`S_{ii}`) of the training rows ``index``: shapes (k, d, t) and (k, d).
 
@@ -734,7 +798,8 @@ class Criterion:
         (nor does the rule that holds it back), so the keys ``K`` and their ``columns``
         stay those of the current bandwidths, and a step in :math:`\log h_f` multiplies the
         squared differences in feature :math:`f` by :math:`e^{\mp 2\delta}`. The 2d
-        perturbed fits of a chunk of rows are one call."""
+        perturbed fits of a chunk of rows are one call. ``columns`` are the keys' about
+        ``anchor`` (:meth:`_anchored`)."""
         n, d = K.shape
         t = self.Y.shape[1]
         d_fit = np.zeros((len(index), d, t))
@@ -747,7 +812,7 @@ class Criterion:
             stacked = np.tile(rows, 2 * d)
             r2 = self._shifted(perturbed_distances(K[rows], K, factors), stacked)
             E, _ = self._kernel(r2, factor)
-            fit, S0 = self._polynomial_fit(E, columns, K[stacked][:, self.line])
+            fit, S0 = self._polynomial_fit(E, columns, K[stacked][:, self.line] - anchor)
             own = E[np.arange(len(stacked)), stacked] / S0 * fit.self_factor
             mean = fit.mean.reshape(d, 2, k, t)
             own = own.reshape(d, 2, k)
@@ -766,6 +831,7 @@ class Criterion:
         K_aug = augment_keys(K, gaussian_key_bias(K))
         columns = self._columns(K, gradient and factors is None)
         to_whole = 1.0 if rows is None else self.n / len(rows)
+        rows = self._anchor_order(K, rows)
         if factors is None:
             powers = np.hstack([np.ones((self.n, 1)), K, K**2]) if self.degree else None
 
