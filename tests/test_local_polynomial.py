@@ -8,6 +8,8 @@ from math import comb
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernattn import KernelSmoother
 from kernattn._local import linear_fit as _local_linear
@@ -499,3 +501,45 @@ def test_local_polynomial_far_from_the_training_center_is_the_weighted_least_squ
     weights = model.attention_weights(Q)
     np.testing.assert_allclose(weights @ y, direct, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-10)
+
+
+def _direct_fit_2d(X, y, q, h):
+    """The local quadratic at ``q`` in 2-D by a direct weighted least-squares solve."""
+    u = (X - q) / h
+    w = np.exp(-0.5 * np.sum(u**2, axis=1))
+    A = np.column_stack([np.ones(len(u)), u[:, 0], u[:, 1], u[:, 0] ** 2, u[:, 0] * u[:, 1]])
+    A = np.column_stack([A, u[:, 1] ** 2]) * np.sqrt(w)[:, None]
+    return np.linalg.lstsq(A, y * np.sqrt(w), rcond=None)[0][0]
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    d=st.integers(1, 2),
+    degree=st.integers(2, 3),
+    width=st.floats(8.0, 120.0),
+    offset=st.floats(-50.0, 50.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_local_polynomials_of_wide_data_are_the_weighted_least_squares(
+    d, degree, width, offset, seed
+):
+    # Dense data (about 12 rows per bandwidth in 1-D, 4 per squared bandwidth in 2-D, so
+    # that no query inside is held back) from 8 to 120 bandwidths wide, shifted off the
+    # origin: wherever a query lies, its fit is the direct weighted least squares.
+    degree = degree if d == 1 else 2
+    width = width if d == 1 else min(width, 25.0)
+    rng = np.random.default_rng(seed)
+    n = int(12 * width) if d == 1 else int(4 * width**2)
+    X = offset + width * rng.uniform(size=(n, d))
+    y = np.sin(6.0 * X[:, 0] / width) + 0.2 * rng.normal(size=n)
+    Q = offset + width * rng.uniform(0.0, 1.0, size=(8, d))
+    Q[0] = X[np.argmin(X[:, 0])]
+    model = KernelSmoother(bandwidth=np.ones(d), degree=degree, algorithm="exact").fit(X, y)
+    if d == 1:
+        direct = [_weighted_least_squares(X, y, q, 1.0, degree) for q in Q[:, 0]]
+    else:
+        direct = [_direct_fit_2d(X, y, q, 1.0) for q in Q]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prediction = model.predict(Q)
+    np.testing.assert_allclose(prediction, direct, rtol=1e-7, atol=1e-8)
