@@ -7,8 +7,9 @@ import pytest
 from sklearn.metrics import log_loss
 
 from kernattn import KernelClassifier
+from kernattn._core.loo import one_standard_error_choice
 from kernattn.bandwidth._mixed import MixedEncoding
-from kernattn.smoother._adaptive import BalloonCriterion, clearly_better
+from kernattn.smoother._adaptive import BalloonCriterion
 
 
 @pytest.fixture
@@ -169,21 +170,28 @@ def test_discrete_features_keep_their_kernel():
     assert proba[0, 1] > 0.8 and proba[1, 0] > 0.8
 
 
+def _nearest_kept(nearest, fixed, weights, groups):
+    """The rule of ``bandwidth_type="auto"``: the nearest-neighbour bandwidths are kept
+    where the one-standard-error rule chooses them over the fixed ones."""
+    losses = np.column_stack([nearest, fixed])
+    return one_standard_error_choice(losses, weights, (0.0, 1.0), groups=groups) == 0.0
+
+
 def test_auto_needs_a_gain_beyond_one_standard_error():
     rng = np.random.default_rng(7)
     fixed = rng.exponential(size=200)
     groups = np.arange(200)
     ones = np.ones(200)
-    assert clearly_better(fixed - 0.1, fixed, ones, groups)
+    assert _nearest_kept(fixed - 0.1, fixed, ones, groups)
     # The same mean gain, within noise of ±3 (standard error 0.21).
     noisy = fixed - 0.1 + 3.0 * np.resize([1.0, -1.0], 200)
-    assert not clearly_better(noisy, fixed, ones, groups)
+    assert not _nearest_kept(noisy, fixed, ones, groups)
     # Integer weights decide as the rows repeated.
     weights = rng.integers(1, 4, size=200).astype(float)
     repeated = np.repeat(np.arange(200), weights.astype(int))
     for gain in (0.02, 0.05, 0.1):
         losses = fixed - gain + rng.normal(scale=0.5, size=200)
-        assert clearly_better(losses, fixed, weights, groups) == clearly_better(
+        assert _nearest_kept(losses, fixed, weights, groups) == _nearest_kept(
             losses[repeated], fixed[repeated], np.ones(len(repeated)), repeated
         )
 

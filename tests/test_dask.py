@@ -177,19 +177,26 @@ def _near_field_in_memory(cluster, X, y, weight):
     return kernel.accumulate(X[active], values[active], weight[active])
 
 
-def test_linear_near_field_on_partitions_is_the_in_memory_split(client):
-    X, y = _data(n=6000)
+def _near_field_on_partitions(X, y, n_near_keys, chunks):
+    """Uneven sample weights (every ninth 0) and a near-field fit on partitions of
+    ``chunks`` rows."""
     weight = np.random.default_rng(7).uniform(0.5, 2.0, len(X))
     weight[::9] = 0.0
-    # Some queries far from the data: beyond every near key, computed exactly.
-    Q = np.vstack([X[:250] + 0.05, 3.5 * np.random.default_rng(8).normal(size=(50, 3))])
-    model = LinearAttentionRegressor(n_near_keys=300, bandwidth=0.3, random_state=0)
+    model = LinearAttentionRegressor(n_near_keys=n_near_keys, bandwidth=0.3, random_state=0)
     cluster = _quiet(
         model.fit,
-        da.from_array(X, chunks=1700),
-        da.from_array(y, chunks=1700),
-        sample_weight=da.from_array(weight, chunks=1700),
+        da.from_array(X, chunks=chunks),
+        da.from_array(y, chunks=chunks),
+        sample_weight=da.from_array(weight, chunks=chunks),
     )
+    return weight, cluster
+
+
+def test_linear_near_field_on_partitions_is_the_in_memory_split(client):
+    X, y = _data(n=6000)
+    # Some queries far from the data: beyond every near key, computed exactly.
+    Q = np.vstack([X[:250] + 0.05, 3.5 * np.random.default_rng(8).normal(size=(50, 3))])
+    weight, cluster = _near_field_on_partitions(X, y, 300, 1700)
     kernel = cluster.kernel_
     assert isinstance(kernel, NearFieldKernel)
     # Cells of about 50 keys, their centers from the rows sampled on the workers.
@@ -523,6 +530,18 @@ def test_threads_predicting_at_once_agree_with_a_serial_prediction():
             np.testing.assert_array_equal(s1, s2)
 
 
+def _same_intervals(cluster, memory, Q):
+    """Jackknife+ and local intervals at ``Q`` of a fit on partitions equal those of the
+    same model in memory; the last method's in-memory intervals."""
+    for method in ("jackknife+", "local"):
+        expected = memory.conformal_interval(Q, alpha=0.2, method=method)
+        got = cluster.conformal_interval(Q, alpha=0.2, method=method)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+        assert np.all(got[0] < got[1])
+    return expected
+
+
 def test_conformal_interval_on_partitions_is_the_in_memory_interval(client):
     X, y = _data(n=600)
     # Exact duplicates in different partitions leave one out together, as in memory.
@@ -539,12 +558,7 @@ def test_conformal_interval_on_partitions_is_the_in_memory_interval(client):
     )
     _, _, unreliable = memory.kernel_.moments(Q, 0)
     assert unreliable.any()
-    for method in ("jackknife+", "local"):
-        expected = memory.conformal_interval(Q, alpha=0.2, method=method)
-        got = cluster.conformal_interval(Q, alpha=0.2, method=method)
-        for a, b in zip(got, expected, strict=True):
-            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
-        assert np.all(got[0] < got[1])
+    expected = _same_intervals(cluster, memory, Q)
     # The residuals are kept for later calls on this fit, and a new fit replaces them: the
     # targets moved by 1 move the intervals by 1.
     _quiet(cluster.fit, da.from_array(X, chunks=150), da.from_array(y + 1.0, chunks=150))
@@ -557,18 +571,10 @@ def test_conformal_interval_with_a_near_field_on_partitions_is_the_in_memory_int
     X, y = _data(n=900)
     # Exact duplicates in different partitions leave one out together, as in memory.
     X[5] = X[400]
-    weight = np.random.default_rng(7).uniform(0.5, 2.0, len(X))
-    weight[::9] = 0.0
     # Queries spread wider than the data: some have no near key within reach and take the
     # exact kernel.
     Q = np.vstack([1.6 * np.random.default_rng(1).normal(size=(40, 3)), 4.0 * X[:20]])
-    model = LinearAttentionRegressor(n_near_keys=150, bandwidth=0.3, random_state=0)
-    cluster = _quiet(
-        model.fit,
-        da.from_array(X, chunks=250),
-        da.from_array(y, chunks=250),
-        sample_weight=da.from_array(weight, chunks=250),
-    )
+    weight, cluster = _near_field_on_partitions(X, y, 150, 250)
     assert isinstance(cluster.kernel_, NearFieldKernel)
     # The same model in memory: the cluster's cells, features and near cells, with the
     # training set and its keys kept.
@@ -580,12 +586,7 @@ def test_conformal_interval_with_a_near_field_on_partitions_is_the_in_memory_int
     memory.exact_weights_ = False
     _, unserved = memory.kernel_.weights(Q, 0)
     assert 0 < unserved.sum() < len(Q)
-    for method in ("jackknife+", "local"):
-        expected = memory.conformal_interval(Q, alpha=0.2, method=method)
-        got = cluster.conformal_interval(Q, alpha=0.2, method=method)
-        for a, b in zip(got, expected, strict=True):
-            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
-        assert np.all(got[0] < got[1])
+    _same_intervals(cluster, memory, Q)
     # The split weights of a query on every partition sum to 1.
     weights = weights_on_parts(cluster, Q).head_weights(Q, 0)
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)

@@ -10,8 +10,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
 from kernattn import AttentionRegressor, KernelSmoother
-from kernattn._core.loo import DuplicateGroups
-from kernattn.learned._shrinkage import fold_rows, one_standard_error_choice, shrink
+from kernattn._core.loo import DuplicateGroups, one_standard_error_choice
+from kernattn.learned._shrinkage import fold_rows, shrink
 
 #: The plain softmax average: no tilt, no warp, no local line.
 PLAIN = dict(tilt=False, warp=0, degree=0)

@@ -5,7 +5,9 @@ leave-one-out error: each training point is predicted from the others. Its own k
 out, and so is every *exact duplicate* of it: otherwise a vanishing bandwidth (or a sharp
 learned kernel) would copy each target from its twin, and repeated rows would not act like
 integer sample weights. This module finds the groups of identical inputs and leaves them out
-of a block of logits, of a set of queries, or of feature sums.
+of a block of logits, of a set of queries, or of feature sums; and it chooses among
+candidates by their held-out errors, those groups counted once
+(:func:`one_standard_error_choice`).
 """
 
 import numpy as np
@@ -92,3 +94,59 @@ class DuplicateGroups:
         sums = np.zeros((self.n_groups,) + values.shape[1:])
         np.add.at(sums, self.ids, sample_weight.reshape((-1,) + (1,) * (values.ndim - 1)) * values)
         return weight[self.ids], sums[self.ids]
+
+
+def one_standard_error_choice(errors, sample_weight, levels, multiple=1.0, groups=None):
+    r"""The largest level whose mean held-out (or leave-one-out) error is within one standard
+    error (or ``multiple`` of one) of the lowest mean: the one-standard-error rule of
+    Breiman et al. (1984), with the levels ordered from the least to the most
+    conservative (a choice within noise of a more conservative one keeps that).
+
+    The standard error is that of the weighted mean of the paired differences,
+    :math:`\sqrt{\sum_i p_i (d_i - \bar d)^2 / (n_\mathrm{eff} - 1)}` with
+    :math:`p_i` the normalized weights and :math:`n_\mathrm{eff} = 1/\sum_i p_i^2`.
+
+    Parameters
+    ----------
+    errors : ndarray of shape (n_queries, n_levels)
+        Each query's error at every level (finite).
+    sample_weight : ndarray of shape (n_queries,)
+    levels : sequence of float
+        Increasing.
+    multiple : float
+        How many standard errors a lower level must gain to be chosen.
+    groups : ndarray of int of shape (n_queries,), optional
+        Ids of the groups of identical inputs: a group's errors are pooled first (their
+        weighted mean, with their summed weight), so that a row of weight 3 and three
+        copies of it count as the same evidence.
+
+    Returns
+    -------
+    level : float
+
+    Examples
+    --------
+    >>> errors = np.array([[1.0, 1.1], [2.0, 1.9], [1.5, 1.6], [0.5, 0.5]])
+    >>> one_standard_error_choice(errors, np.ones(4), (0.0, 1.0))
+    1.0
+    """
+    if groups is not None:
+        _, ids = np.unique(groups, return_inverse=True)
+        ids = ids.reshape(-1)
+        pooled_weight = np.bincount(ids, weights=sample_weight)
+        errors = (
+            np.column_stack([np.bincount(ids, weights=sample_weight * e) for e in errors.T])
+            / pooled_weight[:, None]
+        )
+        sample_weight = pooled_weight
+    p = sample_weight / sample_weight.sum()
+    means = p @ errors
+    best = int(np.argmin(means))
+    n_eff = 1.0 / np.sum(p**2)
+    for j in range(len(levels) - 1, best, -1):
+        difference = errors[:, j] - errors[:, best]
+        excess = p @ difference
+        spread = np.sqrt(max(p @ (difference - excess) ** 2, 0.0) / max(n_eff - 1.0, 1.0))
+        if excess <= multiple * spread:
+            return float(levels[j])
+    return float(levels[best])

@@ -34,9 +34,10 @@ of 3/4 and reaches a test MSE of 3 210 (the line alone 3 168), against 3 202 for
 
 import numpy as np
 
+from kernattn._core.loo import one_standard_error_choice
 from kernattn._local.tilt import PENALTY
 from kernattn.learned._local import choose_tilt, held_out_estimates, tune_width
-from kernattn.learned._shrinkage import LEVELS, one_standard_error_choice, shrink
+from kernattn.learned._shrinkage import LEVELS, shrink
 
 #: The line's share is the smallest of ``LEVELS`` within this many standard errors of the
 #: paired differences of the lowest held-out error (see the module docstring).

@@ -64,12 +64,12 @@ untilted).
 import numpy as np
 
 from kernattn._core.blocks import map_query_blocks, single_threaded_blas
+from kernattn._core.loo import one_standard_error_choice
 from kernattn._core.sums import softmax_weights
 from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local.linear_fit import n_line_parameters, sparse_neighborhoods
 from kernattn._local.polynomial import equivalent_weights
 from kernattn._local.tilt import PENALTIES, PENALTY, key_spread, tilt_weights, trend_direction
-from kernattn.learned._shrinkage import one_standard_error_choice
 
 #: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
 #: points: the kernel as learned), then a fine one around its best point. A fixed grid, not a

@@ -24,6 +24,8 @@ the kernel moves away from its start only as far as the data show it pays.
 
 import numpy as np
 
+from kernattn._core.loo import one_standard_error_choice
+
 #: The shrinkage levels compared, from the trained kernel (0) to its start (1).
 LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: Folds of the inner validation.
@@ -49,38 +51,6 @@ def fold_rows(groups, rng, n_folds=N_FOLDS):
     fold = fold_of_group[groups.ids]
     used = 1 if groups.n_groups >= ONE_FOLD_GROUPS else n_folds
     return [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(used)]
-
-
-def one_standard_error_choice(errors, sample_weight, levels=LEVELS, multiple=1.0):
-    """The largest level whose mean held-out error is within one standard error (or
-    ``multiple`` of one) of the lowest mean (the standard error of the weighted mean of the
-    paired differences).
-
-    Parameters
-    ----------
-    errors : ndarray of shape (n_queries, n_levels)
-        Each held-out query's squared error at every level.
-    sample_weight : ndarray of shape (n_queries,)
-    levels : sequence of float
-        Increasing.
-    multiple : float
-        How many standard errors a lower level must gain to be chosen.
-
-    Returns
-    -------
-    level : float
-    """
-    p = sample_weight / sample_weight.sum()
-    means = p @ errors
-    best = int(np.argmin(means))
-    n_eff = 1.0 / np.sum(p**2)
-    for j in range(len(levels) - 1, best, -1):
-        difference = errors[:, j] - errors[:, best]
-        excess = p @ difference
-        spread = np.sqrt(max(p @ (difference - excess) ** 2, 0.0) / max(n_eff - 1.0, 1.0))
-        if excess <= multiple * spread:
-            return float(levels[j])
-    return float(levels[best])
 
 
 def held_out_shrinkage(
@@ -128,10 +98,4 @@ def held_out_shrinkage(
     ok = np.all(np.isfinite(errors), axis=1)
     if not np.any(ok):
         return 0.0, fits
-    _, ids = np.unique(ids[ok], return_inverse=True)
-    pooled_weight = np.bincount(ids, weights=weights[ok])
-    pooled = (
-        np.column_stack([np.bincount(ids, weights=weights[ok] * e) for e in errors[ok].T])
-        / pooled_weight[:, None]
-    )
-    return one_standard_error_choice(pooled, pooled_weight, levels), fits
+    return one_standard_error_choice(errors[ok], weights[ok], levels, groups=ids[ok]), fits

@@ -347,29 +347,6 @@ def row_log_losses(probabilities, Y, sample_weight, prior):
     return -np.log((1.0 - share) * truth + share * (Y @ prior))
 
 
-def clearly_better(losses, other, sample_weight, groups):
-    r"""Whether the rows' ``losses`` are below the ``other`` losses of the same rows by more
-    than one standard error of the weighted mean difference (the one-standard-error rule
-    of Breiman et al. 1984: a choice within noise of the simpler one keeps the simpler).
-
-    With :math:`d_i` the differences and :math:`s_i` the weights,
-    :math:`\bar d = \sum s_i d_i / \sum s_i` must exceed
-    :math:`\sqrt{\sum s_i (d_i - \bar d)^2 / \sum s_i \,/\, n_\mathrm{eff}}`,
-    :math:`n_\mathrm{eff} = (\sum_g S_g)^2 / \sum_g S_g^2` over the weights :math:`S_g`
-    of the groups of identical inputs (``groups``, an id per row), which leave-one-out
-    leaves out together: integer weights and repeated rows decide alike."""
-    d = other - losses
-    ok = np.isfinite(d)
-    if not np.any(ok):
-        return False
-    d, s = d[ok], sample_weight[ok] / sample_weight[ok].max()
-    mean = s @ d / s.sum()
-    per_group = np.bincount(groups[ok], weights=s)
-    n_eff = s.sum() ** 2 / (per_group @ per_group)
-    error = np.sqrt(s @ (d - mean) ** 2 / s.sum() / n_eff)
-    return bool(mean > error)
-
-
 def has_continuous(encoding):
     """Whether any feature is continuous (a nearest-neighbour bandwidth needs one)."""
     return bool(np.any(encoding.kinds == CONTINUOUS))

@@ -5,6 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from kernattn._core.loo import one_standard_error_choice
 from kernattn._engine.labels import (
     LabelEngine,
     NadarayaWatsonClassifier,
@@ -15,7 +16,6 @@ from kernattn.bandwidth._search import search_start
 from kernattn.learned._likelihood import LikelihoodCriterion
 from kernattn.smoother._adaptive import (
     BalloonCriterion,
-    clearly_better,
     has_continuous,
     row_log_losses,
 )
@@ -290,7 +290,15 @@ class KernelClassifier(NadarayaWatsonClassifier):
             Y_rows, weights, prior = kept[1][rows], kept[2][rows], adaptive.prior
             nearest = row_log_losses(loo, Y_rows, weights, prior)
             fixed = row_log_losses(fixed_loo, Y_rows, weights, prior)
-            if not clearly_better(nearest, fixed, weights, adaptive.groups.ids[rows]):
+            # Kept only where they beat the fixed bandwidths by more than one standard
+            # error of the paired difference (groups of identical inputs, which
+            # leave-one-out leaves out together, counted once).
+            ok = np.isfinite(nearest) & np.isfinite(fixed)
+            if not np.any(ok):
+                return None
+            losses = np.column_stack([nearest, fixed])[ok]
+            ids = adaptive.groups.ids[rows][ok]
+            if one_standard_error_choice(losses, weights[ok], (0.0, 1.0), groups=ids):
                 return None
         source = adaptive.source_at(k, factor, floor)
         engine = LabelEngine(source, n_jobs=self.n_jobs).fit(X, Y, sample_weight)
