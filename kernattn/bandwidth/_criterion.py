@@ -639,9 +639,7 @@ class Criterion:
             E_self = None if self.loo else E[np.arange(len(E)), np.arange(self.n)[rows]]
         S0 = sums[:, 0]
         ybar = sums[:, 1 : 1 + t] / S0[:, None]
-        residual = self.Y[rows] - ybar
-        s = self.sw[rows]
-        rss = s @ np.einsum("ij,ij->i", residual, residual)
+        residual, rss = self._residuals(rows, ybar)
         trace = 0.0
         self_weight = None
         if not self.loo:
@@ -658,6 +656,12 @@ class Criterion:
             K[rows], sums, residual, ybar, self.sw[rows] / S0, self_share, factor
         )
         return rss, trace, d_rss, d_trace
+
+    def _residuals(self, rows, estimate):
+        """The residuals of the query ``rows`` from their ``estimate`` and their weighted
+        sum of squares, Σ s_i‖r_i‖²."""
+        residual = self.Y[rows] - estimate
+        return residual, self.sw[rows] @ np.einsum("ij,ij->i", residual, residual)
 
     def _polynomial_fit(self, E, columns, Q):
         """The local polynomial of a block from its kernel weights ``E`` (rows × keys) and
@@ -693,9 +697,8 @@ class Criterion:
                 fit.held_back,
             )
             fits.append((anchor, group, group_columns, fit))
-        residual = self.Y[rows] - mean
+        residual, rss = self._residuals(rows, mean)
         s = self.sw[rows]
-        rss = s @ np.einsum("ij,ij->i", residual, residual)
         trace = 0.0
         own = None
         if not self.loo:
