@@ -43,7 +43,7 @@ import hashlib
 import numpy as np
 
 from kernattn._core.rows import as_part, concatenate_parts, out_of_core_rows
-from kernattn._core.sums import augment_queries
+from kernattn._core.sums import augment_queries, exp_shifted, kernel_sums, merge
 from kernattn._engine.distribution import MixedWeights, rank_residuals
 from kernattn.linear._near_field import NEAR_MASS, NearFieldKernel
 from kernattn.linear._staged import exact_part, merge_exact
@@ -209,10 +209,10 @@ def _near_logits(kernel, Q, c, keys):
 
 
 def near_reach(model, queries, X, w):
-    """Per query: the largest logit and the kernel mass (unshifted: the near logits are at
-    most 0) over the keys ``X`` (weights ``w``) of one part that lie in the query's near
-    cells; ``-inf`` and 0 where none does. Over several parts they merge by
-    :func:`merge_reach`."""
+    """Per query: its near mass over the keys ``X`` (weights ``w``) of one part that lie in
+    the query's near cells, as the reduction gives it (the largest logit, ``-inf`` where no
+    key is near, and the kernel sum shifted by it). Over several parts they merge at their
+    shifts (:func:`merge_reach`)."""
     kernel = model.kernel_
     top = np.full(len(queries), -np.inf)
     mass = np.zeros(len(queries))
@@ -220,22 +220,24 @@ def near_reach(model, queries, X, w):
         return top, mass
     keys = _sorted_keys(kernel, X, w)
     Q, cells = kernel.query_cells(queries)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for c, rows in _by_cell(cells):
-            _, logits = _near_logits(kernel, Q[rows], c, keys)
-            if logits.shape[1]:
-                top[rows] = logits.max(axis=1)
-                mass[rows] = np.exp(logits).sum(axis=1)
+    for c, rows in _by_cell(cells):
+        near, logits = _near_logits(kernel, Q[rows], c, keys)
+        if len(near):
+            top[rows], sums = kernel_sums(
+                lambda keys, out, logits=logits: logits[:, keys],
+                len(near),
+                np.ones((len(near), 1)),
+            )
+            mass[rows] = sums[:, 0]
     return top, mass
 
 
 def merge_reach(*parts):
-    """:func:`near_reach` of several parts: the largest of the largest logits, the sum of
-    the masses."""
-    return (
-        np.maximum.reduce([top for top, _ in parts]),
-        np.add.reduce([mass for _, mass in parts]),
-    )
+    """:func:`near_reach` of several parts, merged at their shifts by the reduction."""
+    top, mass = parts[0]
+    for other_top, other_mass in parts[1:]:
+        top, mass = merge(top, mass, other_top, other_mass)
+    return top, mass
 
 
 def near_reach_task(X, y, w, part, model, queries):
@@ -253,32 +255,32 @@ def near_pair(X, y, w, part, Xq, yq, wq, part_q, model):
 
 def near_queries(model, queries, reach):
     r"""What the split weights of ``queries`` share over every part, from their
-    :func:`near_reach` over every part: the projected queries and their cells, the far
-    field's query features :math:`a(q)`, the denominators (the near mass plus the far
-    field's where its mass is positive and finite), whether the far field is kept, and
-    the rows the features cannot serve (a near logit no larger than
-    :math:`\log` ``NEAR_MASS``, or a denominator that is not positive), as
-    :meth:`NearFieldKernel._split_weights
+    :func:`near_reach` over every part, at each query's shift (its largest near logit, or
+    without a near key its far field's largest log-feature, as in memory): the projected
+    queries and their cells, the shifts, the far field's query features :math:`a(q)`, the
+    denominators (the near mass plus the far field's where its mass is positive and
+    finite), whether the far field is kept, and the rows the features cannot serve (a
+    shift no larger than :math:`\log` ``NEAR_MASS``, or a denominator that is not
+    positive), as :meth:`NearFieldKernel._split_weights
     <kernattn.linear._near_field.NearFieldKernel._split_weights>` decides in memory."""
     kernel = model.kernel_
     top, mass = reach
     Q, cells = kernel.query_cells(queries)
-    far = np.zeros((len(Q), kernel.n_components))
     far_mass = np.zeros(len(Q))
     keep = np.zeros(len(Q), dtype=bool)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        logs = kernel.feature_map.log_transform(Q)
-        logs += kernel.far.key_log_scale[0]
-        # A query without a near key takes its shift from the far field, as in memory.
-        top = np.where(np.isfinite(top), top, logs.max(axis=1, initial=-np.inf))
-        np.exp(logs, out=far)
+        far = kernel.feature_map.log_transform(Q)
+        far += kernel.far.key_log_scale[0]
+        top = np.where(np.isfinite(top), top, far.max(axis=1, initial=-np.inf))
+        far -= np.where(np.isfinite(top), top, 0.0)[:, None]
+        exp_shifted(far)
         for c, rows in _by_cell(cells):
             sums = far[rows] @ kernel.far_sums(c)
             far_mass[rows] = sums[:, -1]
             keep[rows] = (sums[:, -1] > 0) & np.all(np.isfinite(sums), axis=1)
     denominator = mass + np.where(keep, far_mass, 0.0)
     unserved = ~(denominator > 0) | ~(top > np.log(NEAR_MASS))
-    return Q, cells, far, denominator, keep, unserved
+    return Q, cells, top, far, denominator, keep, unserved
 
 
 def near_part_weights(model, split, X, w):
@@ -288,18 +290,19 @@ def near_part_weights(model, split, X, w):
     where it is not kept), over the denominators of every part; 0 on the rows the
     features cannot serve."""
     kernel = model.kernel_
-    Q, cells, far, denominator, keep, unserved = split
+    Q, cells, top, far, denominator, keep, unserved = split
     keys = _sorted_keys(kernel, X, w)
-    features, top = kernel.far.key_features(0, keys["keys"], keys["log_weight"])
+    features, key_top = kernel.far.key_features(0, keys["keys"], keys["log_weight"])
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        features *= np.exp(top - kernel.far.key_log_scale[0])
+        features *= np.exp(key_top - kernel.far.key_log_scale[0])
         inner = kernel.feature_map.inner(features.T)
         weights = np.zeros((len(Q), len(X)))
         for c, rows in _by_cell(cells):
             block = far[rows] @ inner
             block[~keep[rows]] = 0.0
             near, logits = _near_logits(kernel, Q[rows], c, keys)
-            block[:, near] = np.exp(logits)
+            logits -= np.where(np.isfinite(top[rows]), top[rows], 0.0)[:, None]
+            block[:, near] = exp_shifted(logits)
             weights[rows] = block / np.where(unserved[rows], 1.0, denominator[rows])[:, None]
     weights[unserved] = 0.0
     # From the keys' cell order back to the order they were given in.
