@@ -21,6 +21,7 @@ kernel the same way (:class:`~kernattn._engine.heads.SoftmaxHeads` holds one per
 import numpy as np
 
 from kernattn._local.polynomial import (
+    anchor_groups,
     anchor_points,
     equivalent_weights,
     n_design_columns,
@@ -91,26 +92,24 @@ class LocalPolynomials:
         (:func:`~kernattn._local.polynomial.anchor_points`)."""
         return anchor_points(Q, self.degree)
 
-    def _about(self, anchors):
-        """Per anchor of :meth:`anchors`: the anchor, its queries' rows, and the column
-        sets of the keys about it (the fit's own about the training center)."""
-        points, which = np.unique(anchors, axis=0, return_inverse=True)
-        for g, point in enumerate(points):
-            rows = np.flatnonzero(which.reshape(-1) == g)
-            if not np.any(point):
-                yield point, rows, (self.columns, self.design_columns, self.squared_columns)
-            else:
-                yield point, rows, self._column_sets(self.keys - point)
+    def _about(self, point):
+        """The column sets of the keys about ``point`` (the fit's own about the training
+        center, 0)."""
+        if not np.any(point):
+            return self.columns, self.design_columns, self.squared_columns
+        return self._column_sets(self.keys - point)
 
     def sums(self, kernel, X, h, left_out=None):
         """The kernel sums of both column sets for a block of queries, in one pass
         (``left_out``: pairs of block rows and keys that weigh nothing, for leave-one-out
         fits); with the monomials of each query's :meth:`anchors`."""
-        anchors = self.anchors(self.queries(kernel, X, h))
-        if anchors is None:
-            return self._sums(kernel, X, h, self.columns, self.squared_columns, left_out)
+        groups = anchor_groups(self.queries(kernel, X, h), self.degree)
+        if len(groups) == 1:
+            columns, _, squared = self._about(groups[0][0])
+            return self._sums(kernel, X, h, columns, squared, left_out)
         out = None
-        for _, rows, (columns, _, squared) in self._about(anchors):
+        for point, rows in groups:
+            columns, _, squared = self._about(point)
             part = self._sums(kernel, X[rows], h, columns, squared, _rows_of(left_out, rows))
             if out is None:
                 out = np.empty((len(X), part.shape[1]), dtype=part.dtype)
@@ -151,11 +150,12 @@ class LocalPolynomials:
         the queries ``X``."""
         Q = self.queries(kernel, X, h)
         kernel_weights = np.asarray(kernel_weights, dtype=np.float64)
-        anchors = self.anchors(Q)
-        if anchors is None:
+        groups = anchor_groups(Q, self.degree)
+        if len(groups) == 1 and not np.any(groups[0][0]):
             return self._apply(function, kernel_weights, self.keys, Q, self.design_columns)
         weights, held_back = None, np.zeros(len(Q), dtype=bool)
-        for point, rows, (_, design, _) in self._about(anchors):
+        for point, rows in groups:
+            _, design, _ = self._about(point)
             part, held_back[rows] = self._apply(
                 function, kernel_weights[rows], self.keys - point, Q[rows] - point, design
             )

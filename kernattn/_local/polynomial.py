@@ -236,6 +236,28 @@ def anchor_points(Q, degree):
     return lattice if np.any(lattice) else None
 
 
+def anchor_groups(Q, degree):
+    """The queries ``Q`` grouped by their :func:`anchor_points`: a list of ``(point, rows)``,
+    ``rows`` a slice of all of them where they share one point (the training center, 0,
+    where none leaves it), else the indices of each point's queries.
+
+    Examples
+    --------
+    >>> anchor_groups(np.array([[0.5], [1.0]]), 3)
+    [(array([0.]), slice(None, None, None))]
+    >>> [(float(p[0]), rows.tolist()) for p, rows in anchor_groups(np.array([[9.0], [0.5]]), 3)]
+    [(0.0, [1]), (8.0, [0])]
+    """
+    anchors = anchor_points(Q, degree)
+    if anchors is None:
+        return [(np.zeros(Q.shape[1]), slice(None))]
+    points, which = np.unique(anchors, axis=0, return_inverse=True)
+    if len(points) == 1:
+        return [(points[0], slice(None))]
+    which = which.reshape(-1)
+    return [(point, np.flatnonzero(which == g)) for g, point in enumerate(points)]
+
+
 def n_design_columns(n_features, degree):
     """The key columns of a local polynomial of ``degree``: its non-constant monomials of
     total degree at most ``2 * degree``."""

@@ -40,6 +40,7 @@ from kernattn._core.sums import (
 )
 from kernattn._local.linear_fit import value_key_columns
 from kernattn._local.polynomial import (
+    anchor_groups,
     anchor_points,
     key_residuals,
     polynomial_columns,
@@ -769,28 +770,14 @@ class Criterion:
         their monomials are taken about (:func:`~kernattn._local.polynomial.anchor_points`):
         per point, the point, the rows of its queries and the keys' columns about it
         (``columns``, the criterion's, about the training center)."""
-        anchors = anchor_points(Q, self.degree)
-        points, which = (
-            (None, None) if anchors is None else np.unique(anchors, axis=0, return_inverse=True)
-        )
-        if anchors is None or len(points) == 1:
-            # One point for the whole block: its rows as a slice (no copies).
-            point = np.zeros(Q.shape[1]) if anchors is None else points[0]
-            about = columns if not np.any(point) else None
-            if about is None:
-                shifted = K.copy()
-                shifted[:, self.line] -= point
-                about = self._columns(shifted)
-            return [(point, slice(None), about)]
-        which = which.reshape(-1)
         groups = []
-        for g, point in enumerate(points):
+        for point, rows in anchor_groups(Q, self.degree):
             about = columns
             if np.any(point):
                 shifted = K.copy()
                 shifted[:, self.line] -= point
                 about = self._columns(shifted)
-            groups.append((point, np.flatnonzero(which == g), about))
+            groups.append((point, rows, about))
         return groups
 
     def _held_back_derivatives(self, K, columns, index, factor=1.0, anchor=0.0):
