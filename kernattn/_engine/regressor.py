@@ -66,7 +66,7 @@ from kernattn._engine.moments import (
     weighted_moments,
 )
 from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
-from kernattn._local.polynomial import held_back_message
+from kernattn._local.polynomial import anchor_order, held_back_message
 
 __all__ = [
     "FIT_RETURNS_AND_NOTES",
@@ -504,14 +504,12 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
 
     def _query_order(self, X):
         """An order of the queries ``X`` that puts together those whose local polynomial
-        takes its monomials about the same point (:meth:`LocalPolynomials.anchors
-        <kernattn._local.fits.LocalPolynomials.anchors>`), so that a block of queries meets
+        takes its monomials about the same point
+        (:func:`~kernattn._local.polynomial.anchor_order`), so that a block of queries meets
         few of them; ``None`` where the order does not matter."""
         for h, local in enumerate(getattr(self.kernel_, "local", ())):
             if isinstance(local, LocalPolynomials) and local.degree >= 2:
-                anchors = local.anchors(local.queries(self.kernel_, X, h))
-                if anchors is not None:
-                    return np.lexsort(anchors.T[::-1])
+                return anchor_order(local.queries(self.kernel_, X, h), local.degree)
         return None
 
     def _report_fallback(self, n_fallback, n_queries):

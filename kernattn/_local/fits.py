@@ -87,11 +87,6 @@ class LocalPolynomials:
         with np.errstate(over="ignore", invalid="ignore"):
             return kernel.project(X, h, side="key")[:, self.dims]
 
-    def anchors(self, Q):
-        """The point each query ``Q`` (in the polynomial's space) takes its monomials about
-        (:func:`~kernattn._local.polynomial.anchor_points`)."""
-        return anchor_points(Q, self.degree)
-
     def _about(self, point):
         """The column sets of the keys about ``point`` (the fit's own about the training
         center, 0)."""
@@ -102,7 +97,8 @@ class LocalPolynomials:
     def sums(self, kernel, X, h, left_out=None):
         """The kernel sums of both column sets for a block of queries, in one pass
         (``left_out``: pairs of block rows and keys that weigh nothing, for leave-one-out
-        fits); with the monomials of each query's :meth:`anchors`."""
+        fits); with the monomials about each query's point
+        (:func:`~kernattn._local.polynomial.anchor_points`)."""
         groups = anchor_groups(self.queries(kernel, X, h), self.degree)
         if len(groups) == 1:
             columns, _, squared = self._about(groups[0][0])
@@ -123,8 +119,8 @@ class LocalPolynomials:
     def estimate(self, sums, Q, n_outputs):
         """The local polynomial at the queries from their :meth:`sums`
         (:func:`~kernattn._local.polynomial.polynomial_estimate`), about each query's
-        :meth:`anchors`."""
-        anchors = self.anchors(Q)
+        :func:`~kernattn._local.polynomial.anchor_points`."""
+        anchors = anchor_points(Q, self.degree)
         if anchors is not None:
             Q = Q - anchors
         width = self.columns.shape[1]

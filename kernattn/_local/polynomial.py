@@ -258,6 +258,14 @@ def anchor_groups(Q, degree):
     return [(point, np.flatnonzero(which == g)) for g, point in enumerate(points)]
 
 
+def anchor_order(Q, degree):
+    """An order of the queries ``Q`` that puts together those of one point of
+    :func:`anchor_points` (so that a block of them meets few points), or ``None`` where
+    every query takes the training center."""
+    anchors = anchor_points(Q, degree)
+    return None if anchors is None else np.lexsort(anchors.T[::-1])
+
+
 def n_design_columns(n_features, degree):
     """The key columns of a local polynomial of ``degree``: its non-constant monomials of
     total degree at most ``2 * degree``."""

@@ -41,7 +41,7 @@ from kernattn._core.sums import (
 from kernattn._local.linear_fit import value_key_columns
 from kernattn._local.polynomial import (
     anchor_groups,
-    anchor_points,
+    anchor_order,
     key_residuals,
     polynomial_columns,
     weighted_polynomial_fit,
@@ -760,14 +760,12 @@ class Criterion:
         if self.degree < 2:
             return rows
         index = np.arange(self.n) if rows is None else np.asarray(rows)
-        anchors = anchor_points(K[index][:, self.line], self.degree)
-        if anchors is None:
-            return rows
-        return index[np.lexsort(anchors.T[::-1])]
+        order = anchor_order(K[index][:, self.line], self.degree)
+        return rows if order is None else index[order]
 
     def _anchored(self, K, Q, columns):
         """The queries ``Q`` (a block's, in the polynomial's columns) grouped by the point
-        their monomials are taken about (:func:`~kernattn._local.polynomial.anchor_points`):
+        their monomials are taken about (:func:`~kernattn._local.polynomial.anchor_groups`):
         per point, the point, the rows of its queries and the keys' columns about it
         (``columns``, the criterion's, about the training center)."""
         groups = []
