@@ -543,3 +543,17 @@ def test_local_polynomials_of_wide_data_are_the_weighted_least_squares(
         warnings.simplefilter("error")
         prediction = model.predict(Q)
     np.testing.assert_allclose(prediction, direct, rtol=1e-7, atol=1e-8)
+
+
+def test_local_line_of_two_clusters_far_apart_is_the_weighted_least_squares():
+    # Two dense clusters 200 000 bandwidths apart: the training center lies 100 000
+    # bandwidths from each, where the keys' monomials about it keep too few digits even
+    # for a line (0.15 off at the clusters' edges). About a point of the lattice, some 700
+    # bandwidths away here, the rounding floor moves the line by 1e-6 of the targets' spread.
+    rng = np.random.default_rng(3)
+    X = np.concatenate([rng.uniform(0, 40, 1500), 2e5 + rng.uniform(0, 40, 1500)])[:, None]
+    y = np.sin(X[:, 0] / 6.0) + 0.2 * rng.normal(size=3000)
+    Q = np.array([[X[:1500].min()], [20.0], [X[:1500].max()], [2e5 + 1.0], [X.max()]])
+    model = KernelSmoother(bandwidth=1.0, degree=1, algorithm="exact").fit(X, y)
+    direct = [_weighted_least_squares(X, y, q, 1.0, 1) for q in Q[:, 0]]
+    np.testing.assert_allclose(model.predict(Q), direct, rtol=0, atol=1e-6 * np.std(y))

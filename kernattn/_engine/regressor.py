@@ -508,7 +508,7 @@ class NadarayaWatsonRegressor(ConditionalDistributionMixin, RegressorMixin, Base
         (:func:`~kernattn._local.polynomial.anchor_order`), so that a block of queries meets
         few of them; ``None`` where the order does not matter."""
         for h, local in enumerate(getattr(self.kernel_, "local", ())):
-            if isinstance(local, LocalPolynomials) and local.degree >= 2:
+            if isinstance(local, LocalPolynomials) and local.degree >= 1:
                 return anchor_order(local.queries(self.kernel_, X, h), local.degree)
         return None
 

@@ -757,7 +757,7 @@ class Criterion:
         polynomials take their monomials about (:meth:`_anchored`), so that a block meets
         few of them; ``rows`` as they are where every row takes the training center. The
         criterion's sums over rows do not depend on their order."""
-        if self.degree < 2:
+        if self.degree < 1:
             return rows
         index = np.arange(self.n) if rows is None else np.asarray(rows)
         order = anchor_order(K[index][:, self.line], self.degree)
