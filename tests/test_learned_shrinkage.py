@@ -176,3 +176,28 @@ def test_folds_hold_out_whole_duplicate_groups():
     np.testing.assert_array_equal(np.sort(held), np.arange(60))
     for train, held in folds:
         assert not set(groups.ids[train]) & set(groups.ids[held])
+
+
+def test_a_large_sample_searches_its_start_once(monkeypatch):
+    # From ONE_FOLD_GROUPS distinct inputs the inner validation's one fold trains from the
+    # fit's own start; a small sample searches again on each fold's rows.
+    import kernattn.learned._fit as fit_module
+    from kernattn.learned._shrinkage import N_FOLDS, ONE_FOLD_GROUPS
+
+    calls = []
+    search = fit_module.start_parameters
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("rows"))
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(fit_module, "start_parameters", counted)
+    rng = np.random.default_rng(3)
+    for n, expected in ((ONE_FOLD_GROUPS, 1), (60, 1 + N_FOLDS)):
+        calls.clear()
+        X = rng.normal(size=(n, 2))
+        y = np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=n)
+        model = fit_quiet(AttentionRegressor(max_iter=5, random_state=0, **PLAIN), X, y)
+        assert len(calls) == expected
+        assert calls[0] is None  # the first search is on every row
+        assert 0.0 <= model.shrinkage_ <= 1.0

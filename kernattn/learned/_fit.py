@@ -22,6 +22,7 @@ from kernattn.learned._degree import choose_degree, degree_candidates
 from kernattn.learned._local import unbalanced_share
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 from kernattn.learned._optimize import sample_groups, validation_split
+from kernattn.learned._shrinkage import ONE_FOLD_GROUPS
 from kernattn.learned._start import initial_scale, start_parameters, target_scale, warm_parameters
 from kernattn.learned._training import train_kernel, untrained, validates
 
@@ -110,7 +111,19 @@ def fit_heads(X, values, sample_weight, groups, params, *, head_dim, user_init, 
         )
 
     theta = theta if warm else restart()
-    training = _train(objective, theta, params, plan, train, validation, rng, probe, warm, restart)
+    start = theta.copy()
+
+    def fold_start(rows):
+        # The inner validation's fold of a large sample (one fold, ONE_FOLD_GROUPS distinct
+        # inputs or more) trains from this same start: its search on all rows tuned d
+        # bandwidths, whose leave-one-out optimism is of order d/n against the held-out
+        # third, where the training moves d × head_dim parameters. Smaller samples search
+        # again on each fold's rows.
+        return start.copy() if groups.n_groups >= ONE_FOLD_GROUPS else restart(rows)
+
+    training = _train(
+        objective, theta, params, plan, train, validation, rng, probe, warm, fold_start
+    )
     theta = training.theta
     candidates = degree_candidates(
         objective, theta, params["degree"], groups.n_groups, head_dim, rng, plan["tilts"]

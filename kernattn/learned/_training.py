@@ -5,8 +5,8 @@ trains :math:`\theta_1` on the leave-one-out objective; a kernel trained against
 subsample has its width set for all keys; then the trained parameters are taken back toward
 the start, :math:`\theta = \theta_1 + \lambda(\theta_0 - \theta_1)`, by the shrinkage
 :math:`\lambda` given or chosen by the inner validation of
-:mod:`kernattn.learned._shrinkage` (each fold trained from its own start, as the fit on all
-rows was). Plain settings in, a :class:`Training` out.
+:mod:`kernattn.learned._shrinkage` (each fold trained from the start ``restart`` gives it:
+its own on a small sample, the fit's on a large one). Plain settings in, a :class:`Training` out.
 """
 
 import warnings
