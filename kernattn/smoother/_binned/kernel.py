@@ -35,6 +35,7 @@ exact one within the binning tolerance wherever it is given, and equals it (to r
 on every row handed back.
 """
 
+import dataclasses
 import math
 from functools import cached_property, lru_cache
 
@@ -243,6 +244,12 @@ class BinnedKernel:
         # The weights alone: no value column, whose moments nothing reads.
         weights_only = Bins(self._bins.grid, self._bins.counts[..., :1], self._center[:0])
         return grid_sums(weights_only, self._h / math.sqrt(2.0), self.degree)
+
+    @cached_property
+    def weight_sums(self):
+        """:attr:`sums` with its first column only, :math:`S_0`: the denominators of
+        :meth:`kernel_averages` at 10⁶ rows gather one column, not all of the fit's."""
+        return dataclasses.replace(self.sums, table=np.ascontiguousarray(self.sums.table[:, :1]))
 
     @cached_property
     def coarse_squared(self):
@@ -596,7 +603,7 @@ class BinnedKernel:
         averages, exact = np.empty(columns.shape), np.empty(len(X), dtype=bool)
         for rows in iter_query_blocks(len(X), self.n_columns, cache=2**20):  # as hat_values
             located = locate(X[rows], grid)
-            weights, exact[rows] = self._interpolated(self.sums, X[rows], located)
+            weights, exact[rows] = self._interpolated(self.weight_sums, X[rows], located)
             S = np.where(exact[rows], 1.0, weights[:, 0])
             averages[rows] = self._interpolated(sums, X[rows], located)[0] / S[:, None]
         return averages + center, exact
