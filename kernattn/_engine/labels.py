@@ -186,7 +186,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, BaseEstimator):
         if len(classes) < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in the data; "
-                f"got 1 class: {classes[0]!r}"
+                f"got 1 class: {classes.tolist()[0]!r}"
             )
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True
