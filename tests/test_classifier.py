@@ -17,6 +17,7 @@ from kernattn import AttentionClassifier, KernelClassifier, KernelSmoother
 from kernattn._core.loo import DuplicateGroups
 from kernattn._engine.labels import choose_prior_share
 from kernattn.bandwidth._mixed import MixedEncoding
+from kernattn.learned._classifier import discriminant_directions, ledoit_wolf_share
 from kernattn.learned._likelihood import LikelihoodCriterion
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
@@ -321,3 +322,52 @@ def test_kernel_classifier_ignores_the_scale_of_the_weights(exponent):
     scaled = KernelClassifier().fit(X, y, sample_weight=np.ldexp(weights, exponent))
     np.testing.assert_allclose(scaled.bandwidth_, plain.bandwidth_, rtol=1e-4)
     np.testing.assert_allclose(scaled.predict_proba(X), plain.predict_proba(X), atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(50, 5), (200, 30), (30, 60)])
+def test_ledoit_wolf_share_is_scikit_learns_with_weights_as_repeated_rows(shape):
+    from sklearn.covariance import ledoit_wolf_shrinkage
+
+    rng = np.random.default_rng(shape[1])
+    n, d = shape
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d))
+    X -= X.mean(axis=0)
+    assert ledoit_wolf_share(X, np.ones(n)) == pytest.approx(
+        ledoit_wolf_shrinkage(X, assume_centered=True), rel=1e-12
+    )
+    counts = rng.integers(1, 4, size=n)
+    repeated = ledoit_wolf_shrinkage(np.repeat(X, counts, axis=0), assume_centered=True)
+    assert ledoit_wolf_share(X, counts.astype(float)) == pytest.approx(repeated, rel=1e-12)
+    # Rows whose covariance is a multiple of the identity are shrunk most (the target is
+    # the truth), many rows of a strongly anisotropic covariance hardly at all.
+    assert ledoit_wolf_share(rng.normal(size=(200, 10)), np.ones(200)) > 0.5
+    anisotropic = rng.normal(size=(5000, 3)) * [1.0, 5.0, 25.0]
+    assert ledoit_wolf_share(anisotropic, np.ones(5000)) < 0.01
+
+
+def test_discriminant_start_is_shrunk_lda_with_unit_within_class_spread():
+    from scipy.linalg import eigh
+    from sklearn.covariance import ledoit_wolf_shrinkage
+
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(90, 6))
+    labels = rng.integers(0, 3, size=90)
+    Z[:, 0] += 1.5 * labels
+    Y = np.eye(3)[labels]
+    W = discriminant_directions(Z, Y, np.ones(90), head_dim=2)
+    means = np.array([Z[labels == c].mean(axis=0) for c in range(3)])
+    within = Z - means[labels]
+    share = ledoit_wolf_shrinkage(within, assume_centered=True)
+    S_w = within.T @ within / 90
+    S_w = (1 - share) * S_w + share * np.trace(S_w) / 6 * np.eye(6)
+    centered = means - Z.mean(axis=0)
+    S_b = (centered * np.bincount(labels)[:, None] / 90).T @ centered
+    values, vectors = eigh(S_b, S_w)
+    top = vectors[:, np.argsort(values)[::-1][:2]]
+    # The same directions (up to sign), each of unit within-class spread.
+    np.testing.assert_allclose(
+        np.abs(np.sum(W * top, axis=0)),
+        np.sqrt(np.sum(W * W, axis=0) * np.sum(top * top, axis=0)),
+        rtol=1e-8,
+    )
+    np.testing.assert_allclose(np.einsum("ij,ik,kj->j", W, S_w, W), 1.0, rtol=1e-10)
