@@ -85,8 +85,9 @@ def discriminant_directions(Z, Y, sample_weight, head_dim):
     hundred rows in tens of dimensions, its smallest eigenvalues are mostly noise, and the
     plain discriminant aims along them. On ``examples/benchmarks/bench_classify.py``'s ten
     sets (5-fold, six shuffles) the trained classifier's geometric mean of the log-loss
-    ratio to the best reference fell from 1.24 to 1.20 (wine 0.128 → 0.101, digits 0.084 →
-    0.073, breast_cancer 0.113 → 0.108), and rose on iris (0.170 → 0.196), whose
+    ratio to the best reference (of one shuffle) fell from 1.24 to 1.20 (wine 0.128 →
+    0.101, digits 0.084 → 0.073, breast_cancer 0.113 → 0.108), and rose on iris (0.170 →
+    0.196), whose
     discriminant lies along a direction of small within-class spread, which shrinking
     blurs.
 
