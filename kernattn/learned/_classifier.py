@@ -87,9 +87,8 @@ def discriminant_directions(Z, Y, sample_weight, head_dim):
     sets (5-fold, six shuffles) the trained classifier's geometric mean of the log-loss
     ratio to the best reference (of one shuffle) fell from 1.24 to 1.20 (wine 0.128 →
     0.101, digits 0.084 → 0.073, breast_cancer 0.113 → 0.108), and rose on iris (0.170 →
-    0.196), whose
-    discriminant lies along a direction of small within-class spread, which shrinking
-    blurs.
+    0.196), whose discriminant lies along a direction of small within-class spread, which
+    shrinking blurs.
 
     Beyond the ``n_classes − 1`` discriminant directions the generalized eigenvectors are
     an arbitrary basis of a degenerate eigenspace (their :math:`\lambda` is 0), which
