@@ -371,3 +371,17 @@ def test_discriminant_start_is_shrunk_lda_with_unit_within_class_spread():
         rtol=1e-8,
     )
     np.testing.assert_allclose(np.einsum("ij,ik,kj->j", W, S_w, W), 1.0, rtol=1e-10)
+
+
+def test_two_pass_width_grid_finds_the_whole_grids_width(monkeypatch, three_classes):
+    import kernattn.learned._classifier as module
+
+    X_iris, y_iris = load_iris(return_X_y=True)
+    for X, y in (three_classes, (X_iris, y_iris)):
+        two_pass = AttentionClassifier(random_state=0).fit(X, y)
+        with monkeypatch.context() as patch:
+            patch.setattr(module, "COARSE", 1)  # every point in the first pass
+            whole = AttentionClassifier(random_state=0).fit(X, y)
+        assert two_pass.width_factor_ == whole.width_factor_
+        assert two_pass.prior_share_ == whole.prior_share_
+        np.testing.assert_array_equal(two_pass.predict_proba(X), whole.predict_proba(X))
