@@ -170,9 +170,9 @@ class AttentionClassifier(FittedHeadsMixin, NadarayaWatsonClassifier):
     of the Gaussian then chosen by the same leave-one-out loss along a line), works in
     ``head_dim`` dimensions (by default ``2 (n_classes − 1)``, at most ``n_features``) and
     trains for at most ``max_iter=10`` L-BFGS iterations, with no inner validation. On
-    scikit-learn's digits (1 797 × 64, standardized, 5-fold, three shuffles) it fitted 2.8
+    scikit-learn's digits (1 797 × 64, standardized, 5-fold, three shuffles) it fitted 3.1
     times faster than :class:`~sklearn.neighbors.NeighborhoodComponentsAnalysis` (the
-    median over the 15 folds, 1.5 to 5.2 on a two-core machine: NCA's own time varies
+    median over the 15 folds, 1.7 to 5.7 on a two-core machine: NCA's own time varies
     threefold between folds), with a held-out log-loss of 0.077 against 0.090 for gradient
     boosting and 0.176 for NCA with a tuned k-nearest vote. The budget is where the
     held-out log-loss stops improving: over the benchmark's ten sets the geometric mean of
