@@ -64,7 +64,7 @@ def local_line(sums, Q):
     ybar, m = normalized[:, 0], normalized[:, 3 : 3 + d]
     second = _local_linear.unpack_second(normalized[:, 3 + d : -d], d)
     cross = normalized[:, -d:] - ybar[:, None] * m
-    g, _ = _local_linear.solve_covariance(m, second, (Q - m)[:, :, None])
+    g = _local_linear.solve_covariance(m, second, (Q - m)[:, :, None])
     return (ybar + np.einsum("bd,bd->b", cross, g[:, :, 0]))[:, None]
 
 

@@ -32,6 +32,7 @@ tilted covariance plus the penalty.
 
 import numpy as np
 
+from kernattn._local.cholesky import batch_entries, cholesky_factor, cholesky_solve
 from kernattn._local.polynomial import correlation_form
 
 #: The ridge, relative to each feature's weighted second moment about the training mean:
@@ -70,7 +71,8 @@ def unpack_second(upper, d):
 
 
 def solve_covariance(mean, second, rhs):
-    r"""``(C + Λ)⁻¹ rhs`` per query, with ``C = second − m mᵀ`` and the ridge ``Λ``.
+    r"""``(C + Λ)⁻¹ rhs`` per query, with ``C = second − m mᵀ`` and the ridge ``Λ``, solved in
+    correlation form by the local fits' one solve (:mod:`kernattn._local.cholesky`).
 
     Parameters
     ----------
@@ -85,10 +87,6 @@ def solve_covariance(mean, second, rhs):
     -------
     solution : ndarray of shape (b, d, r)
         0 in the features without local spread and on rows whose moments are not finite.
-    resolved : ndarray of bool, shape (b,)
-        Rows whose every feature has a local variance well above the ridge and whose
-        standardized covariance is well conditioned. Only the other rows can have a
-        neighborhood too small for a line (see :func:`sparse_neighborhoods`).
     """
     with np.errstate(over="ignore", invalid="ignore"):
         C = second - mean[:, :, None] * mean[:, None, :]
@@ -101,17 +99,11 @@ def solve_covariance(mean, second, rhs):
         # Features without spread (or rows that overflowed) drop out: an identity block.
         R = correlation_form(C, scale, active, ridge / scale**2)
         scaled_rhs = np.where(active[:, :, None], rhs / scale[:, :, None], 0.0)
-    solution = np.linalg.solve(R, scaled_rhs) / scale[:, :, None]
+        L = cholesky_factor(batch_entries(R))
+        solution = np.moveaxis(cholesky_solve(L, np.moveaxis(scaled_rhs, 0, -1)), -1, 0)
+    solution /= scale[:, :, None]
     solution[~finite] = 0.0
-    # A row is resolved when every feature's local variance stands well above the ridge and
-    # the standardized covariance is far from singular.
-    with np.errstate(invalid="ignore"):
-        spread = np.all(np.diagonal(C, axis1=1, axis2=2) > 1e3 * ridge, axis=1)
-    resolved = spread & finite
-    if np.any(resolved):
-        smallest = np.linalg.eigvalsh(R[resolved])[:, 0]
-        resolved[np.flatnonzero(resolved)] = smallest > 1e-8
-    return solution, resolved
+    return solution
 
 
 def sparse_neighborhoods(weights, n_params, groups=None):

@@ -38,6 +38,10 @@ columns, one matrix product per block of queries, as the engine takes every kern
 ``RIDGE`` times its raw second moment, as the local line always had, a monomial whose
 local variance is not well above that floor drops out (coefficient 0), and so does a
 direction of :math:`R` whose eigenvalue is not (a local design that is collinear there).
+:math:`R` is solved by the local fits' one solve (:mod:`kernattn._local.cholesky`, the
+binned tier's too) wherever every direction is kept for certain and the fit is not held
+back; the other queries take :math:`R`'s eigen-decomposition, which drops directions and
+gives the held-back ridge below.
 
 **Held back: the finite-sample variance.** The estimate is linear in the targets, so with
 independent noise of variance :math:`\sigma^2` its conditional variance is
@@ -100,6 +104,12 @@ import numpy as np
 
 # The warning of held-back queries, defined with kernattn's other warnings.
 from kernattn._core.warning_types import LocalDesignWarning  # noqa: F401
+from kernattn._local.cholesky import (
+    batch_entries,
+    cholesky_factor,
+    cholesky_solve,
+    inverse_trace,
+)
 
 #: The rounding floor, relative to each monomial's weighted raw second moment about the
 #: training center: well above the rounding error of a variance computed from moment sums
@@ -335,9 +345,14 @@ class LocalDesign(NamedTuple):
     query: np.ndarray
     #: (b, P'): g = (R + λI)⁻¹ v on the resolved directions.
     coefficients: np.ndarray
-    #: (b, P', P'): the eigenvectors of R (columns).
+    #: (P', P', b): the lower Cholesky factor of R (:mod:`kernattn._local.cholesky`).
+    factor: np.ndarray
+    #: (b,) bool: the rows solved with it (every direction kept, no ridge); the others use
+    #: R's eigen-decomposition.
+    factored: np.ndarray
+    #: (b, P', P'): the eigenvectors of R (columns; the identity on factored rows).
     eigenvectors: np.ndarray
-    #: (b, P'): R's eigenvalues e (1 on the directions not kept).
+    #: (b, P'): R's eigenvalues e (1 on the directions not kept and on factored rows).
     eigenvalues: np.ndarray
     #: (b, P') bool: the eigen-directions the design resolves (kept).
     kept: np.ndarray
@@ -412,6 +427,8 @@ def _constant_design(a0):
         root=empty,
         query=empty,
         coefficients=empty,
+        factor=np.zeros((0, 0, b)),
+        factored=np.ones(b, dtype=bool),
         eigenvectors=np.zeros((b, 0, 0)),
         eigenvalues=empty,
         kept=np.zeros((b, 0), dtype=bool),
@@ -536,15 +553,87 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         u = (r - a0[:, None] * psi_bar) / root
         u = np.where(resolved, u, 0.0)
         M = np.where(resolved[:, :, None] & resolved[:, None, :], M, 0.0)
-    eigenvalues, eigenvectors = np.linalg.eigh(R)
     # A direction whose eigenvalue is not well above the floor (in R's units) carries no
     # information: the fit is constant along it.
     relative_floor = np.where(resolved, floor / np.where(total > 0, total, 1.0), 0.0)
-    kept = eigenvalues > RESOLUTION * relative_floor.max(axis=1, initial=0.0)[:, None]
-    a = np.einsum("bki,bk->bi", eigenvectors, v)
-    unresolved_offset = np.sum(np.where(resolved, 0.0, offsets) ** 2, axis=1) + np.sum(
-        np.where(kept, 0.0, a) ** 2, axis=1
+    threshold = RESOLUTION * relative_floor.max(axis=1, initial=0.0)
+    unresolved_offset = np.sum(np.where(resolved, 0.0, offsets) ** 2, axis=1)
+    # The one solve (kernattn._local.cholesky) serves every query whose design keeps all its
+    # directions for certain (the smallest eigenvalue of R is at least 1/tr R⁻¹) and whose
+    # fit the variance rule leaves as it is; the others take R's eigen-decomposition, which
+    # drops the directions the design does not resolve and finds the held-back ridge.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        L = cholesky_factor(batch_entries(R))
+        coefficients = np.moveaxis(cholesky_solve(L, np.moveaxis(v, 0, -1)), -1, 0)
+        variance = _variance_factor(a0, u, M, coefficients, 1.0, np.zeros(b))
+        factored = (
+            finite & (2.0 * threshold * inverse_trace(L) < 1.0) & (variance <= variance_bound)
+        )
+        leverage = np.einsum("bi,bi->b", v, coefficients)
+    factor = np.zeros((P - 1, P - 1, b))
+    for i in range(P - 1):
+        for j in range(i + 1):
+            factor[i, j] = L[i][j]
+    eigenvectors = np.broadcast_to(np.eye(P - 1), (b, P - 1, P - 1)).copy()
+    e = np.ones((b, P - 1))
+    kept = np.ones((b, P - 1), dtype=bool)
+    ridge = np.zeros(b)
+    rest = np.flatnonzero(~factored)
+    if len(rest):
+        eigen = _eigen_design(
+            R[rest],
+            v[rest],
+            u[rest],
+            M[rest],
+            a0[rest],
+            threshold[rest],
+            finite[rest],
+            variance_bound,
+        )
+        (
+            eigenvectors[rest],
+            e[rest],
+            kept[rest],
+            coefficients[rest],
+            leverage[rest],
+            variance[rest],
+            ridge[rest],
+            dropped,
+        ) = eigen
+        unresolved_offset[rest] += dropped
+    held_back = (variance > variance_bound) | (unresolved_offset > 1.0) | ~finite
+    return LocalDesign(
+        mean=m,
+        spread=s,
+        transform=transform,
+        psi_bar=np.where(resolved, psi_bar, 0.0),
+        root=root,
+        query=v,
+        coefficients=np.where(resolved, coefficients, 0.0),
+        factor=factor,
+        factored=factored,
+        eigenvectors=eigenvectors,
+        eigenvalues=e,
+        kept=kept,
+        resolved=resolved,
+        ridge=ridge,
+        leverage=np.where(finite, leverage, np.inf),
+        variance=np.where(finite, variance, np.inf),
+        held_back=held_back,
+        finite=finite,
     )
+
+
+def _eigen_design(R, v, u, M, a0, threshold, finite, variance_bound):
+    """:func:`local_design`'s solve in the eigenbasis of ``R`` for the rows the one solve
+    does not serve: the eigenvectors, eigenvalues (1 where dropped), the directions kept,
+    the coefficients g, the leverage, the variance factor V_0, the held-back ridge and the
+    query's squared offset along the dropped directions."""
+    b = len(R)
+    eigenvalues, eigenvectors = np.linalg.eigh(R)
+    kept = eigenvalues > threshold[:, None]
+    a = np.einsum("bki,bk->bi", eigenvectors, v)
+    dropped = np.sum(np.where(kept, 0.0, a) ** 2, axis=1)
     a = np.where(kept, a, 0.0)
     e = np.where(kept, eigenvalues, 1.0)
     u_hat = np.einsum("bki,bk->bi", eigenvectors, u)
@@ -557,26 +646,8 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         ridge[wide] = _ridge_for_variance(
             a0[wide], u_hat[wide], M_hat[wide], a[wide], e[wide], variance_bound
         )
-    held_back = (variance > variance_bound) | (unresolved_offset > 1.0) | ~finite
     coefficients = np.einsum("bik,bk->bi", eigenvectors, a / (e + ridge[:, None]))
-    return LocalDesign(
-        mean=m,
-        spread=s,
-        transform=transform,
-        psi_bar=np.where(resolved, psi_bar, 0.0),
-        root=root,
-        query=v,
-        coefficients=np.where(resolved, coefficients, 0.0),
-        eigenvectors=eigenvectors,
-        eigenvalues=e,
-        kept=kept,
-        resolved=resolved,
-        ridge=ridge,
-        leverage=np.where(finite, leverage, np.inf),
-        variance=np.where(finite, variance, np.inf),
-        held_back=held_back,
-        finite=finite,
-    )
+    return eigenvectors, e, kept, coefficients, leverage, variance, ridge, dropped
 
 
 def _variance_factor(a0, u, M, a, e, ridge):
@@ -745,12 +816,23 @@ def raw_coefficients(design, coefficients, constant):
 def solve_local(design, rhs, ridge=True):
     r""":math:`(R + \lambda I)^{-1}` ``rhs`` on the kept directions of each row's local design,
     for ``rhs`` of shape (b, k, P') (0 on unresolved monomials); ``ridge=False``:
-    :math:`R^{-1}` (the plain local polynomial, :math:`\lambda = 0`)."""
-    V = design.eigenvectors
-    regularized = design.eigenvalues + (design.ridge[:, None] if ridge else 0.0)
-    inverse = np.where(design.kept, 1.0 / regularized, 0.0)
-    projected = np.einsum("bji,bkj->bki", V, rhs) * inverse[:, None, :]
-    solution = np.einsum("bji,bki->bkj", V, projected)
+    :math:`R^{-1}` (the plain local polynomial, :math:`\lambda = 0`). The rows
+    :func:`local_design` factored (no ridge, every direction kept) take the one solve with
+    its factor; the others their eigen-decomposition."""
+    solution = np.zeros(rhs.shape)
+    factored = design.factored
+    if np.any(factored):
+        rows = np.flatnonzero(factored) if not np.all(factored) else slice(None)
+        L = [[design.factor[i, j, rows] for j in range(i + 1)] for i in range(len(design.factor))]
+        solved = cholesky_solve(L, rhs[rows].transpose(2, 1, 0))  # (P', k, b)
+        solution[rows] = solved.transpose(2, 1, 0)
+    if not np.all(factored):
+        rows = np.flatnonzero(~factored)
+        V = design.eigenvectors[rows]
+        regularized = design.eigenvalues[rows] + (design.ridge[rows, None] if ridge else 0.0)
+        inverse = np.where(design.kept[rows], 1.0 / regularized, 0.0)
+        projected = np.einsum("bji,bkj->bki", V, rhs[rows]) * inverse[:, None, :]
+        solution[rows] = np.einsum("bji,bki->bkj", V, projected)
     return np.where(design.resolved[:, None, :], solution, 0.0)
 
 

@@ -193,7 +193,7 @@ def tilted_weights(weights, keys, Q, columns=None, spread=None, penalty=PENALTY)
         mean, second = key_moments(tilted[active], columns, d)
         lam_a = lam[active]
         gradient = mean - Q[active] + np.einsum("bde,be->bd", penalty[active], lam_a)
-        step, _ = solve_covariance(mean, second + penalty[active], gradient[:, :, None])
+        step = solve_covariance(mean, second + penalty[active], gradient[:, :, None])
         step = step[:, :, 0]
         decrement = np.einsum("bd,bd->b", gradient, step)
         going = decrement > TOLERANCE
@@ -305,7 +305,7 @@ def slope_directions(weights, keys, Q, values, columns=None):
     cross = (cross - ybar[:, :, None] * mean[:, None, :]).transpose(0, 2, 1)
     cross[~np.isfinite(cross)] = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
-        B, _ = solve_covariance(mean, second, cross)
+        B = solve_covariance(mean, second, cross)
         C = second - mean[:, :, None] * mean[:, None, :]
     B[~np.isfinite(B)] = 0.0
     C[~np.isfinite(C)] = 0.0

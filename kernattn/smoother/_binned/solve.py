@@ -1,8 +1,9 @@
-"""The local polynomial at a batch of points from its moment sums: a ridged, unrolled
-Cholesky solve."""
+"""The local polynomial at a batch of points from its moment sums: the local fits' one solve
+(:mod:`kernattn._local.cholesky`) of the normal equations, ridged."""
 
 import numpy as np
 
+from kernattn._local.cholesky import TINY, cholesky_factor, cholesky_solve
 from kernattn.smoother._binned.exponents import basis_exponents, gaussian_moment, pair_index
 
 #: Ridge of the local-polynomial solve, relative to the diagonal a locally uniform design
@@ -24,43 +25,17 @@ def solve_columns(S, T, degree, n_dims, ridge=RIDGE, return_resolution=False):
     inv_scale = 1.0 / scale
     mu = [gaussian_moment(2 * e) for e in basis]
     # M / S0: the pivots are O(1) wherever there is data.
-    L = [[None] * P for _ in range(P)]
-    for j in range(P):
-        if j == 0:
-            L[0][0] = np.ones_like(S0)
-            for i in range(1, P):
-                L[i][0] = S[pair[i, 0]] * inv_scale
-            continue
-        s = S[pair[j, j]] * inv_scale + ridge * mu[j]
-        for k in range(j):
-            s -= L[j][k] ** 2
-        # Rounding (or FFT noise) can push a Schur complement below the ridge.
-        s = np.maximum(s, ridge * mu[j] if ridge > 0 else np.finfo(float).tiny)
-        L[j][j] = np.sqrt(s)
-        for i in range(j + 1, P):
-            v = S[pair[i, j]] * inv_scale
-            for k in range(j):
-                v = v - L[i][k] * L[j][k]
-            L[i][j] = v / L[j][j]
-
-    def cholesky_solve(rhs):
-        z = [None] * P
-        for i in range(P):
-            v = rhs[i]
-            for k in range(i):
-                v = v - L[i][k] * z[k]
-            z[i] = v / L[i][i]
-        x = [None] * P
-        for i in reversed(range(P)):
-            v = z[i]
-            for k in range(i + 1, P):
-                v = v - L[k][i] * x[k]
-            x[i] = v / L[i][i]
-        return np.stack(x)
-
-    coefficients = cholesky_solve(T * inv_scale)  # (P, t, b)
+    entries = [
+        [S[pair[i, j]] * inv_scale for j in range(i)] + [S[pair[i, i]] * inv_scale + ridge * mu[i]]
+        for i in range(P)
+    ]
+    entries[0][0] = np.ones_like(S0)
+    # Rounding (or FFT noise) can push a Schur complement below the ridge.
+    floors = [TINY] + [ridge * mu[j] if ridge > 0 else TINY for j in range(1, P)]
+    L = cholesky_factor(entries, floors)
+    coefficients = cholesky_solve(L, T * inv_scale)  # (P, t, b)
     unit = [inv_scale * ok if i == 0 else np.zeros_like(S0) for i in range(P)]
-    first_row = cholesky_solve(unit)  # (P, b)
+    first_row = cholesky_solve(L, unit)  # (P, b)
     if not np.all(ok):
         coefficients[..., ~ok] = 0.0
         first_row[:, ~ok] = 0.0
@@ -85,8 +60,8 @@ def solve_local_polynomial(
     :math:`\mu_{2e} = E_K[u^{2e}]` is the diagonal a locally uniform design would give: a
     scale-invariant ridge that leaves the intercept free, so constants are reproduced
     exactly. Where the design cannot resolve a coefficient (all weight on one point, say)
-    the ridge sets it to 0 and the fit falls back to the local constant. The solve is an
-    unrolled Cholesky factorisation over the batch.
+    the ridge sets it to 0 and the fit falls back to the local constant. The solve is the
+    local fits' Cholesky factorisation over the batch (:mod:`kernattn._local.cholesky`).
 
     Parameters
     ----------
