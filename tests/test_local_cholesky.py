@@ -42,7 +42,7 @@ def test_solve_and_inverse_trace_equal_numpy(seed, b, P, k):
     rng = np.random.default_rng(seed)
     A = spd_batch(rng, b, P)
     rhs = rng.normal(size=(b, P, k))
-    L = cholesky_factor(batch_entries(A))
+    L = cholesky_factor(*batch_entries(A))
     lower = np.array([[L[i][j] if j <= i else np.zeros(b) for j in range(P)] for i in range(P)])
     np.testing.assert_allclose(np.moveaxis(lower, -1, 0), np.linalg.cholesky(A), atol=1e-12)
     x = cholesky_solve(L, rhs.transpose(1, 2, 0)).transpose(2, 0, 1)
@@ -58,11 +58,11 @@ def test_each_row_of_the_batch_is_solved_alone():
     rng = np.random.default_rng(0)
     A = spd_batch(rng, 12, 4)
     rhs = rng.normal(size=(4, 12))
-    x = cholesky_solve(cholesky_factor(batch_entries(A)), rhs)
+    x = cholesky_solve(cholesky_factor(*batch_entries(A)), rhs)
     order = rng.permutation(12)
-    y = cholesky_solve(cholesky_factor(batch_entries(A[order])), rhs[:, order])
+    y = cholesky_solve(cholesky_factor(*batch_entries(A[order])), rhs[:, order])
     np.testing.assert_array_equal(y, x[:, order])
-    z = cholesky_solve(cholesky_factor(batch_entries(A[5:6])), rhs[:, 5:6])
+    z = cholesky_solve(cholesky_factor(*batch_entries(A[5:6])), rhs[:, 5:6])
     np.testing.assert_array_equal(z[:, 0], x[:, 5])
 
 
@@ -70,7 +70,7 @@ def test_a_pivot_below_its_floor_is_raised_to_it():
     """A singular matrix's zero Schur complement takes the floor: the factor stays finite
     and its squared pivot is the floor."""
     A = np.array([[[1.0, 1.0], [1.0, 1.0]]])
-    L = cholesky_factor(batch_entries(A), floors=[0.0, 1e-8])
+    L = cholesky_factor(*batch_entries(A), floors=[0.0, 1e-8])
     assert L[1][1][0] ** 2 == pytest.approx(1e-8)
     assert np.all(np.isfinite(cholesky_solve(L, [np.ones(1), np.ones(1)])))
 

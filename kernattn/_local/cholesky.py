@@ -3,7 +3,7 @@ r"""The one solve of the local fits: a batch of small symmetric positive-definit
 entry by entry over the batch.
 
 A matrix of the batch is given by its lower triangle, each entry an array over the batch
-(``entries[i][j]``, ``j ≤ i``, of shape ``(b,)``): the Cholesky factor
+(``entry(i, j)``, ``j ≤ i``, of shape ``(b,)``): the Cholesky factor
 :math:`A = L L^\top` is then :math:`P(P+1)(P+2)/6` vectorized operations, whatever the batch
 size. For the few unknowns of a local fit (2 to 10) this is several times faster than a
 batched LAPACK call, whose cost per matrix dominates at 10⁶ queries, and its arithmetic on
@@ -21,14 +21,18 @@ import numpy as np
 TINY = np.finfo(float).tiny
 
 
-def cholesky_factor(entries, floors=None):
+def cholesky_factor(entry, size, floors=None):
     """The lower Cholesky factor of a batch of symmetric matrices.
 
     Parameters
     ----------
-    entries : sequence of sequences of ndarray
-        ``entries[i][j]`` (``j ≤ i``): the matrices' entry (i, j), each of shape (b,) (or
-        broadcasting to it). Not modified.
+    entry : callable
+        ``entry(i, j)`` (``j ≤ i``): the matrices' entry (i, j), an array of shape (b,) (or
+        broadcasting to it), asked for once, when the factorization reaches it.
+        ``entry(0, 0)`` may be ``None``: every matrix has 1 there (it is scaled so), and the
+        first column of the factor is the first column of the matrices.
+    size : int
+        ``P``, the matrices' order.
     floors : sequence of float or ndarray, optional
         The least value of each squared pivot (default :data:`TINY`).
 
@@ -37,16 +41,21 @@ def cholesky_factor(entries, floors=None):
     list of lists of ndarray
         ``L[i][j]`` (``j ≤ i``; ``None`` above the diagonal).
     """
-    P = len(entries)
+    P = size
     floors = [TINY] * P if floors is None else floors
     L = [[None] * P for _ in range(P)]
     for j in range(P):
-        s = entries[j][j]
+        s = entry(j, j)
+        if j == 0 and s is None:
+            L[0][0] = 1.0
+            for i in range(1, P):
+                L[i][0] = entry(i, 0)
+            continue
         for k in range(j):
             s = s - L[j][k] ** 2
         L[j][j] = np.sqrt(np.maximum(s, floors[j]))
         for i in range(j + 1, P):
-            v = entries[i][j]
+            v = entry(i, j)
             for k in range(j):
                 v = v - L[i][k] * L[j][k]
             L[i][j] = v / L[j][j]
@@ -92,7 +101,11 @@ def inverse_trace(L):
 
 
 def batch_entries(matrices):
-    """The entries of a batch of matrices ``(b, P, P)`` as :func:`cholesky_factor` takes
-    them (one contiguous array per entry)."""
+    """The entries of a batch of matrices ``(b, P, P)`` as :func:`cholesky_factor` asks for
+    them (contiguous over the batch), and ``P``."""
     columns = np.ascontiguousarray(np.moveaxis(matrices, 0, -1))
-    return [[columns[i, j] for j in range(i + 1)] for i in range(matrices.shape[1])]
+
+    def entry(i, j):
+        return columns[i, j]
+
+    return entry, matrices.shape[1]

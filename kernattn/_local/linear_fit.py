@@ -99,7 +99,7 @@ def solve_covariance(mean, second, rhs):
         # Features without spread (or rows that overflowed) drop out: an identity block.
         R = correlation_form(C, scale, active, ridge / scale**2)
         scaled_rhs = np.where(active[:, :, None], rhs / scale[:, :, None], 0.0)
-        L = cholesky_factor(batch_entries(R))
+        L = cholesky_factor(*batch_entries(R))
         solution = np.moveaxis(cholesky_solve(L, np.moveaxis(scaled_rhs, 0, -1)), -1, 0)
     solution /= scale[:, :, None]
     solution[~finite] = 0.0

@@ -563,7 +563,7 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
     # fit the variance rule leaves as it is; the others take R's eigen-decomposition, which
     # drops the directions the design does not resolve and finds the held-back ridge.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        L = cholesky_factor(batch_entries(R))
+        L = cholesky_factor(*batch_entries(R))
         coefficients = np.moveaxis(cholesky_solve(L, np.moveaxis(v, 0, -1)), -1, 0)
         variance = _variance_factor(a0, u, M, coefficients, 1.0, np.zeros(b))
         factored = (

@@ -24,15 +24,17 @@ def solve_columns(S, T, degree, n_dims, ridge=RIDGE, return_resolution=False):
     scale = np.where(ok, S0, 1.0)
     inv_scale = 1.0 / scale
     mu = [gaussian_moment(2 * e) for e in basis]
-    # M / S0: the pivots are O(1) wherever there is data.
-    entries = [
-        [S[pair[i, j]] * inv_scale for j in range(i)] + [S[pair[i, i]] * inv_scale + ridge * mu[i]]
-        for i in range(P)
-    ]
-    entries[0][0] = np.ones_like(S0)
+    # M / S0: the pivots are O(1) wherever there is data (the first is 1).
+
+    def entry(i, j):
+        if i == j == 0:
+            return None
+        value = S[pair[i, j]] * inv_scale
+        return value + ridge * mu[i] if i == j else value
+
     # Rounding (or FFT noise) can push a Schur complement below the ridge.
     floors = [TINY] + [ridge * mu[j] if ridge > 0 else TINY for j in range(1, P)]
-    L = cholesky_factor(entries, floors)
+    L = cholesky_factor(entry, P, floors)
     coefficients = cholesky_solve(L, T * inv_scale)  # (P, t, b)
     unit = [inv_scale * ok if i == 0 else np.zeros_like(S0) for i in range(P)]
     first_row = cholesky_solve(L, unit)  # (P, b)
