@@ -23,6 +23,7 @@ from kernattn._core.sums import (
     log_sum_exp,
     merge,
     merge_centered,
+    rescaling,
     shift_of,
     shifted_exp,
     softmax_weights,
@@ -506,3 +507,21 @@ def test_kernel_sums_of_base_two_logits_in_other_namespaces(xp, problem):
     _, expected = dense_sums(natural, columns)
     np.testing.assert_array_equal(to_numpy(top), masked.max(axis=1))
     np.testing.assert_allclose(to_numpy(sums), expected, rtol=1e-12)
+
+
+def test_rescaling_takes_sums_from_one_shift_to_another():
+    """Sums at shift c times e^(c − c') are the sums at shift c': the same exponentials
+    summed at c'; a part that summed nothing (shift −inf) contributes 0, never NaN, even
+    onto a shift of −inf."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(4, 9)) * 30
+    values = rng.normal(size=(9, 2))
+    top, sums = dense_sums(logits, values)
+    onto = top + rng.uniform(0, 50, size=4)
+    np.testing.assert_allclose(
+        sums * rescaling(top, onto)[:, None], np.exp(logits - onto[:, None]) @ values
+    )
+    factors = rescaling(np.array([-np.inf, 1.0, -np.inf]), np.array([2.0, 2.0, -np.inf]))
+    np.testing.assert_array_equal(factors, [0.0, np.exp(-1.0), 0.0])
+    # One shift for several rows broadcasts.
+    np.testing.assert_allclose(rescaling(np.array([0.0, -1.0]), 1.0), np.exp([-1.0, -2.0]))

@@ -80,6 +80,7 @@ __all__ = [
     "merge_centered",
     "merge_shifts",
     "recount",
+    "rescaling",
     "row_shift",
     "shift_of",
     "shifted_exp",
@@ -762,6 +763,14 @@ def row_shift(logits, fallback=None, *, axis=-1, xp=None):
         if xp.any(none):
             top = xp.where(none, xp.max(fallback, axis=axis), top)
     return top
+
+
+def rescaling(top, new_top, *, xp=None):
+    r"""The factor :math:`e^{c - c'}` that takes sums taken at the shift ``top`` (:math:`c`)
+    onto the shift ``new_top`` (:math:`c'`): 0 where ``top`` is :math:`-\infty` (nothing
+    was summed). The shifts broadcast against each other (numpy by default)."""
+    xp = np if xp is None else xp
+    return _scale_of(xp.asarray(top), xp.asarray(new_top), 0, xp)
 
 
 def merge_shifts(tops, *, xp=None):

@@ -43,7 +43,7 @@ import hashlib
 import numpy as np
 
 from kernattn._core.rows import as_part, concatenate_parts, out_of_core_rows
-from kernattn._core.sums import augment_queries, exp_shifted, kernel_sums, merge
+from kernattn._core.sums import augment_queries, exp_shifted, kernel_sums, merge, rescaling
 from kernattn._engine.distribution import MixedWeights, rank_residuals
 from kernattn.linear._near_field import NEAR_MASS, NearFieldKernel
 from kernattn.linear._staged import exact_part, merge_exact
@@ -178,7 +178,7 @@ def part_weights(model, queries, states, X, w, reach=None):
             shift, total = exact.centered_state(rows, h, np.zeros((len(X), 1)))[:2]
             merged_shift, merged_total = states[h][0], states[h][1]
             with np.errstate(over="ignore", invalid="ignore"):
-                local *= (total * np.exp(shift - merged_shift) / merged_total)[:, None]
+                local *= (total * rescaling(shift, merged_shift) / merged_total)[:, None]
             weights[unserved] = local
         out.append(weights)
     return out
@@ -294,7 +294,7 @@ def near_part_weights(model, split, X, w):
     keys = _sorted_keys(kernel, X, w)
     features, key_top = kernel.far.key_features(0, keys["keys"], keys["log_weight"])
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        features *= np.exp(key_top - kernel.far.key_log_scale[0])
+        features *= rescaling(key_top, kernel.far.key_log_scale[0])
         inner = kernel.feature_map.inner(features.T)
         weights = np.zeros((len(Q), len(X)))
         for c, rows in _by_cell(cells):

@@ -55,7 +55,7 @@ import copy
 import numpy as np
 
 from kernattn._core.blocks import KEY_TILE, iter_query_blocks
-from kernattn._core.sums import merge, row_shift
+from kernattn._core.sums import merge, rescaling, row_shift
 from kernattn._engine.heads import SoftmaxHeads, key_bias
 
 # Denominators below this fraction of Σ_j |φ_j(q) z_j| are dominated by cancellation.
@@ -358,7 +358,7 @@ class FeatureKernel:
         weights = np.empty((len(X), len(K)))
         for rows in iter_query_blocks(len(K), features.shape[1], n_arrays=3, cache=_BLOCK_ENTRIES):
             block, top = self.key_features(h, K[rows], log_weight[rows])
-            block *= np.exp(top - self.key_log_scale[h])
+            block *= rescaling(top, self.key_log_scale[h])
             weights[:, rows] = features @ inner(block.T)
         reliable = ~unreliable
         weights[reliable] /= sums[reliable, -1:]

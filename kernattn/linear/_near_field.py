@@ -68,6 +68,7 @@ from kernattn._core.sums import (
     gaussian_key_bias,
     kernel_sums,
     merge_shifts,
+    rescaling,
     row_shift,
 )
 from kernattn.linear._feature_kernel import REACH
@@ -611,7 +612,7 @@ class NearFieldKernel:
         features, top = self.far.key_features(
             0, near["keys"][positions], near["log_weight"][positions]
         )
-        return features * np.exp(top - self.far.key_log_scale[0])
+        return features * rescaling(top, self.far.key_log_scale[0])
 
     def _split_weights(self, X, keys=None, exclude=None):
         """Split weights of queries ``X`` on the keys at ``keys`` (cell order; all by

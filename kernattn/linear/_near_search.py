@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from kernattn._core.blocks import query_block_size
-from kernattn._core.sums import augment_queries, kernel_sums, row_shift
+from kernattn._core.sums import augment_queries, kernel_sums, rescaling, row_shift
 from kernattn.linear._cost import CANDIDATE_COMPONENTS, MAX_COMPONENTS, split_cost
 from kernattn.linear._near_field import NEAR_MASS
 
@@ -165,7 +165,7 @@ class ErrorProbe:
         with np.errstate(over="ignore", under="ignore"):
             queries = feature_map.inner(np.exp(logs - query_scale[:, None]).T).T
             self.low_rank = queries @ np.exp(key_logs - key_scale).T
-            self.low_rank *= np.exp(query_scale + key_scale - self.top)[:, None]
+            self.low_rank *= rescaling(query_scale + key_scale, self.top)[:, None]
         self.sampled_far = True
         return self
 
