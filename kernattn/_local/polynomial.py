@@ -346,7 +346,7 @@ class LocalDesign(NamedTuple):
     #: (b, P'): g = (R + λI)⁻¹ v on the resolved directions.
     coefficients: np.ndarray
     #: (P', P', b): the lower Cholesky factor of R (:mod:`kernattn._local.cholesky`).
-    factor: np.ndarray
+    cholesky: np.ndarray
     #: (b,) bool: the rows solved with it (every direction kept, no ridge); the others use
     #: R's eigen-decomposition.
     factored: np.ndarray
@@ -427,7 +427,7 @@ def _constant_design(a0):
         root=empty,
         query=empty,
         coefficients=empty,
-        factor=np.zeros((0, 0, b)),
+        cholesky=np.zeros((0, 0, b)),
         factored=np.ones(b, dtype=bool),
         eigenvectors=np.zeros((b, 0, 0)),
         eigenvalues=empty,
@@ -570,10 +570,10 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
             finite & (2.0 * threshold * inverse_trace(L) < 1.0) & (variance <= variance_bound)
         )
         leverage = np.einsum("bi,bi->b", v, coefficients)
-    factor = np.zeros((P - 1, P - 1, b))
+    cholesky = np.zeros((P - 1, P - 1, b))
     for i in range(P - 1):
         for j in range(i + 1):
-            factor[i, j] = L[i][j]
+            cholesky[i, j] = L[i][j]
     eigenvectors = np.broadcast_to(np.eye(P - 1), (b, P - 1, P - 1)).copy()
     e = np.ones((b, P - 1))
     kept = np.ones((b, P - 1), dtype=bool)
@@ -610,7 +610,7 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         root=root,
         query=v,
         coefficients=np.where(resolved, coefficients, 0.0),
-        factor=factor,
+        cholesky=cholesky,
         factored=factored,
         eigenvectors=eigenvectors,
         eigenvalues=e,
@@ -823,7 +823,8 @@ def solve_local(design, rhs, ridge=True):
     factored = design.factored
     if np.any(factored):
         rows = np.flatnonzero(factored) if not np.all(factored) else slice(None)
-        L = [[design.factor[i, j, rows] for j in range(i + 1)] for i in range(len(design.factor))]
+        cholesky = design.cholesky
+        L = [[cholesky[i, j, rows] for j in range(i + 1)] for i in range(len(cholesky))]
         solved = cholesky_solve(L, rhs[rows].transpose(2, 1, 0))  # (P', k, b)
         solution[rows] = solved.transpose(2, 1, 0)
     if not np.all(factored):
