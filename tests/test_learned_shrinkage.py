@@ -202,35 +202,3 @@ def test_a_large_sample_searches_its_start_once(monkeypatch):
         assert calls[0] is None  # the first search is on every row
         # A small sample's folds search on their own rows, each a part of the sample.
         assert all(len(rows) < n for rows in calls[1:])
-
-
-def test_a_large_samples_fold_trains_first_and_hands_on_its_end_point(monkeypatch):
-    # From ONE_FOLD_GROUPS distinct inputs the one fold trains first, from the fit's start,
-    # and the training on all rows starts where the fold's ended; a small sample trains on
-    # all rows first, and its folds after, from their own starts.
-    import kernattn.learned._training as training_module
-    from kernattn.learned._shrinkage import ONE_FOLD_GROUPS
-
-    runs = []
-    optimize = training_module.optimize
-
-    def recorded(objective, theta, *, train, **kwargs):
-        start = theta.copy()
-        result = optimize(objective, theta, train=train, **kwargs)
-        runs.append((len(train), start, result[0].copy()))
-        return result
-
-    monkeypatch.setattr(training_module, "optimize", recorded)
-    rng = np.random.default_rng(4)
-    for n in (ONE_FOLD_GROUPS, 60):
-        runs.clear()
-        X = rng.normal(size=(n, 2))
-        y = np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=n)
-        fit_quiet(AttentionRegressor(max_iter=5, random_state=0, **PLAIN), X, y)
-        sizes = [size for size, _, _ in runs]
-        if n == ONE_FOLD_GROUPS:
-            assert sizes[0] < n and sizes[1:] == [n]
-            np.testing.assert_array_equal(runs[1][1], runs[0][2])
-        else:
-            assert sizes[0] == n and all(size < n for size in sizes[1:])
-            assert not any(np.array_equal(run[1], runs[0][2]) for run in runs[1:])

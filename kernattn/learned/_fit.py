@@ -244,9 +244,6 @@ def _train(objective, theta, params, plan, train, validation, rng, probe, warm, 
         calibrate=subsampled and params["similarity"] != "cosine",
         shrinkage=shrinkage,
         restart=restart,
-        # A large sample's one fold trains from the fit's own start (fold_start): first,
-        # and the fit on all rows goes on from where it ended.
-        fold_first=groups.n_groups >= ONE_FOLD_GROUPS,
     )
 
 

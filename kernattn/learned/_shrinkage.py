@@ -20,9 +20,7 @@ folds' keys at every level of ``LEVELS``. From ``ONE_FOLD_GROUPS`` distinct inpu
 is held out, and it trains from the fit's own start: that start's search tuned d
 bandwidths on every row, an optimism of order d/n that does not move the choice, and
 searching again cost as much as the fold's training (Friedman #1, 1 500 rows: the fit
-takes 1.0–1.25 s instead of 1.3–1.45 s). That fold trains first, and the training on all
-rows starts from its end point (:func:`~kernattn.learned._training.train_kernel`). The
-chosen level is the largest whose held-out
+takes 1.0–1.25 s instead of 1.3–1.45 s). The chosen level is the largest whose held-out
 squared error exceeds the lowest one by at most one standard error of their difference
 (the one-standard-error rule of Breiman et al. 1984, on the paired per-query differences):
 the kernel moves away from its start only as far as the data show it pays.

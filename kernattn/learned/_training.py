@@ -6,9 +6,7 @@ subsample has its width set for all keys; then the trained parameters are taken 
 the start, :math:`\theta = \theta_1 + \lambda(\theta_0 - \theta_1)`, by the shrinkage
 :math:`\lambda` given or chosen by the inner validation of
 :mod:`kernattn.learned._shrinkage` (each fold trained from the start ``restart`` gives it:
-its own on a small sample, the fit's on a large one, whose one fold then trains first and
-hands its end point to the training on all rows). Plain settings in, a :class:`Training`
-out.
+its own on a small sample, the fit's on a large one). Plain settings in, a :class:`Training` out.
 """
 
 import warnings
@@ -60,7 +58,6 @@ def train_kernel(
     calibrate=False,
     shrinkage=0.0,
     restart=None,
-    fold_first=False,
 ):
     """Train from ``theta`` and take the result back toward it.
 
@@ -84,12 +81,6 @@ def train_kernel(
     shrinkage : float or None
         The share of the way back to the start; ``None``: chosen by the inner validation,
         each fold starting from ``restart(rows)``.
-    fold_first : bool
-        The inner validation's one fold starts from ``theta`` too (a large sample): it
-        trains first, and the training on all rows goes on from its end point, near its
-        own (Friedman #1, 1 500 rows, four draws: 24–39 iterations instead of 30–50, the
-        same test error to 2e-4). Not with early stopping, whose held-out rows the fold
-        trained on.
 
     Returns
     -------
@@ -101,10 +92,6 @@ def train_kernel(
         scale = objective.scale if log_scale is None else np.exp(log_scale)
         warn_if_saturated(objective, query, key, scale, probe)
     start = theta.copy()
-    fits = None
-    if shrinkage is None and fold_first and validation is None:
-        shrinkage, fits = _inner_validation(objective, settings, restart, rng)
-        theta = fits[0][3].copy()
     theta, n_iter, monitor = optimize(
         objective, theta, train=train, validation=validation, rng=rng, verbose=verbose, **settings
     )
@@ -119,8 +106,8 @@ def train_kernel(
         # Each fold trains as long as the fit on all rows did, at most: the same procedure
         # on two thirds of the rows (a longer run would only polish).
         fold_settings = {**settings, "max_iter": max(n_iter, 1)}
-        shrinkage, fits = _inner_validation(objective, fold_settings, restart, rng)
-    result.shrinkage, result.fits = shrinkage, fits
+        shrinkage, result.fits = _inner_validation(objective, fold_settings, restart, rng)
+    result.shrinkage = shrinkage
     result.theta = shrink(start, theta, shrinkage)
     return result
 
