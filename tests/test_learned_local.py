@@ -447,3 +447,30 @@ def test_width_search_breaks_rounding_ties_by_order():
     assert _first_best([2.0, 1.0, 1.5]) == 1
     assert _first_best(np.array([[np.inf, 0.5], [0.25, 0.5]])) == 2
     assert _first_best([np.inf, np.inf]) == 0
+
+
+def test_choose_tilt_takes_the_kind_of_the_lowest_leave_one_out_error(monkeypatch):
+    """The kind whose weighted leave-one-out error is lowest, however noisy the paired
+    differences (here within one standard error: a rule that keeps the first kind unless the
+    other wins by one would keep the trend); the first kind on a tie; rows without an
+    estimate under some kind left out."""
+    import kernattn.learned._local as local
+
+    class Objective:
+        sw = np.array([1.0, 2.0, 1.0, 1.0, 1.0])
+
+    errors = {
+        "trend": np.array([1.0, 1.0, 1.0, 1.0, np.nan]),
+        "slope": np.array([0.2, 1.3, 0.4, 1.1, 0.0]),
+    }
+    monkeypatch.setattr(local, "tune_tilt", lambda objective, theta, rng, kind: (-0.5, 0.25))
+    monkeypatch.setattr(local, "_tuning_queries", lambda objective, rng, n: np.arange(5))
+    monkeypatch.setattr(
+        local,
+        "held_out_errors",
+        lambda objective, theta, queries, keys, degree, log_factor, tilt: errors[tilt[0]].copy(),
+    )
+    rng = np.random.RandomState(0)
+    assert local.choose_tilt(Objective(), None, rng, ("trend", "slope")) == ("slope", -0.5, 0.25)
+    errors["slope"] = errors["trend"].copy()
+    assert local.choose_tilt(Objective(), None, rng, ("trend", "slope"))[0] == "trend"

@@ -64,7 +64,6 @@ untilted).
 import numpy as np
 
 from kernattn._core.blocks import map_query_blocks, single_threaded_blas
-from kernattn._core.loo import one_standard_error_choice
 from kernattn._core.sums import softmax_weights
 from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local.linear_fit import n_line_parameters, sparse_neighborhoods
@@ -351,10 +350,18 @@ def _widest_best(loss, grid):
 
 def choose_tilt(objective, theta, rng, kinds):
     """The kind of tilt (of ``kinds``, in order of preference), its log-factor and its
-    penalty: each kind tuned by :func:`tune_tilt` on the same queries; a later kind is
-    taken only where its leave-one-out error is below the first's by more than one
-    standard error of their paired differences (on a small sample the two are within
-    the noise of the choice, and the first is the safer)."""
+    penalty: each kind tuned by :func:`tune_tilt` on the same queries, and the kind of the
+    lowest leave-one-out error taken (the earlier one on a tie).
+
+    The lowest, not one standard error from it: along the trend or the slope (four or more
+    features), over the folds of six shuffles of ``bench_attention.py``'s five R data sets
+    with four or more inputs, the slope taken only where it won by a standard error gave a
+    geometric mean of 0.923 and 0.957 of ``KernelSmoother(bandwidth="loo")``'s error (two
+    sets of three shuffles), the lowest 0.904 and 0.954 (``MASS::Boston`` 0.884 → 0.816 and
+    0.963 → 0.947, ``datasets::swiss`` 0.937 → 0.914, ``MASS::cpus`` 0.977 → 0.982); on
+    four draws of Friedman #1 (1 500 rows) it found the slope in the one draw where the rule
+    kept the trend (test MSE 1.743 → 1.399), the other three and four draws of diabetes
+    unchanged."""
     seed = rng.randint(2**31 - 1)
     tuned = {
         kind: tune_tilt(objective, theta, np.random.RandomState(seed), kind) for kind in kinds
@@ -367,13 +374,13 @@ def choose_tilt(objective, theta, rng, kinds):
             held_out_errors(
                 objective, theta, queries, None, 0, tuned[kind][0], (kind, tuned[kind][1])
             )
-            for kind in reversed(kinds)
+            for kind in kinds
         ]
     )
     ok = np.all(np.isfinite(errors), axis=1)
-    levels = np.arange(len(kinds))
-    choice = one_standard_error_choice(errors[ok], objective.sw[queries][ok], levels=levels)
-    kind = kinds[len(kinds) - 1 - int(choice)]
+    if not np.any(ok):
+        return (kinds[0], *tuned[kinds[0]])
+    kind = kinds[_first_best(objective.sw[queries][ok] @ errors[ok])]
     return (kind, *tuned[kind])
 
 

@@ -196,7 +196,8 @@ class AttentionRegressor(FittedHeadsMixin, HeadAnalysisMixin, NadarayaWatsonRegr
         the data (``unbalanced_`` counts the rows left unbalanced); the width
         (``width_factor_``) and :math:`\varepsilon` are chosen by the leave-one-out error
         of the tilted estimate. ``"auto"``: ``"slope"`` with one to three features, beyond
-        ``"trend"`` unless the slope is better by one standard error; only with ``degree``
+        ``"trend"`` or ``"slope"``, whichever has the lower leave-one-out error; only with
+        ``degree``
         not 1, at least ``5 * (n_features + 1)`` distinct inputs and an exact fit (at most
         ``LARGE_N``). ``tilt_`` records the kind (or ``False``). Needs ``degree`` 0 or
         ``"auto"``. The choices and their measurements: :mod:`kernattn.learned._local`.
