@@ -63,17 +63,12 @@ def cholesky_factor(entry, size, floors=None):
 
 
 def cholesky_solve(L, rhs):
-    """:math:`(L L^\\top)^{-1}` ``rhs`` for a factor of :func:`cholesky_factor`.
+    """:math:`(L L^\top)^{-1}` ``rhs`` for a factor of :func:`cholesky_factor`.
 
     ``rhs``: a sequence of ``P`` arrays (one per unknown) whose last axis is the batch's;
     returns their solution stacked, shape ``(P, ...)``."""
     P = len(L)
-    z = [None] * P
-    for i in range(P):
-        v = rhs[i]
-        for k in range(i):
-            v = v - L[i][k] * z[k]
-        z[i] = v / L[i][i]
+    z = _forward(L, rhs)
     x = [None] * P
     for i in reversed(range(P)):
         v = z[i]
@@ -89,15 +84,23 @@ def inverse_trace(L):
     P = len(L)
     total = 0.0
     for c in range(P):
-        # Column c of L⁻¹ by forward substitution of the unit vector e_c.
-        column = [None] * P
+        # Column c of L⁻¹: the unit vector e_c, whose entries before c are 0.
+        column = _forward(L, [1.0 if i == c else 0.0 for i in range(P)], first=c)
         for i in range(c, P):
-            v = (1.0 if i == c else 0.0) - sum(
-                (L[i][k] * column[k] for k in range(c, i)), start=np.zeros_like(L[i][i])
-            )
-            column[i] = v / L[i][i]
             total = total + column[i] ** 2
     return total
+
+
+def _forward(L, rhs, first=0):
+    """:math:`L^{-1}` ``rhs`` by forward substitution, from unknown ``first`` on (``rhs`` is
+    0 before it, and so is the solution; those entries are left ``None``)."""
+    z = [None] * len(L)
+    for i in range(first, len(L)):
+        v = rhs[i]
+        for k in range(first, i):
+            v = v - L[i][k] * z[k]
+        z[i] = v / L[i][i]
+    return z
 
 
 def batch_entries(matrices):
