@@ -391,6 +391,34 @@ def test_noise_estimate_from_the_gridded_sums_matches_exact(monkeypatch, degree,
     np.testing.assert_allclose(sd_b, sd_e, rtol=2e-3)
 
 
+@pytest.mark.parametrize("d", [1, 2])
+def test_local_noise_from_the_grid_nodes(monkeypatch, d):
+    # The local noise is taken at the grid's nodes (no gather at the rows) and binned from
+    # them for the variance: at the rows it is the rows' own kernel averages within the
+    # grid's error, and weights counted in another unit give the same intervals (more
+    # observations, which the held-back rule counts, hold none back here either).
+    import kernattn.smoother._regressor as smoother
+    from kernattn._engine.inference import LinearSmootherInference
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(5000, d=d, seed=21)
+    y = y + 0.5 * X[:, 0] * np.random.default_rng(22).normal(size=len(y))
+    w = np.random.default_rng(23).integers(1, 4, size=len(y)).astype(float)
+    h = 0.05 if d == 1 else 0.1
+    model = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y, sample_weight=w)
+    inference = model._inference()
+    assert inference.noise_field("local").shape == model._binned.grid_shape + (1,)
+    at_nodes = inference.noise_variance("local")
+    own_averages = LinearSmootherInference.noise_variance(inference, "local")
+    np.testing.assert_allclose(at_nodes, own_averages, rtol=2e-3)
+    Q = inside(X, 20, seed=24)
+    low, high = model.predict_interval(Q)
+    for unit in (7.0, 2.0**30):
+        other = KernelSmoother(bandwidth=h, degree=1, algorithm="binned")
+        low_u, high_u = other.fit(X, y, sample_weight=unit * w).predict_interval(Q)
+        np.testing.assert_allclose(high_u - low_u, high - low, rtol=1e-9)
+
+
 @pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])
 def test_noise_factors_from_the_coarse_squared_sums_match_the_fine(monkeypatch, d, n, h):
     # With many rows in the kernel's reach the noise estimate's factors δ take the squared

@@ -125,6 +125,17 @@ def nadaraya_watson_gradient_weights(weights, queries, keys, bandwidth, kernel):
     return difference
 
 
+def local_noise(averages, pooled):
+    """The local noise ``σ²`` from the kernel averages of :meth:`LinearSmootherInference.
+    _noise_columns` (..., n_outputs + 1): the averaged ``s e²`` over the averaged ``δ``,
+    and the ``pooled`` estimate where the averaged ``δ`` is too small to say anything."""
+    local_dof = averages[..., -1:]
+    # A neighbourhood whose rows all reproduce their own targets says nothing about its
+    # noise: it gets the pooled estimate.
+    enough = local_dof > _MIN_DOF
+    return np.where(enough, averages[..., :-1] / np.where(enough, local_dof, 1.0), pooled)
+
+
 class LinearSmootherInference:
     """Noise estimates, pointwise variances, marginal effects and bootstrap intervals of a
     fitted linear smoother (see the module docstring for the formulas).
@@ -200,9 +211,16 @@ class LinearSmootherInference:
         -------
         variance : ndarray of shape (n, n_outputs)
         """
+        columns, pooled = self._noise_columns()
+        if noise == "global":
+            return np.broadcast_to(pooled, (len(columns), len(pooled))).copy()
+        return local_noise(self._kernel_averages(columns), pooled)
+
+    def _noise_columns(self):
+        """The columns the local noise averages, ``[s_j e_j², δ_j]`` (n, n_outputs + 1),
+        and the pooled noise ``Σ s_j e_j² / Σ δ_j`` (n_outputs,)."""
         residual, delta = self.residuals()
-        s = self.sample_weight
-        squared = s[:, None] * residual**2
+        squared = self.sample_weight[:, None] * residual**2
         dof = delta.sum()
         if not dof > _MIN_DOF:
             raise ValueError(
@@ -210,15 +228,7 @@ class LinearSmootherInference:
                 f"n − 2 tr S + tr SᵀS = {dof:.3g}): there are no residuals to estimate the "
                 "noise from. Use a larger bandwidth."
             )
-        pooled = squared.sum(axis=0) / dof
-        if noise == "global":
-            return np.broadcast_to(pooled, residual.shape).copy()
-        sums = self._kernel_averages(np.hstack([squared, delta[:, None]]))
-        local_dof = sums[:, -1:]
-        # A neighbourhood whose rows all reproduce their own targets says nothing about its
-        # noise: it gets the pooled estimate.
-        enough = local_dof > _MIN_DOF
-        return np.where(enough, sums[:, :-1] / np.where(enough, local_dof, 1.0), pooled)
+        return np.hstack([squared, delta[:, None]]), squared.sum(axis=0) / dof
 
     def _kernel_averages(self, columns):
         """The kernel averages of ``columns`` (one row per training row) at every training

@@ -44,7 +44,7 @@ from sklearn.utils import check_random_state
 
 from kernattn._core.blocks import iter_query_blocks
 from kernattn._core.numerics import power_of_two_scale
-from kernattn._engine.inference import LinearSmootherInference
+from kernattn._engine.inference import LinearSmootherInference, local_noise
 from kernattn._local.fits import LocalPolynomials
 from kernattn._local.polynomial import (
     VARIANCE_BOUND,
@@ -594,12 +594,7 @@ class BinnedKernel:
         """
         X = np.asarray(X, dtype=float) / self._unit
         grid = self._bins.grid
-        # Centered, as the bins of the values are: the FFT's rounding is then relative to
-        # the columns' spread, not their magnitude.
-        center = np.average(columns, axis=0, weights=self._weights)
-        sums = column_grid_sums(
-            linear_binning(X, columns - center, grid, self._weights), grid, self._h
-        )
+        sums, center = self._column_sums(X, columns)
         averages, exact = np.empty(columns.shape), np.empty(len(X), dtype=bool)
         for rows in iter_query_blocks(len(X), self.n_columns, cache=2**20):  # as hat_values
             located = locate(X[rows], grid)
@@ -607,6 +602,67 @@ class BinnedKernel:
             S = np.where(exact[rows], 1.0, weights[:, 0])
             averages[rows] = self._interpolated(sums, X[rows], located)[0] / S[:, None]
         return averages + center, exact
+
+    def _column_sums(self, X, columns):
+        """The local-constant sums of ``columns`` at the rows ``X`` (scaled) on the fit's
+        grid, binned with the fit's weights, and the weighted mean they are centered on
+        (as the bins of the values are: the FFT's rounding is then relative to the columns'
+        spread, not their magnitude)."""
+        center = np.average(columns, axis=0, weights=self._weights)
+        grid = self._bins.grid
+        bins = linear_binning(X, columns - center, grid, self._weights)
+        return column_grid_sums(bins, grid, self._h), center
+
+    def node_averages(self, X, columns):
+        r""":meth:`kernel_averages` at the nodes of the data grid instead of at the rows
+        ``X``: the gridded sums there need no interpolation, and a smooth average (a local
+        noise level) is then binned as its value at the node times the node's weight
+        (:meth:`field_variance_sums`), with no second pass over the rows.
+
+        Returns
+        -------
+        averages : ndarray of shape grid.shape + (k,)
+        served : bool
+            Whether every node that holds weight has its :math:`S_0` above the sums'
+            resolution (where it does not, the average is left to the rows' exact sums).
+        """
+        X = np.asarray(X, dtype=float) / self._unit
+        sums, center = self._column_sums(X, columns)
+        weight = self.weight_sums.data_rows()[:, 0]
+        held = self._bins.counts[..., 0].reshape(-1) > 0
+        served = bool(np.all(weight[held] > self.sums.resolution))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            averages = sums.data_rows() / weight[:, None] + center
+        return averages.reshape(self._bins.grid.shape + (-1,)), served
+
+    def node_values(self, X, field):
+        """A field given at the data grid's nodes (grid.shape + (k,)) at the rows ``X``
+        (linear interpolation)."""
+        X = np.asarray(X, dtype=float) / self._unit
+        grid = self._bins.grid
+        index, fraction, _ = locate(X, grid)
+        table = np.ascontiguousarray(field.reshape(grid.size, -1))
+        return interpolate_columns(table, grid, index, np.ascontiguousarray(fraction.T)).T
+
+    def field_variance_sums(self, field, weight_unit=1.0):
+        r"""The squared kernel's weight moments of :math:`s_j^2 v_j` (what
+        :meth:`variance` bins) for target variances :math:`v_j = \sigma^2(x_j)/s'_j`,
+        with :math:`s' = s / u` the fit's weights in the unit ``weight_unit`` and a noise
+        level :math:`\sigma^2` given at the data grid's nodes (grid.shape + (t,)):
+        :math:`s_j^2 v_j = u\, s_j \sigma^2(x_j)`, binned as the node's binned weight
+        times the field there, which equals binning the field's interpolation at the rows
+        to second order in the grid's spacing. One list entry per output (``None`` where
+        it is all 0)."""
+        weight = self._bins.counts[..., :1] * weight_unit
+        out = []
+        for o in range(field.shape[-1]):
+            counts = weight * field[..., o : o + 1]
+            if not np.any(counts > 0):
+                out.append(None)
+                continue
+            bins = Bins(self._bins.grid, counts, self._center[:0])
+            out.append(grid_sums(bins, self._h / math.sqrt(2.0), self.degree))
+        return out
 
     def _variance_factor(self, queries, first_row, located=None, sums=None):
         r""":math:`\sum_j l_j^2 / s_j = r^\top M_2 r` at ``queries`` (``first_row`` is
@@ -630,7 +686,8 @@ class BinnedKernel:
         :math:`O(1)` per query.
 
         With ``key``, the sums are kept in :attr:`noise_cache` under it (the same
-        ``target_variance`` for every call with that key).
+        ``target_variance`` for every call with that key; ``None`` once they are there,
+        as :meth:`field_variance_sums` puts them).
 
         Returns
         -------
@@ -649,14 +706,14 @@ class BinnedKernel:
             _, r = solve_local_polynomial(S, T, self.degree, self.n_dims)
         else:
             r = 1.0 / S[:, :1]
-        t = target_variance.shape[1]
-        out = np.zeros((len(queries), t))
-        exact = unserved.copy()
         cached = None if key is None else self.noise_cache.get(("variance", key))
         if cached is None:
+            t = target_variance.shape[1]
             cached = [self._variance_sums(keys, target_variance[:, o]) for o in range(t)]
             if key is not None:
                 self.noise_cache["variance", key] = cached
+        out = np.zeros((len(queries), len(cached)))
+        exact = unserved.copy()
         for o, sums in enumerate(cached):
             if sums is None:
                 continue
@@ -850,23 +907,57 @@ class BinnedInference(LinearSmootherInference):
         self.binned = binned
         self.binned_weight = np.asarray(binned_weight, dtype=float)
 
+    def noise_field(self, noise="local"):
+        r"""The noise level :math:`\sigma^2` at the nodes of the fit's grid (grid.shape +
+        (n_outputs,)), or ``None`` where some node with weight is beyond the sums'
+        resolution (the rows then average their own exact sums).
+
+        The local noise is a ratio of two kernel averages
+        (:func:`~kernattn._engine.inference.local_noise`), a smooth function of
+        :math:`x`: taken at the nodes from their gridded sums, it needs no gather at the
+        rows, and the variance's sums bin it from the nodes
+        (:meth:`BinnedKernel.field_variance_sums`). One pass over every training row (the
+        residuals), kept with the fit's gridded sums."""
+        cache = self.binned.noise_cache
+        key = ("field", noise)
+        if key not in cache:
+            columns, pooled = self._noise_columns()
+            shape = self.binned.grid_shape
+            if noise == "global":
+                cache[key] = np.broadcast_to(pooled, shape + pooled.shape)
+            else:
+                averages, served = self.binned.node_averages(self.keys, columns)
+                cache[key] = local_noise(averages, pooled) if served else None
+        return cache[key]
+
     def noise_variance(self, noise="local"):
-        # One pass over every training row: kept with the fit's gridded sums, so further
-        # intervals on the same fit cost only their queries.
+        # The field at the rows where it serves; else the rows' own averages.
         cache = self.binned.noise_cache
         if noise not in cache:
-            cache[noise] = super().noise_variance(noise)
+            field = self.noise_field(noise)
+            if field is None:
+                cache[noise] = super().noise_variance(noise)
+            else:
+                cache[noise] = self.binned.node_values(self.keys, field)
         return cache[noise]
 
     def mean_variance(self, X, noise="local"):
         """``Var ŷ(x) = Σ_i l_i(x)² σ²(x_i)/s_i`` from the gridded sums
         (:meth:`BinnedKernel.variance`), with the rows the grid does not serve from their
         exact weights."""
-        target_noise = self._scaled_noise(noise)
+        cache = self.binned.noise_cache
+        field = self.noise_field(noise)
+        if field is not None and ("variance", noise) not in cache:
+            # The unit of the weights the grid was binned with, in the normalized ones.
+            top = int(np.argmax(self.sample_weight))
+            unit = self.binned_weight[top] / self.sample_weight[top]
+            cache["variance", noise] = self.binned.field_variance_sums(field, unit)
         # l_i in the grid's weights: v_i = σ²(x_i)/s_i is each target's own variance.
+        target_noise = None if field is not None else self._scaled_noise(noise)
         variance, exact = self.binned.variance(X, self.keys, target_noise, key=noise)
         rows = np.flatnonzero(exact)
         if len(rows):
+            target_noise = self._scaled_noise(noise)
             W = np.asarray(self.weights(X[rows]), dtype=np.float64)
             variance[rows] = (W * W) @ target_noise
         return variance
