@@ -412,6 +412,11 @@ def test_local_noise_from_the_grid_nodes(monkeypatch, d):
     own_averages = LinearSmootherInference.noise_variance(inference, "local")
     np.testing.assert_allclose(at_nodes, own_averages, rtol=2e-3)
     Q = inside(X, 20, seed=24)
+    # A pooled level takes the squared weights' sums times the level: the same variances
+    # as binning each row's s_j² v_j.
+    pooled = inference._scaled_noise("global")
+    rows_binned, _ = model._binned.variance(Q, inference.keys, pooled)
+    np.testing.assert_allclose(inference.mean_variance(Q, "global"), rows_binned, rtol=1e-9)
     low, high = model.predict_interval(Q)
     for unit in (7.0, 2.0**30):
         other = KernelSmoother(bandwidth=h, degree=1, algorithm="binned")

@@ -628,12 +628,12 @@ class BinnedKernel:
         """
         X = np.asarray(X, dtype=float) / self._unit
         sums, center = self._column_sums(X, columns)
-        weight = self.weight_sums.data_rows()[:, 0]
-        held = self._bins.counts[..., 0].reshape(-1) > 0
-        served = bool(np.all(weight[held] > self.sums.resolution))
+        weight = self.sums.on_data_nodes()[..., 0]  # views of the tables: no copies
+        served = bool(np.all((weight > self.sums.resolution) | ~(self._bins.counts[..., 0] > 0)))
         with np.errstate(divide="ignore", invalid="ignore"):
-            averages = sums.data_rows() / weight[:, None] + center
-        return averages.reshape(self._bins.grid.shape + (-1,)), served
+            averages = np.divide(sums.on_data_nodes(), weight[..., None])
+        averages += center
+        return averages, served
 
     def node_values(self, X, field):
         """A field given at the data grid's nodes (grid.shape + (k,)) at the rows ``X``
@@ -651,8 +651,8 @@ class BinnedKernel:
         level :math:`\sigma^2` given at the data grid's nodes (grid.shape + (t,)):
         :math:`s_j^2 v_j = u\, s_j \sigma^2(x_j)`, binned as the node's binned weight
         times the field there, which equals binning the field's interpolation at the rows
-        to second order in the grid's spacing. One list entry per output (``None`` where
-        it is all 0)."""
+        to second order in the grid's spacing. One list entry per output, the sums and
+        their factor (1), as :meth:`variance` reads them (``None`` where it is all 0)."""
         weight = self._bins.counts[..., :1] * weight_unit
         out = []
         for o in range(field.shape[-1]):
@@ -661,7 +661,7 @@ class BinnedKernel:
                 out.append(None)
                 continue
             bins = Bins(self._bins.grid, counts, self._center[:0])
-            out.append(grid_sums(bins, self._h / math.sqrt(2.0), self.degree))
+            out.append((grid_sums(bins, self._h / math.sqrt(2.0), self.degree), 1.0))
         return out
 
     def _variance_factor(self, queries, first_row, located=None, sums=None):
@@ -714,28 +714,41 @@ class BinnedKernel:
                 self.noise_cache["variance", key] = cached
         out = np.zeros((len(queries), len(cached)))
         exact = unserved.copy()
-        for o, sums in enumerate(cached):
-            if sums is None:
+        read = {}  # outputs of the same sums (a constant noise level) read them once
+        for o, entry in enumerate(cached):
+            if entry is None:
                 continue
-            squared, unserved_squared = self._interpolated(sums, queries)
-            if self.degree:
-                gram = squared[:, self._pairs] * self._pair_halving
-                out[:, o] = np.einsum("mp,mpq,mq->m", r, gram, r)
-            else:
-                out[:, o] = squared[:, 0] * r[:, 0] ** 2
-            exact |= unserved_squared & ~(squared[:, 0] == 0)
+            sums, factor = entry
+            if id(sums) not in read:
+                squared, unserved_squared = self._interpolated(sums, queries)
+                if self.degree:
+                    gram = squared[:, self._pairs] * self._pair_halving
+                    value = np.einsum("mp,mpq,mq->m", r, gram, r)
+                else:
+                    value = squared[:, 0] * r[:, 0] ** 2
+                read[id(sums)] = value
+                exact |= unserved_squared & ~(squared[:, 0] == 0)
+            out[:, o] = factor * read[id(sums)]
         exact |= ~np.all(np.isfinite(out), axis=1)
         return np.maximum(out, 0.0), exact
 
     def _variance_sums(self, keys, target_variance):
-        """The squared kernel's weight moments of the column ``s_j² v_j`` (``None`` where
-        it is all 0)."""
+        """The squared kernel's weight moments of the column ``s_j² v_j`` and their factor
+        1 (``None`` where it is all 0)."""
         weights = self._weights**2 * target_variance
         if not np.any(weights > 0):
             return None
         grid = self._bins.grid
         bins = bin_targets(keys, np.zeros((len(keys), 0)), grid, weights)
-        return grid_sums(bins, self._h / math.sqrt(2.0), self.degree)
+        return grid_sums(bins, self._h / math.sqrt(2.0), self.degree), 1.0
+
+    def level_variance_sums(self, level, weight_unit=1.0):
+        r""":meth:`field_variance_sums` for a noise level that is the same everywhere
+        (``level``, (t,)): :math:`s_j^2 v_j = u\,\sigma^2 s_j`, so the sums are those of
+        the squared weights (:attr:`squared`, shared with the variance rule) times
+        :math:`u\,\sigma^2`: no binning and no transform of their own."""
+        factors = np.asarray(level, dtype=float) * weight_unit
+        return [(self.squared, float(f)) if f > 0 else None for f in factors]
 
     def held_back_rows(self, X, own_weight, own_values):
         """Whether the left-out local polynomial of each of the training rows ``X`` is
@@ -883,10 +896,10 @@ class BinnedInference(LinearSmootherInference):
 
     The noise estimate needs the residual and the factor :math:`\delta_i = 1 - 2 l_i(x_i)
     + s_i \sum_j l_j(x_i)^2 / s_j` at every training row, and for ``noise="local"`` their
-    kernel averages at every training row: from every row's exact weights that is
-    :math:`O(n^2)`, here :math:`O(n)` plus the grid (:meth:`BinnedKernel.hat_values` and
-    :meth:`BinnedKernel.kernel_averages`, the averaged columns' sums on the fit's grid),
-    within the binning tolerance. Per query, the variances
+    kernel averages: from every row's exact weights that is :math:`O(n^2)`, here
+    :math:`O(n)` plus the grid (:meth:`BinnedKernel.hat_values` at the rows, and the
+    averages at the grid's nodes, :meth:`noise_field`), within the binning tolerance. Per
+    query, the variances
     (:meth:`BinnedKernel.variance`) and the bootstrap's quantiles
     (:meth:`bootstrap_deviation_quantiles`) come from gridded sums too, kept with the fit;
     rows the grid does not serve, and the gradients, read their exact weights
@@ -948,10 +961,12 @@ class BinnedInference(LinearSmootherInference):
         cache = self.binned.noise_cache
         field = self.noise_field(noise)
         if field is not None and ("variance", noise) not in cache:
-            # The unit of the weights the grid was binned with, in the normalized ones.
-            top = int(np.argmax(self.sample_weight))
-            unit = self.binned_weight[top] / self.sample_weight[top]
-            cache["variance", noise] = self.binned.field_variance_sums(field, unit)
+            top, unit = self._weight_unit()
+            if noise == "global":  # the same level at every node
+                level = field.reshape(-1, field.shape[-1])[0]
+                cache["variance", noise] = self.binned.level_variance_sums(level, unit)
+            else:
+                cache["variance", noise] = self.binned.field_variance_sums(field, unit)
         # l_i in the grid's weights: v_i = σ²(x_i)/s_i is each target's own variance.
         target_noise = None if field is not None else self._scaled_noise(noise)
         variance, exact = self.binned.variance(X, self.keys, target_noise, key=noise)
@@ -961,6 +976,12 @@ class BinnedInference(LinearSmootherInference):
             W = np.asarray(self.weights(X[rows]), dtype=np.float64)
             variance[rows] = (W * W) @ target_noise
         return variance
+
+    def _weight_unit(self):
+        """The row of the largest weight and the unit of the weights the grid was binned
+        with, in the normalized ones (``sample_weight``)."""
+        top = int(np.argmax(self.sample_weight))
+        return top, self.binned_weight[top] / self.sample_weight[top]
 
     def bootstrap_deviation_quantiles(self, X, alpha, noise, n_bootstrap, random_state):
         r"""The bootstrap's quantiles of :math:`D(x) = \sum_i l_i(x)\, e^*_i` from the
@@ -985,6 +1006,11 @@ class BinnedInference(LinearSmootherInference):
         if key not in cache:
             cache[key] = self._bootstrap_variance(noise)
         target_variance = cache[key]
+        if noise == "global" and ("variance", key) not in cache:
+            # The residual bootstrap's errors: one variance per unit of weight.
+            top, unit = self._weight_unit()
+            level = target_variance[top] * self.sample_weight[top]
+            cache["variance", key] = self.binned.level_variance_sums(level, unit)
         variance, exact = self.binned.variance(X, self.keys, target_variance, key=key)
         rows = np.flatnonzero(exact)
         if len(rows):

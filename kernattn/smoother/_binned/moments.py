@@ -124,17 +124,18 @@ class GridSums:
         Q, t = self.n_moments, self.n_outputs
         return columns[:Q], columns[Q:].reshape(-1, t, columns.shape[1])
 
-    def data_rows(self):
-        """The table's rows at the points of the data grid, row-major: (size, Q + P t)."""
+    def on_data_nodes(self):
+        """The table at the points of the data grid: a view of shape (data grid's shape)
+        + (Q + P t,)."""
         index = tuple(
             slice(o, o + m) for o, m in zip(self.offset(), self.bins.grid.shape, strict=True)
         )
-        rows = self.table.reshape(self.grid.shape + (-1,))[index]
-        return rows.reshape(self.bins.grid.size, -1)
+        return self.table.reshape(self.grid.shape + (-1,))[index]
 
     def on_data_grid(self):
         """(S (size, Q), T (size, P, t)) at the points of the data grid, row-major."""
-        S, T = self.split(self.data_rows().T)
+        rows = self.on_data_nodes().reshape(self.bins.grid.size, -1)
+        S, T = self.split(rows.T)
         return S.T, np.moveaxis(T, -1, 0)
 
 
