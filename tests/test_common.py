@@ -90,6 +90,18 @@ def expected_failed_checks(estimator):
                 "sums are divided by the precision weights, tested in test_smoother.py)"
             )
         }
+    if isinstance(estimator, KernelSmoother) and estimator.kernel == "tricube":
+        return {
+            "check_sample_weight_equivalence_on_dense_data": (
+                "15 rows in 30 dimensions under a compact kernel: the leave-one-out "
+                "criterion is exactly 1/9 over a wide region of the 30 bandwidths (its "
+                "gradient below 1e-10 there), the same for integer weights and repeated "
+                "rows; the search, whose steps differ by the sums' rounding (which depends "
+                "on the processor's vector width), can stop at two points of that plateau, "
+                "whose fits differ (the criterion for weights and repeated rows agrees to "
+                "1e-10: test_bandwidth.py)"
+            )
+        }
     if isinstance(estimator, AttentionRegressor) and isinstance(estimator.init, str):
         if estimator.init == "loo":
             return {
