@@ -407,7 +407,7 @@ def test_local_noise_from_the_grid_nodes(monkeypatch, d):
     h = 0.05 if d == 1 else 0.1
     model = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y, sample_weight=w)
     inference = model._inference()
-    assert inference.noise_field("local").shape == model._binned.grid_shape + (1,)
+    assert inference.noise_field().shape == model._binned.grid_shape + (1,)
     at_nodes = inference.noise_variance("local")
     own_averages = LinearSmootherInference.noise_variance(inference, "local")
     np.testing.assert_allclose(at_nodes, own_averages, rtol=2e-3)

@@ -920,10 +920,10 @@ class BinnedInference(LinearSmootherInference):
         self.binned = binned
         self.binned_weight = np.asarray(binned_weight, dtype=float)
 
-    def noise_field(self, noise="local"):
-        r"""The noise level :math:`\sigma^2` at the nodes of the fit's grid (grid.shape +
-        (n_outputs,)), or ``None`` where some node with weight is beyond the sums'
-        resolution (the rows then average their own exact sums).
+    def noise_field(self):
+        r"""The local noise level :math:`\sigma^2` at the nodes of the fit's grid
+        (grid.shape + (n_outputs,)), or ``None`` where some node with weight is beyond the
+        sums' resolution (the rows then average their own exact sums).
 
         The local noise is a ratio of two kernel averages
         (:func:`~kernattn._engine.inference.local_noise`), a smooth function of
@@ -932,22 +932,18 @@ class BinnedInference(LinearSmootherInference):
         (:meth:`BinnedKernel.field_variance_sums`). One pass over every training row (the
         residuals), kept with the fit's gridded sums."""
         cache = self.binned.noise_cache
-        key = ("field", noise)
-        if key not in cache:
+        if "field" not in cache:
             columns, pooled = self._noise_columns()
-            shape = self.binned.grid_shape
-            if noise == "global":
-                cache[key] = np.broadcast_to(pooled, shape + pooled.shape)
-            else:
-                averages, served = self.binned.node_averages(self.keys, columns)
-                cache[key] = local_noise(averages, pooled) if served else None
-        return cache[key]
+            averages, served = self.binned.node_averages(self.keys, columns)
+            cache["field"] = local_noise(averages, pooled) if served else None
+        return cache["field"]
 
     def noise_variance(self, noise="local"):
-        # The field at the rows where it serves; else the rows' own averages.
+        # The local noise: the field at the rows where it serves, else the rows' own
+        # averages.
         cache = self.binned.noise_cache
         if noise not in cache:
-            field = self.noise_field(noise)
+            field = self.noise_field() if noise == "local" else None
             if field is None:
                 cache[noise] = super().noise_variance(noise)
             else:
@@ -959,16 +955,16 @@ class BinnedInference(LinearSmootherInference):
         (:meth:`BinnedKernel.variance`), with the rows the grid does not serve from their
         exact weights."""
         cache = self.binned.noise_cache
-        field = self.noise_field(noise)
-        if field is not None and ("variance", noise) not in cache:
-            top, unit = self._weight_unit()
-            if noise == "global":  # the same level at every node
-                level = field.reshape(-1, field.shape[-1])[0]
-                cache["variance", noise] = self.binned.level_variance_sums(level, unit)
-            else:
+        if ("variance", noise) not in cache:
+            _, unit = self._weight_unit()
+            if noise == "global":  # the same level everywhere
+                _, pooled = self._noise_columns()
+                cache["variance", noise] = self.binned.level_variance_sums(pooled, unit)
+            elif (field := self.noise_field()) is not None:
                 cache["variance", noise] = self.binned.field_variance_sums(field, unit)
-        # l_i in the grid's weights: v_i = σ²(x_i)/s_i is each target's own variance.
-        target_noise = None if field is not None else self._scaled_noise(noise)
+        # l_i in the grid's weights: v_i = σ²(x_i)/s_i is each target's own variance (the
+        # rows' own, binned, where the sums are not yet there).
+        target_noise = None if ("variance", noise) in cache else self._scaled_noise(noise)
         variance, exact = self.binned.variance(X, self.keys, target_noise, key=noise)
         rows = np.flatnonzero(exact)
         if len(rows):
@@ -1009,7 +1005,7 @@ class BinnedInference(LinearSmootherInference):
         if noise == "global" and ("variance", key) not in cache:
             # The residual bootstrap's errors: one variance per unit of weight.
             top, unit = self._weight_unit()
-            level = target_variance[top] * self.sample_weight[top]
+            level = target_variance[top] * self.sample_weight[top]  # σ² of a unit weight
             cache["variance", key] = self.binned.level_variance_sums(level, unit)
         variance, exact = self.binned.variance(X, self.keys, target_variance, key=key)
         rows = np.flatnonzero(exact)
