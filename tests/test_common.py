@@ -120,21 +120,8 @@ def expected_failed_checks(estimator):
                 "15 rows in 30 dimensions: KernelSmoother(bandwidth='loo') on the one-hot "
                 "codes of three classes searches 30 bandwidths and stops within its "
                 "tolerance, 5e-7 apart for integer weights and repeated rows; the "
-                "probabilities then agree to 4e-7, not the check's 1e-7"
-            )
-        }
-    if (
-        isinstance(estimator, KernelClassifier)
-        and estimator.bandwidth == "likelihood"
-        and estimator.bandwidth_type != "generalized_nn"
-    ):
-        return {
-            "check_sample_weight_equivalence_on_dense_data": (
-                "the likelihood search over one factor (Brent's, to 1e-5 in its "
-                "logarithm) stops at points that differ by the sums' rounding, which "
-                "depends on the processor's vector width: on some, integer weights and "
-                "repeated rows then give probabilities 1.3e-7 apart, not the check's 1e-7; "
-                "on others 1e-11"
+                "probabilities then agree to 4e-7, not the check's 1e-7 (the default "
+                "likelihood search, over one factor, agrees to 2e-11)"
             )
         }
     return {}
