@@ -391,6 +391,37 @@ def test_noise_estimate_from_the_gridded_sums_matches_exact(monkeypatch, degree,
     np.testing.assert_allclose(sd_b, sd_e, rtol=2e-3)
 
 
+@pytest.mark.parametrize("d, n, h", [(1, 5000, 0.05), (2, 8000, 0.15)])
+def test_hat_values_from_grid_nodes_match_the_rows_own(monkeypatch, d, n, h):
+    # Beyond as many rows as nodes, the noise estimate's fits, own weights and variance
+    # factors are interpolated from every k-th point of the grid (HAT_NODE_SPACING): close
+    # to those gathered at every row, the same rows left to the exact kernel, and the
+    # intervals within the binned tier's agreement with the exact one.
+    import kernattn.smoother._regressor as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(n, d=d, seed=31)
+    binned, exact = both(X, y, bandwidth=h, degree=1)
+    kernel, inference = binned._binned, binned._inference()
+    assert kernel._hat_step() >= 2
+    at_nodes = kernel.hat_values(inference.keys, inference.binned_weight)
+    monkeypatch.setattr(kernel, "_hat_step", lambda: 0)
+    at_rows = kernel.hat_values(inference.keys, inference.binned_weight)
+    np.testing.assert_array_equal(at_nodes[3], at_rows[3])
+    served = ~at_rows[3]  # (the others' values are placeholders)
+    assert served.mean() > 0.9
+    assert not np.array_equal(at_nodes[1], at_rows[1])  # interpolated, not gathered
+    assert np.abs(at_nodes[0] - at_rows[0])[served].max() < 1e-3 * np.std(y)
+    np.testing.assert_allclose(at_nodes[1][served], at_rows[1][served], rtol=0.05)
+    np.testing.assert_allclose(at_nodes[2][served], at_rows[2][served], rtol=0.05)
+    monkeypatch.undo()
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    Q = inside(X, 9, seed=32)
+    low_b, high_b = binned.predict_interval(Q)
+    low_e, high_e = exact.predict_interval(Q)
+    np.testing.assert_allclose(high_b - low_b, high_e - low_e, rtol=2e-3)
+
+
 @pytest.mark.parametrize("d", [1, 2])
 def test_local_noise_from_the_grid_nodes(monkeypatch, d):
     # The local noise is taken at the grid's nodes (no gather at the rows) and binned from
