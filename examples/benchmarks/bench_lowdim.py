@@ -57,9 +57,9 @@ Intervals (``--only-intervals``, local-linear, h = 0.02): at 30 000 rows the bin
 took 0.01 s (pooled noise and local) against 9.2 s and 8.6 s on the exact tier, widths
 within 1.3e-4 of the exact ones (relative; the same before the faster noise estimate below,
 which moves them by 3e-7 there); at 10⁶ rows 201 intervals took 0.33–0.38 s. Measured
-again on a slower 2-core machine, after the local noise moved to the grid's nodes: 0.01 s and
-0.03 s against 24–29 s, widths within 1.3e-4 as before; 201 intervals at 10⁶ rows 0.59 s
-(0.97 s with the code before, in the same session).
+again on a slower 2-core machine, with the noise estimate taken at the grid's points (below):
+0.01 s against 15–16 s, widths within 1.3e-4 as before; 201 intervals at 10⁶ rows 0.60–0.80 s
+(0.81–0.90 s with the code before, alternating in the same session).
 
 6. ``--only-checks`` (``--size`` for one size): the leave-one-out bandwidth's test MSE
    against the truth as a multiple of the best common rescaling of it (1-D ``sin 2πx``; 2-D
@@ -94,13 +94,17 @@ first calls in 1-D, not by the first calls in 2-D: of a first analytic call's 1.
 a quarter is the FFTs (the grid is 2099 × 2099, more points than rows: the kernel sums of
 the averaged noise at h and of the binned noise at h/√2 on the fit's grid, the squared weights'
 at h/√2 on the grid coarsened by two), a third the gathers of gridded sums at the 10⁶ rows
-(linear interpolation, the local solves) and the rest binning and locating rows. The local
-noise is now taken at the grid's nodes and binned from them for the variance (no gather of
-its kernel averages at the rows, no second pass of binning), and a pooled level reuses the
-squared weights' sums: on the slower machine, alternating with the code before in the same
-runs, first calls 0.31–0.41 s in 1-D (before 0.44–0.54 s), a pooled call after them 0.03 s
-(0.08–0.10 s); in 2-D a fresh process's first call 1.55 s against 1.63 s (medians of 7),
-the pooled call 0.45–0.54 s (0.65–0.72 s). The 2-D first call stays above the target. With the
+(linear interpolation, the local solves) and the rest binning and locating rows. Since
+then the noise estimate's fits, own weights and variance factors are interpolated at the
+rows from grid points 0.15 bandwidths apart, the local noise is taken at the grid's points
+and binned from them for the variance (no gather of its kernel averages at the rows, no
+second pass of binning), and a pooled level reuses the squared weights' sums. On the slower
+machine, alternating with the code before in the same runs (three each): first calls
+0.21–0.43 s in 1-D (before 0.37–0.48 s) and 0.98–1.19 s in 2-D (1.33–1.57 s); a pooled call
+after them 0.03 s (0.07–0.10 s) and 0.26–0.50 s (0.60–0.61 s); a fresh fit's first
+bootstrap 0.13–0.33 s (0.24–0.31 s) and 0.80–0.97 s (1.10–1.14 s). The 2-D first calls stay
+above the target: what remains is the transforms of the noise's averages at h and of its
+variance's sums at h/√2 on the 1485² grid, and binning two columns at the rows. With the
 default ``working_memory`` (1 GiB), 2-D 10⁶ rows ``bandwidth="loo"`` fit + predict 10⁵
 queries: 8.7 s (degree 0) and 20 s (degree 1, the fit's grid at 8e-3, where the automatic
 tier once fell to the exact sums: 448 s to predict) with other work on the cores; alone on
