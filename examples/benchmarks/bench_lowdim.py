@@ -91,7 +91,7 @@ the bootstrap's variance from the gridded sums) 0.12–0.19 s and 0.7–1.3 s on
 and 22 s for 20 queries and 200 replicates when it read every weight. The target (2 ×
 ``predict`` + 0.5 s) is met by every call after a fit's first noise estimate and by the
 first calls in 1-D, not by the first calls in 2-D: of a first analytic call's 1.1 s about
-a quarter is the FFTs (the grid is 2099 × 2099, more points than rows: the kernel sums of
+a quarter is the FFTs (the grid is 1485 × 1485, more points than rows: the kernel sums of
 the averaged noise at h and of the binned noise at h/√2 on the fit's grid, the squared weights'
 at h/√2 on the grid coarsened by two), a third the gathers of gridded sums at the 10⁶ rows
 (linear interpolation, the local solves) and the rest binning and locating rows. Since
