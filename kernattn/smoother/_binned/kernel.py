@@ -59,6 +59,7 @@ from kernattn.smoother._binned.grid import (
     interpolate,
     interpolate_columns,
     locate,
+    locate_cells,
     make_grid,
 )
 from kernattn.smoother._binned.left_out import own_moments
@@ -560,8 +561,14 @@ class BinnedKernel:
         n = len(X)
         s = self._weights if sample_weight is None else np.asarray(sample_weight, dtype=float)
         step = self._hat_step()
-        if step and np.prod([-(-(k - 1) // step) + 1 for k in self.grid_shape]) < n:
-            return self._hat_values_at_nodes(X, s, step)
+        if step:
+            nodes = Grid(
+                self._bins.grid.origin,
+                self._bins.grid.spacing * step,
+                tuple(-(-(k - 1) // step) + 1 for k in self.grid_shape),
+            )
+            if nodes.size < n:
+                return self._hat_values_at_nodes(X, s, nodes, step)
         mean, r = np.empty((n, self._t)), np.empty((n, self._n_basis))
         unserved, spread = np.empty(n, dtype=bool), np.empty(n)
         blocks = list(iter_query_blocks(n, self.n_columns, cache=2**20))
@@ -589,15 +596,12 @@ class BinnedKernel:
         per_bandwidth = float(np.min(self._h / self._bins.grid.spacing))
         return 2 * int(HAT_NODE_SPACING * per_bandwidth / 2)
 
-    def _hat_values_at_nodes(self, X, sample_weight, step):
-        """:meth:`hat_values` from every ``step``-th point of the grid
+    def _hat_values_at_nodes(self, X, sample_weight, nodes, step):
+        """:meth:`hat_values` from every ``step``-th point of the grid, the grid ``nodes``
         (:data:`HAT_NODE_SPACING`): the fits, own weights and variance factors there from
         the gridded sums' own rows, interpolated at the rows ``X`` (scaled); a row next to
         a node the grid does not serve is not served."""
-        grid = self._bins.grid
-        shape = tuple(-(-(k - 1) // step) + 1 for k in grid.shape)
-        nodes = Grid(grid.origin, grid.spacing * step, shape)
-        mesh = np.meshgrid(*(np.arange(k) * step for k in shape), indexing="ij")
+        mesh = np.meshgrid(*(np.arange(k) * step for k in nodes.shape), indexing="ij")
         points = np.stack([m.ravel() for m in mesh], axis=1)  # on the data grid
         # The last node along an axis can lie beyond the data, within the sums' margin.
         columns = _table_rows(self.sums, points)
@@ -613,8 +617,7 @@ class BinnedKernel:
         table = np.column_stack([mean, own, spread])
         table[unserved | ~np.all(np.isfinite(table), axis=1)] = 0.0
         table = np.column_stack([table, unserved]).astype(float)
-        index, fraction, inside = locate(X, nodes)
-        fraction = np.ascontiguousarray(fraction.T)
+        index, fraction, inside = locate_cells(X, nodes)
         values = interpolate_columns(table, nodes, index, fraction).T
         t = self._t
         exact = ~inside | (values[:, t + 2] > 0) | self._in_exact_cells(X)
@@ -706,11 +709,7 @@ class BinnedKernel:
     def node_values(self, X, field):
         """A field given at the data grid's nodes (grid.shape + (k,)) at the rows ``X``
         (linear interpolation)."""
-        X = np.asarray(X, dtype=float) / self._unit
-        grid = self._bins.grid
-        index, fraction, _ = locate(X, grid)
-        table = np.ascontiguousarray(field.reshape(grid.size, -1))
-        return interpolate_columns(table, grid, index, np.ascontiguousarray(fraction.T)).T
+        return interpolate(field, self._bins.grid, np.asarray(X, dtype=float) / self._unit)
 
     def field_variance_sums(self, field, weight_unit=1.0):
         r"""The squared kernel's weight moments of :math:`s_j^2 v_j` (what
