@@ -438,7 +438,7 @@ def test_local_noise_from_the_grid_nodes(monkeypatch, d):
     h = 0.05 if d == 1 else 0.1
     model = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y, sample_weight=w)
     inference = model._inference()
-    assert inference.noise_field().shape == model._binned.grid_shape + (1,)
+    assert inference.noise_field().shape == model._binned.noise_weights[1].shape + (1,)
     at_nodes = inference.noise_variance("local")
     own_averages = LinearSmootherInference.noise_variance(inference, "local")
     np.testing.assert_allclose(at_nodes, own_averages, rtol=2e-3)
@@ -453,6 +453,42 @@ def test_local_noise_from_the_grid_nodes(monkeypatch, d):
         other = KernelSmoother(bandwidth=h, degree=1, algorithm="binned")
         low_u, high_u = other.fit(X, y, sample_weight=unit * w).predict_interval(Q)
         np.testing.assert_allclose(high_u - low_u, high - low, rtol=1e-9)
+
+
+@pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])
+def test_noise_grid_coarsened_within_its_bound(monkeypatch, d, n, h):
+    # The local noise level and every interval's variance sums are taken on the fit's grid
+    # coarsened by a power of two (NOISE_TOLERANCE): the widths stay within half the bound
+    # (the width is the variance's square root) of those on the fit's own grid, for the
+    # local and the pooled noise and the wild bootstrap's variance.
+    import kernattn.smoother._binned.kernel as binned_kernel
+    import kernattn.smoother._regressor as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(n, d=d, seed=41)
+    y = y + 0.5 * X[:, 0] * np.random.default_rng(42).normal(size=n)
+    Q = inside(X, 30, seed=43)
+
+    def widths():
+        model = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y)
+        out = []
+        for options in ({}, {"noise": "global"}, {"method": "bootstrap", "random_state": 0}):
+            low, high = model.predict_interval(Q, **options)
+            out.append(high - low)
+        return model._binned, out
+
+    kernel, coarse = widths()
+    assert kernel.noise_factor >= 2
+    assert kernel.noise_weights[1].shape == tuple(
+        (k - 1) // kernel.noise_factor + 1 for k in kernel.grid_shape
+    )
+    tolerance = binned_kernel.NOISE_TOLERANCE
+    monkeypatch.setattr(binned_kernel, "NOISE_TOLERANCE", 0.0)
+    kernel, fine = widths()
+    assert kernel.noise_factor == 1
+    for a, b in zip(coarse, fine, strict=True):
+        assert not np.array_equal(a, b)
+        np.testing.assert_allclose(a, b, rtol=tolerance / 2)
 
 
 @pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])

@@ -105,15 +105,17 @@ def coarsen(counts, grid, factor):
         return counts, grid
     if any((n - 1) % factor for n in grid.shape):
         raise ValueError(f"the grid's cells {grid.shape} are not divisible by {factor}")
-    r = np.arange(factor) / factor
     for a in range(grid.n_dims):
         moved = np.moveaxis(counts, a, 0)
         n = moved.shape[0]
         coarse = np.zeros(((n - 1) // factor + 1,) + moved.shape[1:])
-        body = moved[:-1].reshape((n - 1) // factor, factor, *moved.shape[1:])
-        coarse[:-1] += np.tensordot(1.0 - r, body, axes=([0], [1]))
-        coarse[1:] += np.tensordot(r, body, axes=([0], [1]))
-        coarse[-1] += moved[-1]
+        coarse += moved[::factor]
+        # A fine point k cells past a coarse one sends 1 − k/f of its count there and k/f
+        # to the next.
+        for k in range(1, factor):
+            between = moved[k:-1:factor]
+            coarse[:-1] += (1.0 - k / factor) * between
+            coarse[1:] += (k / factor) * between
         counts = np.moveaxis(coarse, 0, a)
     shape = tuple((n - 1) // factor + 1 for n in grid.shape)
     return counts, Grid(grid.origin, grid.spacing * factor, shape)

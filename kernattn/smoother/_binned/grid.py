@@ -127,18 +127,32 @@ def locate_cells(points, grid):
     return index, np.ascontiguousarray(fraction.T), inside
 
 
+#: Points per block of :func:`interpolate_columns`: its gathers and products stay in a
+#: few buffers that fit the cache and are reused, where whole columns of 10⁶ points each
+#: took fresh memory (about three times slower).
+INTERPOLATION_BLOCK = 8192
+
+
 def interpolate_columns(table, grid, index, fraction):
     """The (bi)linear interpolant of ``table`` (grid.size, k) at located points, as
     columns (k, b). Whole rows of the table are gathered: one cache line per corner."""
-    out = None
-    for flat, weight in corners(index, fraction.T, grid.shape):
-        term = np.take(table, flat, axis=0)
-        term *= weight[:, None]
-        if out is None:
-            out = term
-        else:
-            out += term
-    return np.ascontiguousarray(out.T)
+    n, k = len(index), table.shape[1]
+    out = np.empty((k, n))
+    size = min(n, INTERPOLATION_BLOCK)
+    total, term = np.empty((size, k)), np.empty((size, k))
+    for start in range(0, n, size):
+        rows = slice(start, min(start + size, n))
+        m = rows.stop - rows.start
+        first = True
+        for flat, weight in corners(index[rows], fraction[:, rows].T, grid.shape):
+            into = total[:m] if first else term[:m]
+            np.take(table, flat, axis=0, out=into)
+            into *= weight[:, None]
+            if not first:
+                total[:m] += into
+            first = False
+        out[:, rows] = total[:m].T
+    return out
 
 
 def interpolate(values, grid, points):

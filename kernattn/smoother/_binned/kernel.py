@@ -121,6 +121,16 @@ SPREAD_SHARE = 0.1
 #: the data's edge (where they change fastest; they enter δ at 1e-5), and 4 columns are
 #: gathered from a sixteenth of the points instead of 15 from all of them.
 HAT_NODE_SPACING = 0.15
+#: The local noise level (a ratio of kernel averages at h, :meth:`BinnedKernel.
+#: node_averages`) and the interval's variance sums that bin it (at :math:`h/\sqrt2`,
+#: :meth:`BinnedKernel.field_variance_sums`) are taken on the fit's grid coarsened by the
+#: largest power of two whose binning error bound at :math:`h/\sqrt2` stays below this
+#: (:meth:`BinnedKernel.noise_factor`). The bound is relative to the variance, whose
+#: square root the width is; the noise level itself is an average of squared residuals
+#: whose sampling error is :math:`\sqrt{2/n_h}` with :math:`n_h` the rows in the kernel's
+#: reach (4 % at a thousand). The bound is a worst case over positions in a cell: on
+#: 10⁶ rows in 2-D (a 1485² grid, coarsened by four) the widths moved by ... .
+NOISE_TOLERANCE = 0.02
 #: Residual degrees of freedom at or below this leave nothing to bootstrap (the exact
 #: path's limit).
 MIN_DOF = 1e-9
@@ -272,10 +282,28 @@ class BinnedKernel:
         return dataclasses.replace(self.sums, table=np.ascontiguousarray(self.sums.table[:, :1]))
 
     @cached_property
+    def _weights_coarsened_by_two(self):
+        """The binned weights on the data grid coarsened by two (the binning is exact:
+        :func:`~kernattn.smoother._binned.binning.coarsen`), and that grid."""
+        return coarsen(self._bins.counts[..., :1], self._bins.grid, 2)
+
+    @cached_property
     def coarse_squared(self):
-        """:attr:`squared` on the data grid coarsened by two (the binning is exact:
-        :func:`~kernattn.smoother._binned.binning.coarsen`)."""
-        counts, grid = coarsen(self._bins.counts[..., :1], self._bins.grid, 2)
+        """:attr:`squared` on the data grid coarsened by two."""
+        counts, grid = self._weights_coarsened_by_two
+        return grid_sums(
+            Bins(grid, counts, self._center[:0]), self._h / math.sqrt(2.0), self.degree
+        )
+
+    @cached_property
+    def noise_squared(self):
+        """:attr:`squared` on the noise grid (:attr:`noise_factor`): the interval's
+        variance sums of a level that is the same everywhere."""
+        if self.noise_factor == 1:
+            return self.squared
+        if self.noise_factor == 2:
+            return self.coarse_squared
+        counts, grid = self.noise_weights
         return grid_sums(
             Bins(grid, counts, self._center[:0]), self._h / math.sqrt(2.0), self.degree
         )
@@ -684,50 +712,81 @@ class BinnedKernel:
         bins = linear_binning(X, columns - center, grid, self._weights)
         return column_grid_sums(bins, grid, self._h), center
 
+    @cached_property
+    def noise_factor(self):
+        """The coarsening of the data grid that the local noise level and its variance
+        sums are taken on (:data:`NOISE_TOLERANCE`): a power of two that divides every
+        axis's cells."""
+        grid, h = self._bins.grid, self._h / math.sqrt(2.0)
+        factor = 1
+        while all((k - 1) % (2 * factor) == 0 for k in grid.shape) and (
+            binning_error(2 * factor * grid.spacing, h, self.degree) <= NOISE_TOLERANCE
+        ):
+            factor *= 2
+        return factor
+
+    @cached_property
+    def noise_weights(self):
+        """The binned weights on the noise grid (:attr:`noise_factor`; exactly those of
+        binning the rows there: :func:`~kernattn.smoother._binned.binning.coarsen`), and
+        that grid."""
+        if self.noise_factor == 1:
+            return self._bins.counts[..., :1], self._bins.grid
+        counts, grid = self._weights_coarsened_by_two
+        return coarsen(counts, grid, self.noise_factor // 2)
+
     def node_averages(self, X, columns):
-        r""":meth:`kernel_averages` at the nodes of the data grid instead of at the rows
-        ``X``: the gridded sums there need no interpolation, and a smooth average (a local
-        noise level) is then binned as its value at the node times the node's weight
-        (:meth:`field_variance_sums`), with no second pass over the rows.
+        r""":meth:`kernel_averages` at the nodes of the noise grid (:attr:`noise_weights`)
+        instead of at the rows ``X``: the gridded sums there need no interpolation, and a
+        smooth average (a local noise level) is then binned as its value at the node times
+        the node's weight (:meth:`field_variance_sums`), with no second pass over the rows.
 
         Returns
         -------
-        averages : ndarray of shape grid.shape + (k,)
+        averages : ndarray of shape noise_grid.shape + (k,)
         served : bool
             Whether every node that holds weight has its :math:`S_0` above the sums'
             resolution (where it does not, the average is left to the rows' exact sums).
         """
         X = np.asarray(X, dtype=float) / self._unit
-        sums, center = self._column_sums(X, columns)
-        weight = self.sums.on_data_nodes()[..., 0]  # views of the tables: no copies
-        served = bool(np.all((weight > self.sums.resolution) | ~(self._bins.counts[..., 0] > 0)))
+        weights, grid = self.noise_weights
+        binned = linear_binning(X, columns, grid, self._weights)
+        # Centered on their weighted mean after the binning (which is linear), as the
+        # fit's values are: the FFT's rounding is then relative to the columns' spread.
+        center = binned.reshape(-1, binned.shape[-1]).sum(axis=0) / weights.sum()
+        binned -= weights * center
+        sums = column_grid_sums(np.concatenate([weights, binned], axis=-1), grid, self._h)
+        nodes = sums.on_data_nodes()  # a view of the table
+        weight = nodes[..., 0]
+        served = bool(np.all((weight > sums.resolution) | ~(weights[..., 0] > 0)))
         with np.errstate(divide="ignore", invalid="ignore"):
-            averages = np.divide(sums.on_data_nodes(), weight[..., None])
+            averages = nodes[..., 1:] / weight[..., None]
         averages += center
         return averages, served
 
     def node_values(self, X, field):
-        """A field given at the data grid's nodes (grid.shape + (k,)) at the rows ``X``
-        (linear interpolation)."""
-        return interpolate(field, self._bins.grid, np.asarray(X, dtype=float) / self._unit)
+        """A field given at the noise grid's nodes (noise_grid.shape + (k,)) at the rows
+        ``X`` (linear interpolation)."""
+        return interpolate(field, self.noise_weights[1], np.asarray(X, dtype=float) / self._unit)
 
     def field_variance_sums(self, field, weight_unit=1.0):
         r"""The squared kernel's weight moments of :math:`s_j^2 v_j` (what
         :meth:`variance` bins) for target variances :math:`v_j = \sigma^2(x_j)/s'_j`,
         with :math:`s' = s / u` the fit's weights in the unit ``weight_unit`` and a noise
-        level :math:`\sigma^2` given at the data grid's nodes (grid.shape + (t,)):
+        level :math:`\sigma^2` given at the noise grid's nodes (noise_grid.shape + (t,)):
         :math:`s_j^2 v_j = u\, s_j \sigma^2(x_j)`, binned as the node's binned weight
         times the field there, which equals binning the field's interpolation at the rows
         to second order in the grid's spacing. One list entry per output, the sums and
         their factor (1), as :meth:`variance` reads them (``None`` where it is all 0)."""
-        weight = self._bins.counts[..., :1] * weight_unit
+        counts, grid = self.noise_weights
+        weight = counts * weight_unit
         out = []
         for o in range(field.shape[-1]):
-            counts = weight * field[..., o : o + 1]
-            if not np.any(counts > 0):
+            binned = weight * field[..., o : o + 1]
+            if not np.any(binned > 0):
                 out.append(None)
                 continue
-            bins = Bins(self._bins.grid, counts, self._center[:0])
+            bins = Bins(grid, binned, self._center[:0])
             out.append((grid_sums(bins, self._h / math.sqrt(2.0), self.degree), 1.0))
         return out
 
@@ -753,8 +812,8 @@ class BinnedKernel:
         :math:`r^\top M_v r` with :math:`M_v = \sum_j s_j^2 v_j K_j^2 U_j U_j^\top`: the
         weight moments of the binned column :math:`s_j^2 v_j` at the bandwidth
         :math:`h/\sqrt2` (:math:`K^2(u) = K(\sqrt2 u)`), times :math:`2^{-|e|/2}`, as
-        the variance rule's squared sums are. :math:`O(n)` once per column, then
-        :math:`O(1)` per query.
+        the variance rule's squared sums are, on the noise grid (:attr:`noise_factor`).
+        :math:`O(n)` once per column, then :math:`O(1)` per query.
 
         With ``key``, the sums are kept in :attr:`noise_cache` under it (the same
         ``target_variance`` for every call with that key; ``None`` once they are there,
@@ -804,22 +863,24 @@ class BinnedKernel:
         return np.maximum(out, 0.0), exact
 
     def _variance_sums(self, keys, target_variance):
-        """The squared kernel's weight moments of the column ``s_j² v_j`` and their factor
-        1 (``None`` where it is all 0)."""
+        """The squared kernel's weight moments of the column ``s_j² v_j``, binned on the
+        noise grid (:attr:`noise_factor`), and their factor 1 (``None`` where it is all
+        0)."""
         weights = self._weights**2 * target_variance
         if not np.any(weights > 0):
             return None
-        grid = self._bins.grid
+        grid = self.noise_weights[1]
         bins = bin_targets(keys, np.zeros((len(keys), 0)), grid, weights)
         return grid_sums(bins, self._h / math.sqrt(2.0), self.degree), 1.0
 
     def level_variance_sums(self, level, weight_unit=1.0):
         r""":meth:`field_variance_sums` for a noise level that is the same everywhere
         (``level``, (t,)): :math:`s_j^2 v_j = u\,\sigma^2 s_j`, so the sums are those of
-        the squared weights (:attr:`squared`, shared with the variance rule) times
+        the squared weights on the noise grid (:attr:`noise_squared`, shared with the
+        noise estimate's factors where that grid is coarsened by two) times
         :math:`u\,\sigma^2`: no binning and no transform of their own."""
         factors = np.asarray(level, dtype=float) * weight_unit
-        return [(self.squared, float(f)) if f > 0 else None for f in factors]
+        return [(self.noise_squared, float(f)) if f > 0 else None for f in factors]
 
     def held_back_rows(self, X, own_weight, own_values):
         """Whether the left-out local polynomial of each of the training rows ``X`` is
