@@ -492,9 +492,44 @@ def test_noise_grid_coarsened_within_its_bound(monkeypatch, d, n, h):
 
 
 @pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])
+def test_residual_pass_gives_the_hat_values_and_their_bins(monkeypatch, d, n, h):
+    # The noise estimate's one pass over the rows (hat values from grid points, located on
+    # the noise grid) gives the residuals and factors of hat_values, and the bins of the
+    # local noise's columns that binning them gives; rows left to the exact kernel (here
+    # the lowest 5 % along the first input) are corrected in both.
+    import kernattn.smoother._regressor as smoother
+    from kernattn.smoother._binned.binning import linear_binning
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(n, d=d, seed=51)
+    w = np.random.default_rng(52).integers(1, 4, size=n).astype(float)
+    model = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y, sample_weight=w)
+    kernel, inference = model._binned, model._inference()
+    cut = np.quantile(X[:, 0], 0.05) / kernel._unit[0]
+    monkeypatch.setattr(kernel, "_in_exact_cells", lambda q, located=None: q[:, 0] < cut)
+    kernel.noise_cache.clear()
+    keys, s = inference.keys, inference.binned_weight
+    assert kernel.residual_pass(keys, inference.values, s, inference.sample_weight) is not None
+    residual, delta = inference.residuals()
+    bins = kernel.noise_cache["noise bins"][..., 1:]
+    mean, own, spread, exact = kernel.hat_values(keys, s)
+    assert 0.04 < exact.mean() < 0.1
+    expected_residual = inference.values - mean
+    expected_delta = np.maximum(1.0 - 2.0 * s * own + s * spread, 0.0)
+    rows = np.flatnonzero(exact)
+    expected_residual[rows], expected_delta[rows] = inference._residuals_of(rows)
+    np.testing.assert_allclose(residual, expected_residual, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(delta, expected_delta, rtol=1e-12, atol=1e-12)
+    columns = np.column_stack([inference.sample_weight[:, None] * residual**2, delta])
+    grid = kernel.noise_weights[1]
+    expected = linear_binning(keys / kernel._unit, columns, grid, s)
+    np.testing.assert_allclose(bins, expected, rtol=1e-9, atol=1e-12 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])
 def test_noise_factors_from_the_coarse_squared_sums_match_the_fine(monkeypatch, d, n, h):
     # With many rows in the kernel's reach the noise estimate's factors δ take the squared
-    # weights' sums on the grid coarsened by two: δ and the widths within SPREAD_SHARE of
+    # weights' sums on a coarsened grid: δ and the widths within SPREAD_SHARE of
     # the binning error of those from the fit's own grid.
     import kernattn.smoother._binned.kernel as binned_kernel
     import kernattn.smoother._regressor as smoother
@@ -506,7 +541,7 @@ def test_noise_factors_from_the_coarse_squared_sums_match_the_fine(monkeypatch, 
     Q = inside(X, 20, seed=22)
     low, high = model.predict_interval(Q)
     _, delta = model._inference().residuals()
-    assert "coarse_squared" in kernel.__dict__
+    assert kernel._coarse_squared
     bound = binned_kernel.SPREAD_SHARE * kernel.binning_error
     monkeypatch.setattr(binned_kernel, "SPREAD_SHARE", 0.0)
     kernel.noise_cache.clear()

@@ -510,6 +510,8 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
             self._binned = BinnedKernel(
                 X, values, sample_weight, self.bandwidth_, degree, tol=self._tolerance
             )
+            # The kept rows, for the intervals' noise estimate (_inference).
+            self._binned.noise_cache["rows"] = X, values, sample_weight
             self.grid_shape_ = self._binned.grid_shape
             self.binning_error_ = self._binned.binning_error
             self.exact_cells_ = self._binned.exact_cells
@@ -580,18 +582,25 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
         """The fitted smoother as a linear smoother of its training targets (in the engine's
         units: centered targets divided by ``_value_scale``); on the binned tier beyond
         ``_EXACT_HELD_BACK_ROWS`` rows, with the noise estimate from the gridded sums."""
-        sample_weight = self.sample_weight_[self._active]
+        binned = getattr(self, "_binned", None)
+        if binned is not None and "rows" in binned.noise_cache:
+            # A binned fit keeps its kept rows there: gathering 10⁶ of them from the
+            # training set costs more than an interval from the grid.
+            keys, values, sample_weight = binned.noise_cache["rows"]
+        else:
+            sample_weight = self.sample_weight_[self._active]
+            keys, values = self._training_inputs(), self._values / self._value_scale
         common = dict(
             weights=lambda X: self._head_weights(X, 0),
             kernel_weights=lambda X: self.kernel_.weights(X, 0),
-            keys=self._training_inputs(),
-            values=self._values / self._value_scale,
+            keys=keys,
+            values=values,
             sample_weight=sample_weight,
             n_jobs=self.n_jobs,
         )
-        binned = getattr(self, "_binned", None)
         if binned is None or len(sample_weight) <= _EXACT_HELD_BACK_ROWS:
             return LinearSmootherInference(**common)
+        binned.noise_cache["rows"] = keys, values, sample_weight
         return BinnedInference(binned=binned, binned_weight=sample_weight, **common)
 
     # ------------------------------------------------------------- mixed data

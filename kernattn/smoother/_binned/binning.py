@@ -20,6 +20,12 @@ def _accumulate(counts, X, values, grid, truncate=False):
         if not truncate:
             raise ValueError("X has points outside the grid; make the grid from X")
         index, fraction, values = index[inside], fraction[inside], values[inside]
+    accumulate_located(counts, index, fraction, values, grid)
+
+
+def accumulate_located(counts, index, fraction, values, grid):
+    """:func:`_accumulate` of rows already located in ``grid`` (:func:`locate`'s
+    ``index`` and ``fraction``, of rows inside it)."""
     flat, weight = zip(*corners(index, fraction, grid.shape), strict=True)
     flat, weight = np.concatenate(flat), np.concatenate(weight)
     if not len(flat):
@@ -34,7 +40,7 @@ def _accumulate(counts, X, values, grid, truncate=False):
         counts[lo:hi, j] += np.bincount(flat, weights=shares, minlength=hi - lo)
 
 
-def _block_entries(X, grid, m):
+def block_entries(X, grid, m):
     """Entries per array of a binning block. Rows in order along the first input (the
     estimators' canonical order) reach a band of the grid per block, so cache-sized blocks
     serve; other rows reach the whole grid from every block, whose ``bincount`` then costs
@@ -81,7 +87,7 @@ def linear_binning(X, columns, grid, sample_weight=None, *, truncate=False):
     s = check_weights(sample_weight, len(X))
     m = columns.shape[1]
     counts = np.zeros((grid.size, m))
-    entries = _block_entries(X, grid, m)
+    entries = block_entries(X, grid, m)
     for rows in iter_query_blocks(len(X), m * 2**grid.n_dims, n_arrays=2, cache=entries):
         values = columns[rows] if s is None else columns[rows] * s[rows, None]
         _accumulate(counts, X[rows], values, grid, truncate)
@@ -140,7 +146,7 @@ def bin_targets(X, Y, grid, sample_weight=None, *, truncate=False):
     center = np.average(Y, axis=0, weights=s)
     t = Y.shape[1]
     counts = np.zeros((grid.size, 1 + t))
-    entries = _block_entries(X, grid, 1 + t)
+    entries = block_entries(X, grid, 1 + t)
     for rows in iter_query_blocks(len(X), (1 + t) * 2**grid.n_dims, n_arrays=2, cache=entries):
         values = np.empty((rows.stop - rows.start, 1 + t))
         values[:, 0] = 1.0 if s is None else s[rows]

@@ -155,6 +155,19 @@ def interpolate_columns(table, grid, index, fraction):
     return out
 
 
+def interpolate_points(table, grid, points):
+    """:func:`interpolate_columns` of ``table`` (grid.size, k) at ``points`` (n, d), each
+    block of them located in turn: columns (k, n), and whether each point lies within the
+    grid (:func:`locate`)."""
+    n = len(points)
+    out, inside = np.empty((table.shape[1], n)), np.empty(n, dtype=bool)
+    for start in range(0, n, INTERPOLATION_BLOCK):
+        rows = slice(start, min(start + INTERPOLATION_BLOCK, n))
+        index, fraction, inside[rows] = locate(points[rows], grid)
+        out[:, rows] = interpolate_columns(table, grid, index, np.ascontiguousarray(fraction.T))
+    return out, inside
+
+
 def interpolate(values, grid, points):
     """Linear (bilinear in 2-D) interpolation of gridded ``values`` at ``points``.
 
@@ -177,6 +190,5 @@ def interpolate(values, grid, points):
     array([[1.25]])
     """
     points = check_points(points, grid.n_dims, name="points")
-    index, fraction, _ = locate_cells(points, grid)
     table = np.asarray(values, dtype=float).reshape(grid.size, -1)
-    return interpolate_columns(table, grid, index, fraction).T
+    return interpolate_points(table, grid, points)[0].T

@@ -51,15 +51,22 @@ from kernattn._local.polynomial import (
     monomial_exponents,
     polynomial_estimate,
 )
-from kernattn.smoother._binned.binning import Bins, bin_targets, coarsen, linear_binning
+from kernattn.smoother._binned.binning import (
+    Bins,
+    accumulate_located,
+    bin_targets,
+    block_entries,
+    coarsen,
+    linear_binning,
+)
 from kernattn.smoother._binned.error import TOLERANCE, binning_error
 from kernattn.smoother._binned.exponents import basis_exponents, moment_exponents
 from kernattn.smoother._binned.grid import (
     Grid,
     interpolate,
     interpolate_columns,
+    interpolate_points,
     locate,
-    locate_cells,
     make_grid,
 )
 from kernattn.smoother._binned.left_out import own_moments
@@ -104,8 +111,9 @@ CHECK_OFFSET = 3.0
 RESOLUTION_SHARE = 0.75
 #: The noise estimate's factors :math:`\delta_i = 1 - 2 s_i r_0 + s_i r^\top M_2 r`
 #: (:meth:`BinnedKernel.hat_values`) take :math:`M_2` from the squared weights' sums on the
-#: grid coarsened by two (a quarter of the points) where that moves no :math:`\delta_i` by
-#: more than this share of ``binning_error``: the coarse grid's error bound at
+#: grid coarsened by the largest power of two (two at the rows, up to the points' spacing
+#: where they are taken at grid points) that moves no :math:`\delta_i` by more than this
+#: share of ``binning_error``: the coarse grid's error bound at
 #: :math:`h/\sqrt2` times :math:`s_i r^\top M_2 r \le s_i r_0` (:math:`K \le 1`), which is
 #: of the order of the inverse of the rows in the kernel's reach.
 SPREAD_SHARE = 0.1
@@ -129,7 +137,9 @@ HAT_NODE_SPACING = 0.15
 #: square root the width is; the noise level itself is an average of squared residuals
 #: whose sampling error is :math:`\sqrt{2/n_h}` with :math:`n_h` the rows in the kernel's
 #: reach (4 % at a thousand). The bound is a worst case over positions in a cell: on
-#: 10⁶ rows in 2-D (a 1485² grid, coarsened by four) the widths moved by ... .
+#: 10⁶ rows in 2-D with a noise level that varies (h = 0.02, a 1485² grid, coarsened by
+#: two: a bound of 1.6 %) the widths of 1 000 intervals moved by at most 0.15 %, and by
+#: 0.65 % coarsened by four (a bound of 6.3 %).
 NOISE_TOLERANCE = 0.02
 #: Residual degrees of freedom at or below this leave nothing to bootstrap (the exact
 #: path's limit).
@@ -155,16 +165,16 @@ def _coarsened(located):
     return index // 2, (index % 2 + fraction) / 2.0, inside
 
 
-def _coarse_spread(grid, h, degree, sample_weight, own):
+def _coarse_spread(grid, h, degree, sample_weight, own, factor=2):
     """Whether the factors δ of the noise estimate at rows of ``sample_weight`` and
-    ``own`` (:math:`r_0`) may take the squared weights' sums on ``grid`` coarsened by two
-    (:data:`SPREAD_SHARE`): only where no row comes near the variance rule's bound either
-    (the factor is at most :math:`r_0`), so that the rule holds no row back whatever their
-    error."""
+    ``own`` (:math:`r_0`) may take the squared weights' sums on ``grid`` coarsened by
+    ``factor`` (:data:`SPREAD_SHARE`): only where no row comes near the variance rule's
+    bound either (the factor is at most :math:`r_0`), so that the rule holds no row back
+    whatever their error."""
     cells = np.array([n - 1 for n in grid.shape])
-    if not np.all(cells % 2 == 0) or not len(own):
+    if not np.all(cells % factor == 0) or not len(own):
         return False
-    coarse_error = binning_error(2.0 * grid.spacing, h / math.sqrt(2.0), degree)
+    coarse_error = binning_error(factor * grid.spacing, h / math.sqrt(2.0), degree)
     with np.errstate(invalid="ignore"):
         largest = np.max(sample_weight * own)
         small = np.max(own) <= NEAR_BOUND * VARIANCE_BOUND
@@ -265,6 +275,7 @@ class BinnedKernel:
         self._exact_cells = self._checked_cells() if check else None
         #: Noise estimates of the fit's intervals, by kind (see BinnedInference).
         self.noise_cache = {}
+        self._coarse_weights, self._coarse_squared = {}, {}
         self.exact_cells = 0 if self._exact_cells is None else int(self._exact_cells.sum())
 
     @cached_property
@@ -281,39 +292,48 @@ class BinnedKernel:
         :meth:`kernel_averages` at 10⁶ rows gather one column, not all of the fit's."""
         return dataclasses.replace(self.sums, table=np.ascontiguousarray(self.sums.table[:, :1]))
 
-    @cached_property
-    def _weights_coarsened_by_two(self):
-        """The binned weights on the data grid coarsened by two (the binning is exact:
-        :func:`~kernattn.smoother._binned.binning.coarsen`), and that grid."""
-        return coarsen(self._bins.counts[..., :1], self._bins.grid, 2)
+    def coarse_weights(self, factor):
+        """The binned weights on the data grid coarsened by ``factor`` (a power of two
+        that divides every axis's cells; the binning is exact:
+        :func:`~kernattn.smoother._binned.binning.coarsen`), and that grid; kept."""
+        if factor == 1:
+            return self._bins.counts[..., :1], self._bins.grid
+        if factor not in self._coarse_weights:
+            counts, grid = self.coarse_weights(factor // 2)
+            self._coarse_weights[factor] = coarsen(counts, grid, 2)
+        return self._coarse_weights[factor]
 
-    @cached_property
-    def coarse_squared(self):
-        """:attr:`squared` on the data grid coarsened by two."""
-        counts, grid = self._weights_coarsened_by_two
-        return grid_sums(
-            Bins(grid, counts, self._center[:0]), self._h / math.sqrt(2.0), self.degree
-        )
+    def coarse_squared(self, factor):
+        """:attr:`squared` on the data grid coarsened by ``factor`` (:meth:`coarse_weights`);
+        kept."""
+        if factor == 1:
+            return self.squared
+        if factor not in self._coarse_squared:
+            counts, grid = self.coarse_weights(factor)
+            self._coarse_squared[factor] = grid_sums(
+                Bins(grid, counts, self._center[:0]), self._h / math.sqrt(2.0), self.degree
+            )
+        return self._coarse_squared[factor]
 
-    @cached_property
+    @property
     def noise_squared(self):
         """:attr:`squared` on the noise grid (:attr:`noise_factor`): the interval's
         variance sums of a level that is the same everywhere."""
-        if self.noise_factor == 1:
-            return self.squared
-        if self.noise_factor == 2:
-            return self.coarse_squared
-        counts, grid = self.noise_weights
-        return grid_sums(
-            Bins(grid, counts, self._center[:0]), self._h / math.sqrt(2.0), self.degree
-        )
+        return self.coarse_squared(self.noise_factor)
 
-    def _spread_sums(self, sample_weight, own):
+    def _spread_sums(self, sample_weight, own, largest=2):
         """The squared weights' sums for the factors δ at rows of ``sample_weight`` and
-        ``own`` (:math:`r_0`), and whether they are the coarse ones (:func:`_coarse_spread`)."""
-        if _coarse_spread(self._bins.grid, self._h, self.degree, sample_weight, own):
-            return self.coarse_squared, True
-        return self.squared, False
+        ``own`` (:math:`r_0`): on the data grid coarsened by the largest power of two up to
+        ``largest`` that divides ``largest`` where :func:`_coarse_spread` allows it, and
+        that factor (1: the fit's own grid)."""
+        factor = 2
+        while largest % (2 * factor) == 0:
+            factor *= 2
+        while factor > 1:
+            if _coarse_spread(self._bins.grid, self._h, self.degree, sample_weight, own, factor):
+                return self.coarse_squared(factor), factor
+            factor //= 2
+        return self.squared, 1
 
     @cached_property
     def second(self):
@@ -588,15 +608,9 @@ class BinnedKernel:
         X = np.asarray(X, dtype=float) / self._unit
         n = len(X)
         s = self._weights if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        step = self._hat_step()
-        if step:
-            nodes = Grid(
-                self._bins.grid.origin,
-                self._bins.grid.spacing * step,
-                tuple(-(-(k - 1) // step) + 1 for k in self.grid_shape),
-            )
-            if nodes.size < n:
-                return self._hat_values_at_nodes(X, s, nodes, step)
+        at_nodes = self.hat_nodes(n)
+        if at_nodes is not None:
+            return self._hat_values_at_nodes(X, s, *at_nodes)
         mean, r = np.empty((n, self._t)), np.empty((n, self._n_basis))
         unserved, spread = np.empty(n, dtype=bool), np.empty(n)
         blocks = list(iter_query_blocks(n, self.n_columns, cache=2**20))
@@ -605,10 +619,10 @@ class BinnedKernel:
             mean[rows], r[rows], unserved[rows] = self._local_fit(X[rows], located[rows.start])
         own = r[:, 0]
         served = ~unserved & np.isfinite(own)
-        squared, coarse = self._spread_sums(s[served], own[served])
+        squared, factor = self._spread_sums(s[served], own[served])
         exact = unserved.copy()
         for rows in blocks:
-            cells = _coarsened(located[rows.start]) if coarse else located[rows.start]
+            cells = _coarsened(located[rows.start]) if factor == 2 else located[rows.start]
             spread[rows], unserved_squared = self._variance_factor(
                 X[rows], r[rows], cells, squared
             )
@@ -624,11 +638,26 @@ class BinnedKernel:
         per_bandwidth = float(np.min(self._h / self._bins.grid.spacing))
         return 2 * int(HAT_NODE_SPACING * per_bandwidth / 2)
 
-    def _hat_values_at_nodes(self, X, sample_weight, nodes, step):
-        """:meth:`hat_values` from every ``step``-th point of the grid, the grid ``nodes``
-        (:data:`HAT_NODE_SPACING`): the fits, own weights and variance factors there from
-        the gridded sums' own rows, interpolated at the rows ``X`` (scaled); a row next to
-        a node the grid does not serve is not served."""
+    def hat_nodes(self, n_rows):
+        """The grid of every ``step``-th point of the data grid (:data:`HAT_NODE_SPACING`)
+        and ``step``, where :meth:`hat_values` of ``n_rows`` rows takes its values there
+        (more rows than those points); else ``None``."""
+        step = self._hat_step()
+        if not step:
+            return None
+        nodes = Grid(
+            self._bins.grid.origin,
+            self._bins.grid.spacing * step,
+            tuple(-(-(k - 1) // step) + 1 for k in self.grid_shape),
+        )
+        return (nodes, step) if nodes.size < n_rows else None
+
+    def hat_table(self, sample_weight, nodes, step):
+        """The fits, own weights and variance factors at the ``nodes`` (:meth:`hat_nodes`)
+        from the gridded sums' own rows, 0 where the grid does not serve the node, as a
+        table (nodes.size, t + 2) to interpolate; where some node is not served, a last
+        column says which (a row next to one is not served). ``sample_weight``: the
+        rows'. Returns the table and whether it has that column."""
         mesh = np.meshgrid(*(np.arange(k) * step for k in nodes.shape), indexing="ij")
         points = np.stack([m.ravel() for m in mesh], axis=1)  # on the data grid
         # The last node along an axis can lie beyond the data, within the sums' margin.
@@ -638,20 +667,95 @@ class BinnedKernel:
         served = ~unserved & np.isfinite(own)
         # The largest weight against every node's own weight: at least every row's product.
         largest = np.full(int(served.sum()), np.max(sample_weight, initial=0.0))
-        squared, coarse = self._spread_sums(largest, own[served])
-        squared_columns = _table_rows(squared, points // 2 if coarse else points)
+        squared, factor = self._spread_sums(largest, own[served], largest=step)
+        squared_columns = _table_rows(squared, points // factor)
         unserved |= ~(squared_columns[:, 0] > squared.resolution)
         spread = self._factor_of(squared_columns, r)
         table = np.column_stack([mean, own, spread])
-        table[unserved | ~np.all(np.isfinite(table), axis=1)] = 0.0
-        table = np.column_stack([table, unserved]).astype(float)
-        index, fraction, inside = locate_cells(X, nodes)
-        values = interpolate_columns(table, nodes, index, fraction).T
+        unserved |= ~np.all(np.isfinite(table), axis=1)
+        table[unserved] = 0.0
+        if unserved.any():
+            return np.column_stack([table, unserved]), True
+        return table, False
+
+    def _hat_rows(self, values, inside, X, flagged):
+        """:meth:`hat_values`'s answer from the table of :meth:`hat_table` interpolated at
+        the scaled rows ``X`` (``values``, (m, k); ``inside`` the grid; ``flagged``: the
+        table has the column of the nodes not served)."""
         t = self._t
-        exact = ~inside | (values[:, t + 2] > 0) | self._in_exact_cells(X)
+        exact = ~inside | self._in_exact_cells(X)
+        if flagged:
+            exact |= values[:, t + 2] > 0
         with np.errstate(invalid="ignore"):
             exact |= ~(values[:, t + 1] <= NEAR_BOUND * VARIANCE_BOUND)
         return values[:, :t], values[:, t], values[:, t + 1], exact
+
+    def _hat_values_at_nodes(self, X, sample_weight, nodes, step):
+        """:meth:`hat_values` from the ``nodes`` (:meth:`hat_nodes`), interpolated at the
+        rows ``X`` (scaled)."""
+        table, flagged = self.hat_table(sample_weight, nodes, step)
+        values, inside = interpolate_points(table, nodes, X)
+        return self._hat_rows(values.T, inside, X, flagged)
+
+    def residual_pass(self, X, values, sample_weight, noise_weight):
+        r"""The noise estimate's pass over the training rows ``X`` (their ``values``
+        (n, t), the binned ``sample_weight`` :math:`s`), where :meth:`hat_values` takes
+        its values from grid points: the residuals :math:`e = y - \hat y`, the factors
+        :math:`\delta = \max(1 - 2 s\, l_{ii}/s_i + s \sum_j l_j^2/s_j, 0)`, and the
+        linear binning on the noise grid (:attr:`noise_weights`) of the columns
+        :math:`[w e^2, \delta]` (``noise_weight`` :math:`w`, the weights in the unit of
+        the noise estimate) times :math:`s`, which :meth:`node_averages` would bin. Block
+        by block, each located once, on the noise grid: the points of :meth:`hat_nodes`
+        are a coarsening of it. ``None`` where the values are not taken from grid points.
+
+        Returns
+        -------
+        residual : ndarray of shape (n, t)
+        delta : ndarray of shape (n,)
+        exact : ndarray of bool, shape (n,)
+            As :meth:`hat_values`'s: their residuals and factors are placeholders, left
+            out of the bins.
+        bins : ndarray of shape noise_grid.shape + (t + 2,)
+            The first column 0, for :meth:`node_averages`.
+        """
+        n = len(X)
+        at_nodes = self.hat_nodes(n)
+        if at_nodes is None or at_nodes[1] % self.noise_factor:
+            return None
+        nodes, step = at_nodes
+        ratio = step // self.noise_factor
+        grid = self.noise_weights[1]
+        s = np.asarray(sample_weight, dtype=float)
+        table, flagged = self.hat_table(s, nodes, step)
+        t = self._t
+        residual, delta = np.empty((n, t)), np.empty(n)
+        exact = np.empty(n, dtype=bool)
+        counts = np.zeros((grid.size, t + 2))  # the first for node_averages' weights
+        m = (t + 1) * 2**self.n_dims
+        entries = block_entries(X, grid, t + 1)
+        for rows in iter_query_blocks(n, m, n_arrays=2, cache=entries):
+            scaled = X[rows] / self._unit
+            index, fraction, inside = locate(scaled, grid)
+            at = np.ascontiguousarray(((index % ratio + fraction) / ratio).T)
+            interpolated = interpolate_columns(table, nodes, index // ratio, at).T
+            mean, own, spread, exact[rows] = self._hat_rows(interpolated, inside, scaled, flagged)
+            residual[rows] = values[rows] - mean
+            with np.errstate(invalid="ignore"):
+                delta[rows] = np.maximum(1.0 - 2.0 * s[rows] * own + s[rows] * spread, 0.0)
+            columns = np.empty((rows.stop - rows.start, t + 1))
+            columns[:, :t] = noise_weight[rows, None] * residual[rows] ** 2
+            columns[:, t] = delta[rows]
+            columns *= s[rows, None]
+            columns[exact[rows]] = 0.0
+            accumulate_located(counts[:, 1:], index, fraction, columns, grid)
+        return residual, delta, exact, counts.reshape(grid.shape + (t + 2,))
+
+    def add_to_noise_bins(self, bins, X, columns, sample_weight):
+        """Add the linear binning of ``columns`` at the training rows ``X`` times their
+        binned ``sample_weight`` to the noise grid's ``bins`` (:meth:`residual_pass`'s)."""
+        grid = self.noise_weights[1]
+        scaled = np.asarray(X, dtype=float) / self._unit
+        bins[..., 1:] += linear_binning(scaled, columns, grid, sample_weight)
 
     def _local_fit(self, X, located):
         """The estimate, the first row of the inverse Gram matrix and the rows not served
@@ -730,16 +834,15 @@ class BinnedKernel:
         """The binned weights on the noise grid (:attr:`noise_factor`; exactly those of
         binning the rows there: :func:`~kernattn.smoother._binned.binning.coarsen`), and
         that grid."""
-        if self.noise_factor == 1:
-            return self._bins.counts[..., :1], self._bins.grid
-        counts, grid = self._weights_coarsened_by_two
-        return coarsen(counts, grid, self.noise_factor // 2)
+        return self.coarse_weights(self.noise_factor)
 
-    def node_averages(self, X, columns):
+    def node_averages(self, X, columns, binned=None):
         r""":meth:`kernel_averages` at the nodes of the noise grid (:attr:`noise_weights`)
         instead of at the rows ``X``: the gridded sums there need no interpolation, and a
         smooth average (a local noise level) is then binned as its value at the node times
         the node's weight (:meth:`field_variance_sums`), with no second pass over the rows.
+        ``binned``: the columns' bins on the noise grid where they are known, after a
+        first column left for the weights (:meth:`residual_pass`; overwritten).
 
         Returns
         -------
@@ -748,20 +851,21 @@ class BinnedKernel:
             Whether every node that holds weight has its :math:`S_0` above the sums'
             resolution (where it does not, the average is left to the rows' exact sums).
         """
-        X = np.asarray(X, dtype=float) / self._unit
         weights, grid = self.noise_weights
-        binned = linear_binning(X, columns, grid, self._weights)
-        # Centered on their weighted mean after the binning (which is linear), as the
-        # fit's values are: the FFT's rounding is then relative to the columns' spread.
-        center = binned.reshape(-1, binned.shape[-1]).sum(axis=0) / weights.sum()
-        binned -= weights * center
-        sums = column_grid_sums(np.concatenate([weights, binned], axis=-1), grid, self._h)
+        if binned is None:
+            X = np.asarray(X, dtype=float) / self._unit
+            binned = np.empty(grid.shape + (1 + columns.shape[1],))
+            binned[..., 1:] = linear_binning(X, columns, grid, self._weights)
+        binned[..., :1] = weights
+        # Not centered, as the fit's values are: the columns are not negative (the
+        # squared residuals and the factors δ of a noise level), and their averages are
+        # read to NOISE_TOLERANCE, far above the FFT's rounding of their magnitude.
+        sums = column_grid_sums(binned, grid, self._h)
         nodes = sums.on_data_nodes()  # a view of the table
         weight = nodes[..., 0]
         served = bool(np.all((weight > sums.resolution) | ~(weights[..., 0] > 0)))
         with np.errstate(divide="ignore", invalid="ignore"):
             averages = nodes[..., 1:] / weight[..., None]
-        averages += center
         return averages, served
 
     def node_values(self, X, field):
@@ -1066,7 +1170,8 @@ class BinnedInference(LinearSmootherInference):
         cache = self.binned.noise_cache
         if "field" not in cache:
             columns, pooled = self._noise_columns()
-            averages, served = self.binned.node_averages(self.keys, columns)
+            bins = cache.pop("noise bins", None)
+            averages, served = self.binned.node_averages(self.keys, columns, bins)
             cache["field"] = local_noise(averages, pooled) if served else None
         return cache["field"]
 
@@ -1177,6 +1282,23 @@ class BinnedInference(LinearSmootherInference):
         return residual, delta
 
     def _grid_residuals(self):
+        passed = self.binned.residual_pass(
+            self.keys, self.values, self.binned_weight, self.sample_weight
+        )
+        if passed is not None:
+            residual, delta, exact, bins = passed
+            rows = np.flatnonzero(exact)
+            if len(rows):
+                residual[rows], delta[rows] = self._residuals_of(rows)
+                columns = np.column_stack(
+                    [self.sample_weight[rows, None] * residual[rows] ** 2, delta[rows]]
+                )
+                self.binned.add_to_noise_bins(
+                    bins, self.keys[rows], columns, self.binned_weight[rows]
+                )
+            # The local noise's columns, binned in the same pass (noise_field).
+            self.binned.noise_cache["noise bins"] = bins
+            return residual, delta
         mean, own, spread, exact = self.binned.hat_values(self.keys, self.binned_weight)
         s = self.binned_weight
         residual = self.values - mean
