@@ -26,18 +26,29 @@ def _accumulate(counts, X, values, grid, truncate=False):
 def accumulate_located(counts, index, fraction, values, grid):
     """:func:`_accumulate` of rows already located in ``grid`` (:func:`locate`'s
     ``index`` and ``fraction``, of rows inside it)."""
+    lo, part = bin_located(index, fraction, values, grid)
+    counts[lo : lo + len(part)] += part
+
+
+def bin_located(index, fraction, values, grid):
+    """The linear binning of located rows (as :func:`accumulate_located`) over the range
+    of grid points (flat indices) they reach: its first point and the counts there
+    (points, m)."""
+    m = values.shape[1]
     flat, weight = zip(*corners(index, fraction, grid.shape), strict=True)
     flat, weight = np.concatenate(flat), np.concatenate(weight)
     if not len(flat):
-        return
+        return 0, np.zeros((0, m))
     lo, hi = int(flat.min()), int(flat.max()) + 1
     flat -= lo
     shares = np.empty_like(weight)
-    for j in range(values.shape[1]):
+    out = np.empty((hi - lo, m))
+    for j in range(m):
         for k in range(2**grid.n_dims):
             part = slice(k * len(values), (k + 1) * len(values))
             np.multiply(weight[part], values[:, j], out=shares[part])
-        counts[lo:hi, j] += np.bincount(flat, weights=shares, minlength=hi - lo)
+        out[:, j] = np.bincount(flat, weights=shares, minlength=hi - lo)
+    return lo, out
 
 
 def block_entries(X, grid, m):

@@ -42,7 +42,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 from sklearn.utils import check_random_state
 
-from kernattn._core.blocks import iter_query_blocks
+from kernattn._core.blocks import iter_query_blocks, map_query_blocks
 from kernattn._core.numerics import power_of_two_scale
 from kernattn._engine.inference import LinearSmootherInference, local_noise
 from kernattn._local.fits import LocalPolynomials
@@ -53,7 +53,7 @@ from kernattn._local.polynomial import (
 )
 from kernattn.smoother._binned.binning import (
     Bins,
-    accumulate_located,
+    bin_located,
     bin_targets,
     block_entries,
     coarsen,
@@ -697,7 +697,7 @@ class BinnedKernel:
         values, inside = interpolate_points(table, nodes, X)
         return self._hat_rows(values.T, inside, X, flagged)
 
-    def residual_pass(self, X, values, sample_weight, noise_weight):
+    def residual_pass(self, X, values, sample_weight, noise_weight, n_jobs=None):
         r"""The noise estimate's pass over the training rows ``X`` (their ``values``
         (n, t), the binned ``sample_weight`` :math:`s`), where :meth:`hat_values` takes
         its values from grid points: the residuals :math:`e = y - \hat y`, the factors
@@ -706,7 +706,8 @@ class BinnedKernel:
         :math:`[w e^2, \delta]` (``noise_weight`` :math:`w`, the weights in the unit of
         the noise estimate) times :math:`s`, which :meth:`node_averages` would bin. Block
         by block, each located once, on the noise grid: the points of :meth:`hat_nodes`
-        are a coarsening of it. ``None`` where the values are not taken from grid points.
+        are a coarsening of it; on ``n_jobs`` threads. ``None`` where the values are not
+        taken from grid points.
 
         Returns
         -------
@@ -730,10 +731,8 @@ class BinnedKernel:
         t = self._t
         residual, delta = np.empty((n, t)), np.empty(n)
         exact = np.empty(n, dtype=bool)
-        counts = np.zeros((grid.size, t + 2))  # the first for node_averages' weights
-        m = (t + 1) * 2**self.n_dims
-        entries = block_entries(X, grid, t + 1)
-        for rows in iter_query_blocks(n, m, n_arrays=2, cache=entries):
+
+        def block(rows):
             scaled = X[rows] / self._unit
             index, fraction, inside = locate(scaled, grid)
             at = np.ascontiguousarray(((index % ratio + fraction) / ratio).T)
@@ -747,7 +746,16 @@ class BinnedKernel:
             columns[:, t] = delta[rows]
             columns *= s[rows, None]
             columns[exact[rows]] = 0.0
-            accumulate_located(counts[:, 1:], index, fraction, columns, grid)
+            return bin_located(index, fraction, columns, grid)
+
+        # Threads over blocks of rows (cache-sized: the same blocks for any number of
+        # threads); their bins are added in the blocks' order.
+        m = (t + 1) * 2**self.n_dims
+        entries = block_entries(X, grid, t + 1)
+        parts = map_query_blocks(block, n, m, n_jobs=n_jobs, n_arrays=2, cache=entries)
+        counts = np.zeros((grid.size, t + 2))  # the first for node_averages' weights
+        for lo, part in parts:
+            counts[lo : lo + len(part), 1:] += part
         return residual, delta, exact, counts.reshape(grid.shape + (t + 2,))
 
     def add_to_noise_bins(self, bins, X, columns, sample_weight):
@@ -1283,7 +1291,7 @@ class BinnedInference(LinearSmootherInference):
 
     def _grid_residuals(self):
         passed = self.binned.residual_pass(
-            self.keys, self.values, self.binned_weight, self.sample_weight
+            self.keys, self.values, self.binned_weight, self.sample_weight, self.n_jobs
         )
         if passed is not None:
             residual, delta, exact, bins = passed
