@@ -527,6 +527,26 @@ def test_residual_pass_gives_the_hat_values_and_their_bins(monkeypatch, d, n, h)
 
 
 @pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])
+def test_wild_bootstrap_reads_the_residuals_bins(monkeypatch, d, n, h):
+    # The wild bootstrap's variance sums come from the squared residuals binned in the
+    # noise estimate's pass (times u n/Σδ), not from binning the rows' variances again:
+    # the same widths to rounding, with weights in another unit.
+    import kernattn.smoother._regressor as smoother
+
+    monkeypatch.setattr(smoother, "_EXACT_HELD_BACK_ROWS", 1000)
+    X, y = sine(n, d=d, seed=61)
+    w = 0.37 * np.random.default_rng(62).integers(1, 4, size=n)
+    model = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y, sample_weight=w)
+    Q = inside(X, 40, seed=63)
+    low, high = model.predict_interval(Q, method="bootstrap", random_state=0)
+    cache = model._binned.noise_cache
+    assert "noise bins" in cache and ("variance", ("bootstrap", "local")) in cache
+    del cache["noise bins"], cache["variance", ("bootstrap", "local")]
+    low_rows, high_rows = model.predict_interval(Q, method="bootstrap", random_state=0)
+    np.testing.assert_allclose(high - low, high_rows - low_rows, rtol=1e-12)
+
+
+@pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])
 def test_noise_factors_from_the_coarse_squared_sums_match_the_fine(monkeypatch, d, n, h):
     # With many rows in the kernel's reach the noise estimate's factors δ take the squared
     # weights' sums on a coarsened grid: δ and the widths within SPREAD_SHARE of

@@ -890,16 +890,23 @@ class BinnedKernel:
         times the field there, which equals binning the field's interpolation at the rows
         to second order in the grid's spacing. One list entry per output, the sums and
         their factor (1), as :meth:`variance` reads them (``None`` where it is all 0)."""
-        counts, grid = self.noise_weights
-        weight = counts * weight_unit
+        counts, _ = self.noise_weights
+        return self.binned_variance_sums(counts * weight_unit * field, 1.0)
+
+    def binned_variance_sums(self, binned, factor):
+        r"""The squared kernel's weight moments (as :meth:`variance` reads them) of columns
+        :math:`s_j^2 v_j` already binned on the noise grid (``binned``, noise_grid.shape +
+        (t,)), one list entry per output with its ``factor`` (``None`` where it is all
+        0)."""
+        grid = self.noise_weights[1]
         out = []
-        for o in range(field.shape[-1]):
-            binned = weight * field[..., o : o + 1]
-            if not np.any(binned > 0):
+        for o in range(binned.shape[-1]):
+            column = np.ascontiguousarray(binned[..., o : o + 1])
+            if not np.any(column > 0):
                 out.append(None)
                 continue
-            bins = Bins(grid, binned, self._center[:0])
-            out.append((grid_sums(bins, self._h / math.sqrt(2.0), self.degree), 1.0))
+            bins = Bins(grid, column, self._center[:0])
+            out.append((grid_sums(bins, self._h / math.sqrt(2.0), self.degree), factor))
         return out
 
     def _variance_factor(self, queries, first_row, located=None, sums=None):
@@ -1178,7 +1185,7 @@ class BinnedInference(LinearSmootherInference):
         cache = self.binned.noise_cache
         if "field" not in cache:
             columns, pooled = self._noise_columns()
-            bins = cache.pop("noise bins", None)
+            bins = cache.get("noise bins")
             averages, served = self.binned.node_averages(self.keys, columns, bins)
             cache["field"] = local_noise(averages, pooled) if served else None
         return cache["field"]
@@ -1236,7 +1243,8 @@ class BinnedInference(LinearSmootherInference):
         normal draws (from ``random_state``, shared by every query and output, as the
         replicates of the exact bootstrap are) are scaled by each query's standard
         deviation: :math:`O(n)` once per fit and noise model, then :math:`O(1)` per query
-        and draw. Rows the grid does not serve take the variance from their exact weights.
+        and draw. The wild bootstrap's binned variances are the squared residuals that the
+        noise estimate's pass bins (:meth:`BinnedKernel.residual_pass`), rescaled. Rows the grid does not serve take the variance from their exact weights.
 
         Returns
         -------
@@ -1247,6 +1255,14 @@ class BinnedInference(LinearSmootherInference):
         if key not in cache:
             cache[key] = self._bootstrap_variance(noise)
         target_variance = cache[key]
+        if noise != "global" and ("variance", key) not in cache and "noise bins" in cache:
+            # The wild bootstrap's s_j² Var e*_j = (u n/Σδ) s_j w_j e_j²: the local noise's
+            # first columns, binned with the residuals (w the weights in the unit u).
+            residual, delta = self.residuals()
+            _, unit = self._weight_unit()
+            bins = cache["noise bins"][..., 1 : 1 + residual.shape[1]]
+            factor = unit * len(residual) / delta.sum()
+            cache["variance", key] = self.binned.binned_variance_sums(bins, factor)
         if noise == "global" and ("variance", key) not in cache:
             # The residual bootstrap's errors: one variance per unit of weight.
             top, unit = self._weight_unit()
