@@ -59,7 +59,9 @@ within 1.3e-4 of the exact ones (relative; the same before the faster noise esti
 which moves them by 3e-7 there); at 10⁶ rows 201 intervals took 0.33–0.38 s. Measured
 again on a slower 2-core machine, with the noise estimate taken at the grid's points (below):
 0.01 s against 15–16 s, widths within 1.3e-4 as before; 201 intervals at 10⁶ rows 0.60–0.80 s
-(0.81–0.90 s with the code before, alternating in the same session).
+(0.81–0.90 s with the code before, alternating in the same session). With the noise level
+and the variance's sums on the grid coarsened by two (below): 0.01 s against 16–18 s, widths
+within 1.6e-4; 201 intervals at 10⁶ rows 0.39 s.
 
 6. ``--only-checks`` (``--size`` for one size): the leave-one-out bandwidth's test MSE
    against the truth as a multiple of the best common rescaling of it (1-D ``sin 2πx``; 2-D
@@ -102,9 +104,22 @@ second pass of binning), and a pooled level reuses the squared weights' sums. On
 machine, alternating with the code before in the same runs (three each): first calls
 0.21–0.43 s in 1-D (before 0.37–0.48 s) and 0.98–1.19 s in 2-D (1.33–1.57 s); a pooled call
 after them 0.03 s (0.07–0.10 s) and 0.26–0.50 s (0.60–0.61 s); a fresh fit's first
-bootstrap 0.13–0.33 s (0.24–0.31 s) and 0.80–0.97 s (1.10–1.14 s). The 2-D first calls stay
-above the target: what remains is the transforms of the noise's averages at h and of its
-variance's sums at h/√2 on the 1485² grid, and binning two columns at the rows. With the
+bootstrap 0.13–0.33 s (0.24–0.31 s) and 0.80–0.97 s (1.10–1.14 s). The 2-D first calls stayed
+above the target: what remained was the transforms of the noise's averages at h and of its
+variance's sums at h/√2 on the 1485² grid, and binning two columns at the rows. Since then
+the noise level and every interval's variance sums are taken on the fit's grid coarsened by
+two (743², an error bound of 1.6 % on the variance at h/√2, below ``NOISE_TOLERANCE``'s 2 %;
+the widths of 1 000 intervals moved by at most 0.15 % against the fit's own grid), one pass
+over the rows on two threads takes the residuals and bins the noise's columns with each
+block of rows located once, the wild bootstrap reads the squared residuals binned there,
+and the fit keeps its rows for the intervals. Alternating with the code before in the same
+runs (three each, same machine): first analytic calls 0.11 s in 1-D (0.19–0.23 s) and
+0.46 s in 2-D (1.27–1.29 s), within the target of 2 × ``predict`` (0.002 s) + 0.5 s (single
+runs on the busy machine took up to 0.55 s); the calls after it 0.005 s and 0.013–0.015 s
+(0.023–0.031 s, 0.061–0.062 s); a pooled call after a local one 0.01 s and 0.02 s
+(0.03–0.05 s, 0.54–0.56 s); a fresh fit's first bootstrap 0.09–0.10 s and 0.35–0.48 s
+(0.14 s, 0.90–0.94 s); a bootstrap after the analytic call 0.01 s and 0.08–0.14 s
+(0.07–0.10 s, 0.62–0.66 s). With the
 default ``working_memory`` (1 GiB), 2-D 10⁶ rows ``bandwidth="loo"`` fit + predict 10⁵
 queries: 8.7 s (degree 0) and 20 s (degree 1, the fit's grid at 8e-3, where the automatic
 tier once fell to the exact sums: 448 s to predict) with other work on the cores; alone on
