@@ -701,7 +701,7 @@ class BinnedKernel:
         r"""The noise estimate's pass over the training rows ``X`` (their ``values``
         (n, t), the binned ``sample_weight`` :math:`s`), where :meth:`hat_values` takes
         its values from grid points: the residuals :math:`e = y - \hat y`, the factors
-        :math:`\delta = \max(1 - 2 s\, l_{ii}/s_i + s \sum_j l_j^2/s_j, 0)`, and the
+        :math:`\delta_i = \max(1 - 2 l_i(x_i) + s_i \sum_j l_j(x_i)^2/s_j, 0)`, and the
         linear binning on the noise grid (:attr:`noise_weights`) of the columns
         :math:`[w e^2, \delta]` (``noise_weight`` :math:`w`, the weights in the unit of
         the noise estimate) times :math:`s`, which :meth:`node_averages` would bin. Block
