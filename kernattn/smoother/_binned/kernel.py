@@ -158,11 +158,11 @@ def _table_rows(sums, points):
     return sums.table[np.ravel_multi_index(tuple(extended.T), sums.grid.shape)]
 
 
-def _coarsened(located):
-    """:func:`locate`'s answer on a grid of even cells, moved to that grid coarsened by two
-    (:func:`~kernattn.smoother._binned.binning.coarsen`)."""
+def _coarsened(located, factor=2):
+    """:func:`locate`'s answer on a grid whose cells ``factor`` divides, moved to that grid
+    coarsened by ``factor`` (:func:`~kernattn.smoother._binned.binning.coarsen`)."""
     index, fraction, inside = located
-    return index // 2, (index % 2 + fraction) / 2.0, inside
+    return index // factor, (index % factor + fraction) / factor, inside
 
 
 def _coarse_spread(grid, h, degree, sample_weight, own, factor=2):
@@ -734,9 +734,11 @@ class BinnedKernel:
 
         def block(rows):
             scaled = X[rows] / self._unit
-            index, fraction, inside = locate(scaled, grid)
-            at = np.ascontiguousarray(((index % ratio + fraction) / ratio).T)
-            interpolated = interpolate_columns(table, nodes, index // ratio, at).T
+            index, fraction, inside = located = locate(scaled, grid)
+            at_index, at, _ = _coarsened(located, ratio)
+            interpolated = interpolate_columns(
+                table, nodes, at_index, np.ascontiguousarray(at.T)
+            ).T
             mean, own, spread, exact[rows] = self._hat_rows(interpolated, inside, scaled, flagged)
             residual[rows] = values[rows] - mean
             with np.errstate(invalid="ignore"):
@@ -1244,7 +1246,8 @@ class BinnedInference(LinearSmootherInference):
         replicates of the exact bootstrap are) are scaled by each query's standard
         deviation: :math:`O(n)` once per fit and noise model, then :math:`O(1)` per query
         and draw. The wild bootstrap's binned variances are the squared residuals that the
-        noise estimate's pass bins (:meth:`BinnedKernel.residual_pass`), rescaled. Rows the grid does not serve take the variance from their exact weights.
+        noise estimate's pass bins (:meth:`BinnedKernel.residual_pass`), rescaled. Rows
+        the grid does not serve take the variance from their exact weights.
 
         Returns
         -------
