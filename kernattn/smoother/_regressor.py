@@ -510,8 +510,8 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
             self._binned = BinnedKernel(
                 X, values, sample_weight, self.bandwidth_, degree, tol=self._tolerance
             )
-            # The kept rows, for the intervals' noise estimate (_inference).
-            self._binned.noise_cache["rows"] = X, values, sample_weight
+            # The kept inputs, for the intervals' noise estimate (_inference).
+            self._binned.noise_cache["rows"] = X, sample_weight
             self.grid_shape_ = self._binned.grid_shape
             self.binning_error_ = self._binned.binning_error
             self.exact_cells_ = self._binned.exact_cells
@@ -584,12 +584,13 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
         ``_EXACT_HELD_BACK_ROWS`` rows, with the noise estimate from the gridded sums."""
         binned = getattr(self, "_binned", None)
         if binned is not None and "rows" in binned.noise_cache:
-            # A binned fit keeps its kept rows there: gathering 10⁶ of them from the
-            # training set costs more than an interval from the grid.
-            keys, values, sample_weight = binned.noise_cache["rows"]
+            # A binned fit keeps its kept inputs and weights there (the weights are the
+            # grid's own): gathering 10⁶ rows from the training set costs more than an
+            # interval from the grid.
+            keys, sample_weight = binned.noise_cache["rows"]
         else:
-            sample_weight = self.sample_weight_[self._active]
-            keys, values = self._training_inputs(), self._values / self._value_scale
+            keys, sample_weight = self._training_inputs(), self.sample_weight_[self._active]
+        values = self._values / self._value_scale
         common = dict(
             weights=lambda X: self._head_weights(X, 0),
             kernel_weights=lambda X: self.kernel_.weights(X, 0),
@@ -600,7 +601,7 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
         )
         if binned is None or len(sample_weight) <= _EXACT_HELD_BACK_ROWS:
             return LinearSmootherInference(**common)
-        binned.noise_cache["rows"] = keys, values, sample_weight
+        binned.noise_cache["rows"] = keys, sample_weight
         return BinnedInference(binned=binned, binned_weight=sample_weight, **common)
 
     # ------------------------------------------------------------- mixed data
