@@ -112,7 +112,7 @@ two (743², an error bound of 1.6 % on the variance at h/√2, below ``NOISE_TOL
 the widths of 1 000 intervals moved by at most 0.15 % against the fit's own grid), one pass
 over the rows on two threads takes the residuals and bins the noise's columns with each
 block of rows located once, the wild bootstrap reads the squared residuals binned there,
-and the fit keeps its rows for the intervals. Alternating with the code before in the same
+and the fit keeps its inputs for the intervals. Alternating with the code before in the same
 runs (three each, same machine): first analytic calls 0.11 s in 1-D (0.19–0.23 s) and
 0.46 s in 2-D (1.27–1.29 s), within the target of 2 × ``predict`` (0.002 s) + 0.5 s (single
 runs on the busy machine took up to 0.55 s); the calls after it 0.005 s and 0.013–0.015 s
