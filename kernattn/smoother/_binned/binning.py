@@ -20,20 +20,14 @@ def _accumulate(counts, X, values, grid, truncate=False):
         if not truncate:
             raise ValueError("X has points outside the grid; make the grid from X")
         index, fraction, values = index[inside], fraction[inside], values[inside]
-    accumulate_located(counts, index, fraction, values, grid)
+    bin_located(index, fraction, values, grid, counts)
 
 
-def accumulate_located(counts, index, fraction, values, grid):
-    """:func:`_accumulate` of rows already located in ``grid`` (:func:`locate`'s
-    ``index`` and ``fraction``, of rows inside it)."""
-    lo, part = bin_located(index, fraction, values, grid)
-    counts[lo : lo + len(part)] += part
-
-
-def bin_located(index, fraction, values, grid):
-    """The linear binning of located rows (as :func:`accumulate_located`) over the range
-    of grid points (flat indices) they reach: its first point and the counts there
-    (points, m)."""
+def bin_located(index, fraction, values, grid, counts=None):
+    """The linear binning of rows already located in ``grid`` (:func:`locate`'s ``index``
+    and ``fraction``, of rows inside it) over the range of grid points (flat indices) they
+    reach: its first point and the counts there (points, m); with ``counts`` (grid.size,
+    m), added to them instead."""
     m = values.shape[1]
     flat, weight = zip(*corners(index, fraction, grid.shape), strict=True)
     flat, weight = np.concatenate(flat), np.concatenate(weight)
@@ -42,12 +36,16 @@ def bin_located(index, fraction, values, grid):
     lo, hi = int(flat.min()), int(flat.max()) + 1
     flat -= lo
     shares = np.empty_like(weight)
-    out = np.empty((hi - lo, m))
+    out = np.empty((hi - lo, m)) if counts is None else counts[lo:hi]
     for j in range(m):
         for k in range(2**grid.n_dims):
             part = slice(k * len(values), (k + 1) * len(values))
             np.multiply(weight[part], values[:, j], out=shares[part])
-        out[:, j] = np.bincount(flat, weights=shares, minlength=hi - lo)
+        sums = np.bincount(flat, weights=shares, minlength=hi - lo)
+        if counts is None:
+            out[:, j] = sums
+        else:
+            out[:, j] += sums
     return lo, out
 
 
