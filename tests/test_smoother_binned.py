@@ -455,12 +455,15 @@ def test_local_noise_from_the_grid_nodes(monkeypatch, d):
         np.testing.assert_allclose(high_u - low_u, high - low, rtol=1e-9)
 
 
+@pytest.mark.parametrize("gap", [False, True], ids=["dense", "gap"])
 @pytest.mark.parametrize("d, n, h", [(1, 20000, 0.05), (2, 40000, 0.1)])
-def test_noise_grid_coarsened_within_its_bound(monkeypatch, d, n, h):
+def test_noise_grid_coarsened_within_its_bound(monkeypatch, d, n, h, gap):
     # The local noise level and every interval's variance sums are taken on the fit's grid
     # coarsened by a power of two (NOISE_TOLERANCE): the widths stay within half the bound
     # (the width is the variance's square root) of those on the fit's own grid, for the
-    # local and the pooled noise and the wild bootstrap's variance.
+    # local and the pooled noise and the wild bootstrap's variance; also with a gap of 0.4
+    # in the data (eight bandwidths in 1-D, four in 2-D), where the queries across the
+    # range include some where the local line extrapolates into it.
     import kernattn.smoother._binned.kernel as binned_kernel
     import kernattn.smoother._regressor as smoother
 
@@ -468,6 +471,9 @@ def test_noise_grid_coarsened_within_its_bound(monkeypatch, d, n, h):
     X, y = sine(n, d=d, seed=41)
     y = y + 0.5 * X[:, 0] * np.random.default_rng(42).normal(size=n)
     Q = inside(X, 30, seed=43)
+    if gap:
+        X[:, 0] = np.where(X[:, 0] < 0.5, 0.6 * X[:, 0], 0.4 + 0.6 * X[:, 0])
+        Q[:, 0] = np.linspace(0.01, 0.99, len(Q))
 
     def widths():
         model = KernelSmoother(bandwidth=h, degree=1, algorithm="binned").fit(X, y)
