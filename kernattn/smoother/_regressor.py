@@ -601,7 +601,6 @@ class KernelSmoother(SmootherInference, NadarayaWatsonRegressor):
         )
         if binned is None or len(sample_weight) <= _EXACT_HELD_BACK_ROWS:
             return LinearSmootherInference(**common)
-        binned.noise_cache["rows"] = keys, sample_weight
         return BinnedInference(binned=binned, binned_weight=sample_weight, **common)
 
     # ------------------------------------------------------------- mixed data

@@ -842,7 +842,7 @@ class BinnedKernel:
             factor *= 2
         return factor
 
-    @cached_property
+    @property
     def noise_weights(self):
         """The binned weights on the noise grid (:attr:`noise_factor`; exactly those of
         binning the rows there: :func:`~kernattn.smoother._binned.binning.coarsen`), and
