@@ -52,6 +52,28 @@ def test_directional_tilt_minimizes_its_penalized_objective(penalty):
         assert centroid - query_scores[i] == pytest.approx(-penalty * v * lam, rel=1e-6, abs=1e-9)
 
 
+def test_directional_tilt_is_the_same_for_shared_repeated_and_shifted_scores():
+    # Scores shared by the queries, the same scores given per query, and each query's scores
+    # shifted by its own constant (with its score): one tilt, since a shift within a row
+    # cancels in the normalization.
+    rng = np.random.default_rng(3)
+    keys = rng.normal(size=(300, 2))
+    queries = rng.uniform(-1.5, 1.5, size=(20, 2))
+    w = gaussian_weights(queries, keys, 0.4)
+    g = np.array([0.8, 0.6])
+    scores, query_scores = keys @ g, queries @ g
+    spread = float(np.var(scores))
+    shared = directional_tilt(w, scores, query_scores, spread, 1.0 / 16.0)
+    repeated = directional_tilt(w, np.tile(scores, (20, 1)), query_scores, spread, 1.0 / 16.0)
+    shift = 1e3 * np.arange(20)
+    shifted = directional_tilt(
+        w, scores + shift[:, None], query_scores + shift, spread, 1.0 / 16.0
+    )
+    np.testing.assert_allclose(repeated, shared, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(shifted, shared, rtol=0, atol=1e-9)
+    assert not np.allclose(shared, w, atol=1e-3)  # the queries were tilted
+
+
 def test_a_row_without_spread_keeps_its_kernel_weights():
     w = np.array([[1.0, 0.0, 0.0], [0.2, 0.3, 0.5]])
     scores = np.array([0.0, 1.0, 2.0])

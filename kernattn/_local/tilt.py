@@ -57,7 +57,7 @@ about the query where the balance in every direction needs :math:`d + 1`.
 
 import numpy as np
 
-from kernattn._core.sums import log_normalized, softmax_weights
+from kernattn._core.sums import log_normalized
 from kernattn._local.linear_fit import (
     SUPPORT,
     key_columns,
@@ -349,20 +349,18 @@ def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
         score that is not finite, keep their kernel weights.
     """
     weights = np.asarray(weights, dtype=np.float64)
-    scores = np.broadcast_to(np.asarray(scores, dtype=np.float64), weights.shape)
+    scores = np.asarray(scores, dtype=np.float64)
+    shared = scores.ndim == 1
     b = len(weights)
     with np.errstate(over="ignore", invalid="ignore"):
-        mean = np.einsum("bn,bn->b", weights, scores)
+        mean = weights @ scores if shared else np.einsum("bn,bn->b", weights, scores)
         local = np.einsum("bn,bn->b", weights, (scores - mean[:, None]) ** 2)
         variance = local + FLOOR * np.broadcast_to(spread, (b,))
         gap = mean - query_scores
+        finite = np.all(np.isfinite(scores), axis=-1)
     tilted = weights.copy()
     active = np.flatnonzero(
-        np.isfinite(gap)
-        & np.isfinite(variance)
-        & (variance > 0)
-        & (local > 0)
-        & np.all(np.isfinite(scores), axis=1)
+        np.isfinite(gap) & np.isfinite(variance) & (variance > 0) & (local > 0) & finite
     )
     if not len(active):
         return tilted
@@ -379,16 +377,26 @@ def directional_tilt(weights, scores, query_scores, spread, penalty=PENALTY):
     lam = np.where((step > low) & (step < high), step, 0.5 * (low + high))
     with np.errstate(divide="ignore"):
         log_weights = np.log(weights[active])
+    # Each row's scores less its kernel mean: the tilted weights are the same (a shift
+    # within a row cancels in the normalization), and the tilted spread, their second
+    # moment less the centroid's square, loses little to cancellation.
+    centered = (scores if shared else scores[active]) - mean[active, None]
+    target = target - mean[active]
+    squared = centered**2
     rows = np.flatnonzero(~done)
     lam[done] = 0.0
+    buffer = np.empty_like(log_weights)
     for _ in range(DIRECTION_MAX_ITER - 1):
         if not len(rows):
             break
-        logits = log_weights[rows] + lam[rows, None] * scores[active[rows]]
-        current = softmax_weights(logits, removed=True)
-        s = scores[active[rows]]
+        every = len(rows) == len(active)
+        s = centered if every else centered[rows]
+        logits = np.multiply(lam[rows, None], s, out=buffer[: len(rows)])
+        logits += log_weights if every else log_weights[rows]
+        _, current = log_normalized(logits)
         centroid = np.einsum("bn,bn->b", current, s)
-        curvature = np.einsum("bn,bn->b", current, (s - centroid[:, None]) ** 2) + pull[rows]
+        second = np.einsum("bn,bn->b", current, squared if every else squared[rows])
+        curvature = second - centroid**2 + pull[rows]
         slope = centroid - target[rows] + pull[rows] * lam[rows]
         tilted[active[rows]] = current
         done = np.abs(slope) <= DIRECTION_TOLERANCE * np.sqrt(variance[active[rows]])
@@ -438,7 +446,7 @@ def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direct
             floor = np.einsum("bd,de,be->b", G, spread, G)
         else:
             G = np.broadcast_to(direction, Q.shape)
-            scores = keys @ direction
+            scores = keys @ direction  # shared by the queries
             floor = float(direction @ spread @ direction)
         query_scores = np.einsum("bd,bd->b", G, Q)
         tilted = directional_tilt(weights, scores, query_scores, floor, penalty)
