@@ -35,7 +35,12 @@ from sklearn.metrics import mean_pinball_loss
 from sklearn.pipeline import Pipeline
 
 from kernattn._core.docstrings import fill_doc
-from kernattn._engine.distribution import check_alpha, check_conformal_method, check_quantiles
+from kernattn._engine.distribution import (
+    check_alpha,
+    check_confidence,
+    check_conformal_method,
+    check_quantiles,
+)
 
 __all__ = [
     "pinball_scorer",
@@ -140,24 +145,25 @@ def _negative_pinball(estimator, X, y, sample_weight, *, quantile):
     return -float(mean_pinball_loss(y, predicted, sample_weight=sample_weight, alpha=quantile))
 
 
-def _interval(estimator, X, y, alpha, method):
-    lower, upper = pipeline_method(estimator, "conformal_interval")(X, alpha=alpha, method=method)
+def _interval(estimator, X, y, alpha, method, confidence):
+    interval = pipeline_method(estimator, "conformal_interval")
+    lower, upper = interval(X, alpha=alpha, method=method, confidence=confidence)
     return np.asarray(y, dtype=np.float64), np.asarray(lower), np.asarray(upper)
 
 
-def _coverage(estimator, X, y, sample_weight, *, alpha, method):
-    y, lower, upper = _interval(estimator, X, y, alpha, method)
+def _coverage(estimator, X, y, sample_weight, *, alpha, method, confidence=None):
+    y, lower, upper = _interval(estimator, X, y, alpha, method, confidence)
     inside = (lower <= y) & (y <= upper)
     return float(np.mean(np.average(inside, axis=0, weights=sample_weight)))
 
 
-def _negative_width(estimator, X, y, sample_weight, *, alpha, method):
-    _, lower, upper = _interval(estimator, X, y, alpha, method)
+def _negative_width(estimator, X, y, sample_weight, *, alpha, method, confidence=None):
+    _, lower, upper = _interval(estimator, X, y, alpha, method, confidence)
     return -float(np.mean(np.average(upper - lower, axis=0, weights=sample_weight)))
 
 
 #: The parameters and result of the scorers of ``conformal_interval``.
-_INTERVAL_SCORER_PARAMETERS = """
+_INTERVAL_SCORER_PARAMETERS = r"""
 Parameters
 ----------
 alpha : float in (0, 1), default=0.1
@@ -165,6 +171,9 @@ alpha : float in (0, 1), default=0.1
 method : {"jackknife+", "cv+", "split", "local", "auto"}, default="jackknife+"
     As in ``conformal_interval``; ``"split"`` reads the estimator's calibration
     (``calibrate`` on held-out rows, then score on others).
+confidence : float in (0, 1) or None, default=None
+    As in ``conformal_interval``: ``None`` for coverage on average over training sets,
+    :math:`1 - \delta` for coverage given the training rows with that probability.
 
 Returns
 -------
@@ -174,10 +183,13 @@ scorer : callable
 """
 
 
-def _interval_scorer(name, score, alpha, method):
-    """A scorer of ``conformal_interval`` at level ``alpha`` with ``method``, both checked
-    before any fit."""
-    return _Scorer(name, score, alpha=check_alpha(alpha), method=check_conformal_method(method))
+def _interval_scorer(name, score, alpha, method, confidence):
+    """A scorer of ``conformal_interval`` at level ``alpha`` with ``method`` and
+    ``confidence``, all checked before any fit."""
+    params = {"alpha": check_alpha(alpha), "method": check_conformal_method(method)}
+    if check_confidence(confidence) is not None:
+        params["confidence"] = float(confidence)
+    return _Scorer(name, score, **params)
 
 
 def pinball_scorer(quantile):
@@ -234,7 +246,7 @@ def pinball_scorer(quantile):
 
 
 @fill_doc(interval_scorer_parameters=_INTERVAL_SCORER_PARAMETERS)
-def coverage_scorer(alpha=0.1, method="jackknife+"):
+def coverage_scorer(alpha=0.1, method="jackknife+", confidence=None):
     r"""A scorer of ``conformal_interval``: the fraction of the targets it covers.
 
     :math:`\frac1n \sum_i 1\{l(x_i) \le y_i \le u(x_i)\}` (sample-weighted; averaged over
@@ -252,11 +264,11 @@ def coverage_scorer(alpha=0.1, method="jackknife+"):
     --------
     interval_width_scorer : the intervals' mean width, and an example that scores both.
     """
-    return _interval_scorer("coverage_scorer", _coverage, alpha, method)
+    return _interval_scorer("coverage_scorer", _coverage, alpha, method, confidence)
 
 
 @fill_doc(interval_scorer_parameters=_INTERVAL_SCORER_PARAMETERS)
-def interval_width_scorer(alpha=0.1, method="jackknife+"):
+def interval_width_scorer(alpha=0.1, method="jackknife+", confidence=None):
     r"""A scorer of ``conformal_interval``: minus the intervals' mean width.
 
     :math:`-\frac1n \sum_i (u(x_i) - l(x_i))` (sample-weighted; averaged over the outputs
@@ -292,4 +304,4 @@ def interval_width_scorer(alpha=0.1, method="jackknife+"):
     >>> bool(0.85 < coverage < 0.95)  # the nominal coverage is 0.9
     True
     """
-    return _interval_scorer("interval_width_scorer", _negative_width, alpha, method)
+    return _interval_scorer("interval_width_scorer", _negative_width, alpha, method, confidence)

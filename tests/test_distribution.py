@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.stats import beta
 
 from kernattn import AttentionRegressor, KernelSmoother, LinearAttentionRegressor
 from kernattn._engine.distribution import (
@@ -223,8 +224,16 @@ def leave_one_out_reference(model, X, y, Q):
     return np.abs(y - train), at_query
 
 
+def pac_rank(n, alpha, confidence):
+    """The smallest k whose k-th smallest of n residuals covers 1 − α of new observations
+    with probability ``confidence``: coverage ~ Beta(k, n + 1 − k)."""
+    k = np.arange(1, n + 1)
+    return int(k[beta.cdf(1 - alpha, k, n + 1 - k) <= 1 - confidence][0])
+
+
+@pytest.mark.parametrize("confidence", [None, 0.9])
 @pytest.mark.parametrize("name", ["smoother", "attention"])
-def test_jackknife_plus_from_the_leave_one_out_estimates(name):
+def test_jackknife_plus_from_the_leave_one_out_estimates(name, confidence):
     X, y = heteroscedastic(80, seed=3)
     X = np.vstack([X, X[:5]])  # exact duplicates are left out with their row
     y = np.r_[y, y[:5] + 0.1]
@@ -232,10 +241,16 @@ def test_jackknife_plus_from_the_leave_one_out_estimates(name):
     Q = queries()
     residuals, at_query = leave_one_out_reference(model, X, y, Q)
     alpha = 0.2
-    k = int(np.ceil((1 - alpha) * (len(y) + 1)))
+    if confidence is None:
+        k = int(np.ceil((1 - alpha) * (len(y) + 1)))
+    else:
+        k = pac_rank(len(y), alpha, confidence)
+        assert k > np.ceil((1 - alpha) * (len(y) + 1))
     upper = np.sort(at_query + residuals, axis=1)[:, k - 1]
     lower = -np.sort(residuals - at_query, axis=1)[:, k - 1]
-    got_lower, got_upper = model.conformal_interval(Q, alpha=alpha, method="jackknife+")
+    got_lower, got_upper = model.conformal_interval(
+        Q, alpha=alpha, method="jackknife+", confidence=confidence
+    )
     np.testing.assert_allclose(got_upper, upper, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(got_lower, lower, rtol=1e-9, atol=1e-9)
 

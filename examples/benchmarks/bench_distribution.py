@@ -151,7 +151,16 @@ def coverage(lower, upper, y):
     return float(np.mean((lower <= y) & (y <= upper)))
 
 
-METHODS = ("auto", "jackknife+", "local")
+#: The intervals of each design: (method, confidence), ``None`` for coverage on average over
+#: training sets, 0.9 for coverage of at least 1 − α given the training rows at 90 %.
+METHODS = (
+    ("auto", None),
+    ("jackknife+", None),
+    ("local", None),
+    ("auto", 0.9),
+    ("jackknife+", 0.9),
+)
+LABELS = ("auto", "jackknife+", "local", "auto, 0.9", "jack+, 0.9")
 
 
 def simulated_coverage(make, n_designs, max_n, label):
@@ -173,21 +182,25 @@ def simulated_coverage(make, n_designs, max_n, label):
         model = make().fit(X, y)
         seconds[0] += time.perf_counter() - tic
         row = []
-        for k, method in enumerate(METHODS):
+        for k, (method, confidence) in enumerate(METHODS):
             tic = time.perf_counter()
-            lower, upper = model.conformal_interval(X_test, alpha=ALPHA, method=method)
+            lower, upper = model.conformal_interval(
+                X_test, alpha=ALPHA, method=method, confidence=confidence
+            )
             if k < 2:
                 seconds[k + 1] += time.perf_counter() - tic
             row.append(coverage(lower, upper, y_test))
         rows.append((d, n, hetero, *row))
         names.append(function)
     rows = np.array(rows, dtype=float)
-    default, jack, local = rows[:, 3], rows[:, 4], rows[:, 5]
+    default, jack = rows[:, 3], rows[:, 4]
     print(f"   {label:<34} {n_designs:4d} designs   {time.perf_counter() - start:.0f} s")
-    for name, values in zip(METHODS, (default, jack, local), strict=True):
+    for k, name in enumerate(LABELS):
+        values = rows[:, 3 + k]
         print(
             f"      {name:<11} mean {values.mean():.3f} (min {values.min():.3f}, "
-            f"{np.sum(values < 0.87)} below 0.87)"
+            f"{np.sum(values < 0.87)} below 0.87, {np.mean(values < 1 - ALPHA):.0%} below "
+            f"{1 - ALPHA:.2f})"
         )
     print(
         f"      cost: fits {seconds[0]:.1f} s, first call of the default {seconds[1]:.1f} s, "
@@ -216,7 +229,7 @@ def simulated_coverage(make, n_designs, max_n, label):
                 f"{len(part):3d}: default {part[:, 3].mean():.3f}, jackknife+ "
                 f"{part[:, 4].mean():.3f}, local {part[:, 5].mean():.3f}"
             )
-    return default
+    return rows[:, 3:]
 
 
 def marginal(quick):
@@ -224,7 +237,7 @@ def marginal(quick):
         f"\n2. Marginal coverage at alpha = {ALPHA} (nominal 0.90), "
         f"{N_TEST} test points per design"
     )
-    default = simulated_coverage(
+    coverages = simulated_coverage(
         lambda: KernelSmoother(bandwidth="loo", random_state=SEED),
         20 if quick else 200,
         5000,
@@ -244,10 +257,19 @@ def marginal(quick):
         5000,
         "LinearAttentionRegressor()",
     )
+    default, conditional = coverages[:, 0], coverages[:, 3]
     ok = 0.89 <= default.mean() <= 0.92 and default.min() >= 0.87
     print(
         f"   target (smoother, default): mean in [0.89, 0.92], none below 0.87: "
         f"{'met' if ok else 'NOT met'}"
+    )
+    # With confidence 0.9 at most 10 % of training sets give an interval that covers less
+    # than 0.90 of new observations; the 2 000 test points measure each coverage to about
+    # ±0.007, which moves a few designs either way.
+    print(
+        f"   default with confidence=0.9: {np.mean(conditional < 1 - ALPHA):.0%} of the "
+        f"designs below {1 - ALPHA:.2f} (at most 10 % expected, before the test points' "
+        f"noise), {np.sum(conditional < 0.87)} below 0.87, mean {conditional.mean():.3f}"
     )
 
 

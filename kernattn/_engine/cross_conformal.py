@@ -109,13 +109,14 @@ class FoldModels:
         return np.stack([self._predict(model, X) for model in self.models])
 
 
-def cv_plus(folds, X, alpha, sample_weight, n_jobs=None):
+def cv_plus(folds, X, alpha, sample_weight, n_jobs=None, confidence=None):
     r"""CV+ intervals of the queries ``X`` from :class:`FoldModels` (original target units,
     (n_queries, n_outputs) each): per query and output, the jackknife+ rule
     (:func:`~kernattn._engine.distribution.jackknife_plus`) on the values
     :math:`\hat\mu_{-k(i)}(x) \mp R_i` of the :math:`n` rows, with their sample weights in
-    the ranks; :math:`\pm\infty` where too few rows support the level (or with fewer than
-    two rows, no model)."""
+    the ranks (those of :func:`~kernattn._engine.distribution.conformal_level` at
+    ``confidence``); :math:`\pm\infty` where too few rows support the level (or with fewer
+    than two rows, no model)."""
     n, t = folds.residuals.shape
     lower = np.full((len(X), t), -np.inf)
     upper = np.full((len(X), t), np.inf)
@@ -126,7 +127,9 @@ def cv_plus(folds, X, alpha, sample_weight, n_jobs=None):
     def compute(rows):
         for o in range(t):
             at_query = predictions[folds.fold, rows, o].T
-            low, high = jackknife_plus(at_query, folds.residuals[:, o], alpha, sample_weight)
+            low, high = jackknife_plus(
+                at_query, folds.residuals[:, o], alpha, sample_weight, confidence
+            )
             lower[rows, o], upper[rows, o] = low, high
 
     # The fold models' values at the query for every row, and the two sets of values a

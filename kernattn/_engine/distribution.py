@@ -75,6 +75,7 @@ from numbers import Real
 
 import numpy as np
 from scipy.special import ndtr
+from scipy.stats import binom
 
 from kernattn._core.blocks import KEY_TILE, iter_query_blocks, map_query_blocks, query_block_size
 from kernattn._core.loo import DuplicateGroups
@@ -82,6 +83,8 @@ from kernattn._core.loo import DuplicateGroups
 __all__ = [
     "CONFORMAL_METHODS",
     "check_alpha",
+    "check_confidence",
+    "conformal_level",
     "check_conformal_method",
     "check_quantiles",
     "check_thresholds",
@@ -122,6 +125,47 @@ def check_alpha(alpha):
             f"got {alpha!r}"
         )
     return float(alpha)
+
+
+def check_confidence(confidence):
+    """``confidence`` as ``None`` or a float in (0, 1), or a ``ValueError`` that says so."""
+    if confidence is None:
+        return None
+    if (
+        isinstance(confidence, bool | np.bool_)
+        or not isinstance(confidence, Real)
+        or not 0 < confidence < 1
+    ):
+        raise ValueError(
+            "confidence must be None (coverage on average over training sets) or a float "
+            "strictly between 0 and 1 (0.9: the coverage given these training rows is at "
+            f"least 1 - alpha for 90 % of training sets); got {confidence!r}"
+        )
+    return float(confidence)
+
+
+def conformal_level(n, alpha, confidence=None):
+    r"""The rank, among ``n`` values, of the upper conformal quantile :math:`\hat q^+`: a
+    real level in rows of the mean weight (the ``k``-th smallest value for a level ``k``).
+
+    - ``confidence=None``: :math:`(1-\alpha)(n+1)`, coverage :math:`1 - \alpha` on
+      average over the training (calibration) sets.
+    - ``confidence`` :math:`= 1 - \delta`: the smallest integer :math:`k` with
+      :math:`P\{\mathrm{Bin}(n, 1-\alpha) \ge k\} \le \delta`, :math:`n + 1` where
+      no :math:`k \le n` is enough. The coverage *given* the calibration rows of the
+      :math:`k`-th smallest of :math:`n` exchangeable continuous residuals is
+      :math:`\mathrm{Beta}(k, n + 1 - k)`, and :math:`P\{\mathrm{Beta}(k, n+1-k) < p\} =
+      P\{\mathrm{Bin}(n, p) \ge k\}`: with probability at least :math:`1 - \delta` over
+      the calibration rows, the interval covers at least :math:`1 - \alpha` of new
+      observations (Vovk 2012, "training-conditional" validity; the PAC intervals of
+      Park et al. 2020).
+    """
+    if confidence is None:
+        return (1.0 - alpha) * (n + 1)
+    # P{Bin(n, 1 − α) ≥ k} for k = 1, …, n, decreasing in k.
+    tail = binom.sf(np.arange(n), n, 1.0 - alpha)
+    enough = np.flatnonzero(tail <= 1.0 - confidence)
+    return float(enough[0] + 1) if len(enough) else float(n + 1)
 
 
 #: The prediction intervals of ``conformal_interval``: ``"auto"`` is ``"split"`` where the fit
@@ -342,32 +386,34 @@ def quantile_ranks(masses, levels, fractions, tile):
     return ranks
 
 
-def upper_rank_quantile(values, alpha, sample_weight=None):
+def upper_rank_quantile(values, alpha, sample_weight=None, confidence=None):
     r"""Per row, :math:`\hat q^+_\alpha`: the :math:`\lceil (1-\alpha)(n+1) \rceil`-th smallest
-    of the row's ``n`` values (:math:`+\infty` when that exceeds ``n``).
+    of the row's ``n`` values (:math:`+\infty` when that exceeds ``n``); with ``confidence``,
+    the rank of :func:`conformal_level` instead.
 
     With sample weights :math:`s_i` (a row of weight 2 counts as two), the smallest value
-    :math:`v` with :math:`\sum_{v_i \le v} s_i \ge (1-\alpha)(\sum_i s_i + \bar s)`, the new
-    observation weighing the mean :math:`\bar s`; the same for equal weights.
+    :math:`v` with :math:`\sum_{v_i \le v} s_i \ge \bar s\,k`, :math:`\bar s` their mean and
+    :math:`k` the level (:math:`(1-\alpha)(n+1)`: :math:`(1-\alpha)(\sum_i s_i + \bar s)`,
+    the new observation weighing :math:`\bar s`); the same for equal weights.
     """
     b, n = values.shape
+    # (1 − α)(n + 1) is often an integer that rounds up a hair: ceil(9.000000000000002).
+    level = conformal_level(n, alpha, confidence) * (1 - 1e-12)
     if sample_weight is None or np.all(sample_weight == sample_weight[0]):
-        # (1 − α)(n + 1) is often an integer that rounds up a hair: ceil(9.000000000000002).
-        k = math.ceil((1.0 - alpha) * (n + 1) * (1 - 1e-12))
+        k = math.ceil(level)
         if k > n:
             return np.full(b, np.inf)
         return np.partition(values, k - 1, axis=1)[:, k - 1]
     order = np.argsort(values, axis=1)
     weight = sample_weight / sample_weight.mean()
     cumulative = np.cumsum(weight[order], axis=1)
-    level = (1.0 - alpha) * (n + 1) * (1 - 1e-12)
     if cumulative[0, -1] < level:
         return np.full(b, np.inf)
     first = np.argmax(cumulative >= level, axis=1)
     return np.take_along_axis(values, np.take_along_axis(order, first[:, None], 1), 1)[:, 0]
 
 
-def jackknife_plus(loo_at_query, residuals, alpha, sample_weight=None):
+def jackknife_plus(loo_at_query, residuals, alpha, sample_weight=None, confidence=None):
     r"""Jackknife+ intervals (Barber et al. 2021) of a block of queries.
 
     .. math::
@@ -384,6 +430,8 @@ def jackknife_plus(loo_at_query, residuals, alpha, sample_weight=None):
         :math:`R_i = |y_i - \hat\mu_{-i}(x_i)|`.
     alpha : float
     sample_weight : ndarray of shape (n,), optional
+    confidence : float or None
+        The ranks of :func:`conformal_level`.
 
     Returns
     -------
@@ -395,8 +443,8 @@ def jackknife_plus(loo_at_query, residuals, alpha, sample_weight=None):
     # q⁻ of a − R is −q⁺ of R − a.
     lower_values = residuals - loo_at_query
     lower_values[unknown] = np.inf
-    upper = upper_rank_quantile(upper_values, alpha, sample_weight)
-    lower = -upper_rank_quantile(lower_values, alpha, sample_weight)
+    upper = upper_rank_quantile(upper_values, alpha, sample_weight, confidence)
+    lower = -upper_rank_quantile(lower_values, alpha, sample_weight, confidence)
     return lower, upper
 
 
@@ -906,10 +954,13 @@ def rank_residuals(residuals, ids):
     return residuals, order, np.take_along_axis(residuals, order, axis=0), ids
 
 
-def conformal_bounds(weights, X, method, alpha, ranked, sample_weight, values, n_jobs):
+def conformal_bounds(
+    weights, X, method, alpha, ranked, sample_weight, values, n_jobs, confidence=None
+):
     """The conformal intervals of queries (centered target units, (n_queries, n_outputs)
-    each), ``"jackknife+"`` or ``"local"``, from the kept rows' leave-one-out residuals
-    ranked by :func:`residual_ranks`."""
+    each), ``"jackknife+"`` (with the ranks of :func:`conformal_level` at ``confidence``)
+    or ``"local"``, from the kept rows' leave-one-out residuals ranked by
+    :func:`residual_ranks`."""
     n, t = values.shape
     residuals, order, sorted_residuals, ids = ranked
     tiles = [TargetTiles(column) for column in order.T]
@@ -920,7 +971,9 @@ def conformal_bounds(weights, X, method, alpha, ranked, sample_weight, values, n
         if method == "jackknife+":
             loo = leave_one_out_at(weights, X[rows], values, ids)
             for o in range(t):
-                low, high = jackknife_plus(loo[o], residuals[:, o], alpha, sample_weight)
+                low, high = jackknife_plus(
+                    loo[o], residuals[:, o], alpha, sample_weight, confidence
+                )
                 lower[rows, o], upper[rows, o] = low, high
         else:
             # The kernel weights carry the sample weights: a row of weight 2 counts twice
@@ -974,6 +1027,7 @@ class SplitCalibration:
     def n_rows(self):
         return len(self.residuals)
 
-    def half_width(self, alpha):
-        r""":math:`\hat q` per output, shape (n_outputs,)."""
-        return upper_rank_quantile(self.residuals.T, alpha, self.sample_weight)
+    def half_width(self, alpha, confidence=None):
+        r""":math:`\hat q` per output, shape (n_outputs,); with ``confidence``, at the rank
+        of :func:`conformal_level`."""
+        return upper_rank_quantile(self.residuals.T, alpha, self.sample_weight, confidence)
