@@ -15,7 +15,13 @@ from kernattn import AttentionRegressor, LocalDesignWarning
 from kernattn._core.loo import DuplicateGroups
 from kernattn._engine.regressor import canonical_order
 from kernattn._local.warp import apply_warp, quantile_knots, warp_basis
-from kernattn.learned._local import leave_one_out_lines
+from kernattn.learned._local import (
+    DIRECTION_WIDTHS,
+    _tune_directions,
+    _widest_best,
+    leave_one_out_directions,
+    leave_one_out_lines,
+)
 from kernattn.learned._objective import Layout, LeaveOneOutObjective
 
 
@@ -242,6 +248,59 @@ def test_leave_one_out_lines_leave_the_query_out():
         assert lines[i, 0] == pytest.approx(expected, rel=1e-8, abs=1e-10)
 
 
+def test_tilts_along_one_direction_together_equal_each_alone():
+    # One pass for several tilts (each head's kernel weights formed once) gives each tilt's
+    # own leave-one-out estimates and mask; tuned together, every kind gets the width and
+    # penalty it gets alone (the widths of each tilt tried until its own loss rises twice).
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(150, 3))
+    X[5] = X[9]
+    Y = (np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.3 * rng.normal(size=150))[:, None]
+    Y -= Y.mean()
+    layout = Layout(2, 3, 2, 1, True, False)
+    objective = LeaveOneOutObjective(
+        X, Y, np.ones(150), DuplicateGroups(X), layout, "gaussian", np.array([0.5, 1.5]), 0.0
+    )
+    projections = rng.normal(size=(2, 3, 2))
+    theta = layout.pack(projections, None, None, np.array([0.6, 0.4]), np.zeros(1))
+    queries = np.arange(150)
+    tilts = [("slope", 1.0 / 16.0), ("trend", 1.0 / 16.0), ("trend", 1.0)]
+    together, mask = leave_one_out_directions(objective, theta, -0.7, queries, tilts)
+    for tilt, estimates in zip(tilts, together, strict=True):
+        alone, alone_mask = leave_one_out_lines(objective, theta, -0.7, queries, tilt)
+        np.testing.assert_array_equal(estimates, alone)
+        np.testing.assert_array_equal(mask, alone_mask)
+    assert not np.allclose(together[0], together[1])
+    tuned = _tune_directions(objective, theta, 3, ["trend", "slope"])
+    for kind in ("trend", "slope"):
+        assert tuned[kind] == _tune_directions(objective, theta, 3, [kind])[kind]
+    with pytest.raises(ValueError, match="along one direction only"):
+        leave_one_out_directions(objective, theta, 0.0, queries, [("balance", 1.0)])
+
+
+def test_widest_best_stops_each_candidate_after_two_rises():
+    losses = {"a": [3.0, 2.0, 2.5, 2.6, 1.0, 0.5, 0.4], "b": [1.0, 2.0, 0.5, 0.7, 0.9, 0.1, 0.0]}
+    asked = []
+
+    def loss(x, candidates):
+        j = int(np.argmin(np.abs(DIRECTION_WIDTHS - x)))
+        asked.append((j, tuple(candidates)))
+        return [losses[c][j] for c in candidates]
+
+    best = _widest_best(loss, DIRECTION_WIDTHS, ["a", "b"])
+    assert best["a"] == (DIRECTION_WIDTHS[1], 2.0)  # 2.5 then 2.6: stopped before 1.0
+    assert best["b"] == (DIRECTION_WIDTHS[2], 0.5)  # 0.7 then 0.9: stopped before 0.1
+    assert asked == [
+        (0, ("a", "b")),
+        (1, ("a", "b")),
+        (2, ("a", "b")),
+        (3, ("a", "b")),
+        (4, ("b",)),
+    ]
+    nowhere = _widest_best(lambda x, c: [np.inf] * len(c), DIRECTION_WIDTHS, ["a"])
+    assert nowhere["a"] == (0.0, np.inf)
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -463,7 +522,11 @@ def test_choose_tilt_takes_the_kind_of_the_lowest_leave_one_out_error(monkeypatc
         "trend": np.array([1.0, 1.0, 1.0, 1.0, np.nan]),
         "slope": np.array([0.2, 1.3, 0.4, 1.1, 0.0]),
     }
-    monkeypatch.setattr(local, "tune_tilt", lambda objective, theta, rng, kind: (-0.5, 0.25))
+    monkeypatch.setattr(
+        local,
+        "_tune_directions",
+        lambda objective, theta, seed, kinds: {kind: (-0.5, 0.25) for kind in kinds},
+    )
     monkeypatch.setattr(local, "_tuning_queries", lambda objective, rng, n: np.arange(5))
     monkeypatch.setattr(
         local,

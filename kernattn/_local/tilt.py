@@ -287,21 +287,31 @@ def trend_direction(keys, values, sample_weight=None):
     return _unit_rows(_leading_direction(B, key_spread(keys, sample_weight), size))
 
 
-def slope_directions(weights, keys, Q, values, columns=None):
+def slope_design(keys, values):
+    """What the kernel weights are summed against for :func:`slope_directions`: the keys,
+    their products, the values and the values times the keys, shape (n, d + d(d+1)/2 + t +
+    t d). The same for every query: formed once per set of keys."""
+    values = np.asarray(values, dtype=np.float64).reshape(len(keys), -1)
+    return np.hstack([key_columns(keys), values, value_key_columns(values, keys)])
+
+
+def slope_directions(weights, keys, Q, values, design=None):
     r"""Each query's unit direction of the local slope: the weighted least-squares slope
     of the values on the keys under the query's kernel weights (solved as a local line's,
     :func:`~kernattn._local.linear_fit.solve_covariance`), shape (b, d); zeros where the
-    weights see no slope."""
+    weights see no slope. ``design``: :func:`slope_design` of the keys and values, when at
+    hand."""
     d = keys.shape[1]
     values = np.asarray(values, dtype=np.float64).reshape(len(keys), -1)
     t = values.shape[1]
-    columns = key_columns(keys) if columns is None else columns
+    design = slope_design(keys, values) if design is None else design
+    width = d + d * (d + 1) // 2  # the keys and their products
     with np.errstate(over="ignore", invalid="ignore"):
-        sums = weights @ np.hstack([columns, values, value_key_columns(values, keys)])
+        sums = weights @ design
     mean = sums[:, :d]
-    second = unpack_second(sums[:, d : columns.shape[1]], d)
-    ybar = sums[:, columns.shape[1] : columns.shape[1] + t]
-    cross = sums[:, columns.shape[1] + t :].reshape(len(Q), t, d)
+    second = unpack_second(sums[:, d:width], d)
+    ybar = sums[:, width : width + t]
+    cross = sums[:, width + t :].reshape(len(Q), t, d)
     cross = (cross - ybar[:, :, None] * mean[:, None, :]).transpose(0, 2, 1)
     cross[~np.isfinite(cross)] = 0.0
     with np.errstate(over="ignore", invalid="ignore"):
@@ -421,7 +431,9 @@ def _out_of_reach(weights, scores, query_scores):
     return ~((low <= query_scores) & (query_scores <= high) & (low < high))
 
 
-def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direction=None):
+def tilt_weights(
+    kind, weights, keys, Q, *, spread, penalty, values=None, direction=None, design=None
+):
     """The tilted weights of ``kind`` (:data:`KINDS`) of a block of queries, and the mask of
     the queries whose balance is out of reach: the query lies outside the range of the keys
     its kernel weights reach, along the direction (or, for ``"balance"``, in some coordinate
@@ -430,7 +442,8 @@ def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direct
     ``"balance"``: :func:`tilted_weights`; along each query's local slope of ``values``
     (``"slope"``) or along the fixed unit ``direction`` (``"trend"``,
     :func:`trend_direction`): :func:`directional_tilt`. ``spread`` is the keys' covariance
-    over the training set (:func:`key_spread`)."""
+    over the training set (:func:`key_spread`); ``design``, for the slope, the keys' and
+    values' :func:`slope_design` when at hand."""
     keys = np.asarray(keys, dtype=np.float64)
     Q = np.asarray(Q, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -441,7 +454,7 @@ def tilt_weights(kind, weights, keys, Q, *, spread, penalty, values=None, direct
                 out |= _out_of_reach(weights, keys[:, j], Q[:, j])
             return tilted, out
         if kind == "slope":
-            G = slope_directions(weights, keys, Q, values)
+            G = slope_directions(weights, keys, Q, values, design)
             scores = G @ keys.T
             floor = np.einsum("bd,de,be->b", G, spread, G)
         else:

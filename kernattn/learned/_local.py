@@ -68,7 +68,14 @@ from kernattn._core.sums import softmax_weights
 from kernattn._local.fits import BlendedLine, LocalPolynomials, TiltedWeights
 from kernattn._local.linear_fit import n_line_parameters, sparse_neighborhoods
 from kernattn._local.polynomial import equivalent_weights
-from kernattn._local.tilt import PENALTIES, PENALTY, key_spread, tilt_weights, trend_direction
+from kernattn._local.tilt import (
+    PENALTIES,
+    PENALTY,
+    key_spread,
+    slope_design,
+    tilt_weights,
+    trend_direction,
+)
 
 #: The search grid of the log of the logits' factor: a coarse grid over [-5, 3] (0 among its
 #: points: the kernel as learned), then a fine one around its best point. A fixed grid, not a
@@ -94,7 +101,7 @@ MAX_FALLBACK = 0.01
 def leave_one_out_lines(
     objective, theta, log_factor, queries, tilt=None, max_fallback=None, keys=None, unreached=None
 ):
-    """Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
+    r"""Leave-one-out local-linear estimates of the head mixture at ``theta`` with every
     head's logits multiplied by ``exp(log_factor)``: shape (len(queries), n_outputs), and
     the mask of the queries for which some head had too few neighbors for a line (they got
     its kernel average). With ``tilt``, a pair ``(kind, penalty)`` (the kind of
@@ -115,6 +122,29 @@ def leave_one_out_lines(
     estimates (a Newton solve per query) are not computed and ``None`` is returned in
     their place.
     """
+    estimates, fell_back = _leave_one_out(
+        objective, theta, log_factor, queries, [tilt], max_fallback, keys, unreached
+    )
+    return (None if estimates is None else estimates[0]), fell_back
+
+
+def leave_one_out_directions(objective, theta, log_factor, queries, tilts):
+    """The leave-one-out estimates of several tilts along one direction (``tilts``, pairs
+    ``(kind, penalty)`` of kind ``"slope"`` or ``"trend"``) at one width, from one pass:
+    each head's kernel weights are formed once for all of them. A list of arrays of shape
+    (len(queries), n_outputs), each equal to :func:`leave_one_out_lines`' for its tilt, and
+    the mask of the queries whose weights rest on fewer than two keys (the same for all)."""
+    if any(kind not in ("slope", "trend") for kind, _ in tilts):
+        raise ValueError(f"tilts along one direction only: 'slope' or 'trend'; got {tilts}")
+    return _leave_one_out(objective, theta, log_factor, queries, list(tilts))
+
+
+def _leave_one_out(
+    objective, theta, log_factor, queries, tilts, max_fallback=None, keys=None, unreached=None
+):
+    """:func:`leave_one_out_lines` for each of ``tilts`` (``None``: the line; one family of
+    fallback: the line and the balance alone, several tilts along one direction together),
+    from each head's kernel weights formed once: a list of estimates and the mask."""
     layout = objective.layout
     _, _, _, a, b = layout.unpack(theta)
     heads = objective.heads(theta, keys)
@@ -124,16 +154,20 @@ def leave_one_out_lines(
     log_sw = objective.log_sw[every]
     groups = objective.groups
     ids = groups.ids[every]
-    out = np.empty((len(queries), Y.shape[1]))
+    out = np.empty((len(tilts), len(queries), Y.shape[1]))
     fell_back = np.zeros(len(queries), dtype=bool)
     key_points = [head.Pk[every] for head in heads]
     n_params = [n_line_parameters(P) for P in key_points]
     sw = objective.sw[every]
     precision = sw * objective.weight_unit
-    spreads = [key_spread(P, sw) if tilt is not None else None for P in key_points]
-    kind, penalty = (None, None) if tilt is None else tilt
-    directions = [trend_direction(P, Y, sw) if kind == "trend" else None for P in key_points]
-    if kind in ("slope", "trend"):
+    kinds = [None if tilt is None else tilt[0] for tilt in tilts]
+    tilted = any(kind is not None for kind in kinds)
+    spreads = [key_spread(P, sw) if tilted else None for P in key_points]
+    trend = "trend" in kinds
+    directions = [trend_direction(P, Y, sw) if trend else None for P in key_points]
+    slope = "slope" in kinds
+    designs = [slope_design(P, Y) if slope else None for P in key_points]
+    if kinds[0] in ("slope", "trend"):
         n_params = [2] * len(key_points)  # a balance along one direction: two keys
 
     def kernel_weights(rows, head):
@@ -153,41 +187,42 @@ def leave_one_out_lines(
 
     def block(span):
         rows = queries[span]
-        estimate = np.zeros((len(rows), Y.shape[1])) + b
+        estimates = np.zeros((len(tilts), len(rows), Y.shape[1])) + b
         for h, head in enumerate(heads):
             weights = kernel_weights(rows, head)
-            if tilt is not None:
-                lines, missed = tilt_weights(
-                    kind,
-                    weights,
-                    key_points[h],
-                    head.Pk[rows],
-                    spread=spreads[h],
-                    penalty=penalty,
-                    values=Y,
-                    direction=directions[h],
-                )
-                if unreached is not None:
-                    unreached[span] |= missed
-                if not checked:
-                    fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
-            else:
-                # The line that predicts (LocalPolynomials), held back toward the kernel
+            if not checked:
+                # The line that predicts (LocalPolynomials) is held back toward the kernel
                 # average where its local design cannot support it; the width filter counts
                 # the queries whose weights rest on too few distinct keys for any line (a
                 # held-back line still estimates: at 1 % of the queries, a filter on it
                 # left some folds of R's MASS::hills and MASS::cpus no width at all).
-                lines, _ = equivalent_weights(
-                    weights, key_points[h], head.Pk[rows], 1, sample_weight=precision
-                )
                 fell_back[span] |= sparse_neighborhoods(weights, n_params[h], ids)
-            estimate += a[h] * (lines @ Y)
-        out[span] = estimate
+            for t, tilt in enumerate(tilts):
+                if tilt is None:
+                    lines, _ = equivalent_weights(
+                        weights, key_points[h], head.Pk[rows], 1, sample_weight=precision
+                    )
+                else:
+                    lines, missed = tilt_weights(
+                        tilt[0],
+                        weights,
+                        key_points[h],
+                        head.Pk[rows],
+                        spread=spreads[h],
+                        penalty=tilt[1],
+                        values=Y,
+                        direction=directions[h],
+                        design=designs[h],
+                    )
+                    if unreached is not None:
+                        unreached[span] |= missed
+                estimates[t] += a[h] * (lines @ Y)
+        out[:, span] = estimates
         return None
 
     # The mask found first is not found again with the estimates. (A tilt along one
     # direction needs two keys: the mask is found with the estimates, from the same weights.)
-    checked = kind == "balance" and max_fallback is not None
+    checked = kinds == ["balance"] and max_fallback is not None
     if checked:
         map_query_blocks(sparse, len(queries), len(Y), n_jobs=objective.n_jobs, n_arrays=2)
         query_weights = objective.sw[queries]
@@ -198,10 +233,10 @@ def leave_one_out_lines(
         len(queries),
         len(Y),
         n_jobs=objective.n_jobs,
-        n_arrays=4 if tilt is None else 8,
-        cost=LOCAL_FIT_COST,
+        n_arrays=4 if not tilted else 8,
+        cost=LOCAL_FIT_COST * len(tilts),
     )
-    return out, fell_back
+    return list(out), fell_back
 
 
 #: Losses within this share of the smallest count as tied (they differ by rounding, as on
@@ -306,52 +341,90 @@ def tune_tilt(objective, theta, rng, kind="balance"):
     ``DIRECTION_WIDTHS`` (:func:`_widest_best`), at ``PENALTY`` for the slope and at each of
     ``TREND_PENALTIES`` for the trend."""
     seed = rng.randint(2**31 - 1)
-    if kind == "balance":
-        penalties, grid = PENALTIES, COARSE_GRID
-    else:
-        penalties = (PENALTY,) if kind == "slope" else TREND_PENALTIES
-        grid = DIRECTION_WIDTHS
-    queries = TILT_QUERIES if kind == "balance" else DIRECTION_QUERIES
+    if kind != "balance":
+        return _tune_directions(objective, theta, seed, [kind])[kind]
     losses = {
         penalty: _width_loss(
-            objective, theta, np.random.RandomState(seed), (kind, penalty), queries
+            objective, theta, np.random.RandomState(seed), (kind, penalty), TILT_QUERIES
         )
-        for penalty in penalties
+        for penalty in PENALTIES
     }
     with single_threaded_blas():
-        if kind != "balance":
-            tried = {penalty: _widest_best(losses[penalty], grid) for penalty in penalties}
-            penalty = min(penalties, key=lambda p: tried[p][1])
-            return tried[penalty][0], penalty
-        coarse = np.array([[losses[p](x) for x in grid] for p in penalties])
+        coarse = np.array([[losses[p](x) for x in COARSE_GRID] for p in PENALTIES])
         i, j = np.unravel_index(_first_best(coarse), coarse.shape)
-        log_factor, _ = _refine(losses[penalties[i]], grid[j])
-    return log_factor, penalties[i]
+        log_factor, _ = _refine(losses[PENALTIES[i]], COARSE_GRID[j])
+    return log_factor, PENALTIES[i]
 
 
-def _widest_best(loss, grid):
-    """The point of ``grid`` (widths in increasing order) of the lowest ``loss`` and that
-    loss, the widths tried in turn until the loss has risen twice in a row above the best
-    so far (it is unimodal in the width on all but degenerate data); ``(0, inf)`` when none
-    is finite."""
-    best, best_loss, rises = 0, np.inf, 0
+def _direction_penalties(kind):
+    return (PENALTY,) if kind == "slope" else TREND_PENALTIES
+
+
+def _tune_directions(objective, theta, seed, kinds):
+    """:func:`tune_tilt` of each of ``kinds`` (along one direction), all of their penalties
+    tried together on the same ``DIRECTION_QUERIES`` queries (drawn with ``seed``): each
+    width is one pass for every tilt still searching (:func:`leave_one_out_directions`),
+    with the same losses as a pass per tilt. ``{kind: (log_factor, penalty)}``."""
+    queries = _tuning_queries(objective, np.random.RandomState(seed), DIRECTION_QUERIES)
+    sw = objective.sw[queries]
+    scale = objective.variance * sw.sum()
+
+    def losses(log_factor, tilts):
+        estimates, fell_back = leave_one_out_directions(
+            objective, theta, log_factor, queries, tilts
+        )
+        if sw[fell_back].sum() > MAX_FALLBACK * sw.sum():
+            return [np.inf] * len(tilts)
+        values = []
+        for residual in estimates:
+            residual -= objective.Y[queries]
+            values.append(float(sw @ np.einsum("ij,ij->i", residual, residual)) / scale)
+        return values
+
+    tilts = [(kind, penalty) for kind in kinds for penalty in _direction_penalties(kind)]
+    with single_threaded_blas():
+        tried = _widest_best(losses, DIRECTION_WIDTHS, tilts)
+    tuned = {}
+    for kind in kinds:
+        penalty = min(_direction_penalties(kind), key=lambda p: tried[kind, p][1])
+        tuned[kind] = (tried[kind, penalty][0], penalty)
+    return tuned
+
+
+def _widest_best(losses, grid, candidates):
+    """For each of ``candidates``, the point of ``grid`` (widths in increasing order) of its
+    lowest loss and that loss, its widths tried in turn until its loss has risen twice in a
+    row above its best so far (it is unimodal in the width on all but degenerate data);
+    ``(0, inf)`` when none is finite. ``losses(x, some_candidates)`` gives their losses at
+    ``x``, a list in their order: every candidate still searching at once."""
+    state = {candidate: (0, np.inf, 0) for candidate in candidates}  # best, its loss, rises
+    searching = list(candidates)
     for j, x in enumerate(grid):
-        value = loss(x)
-        if value < best_loss - TIE * abs(best_loss) or not np.isfinite(best_loss):
-            best, best_loss, rises = j, value, 0
-        else:
-            rises += 1
-            if rises == 2:
-                break
-    if not np.isfinite(best_loss):
-        return 0.0, np.inf
-    return float(grid[best]), float(best_loss)
+        if not searching:
+            break
+        still = []
+        for candidate, value in zip(searching, losses(x, searching), strict=True):
+            best, best_loss, rises = state[candidate]
+            if value < best_loss - TIE * abs(best_loss) or not np.isfinite(best_loss):
+                state[candidate] = (j, value, 0)
+            else:
+                state[candidate] = (best, best_loss, rises + 1)
+            if state[candidate][2] < 2:
+                still.append(candidate)
+        searching = still
+    return {
+        candidate: (float(grid[best]), float(best_loss))
+        if np.isfinite(best_loss)
+        else (0.0, np.inf)
+        for candidate, (best, best_loss, _) in state.items()
+    }
 
 
 def choose_tilt(objective, theta, rng, kinds):
     """The kind of tilt (of ``kinds``, in order of preference), its log-factor and its
     penalty: each kind tuned by :func:`tune_tilt` on the same queries, and the kind of the
-    lowest leave-one-out error taken (the earlier one on a tie).
+    lowest leave-one-out error taken (the earlier one on a tie). Kinds along one direction
+    are tuned together (:func:`_tune_directions`).
 
     The lowest, not one standard error from it: along the trend or the slope (four or more
     features), over the folds of six shuffles of ``bench_attention.py``'s five R data sets
@@ -363,9 +436,14 @@ def choose_tilt(objective, theta, rng, kinds):
     kept the trend (test MSE 1.743 → 1.399), the other three and four draws of diabetes
     unchanged."""
     seed = rng.randint(2**31 - 1)
-    tuned = {
-        kind: tune_tilt(objective, theta, np.random.RandomState(seed), kind) for kind in kinds
-    }
+    if "balance" in kinds:
+        tuned = {
+            kind: tune_tilt(objective, theta, np.random.RandomState(seed), kind) for kind in kinds
+        }
+    else:
+        # tune_tilt's own draw from a generator seeded with ``seed``, for every kind.
+        inner = np.random.RandomState(seed).randint(2**31 - 1)
+        tuned = _tune_directions(objective, theta, inner, list(kinds))
     if len(kinds) == 1:
         return (kinds[0], *tuned[kinds[0]])
     queries = _tuning_queries(objective, np.random.RandomState(seed), DIRECTION_QUERIES)
