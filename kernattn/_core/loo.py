@@ -73,13 +73,30 @@ class DuplicateGroups:
         ``None`` for all rows in order. Against all keys with contiguous rows the pairs are
         looked up (O(block) work); otherwise the group ids are compared.
         """
+        left_rows, left_cols = self._left_out_pairs()
         if keys is None and isinstance(rows, slice):
-            left_rows, left_cols = self._left_out_pairs()
             lo, hi = np.searchsorted(left_rows, [rows.start, rows.stop])
             block[left_rows[lo:hi] - rows.start, left_cols[lo:hi]] = value
             return block
-        key_ids = self.ids if keys is None else self.ids[keys]
-        block[self.ids[rows][:, None] == key_ids[None, :]] = value
+        n = len(self.ids)
+        position = np.full(n, -1)
+        if keys is None:
+            position = np.arange(n)
+        else:
+            keys = np.asarray(keys)
+            position[keys] = np.arange(len(keys))
+            if np.any(position[keys] != np.arange(len(keys))):  # a key given twice
+                block[self.ids[rows][:, None] == self.ids[keys][None, :]] = value
+                return block
+        # Each query's pairs, from the sorted list of all of them: O(block) work.
+        rows = np.arange(n)[rows]
+        start = np.searchsorted(left_rows, rows)
+        counts = np.searchsorted(left_rows, rows, side="right") - start
+        query = np.repeat(np.arange(len(rows)), counts)
+        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        cols = position[left_cols[np.repeat(start, counts) + offsets]]
+        kept = cols >= 0
+        block[query[kept], cols[kept]] = value
         return block
 
     def valid_queries(self, queries, keys):
