@@ -58,12 +58,17 @@ def test_split_intervals_cover_given_their_calibration_rows_with_the_confidence(
     assert short[None] / draws >= 0.35
 
 
+def calibrated_smoother(n, seed, bandwidth, noise):
+    """A smoother fitted on n rows of y = x + noise and calibrated on n more, and all rows."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(2 * n, 1))
+    y = X[:, 0] + noise * rng.normal(size=2 * n)
+    model = KernelSmoother(bandwidth=bandwidth).fit(X[:n], y[:n])
+    return model.calibrate(X[n:], y[n:]), X, y
+
+
 def test_split_interval_is_the_residual_of_that_rank():
-    rng = np.random.default_rng(1)
-    X = rng.uniform(size=(200, 1))
-    y = X[:, 0] + 0.2 * rng.normal(size=200)
-    model = KernelSmoother(bandwidth=0.1).fit(X[:100], y[:100])
-    model.calibrate(X[100:], y[100:])
+    model, X, y = calibrated_smoother(100, 1, 0.1, 0.2)
     residuals = np.sort(np.abs(y[100:] - model.predict(X[100:])))
     k = int(conformal_level(100, 0.1, 0.95))
     lower, upper = model.conformal_interval(X[:5], 0.1, "split", confidence=0.95)
@@ -72,11 +77,7 @@ def test_split_interval_is_the_residual_of_that_rank():
 
 
 def test_too_few_rows_for_the_confidence_give_unbounded_intervals():
-    rng = np.random.default_rng(2)
-    X = rng.uniform(size=(30, 1))
-    y = X[:, 0] + 0.1 * rng.normal(size=30)
-    model = KernelSmoother(bandwidth=0.2).fit(X[:15], y[:15])
-    model.calibrate(X[15:], y[15:])
+    model, X, _ = calibrated_smoother(15, 2, 0.2, 0.1)
     # 15 residuals: P{Bin(15, 0.9) ≥ 15} = 0.21 > 0.01, no rank is enough.
     lower, upper = model.conformal_interval(X[:3], 0.1, "split", confidence=0.99)
     assert np.all(np.isneginf(lower)) and np.all(np.isposinf(upper))

@@ -70,8 +70,9 @@ class DuplicateGroups:
         """Set ``block[i, j] = value`` where query ``rows[i]`` and key ``keys[j]`` share a group.
 
         ``rows`` is a slice or an array of row indices; ``keys`` an array of row indices or
-        ``None`` for all rows in order. Against all keys with contiguous rows the pairs are
-        looked up (O(block) work); otherwise the group ids are compared.
+        ``None`` for all rows in order. The pairs are looked up among all of them (O(block)
+        work), the keys found at their positions; only keys given twice compare the group
+        ids of the whole block.
         """
         left_rows, left_cols = self._left_out_pairs()
         if keys is None and isinstance(rows, slice):
