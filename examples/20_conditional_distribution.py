@@ -24,7 +24,9 @@ fall — its quantiles, its CDF, an interval that contains it nine times out of 
   residuals, so ``conformal_interval``'s default is CV+ (``method="auto"``: 20 refits, the
   search redone in each); its coverage is printed beside theirs. With one input and 1 500
   rows the search is hardly free and the three agree overall; with several inputs and a
-  few hundred rows jackknife+ on searched bandwidths falls short and CV+ does not.
+  few hundred rows jackknife+ on searched bandwidths falls short and CV+ does not. CV+
+  with ``confidence=0.9`` asks for coverage of at least 90 % given these very rows, for
+  all but 10 % of training sets: its interval is 4 % wider here (0.901 against 0.890).
 - Printed last: a fit that keeps no rows (``LinearAttentionRegressor.partial_fit`` on a
   stream of 80 % of the rows) has no leave-one-out residuals; the 20 % held out of the stream
   calibrate it (``calibrate``) for split conformal intervals (``method="split"``), whose
@@ -115,6 +117,15 @@ for method in (*intervals, "cv+"):
         f"{method:>10}: coverage {hit.mean():.3f} overall, per decile "
         + " ".join(f"{c:.2f}" for c in coverage[method])
     )
+# Coverage given these training rows: at least 0.90 for all but 10 % of training sets
+# (confidence=0.9), a slightly wider interval; CV+'s fold models are reused.
+lower, upper = model.conformal_interval(X_test, alpha=0.1, method="cv+", confidence=0.9)
+plain_lower, plain_upper = model.conformal_interval(X_test, alpha=0.1, method="cv+")
+print(
+    f"{'cv+, 0.9':>10}: coverage {np.mean((lower <= y_test) & (y_test <= upper)):.3f} "
+    f"overall, {np.mean(upper - lower) / np.mean(plain_upper - plain_lower):.3f} times "
+    "cv+'s mean width (confidence=0.9)"
+)
 
 # %%
 # A stream: 80 % of the rows fed by partial_fit in four chunks, 20 % held out to calibrate
