@@ -531,11 +531,12 @@ def test_threads_predicting_at_once_agree_with_a_serial_prediction():
 
 
 def _same_intervals(cluster, memory, Q):
-    """Jackknife+ and local intervals at ``Q`` of a fit on partitions equal those of the
-    same model in memory; the last method's in-memory intervals."""
-    for method in ("jackknife+", "local"):
-        expected = memory.conformal_interval(Q, alpha=0.2, method=method)
-        got = cluster.conformal_interval(Q, alpha=0.2, method=method)
+    """Jackknife+ (also with coverage given the rows, ``confidence``) and local intervals
+    at ``Q`` of a fit on partitions equal those of the same model in memory; the last
+    method's in-memory intervals."""
+    for method, confidence in (("jackknife+", None), ("jackknife+", 0.9), ("local", None)):
+        expected = memory.conformal_interval(Q, alpha=0.2, method=method, confidence=confidence)
+        got = cluster.conformal_interval(Q, alpha=0.2, method=method, confidence=confidence)
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
         assert np.all(got[0] < got[1])
