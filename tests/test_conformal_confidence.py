@@ -11,7 +11,7 @@ from kernattn._engine.distribution import SplitCalibration, conformal_level
 from kernattn.metrics import coverage_scorer, interval_width_scorer
 
 
-@pytest.mark.parametrize("n", [20, 100, 358, 2000])
+@pytest.mark.parametrize("n", [20, 100, 358, 2000, 100_000])
 @pytest.mark.parametrize("alpha", [0.05, 0.1, 0.3])
 @pytest.mark.parametrize("confidence", [0.5, 0.9, 0.99])
 def test_level_is_the_smallest_rank_whose_coverage_law_meets_the_confidence(n, alpha, confidence):
