@@ -187,8 +187,9 @@ def _interval_scorer(name, score, alpha, method, confidence):
     """A scorer of ``conformal_interval`` at level ``alpha`` with ``method`` and
     ``confidence``, all checked before any fit."""
     params = {"alpha": check_alpha(alpha), "method": check_conformal_method(method)}
-    if check_confidence(confidence) is not None:
-        params["confidence"] = float(confidence)
+    confidence = check_confidence(confidence)
+    if confidence is not None:
+        params["confidence"] = confidence
     return _Scorer(name, score, **params)
 
 

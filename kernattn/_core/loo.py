@@ -80,11 +80,11 @@ class DuplicateGroups:
             block[left_rows[lo:hi] - rows.start, left_cols[lo:hi]] = value
             return block
         n = len(self.ids)
-        position = np.full(n, -1)
         if keys is None:
             position = np.arange(n)
         else:
             keys = np.asarray(keys)
+            position = np.full(n, -1)
             position[keys] = np.arange(len(keys))
             if np.any(position[keys] != np.arange(len(keys))):  # a key given twice
                 block[self.ids[rows][:, None] == self.ids[keys][None, :]] = value
