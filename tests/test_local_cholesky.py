@@ -126,6 +126,24 @@ def test_factored_rows_are_the_eigen_solve(degree, monkeypatch):
         )
 
 
+@pytest.mark.parametrize("degree", [1, 2])
+def test_designs_beyond_the_factored_size_take_the_eigen_solve(degree, monkeypatch):
+    """A design with more unknowns than FACTORED_UNKNOWNS skips the one solve: every row
+    takes the eigen-decomposition, with the same fit as the factored rows'."""
+    moments, squared, Q, _, _ = _block(degree, d=3)
+    design = local_design(moments, squared, Q, degree)
+    assert design.factored.any()
+    monkeypatch.setattr(polynomial, "FACTORED_UNKNOWNS", design.coefficients.shape[1] - 1)
+    monkeypatch.setattr(polynomial, "cholesky_factor", None)  # never called
+    eigen = local_design(moments, squared, Q, degree)
+    assert not eigen.factored.any()
+    for name in ("coefficients", "leverage", "variance", "ridge"):
+        np.testing.assert_allclose(
+            getattr(design, name), getattr(eigen, name), rtol=1e-9, atol=1e-12, err_msg=name
+        )
+    np.testing.assert_array_equal(design.held_back, eigen.held_back)
+
+
 def test_estimates_of_both_paths_agree_through_the_public_fit(monkeypatch):
     """polynomial_estimate (what the smoother and the criterion take) gives the same
     estimates and self-weights on either path."""

@@ -129,6 +129,11 @@ SQUARED_FLOOR = 1e-10
 #: κ: a query is held back when its local polynomial's conditional variance would exceed κ
 #: times the noise variance of one observation (the local constant's is at most 1).
 VARIANCE_BOUND = 4.0
+#: The most unknowns of a local design that the one solve (:mod:`kernattn._local.cholesky`)
+#: factors: (P')³/6 vectorized operations, 7 770 at 36 unknowns (a local quadratic in seven
+#: features); larger designs (a local quadratic in 30 features has 495) take LAPACK's
+#: batched eigen-decomposition, as held-back rows do.
+FACTORED_UNKNOWNS = 36
 #: Spacing, in the keys' units (bandwidths), of the points a local polynomial of degree 1
 #: to 3 takes its monomials about (:func:`anchor_points`).
 ANCHOR_SPACING = {1: 1024.0, 2: 16.0, 3: 4.0}
@@ -562,18 +567,25 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
     # directions for certain (the smallest eigenvalue of R is at least 1/tr R⁻¹) and whose
     # fit the variance rule leaves as it is; the others take R's eigen-decomposition, which
     # drops the directions the design does not resolve and finds the held-back ridge.
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        L = cholesky_factor(*batch_entries(R))
-        coefficients = np.moveaxis(cholesky_solve(L, np.moveaxis(v, 0, -1)), -1, 0)
-        variance = _variance_factor(a0, u, M, coefficients, 1.0, np.zeros(b))
-        factored = (
-            finite & (2.0 * threshold * inverse_trace(L) < 1.0) & (variance <= variance_bound)
-        )
-        leverage = np.einsum("bi,bi->b", v, coefficients)
+    # Beyond FACTORED_UNKNOWNS unknowns every row takes the eigen-decomposition: the one
+    # solve's (P')³/6 vectorized operations would cost more than LAPACK's batched eigh.
     cholesky = np.zeros((P - 1, P - 1, b))
-    for i in range(P - 1):
-        for j in range(i + 1):
-            cholesky[i, j] = L[i][j]
+    if P - 1 <= FACTORED_UNKNOWNS:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            L = cholesky_factor(*batch_entries(R))
+            coefficients = np.moveaxis(cholesky_solve(L, np.moveaxis(v, 0, -1)), -1, 0)
+            variance = _variance_factor(a0, u, M, coefficients, 1.0, np.zeros(b))
+            factored = (
+                finite & (2.0 * threshold * inverse_trace(L) < 1.0) & (variance <= variance_bound)
+            )
+            leverage = np.einsum("bi,bi->b", v, coefficients)
+        for i in range(P - 1):
+            for j in range(i + 1):
+                cholesky[i, j] = L[i][j]
+    else:
+        coefficients = np.zeros((b, P - 1))
+        variance, leverage = np.zeros(b), np.zeros(b)
+        factored = np.zeros(b, dtype=bool)
     eigenvectors = np.broadcast_to(np.eye(P - 1), (b, P - 1, P - 1)).copy()
     e = np.ones((b, P - 1))
     kept = np.ones((b, P - 1), dtype=bool)
