@@ -93,6 +93,35 @@ def test_likelihood_criterion_is_leave_one_out_log_loss(three_classes):
     assert criterion.loss(h) == pytest.approx(-np.mean(np.log(truth + 1e-6)), rel=1e-10)
 
 
+def test_common_factor_is_the_root_of_the_criterions_slope(three_classes):
+    """The one factor of the continuous bandwidths stops where dL/dc is 0 (the slope
+    against central differences of L), with a discrete feature's λ held."""
+    X, y = three_classes
+    X = np.column_stack([X[:60], (X[:60, 2] > 0).astype(float)])
+    Y = one_hot(y[:60], np.unique(y))
+    kinds = np.array(["continuous"] * 3 + ["unordered"], dtype=object)
+    encoding = MixedEncoding(kinds, X)
+    criterion = LikelihoodCriterion(encoding, X, Y, np.ones(60), np.arange(60))
+    start = np.array([0.5, 0.9, 1.3, 0.2])
+
+    def scaled(c):
+        out = start.copy()
+        out[:3] *= np.exp(c)
+        return out
+
+    for c in (-0.3, 0.2):
+        step = 1e-5
+        numeric = (criterion.loss(scaled(c + step)) - criterion.loss(scaled(c - step))) / (
+            2 * step
+        )
+        assert criterion._slope(scaled, c) == pytest.approx(numeric, rel=1e-5, abs=1e-9)
+    found = criterion.common_factor(start)
+    assert found[3] == start[3]
+    c = np.log(found[0] / start[0])
+    np.testing.assert_allclose(found[:3], scaled(c)[:3], rtol=1e-12)
+    assert abs(criterion._slope(scaled, c)) < 1e-9
+
+
 def test_likelihood_bandwidth_ignores_noise_feature(three_classes):
     X, y = three_classes
     model = KernelClassifier(bandwidth="likelihood-per-feature").fit(X, y)

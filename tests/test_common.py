@@ -103,17 +103,26 @@ def expected_failed_checks(estimator):
             )
         }
     if isinstance(estimator, AttentionRegressor) and isinstance(estimator.init, str):
+        failures = {}
         if estimator.init == "loo":
-            return {
-                "check_sample_weight_equivalence_on_dense_data": (
-                    "15 rows in 30 dimensions: the start at the leave-one-out bandwidths is "
-                    "a search over 30 bandwidths on the standardized inputs, whose weighted "
-                    "and repeated-row standardizations differ by rounding, and it ends at "
-                    "another of its many near-equal optima (KernelSmoother(bandwidth='loo') "
-                    "on the raw inputs passes; so does init='identity', and "
-                    "test_learned.py's test of integer weights against repeated rows)"
-                )
-            }
+            failures["check_sample_weight_equivalence_on_dense_data"] = (
+                "15 rows in 30 dimensions: the start at the leave-one-out bandwidths is "
+                "a search over 30 bandwidths on the standardized inputs, whose weighted "
+                "and repeated-row standardizations differ by rounding, and it ends at "
+                "another of its many near-equal optima (KernelSmoother(bandwidth='loo') "
+                "on the raw inputs passes; so does init='identity', and "
+                "test_learned.py's test of integer weights against repeated rows)"
+            )
+        if estimator.degree == 1:
+            failures["check_methods_subset_invariance"] = (
+                "20 rows in 3 dimensions, a learned head that puts its weight on two keys "
+                "about 1e5 of its bandwidths from the center: the local line's moments "
+                "are summed about an anchor up to 1 024 bandwidths away and keep about "
+                "1e-10 of their digits, and a batch's matrix products round otherwise than "
+                "one row's (query coordinates 6e-11 apart), so one of the 20 predictions "
+                "moves by 4.8e-7 (relative 1.8e-6), above the check's 1e-7"
+            )
+        return failures
     if isinstance(estimator, KernelClassifier) and estimator.bandwidth == "loo":
         return {
             "check_sample_weight_equivalence_on_dense_data": (
@@ -121,7 +130,7 @@ def expected_failed_checks(estimator):
                 "codes of three classes searches 30 bandwidths and stops within its "
                 "tolerance, 5e-7 apart for integer weights and repeated rows; the "
                 "probabilities then agree to 4e-7, not the check's 1e-7 (the default "
-                "likelihood search, over one factor, agrees to 2e-11)"
+                "likelihood search, over one factor to the root of its slope, agrees to 5e-12)"
             )
         }
     return {}

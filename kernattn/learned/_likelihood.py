@@ -28,7 +28,7 @@ References
 """
 
 import numpy as np
-from scipy.optimize import minimize, minimize_scalar
+from scipy.optimize import brentq, minimize, minimize_scalar
 
 from kernattn._core.loo import DuplicateGroups
 from kernattn.bandwidth._mixed import CONTINUOUS
@@ -100,10 +100,11 @@ class LikelihoodCriterion:
     def common_factor(self, bandwidth):
         """``bandwidth`` with its continuous features' bandwidths multiplied by the one
         factor (between 1/1000 and 1000) that minimizes :math:`L` (Brent's search on its
-        logarithm, to 1e-8: at scipy's default 1e-5 the search stops at points that move
-        with the sums' rounding, so integer weights and repeated rows gave probabilities
-        1.3e-7 apart on some processors; to 1e-8, 2e-11, for six more evaluations of
-        :math:`L`); the discrete features' λ as given."""
+        logarithm, to 1e-8, then the root of :math:`dL/dc` next to it: a search on values
+        alone stops at points that move with the sums' rounding, so integer weights and
+        repeated rows gave probabilities 1.3e-7 apart on some processors at scipy's
+        default 1e-5, and 7e-8 apart at 1e-8 on another build; with the slope's root the
+        bandwidths agree to 2e-16); the discrete features' λ as given."""
         bandwidth = np.asarray(bandwidth, dtype=float)
         continuous = self.encoding.kinds == CONTINUOUS
         if not np.any(continuous):
@@ -121,7 +122,33 @@ class LikelihoodCriterion:
             method="bounded",
             options={"xatol": 1e-8},
         )
-        return scaled(result.x if result.fun <= self.loss(bandwidth) else 0.0)
+        if not result.fun <= self.loss(bandwidth):
+            return bandwidth
+        return scaled(self._polished_factor(scaled, float(result.x), spread))
+
+    def _slope(self, scaled, log_factor):
+        """:math:`dL/dc` at the log-factor ``c`` of :meth:`common_factor`: the gradient of
+        :math:`L` in the projection's diagonal :math:`1/s_j`, through
+        :math:`d(1/s_j)/dc = -1/s_j` on the columns the factor scales."""
+        base = self.encoding.column_scales(scaled(0.0))
+        moving = ~np.isclose(self.encoding.column_scales(scaled(1.0)), base, rtol=1e-3, atol=0)
+        scales = self.encoding.column_scales(scaled(log_factor))
+        grad = self.objective.loss_and_grad(self._theta(scales), queries=self.queries)[1]
+        g_W = self.layout.unpack(grad)[0][0]
+        return -float(np.sum(np.diagonal(g_W)[moving] / scales[moving]))
+
+    def _polished_factor(self, scaled, log_factor, spread):
+        """The root of :math:`dL/dc` near Brent's minimum ``log_factor``, where the slope
+        changes sign within 1e-4 of it; else ``log_factor``. Function values settle the
+        minimum only to about the square root of their rounding (near 1e-8: integer weights
+        and repeated rows gave bandwidths 5e-8 apart and probabilities 7e-8 apart on some
+        builds); the slope's root is settled to the rounding of the slope."""
+        low = max(log_factor - 1e-4, -spread)
+        high = min(log_factor + 1e-4, spread)
+        s_low, s_high = self._slope(scaled, low), self._slope(scaled, high)
+        if not (np.isfinite(s_low) and np.isfinite(s_high) and s_low < 0.0 < s_high):
+            return log_factor
+        return float(brentq(lambda c: self._slope(scaled, c), low, high, xtol=1e-15))
 
     def minimize(self, bandwidth, features=None):
         """The bandwidths minimizing :math:`L` from ``bandwidth``: one log-scale per
