@@ -414,3 +414,60 @@ def test_two_pass_width_grid_finds_the_whole_grids_width(monkeypatch, three_clas
         assert two_pass.width_factor_ == whole.width_factor_
         assert two_pass.prior_share_ == whole.prior_share_
         np.testing.assert_array_equal(two_pass.predict_proba(X), whole.predict_proba(X))
+
+
+@pytest.mark.parametrize("n_rows", [40, 150, 400])
+def test_held_out_splits_hold_out_every_row_once_whole_groups(n_rows):
+    import kernattn.learned._classifier as module
+
+    rng = np.random.default_rng(n_rows)
+    X = rng.normal(size=(n_rows, 2))
+    X[1::3] = X[::3][: len(X[1::3])]  # duplicate inputs, held out together
+    groups = DuplicateGroups(X)
+    splits = module.AttentionClassifier._held_out_splits(groups, np.random.RandomState(0))
+    assert len(splits) == module.CROSS_FIT_FOLDS
+    held = np.concatenate([validation for _, validation in splits])
+    np.testing.assert_array_equal(np.sort(held), np.arange(n_rows))
+    for train, validation in splits:
+        np.testing.assert_array_equal(np.setdiff1d(np.arange(n_rows), validation), train)
+        assert not set(groups.ids[train]) & set(groups.ids[validation])
+    sizes = [len(np.unique(groups.ids[validation])) for _, validation in splits]
+    assert max(sizes) - min(sizes) <= 2
+
+
+def test_one_training_above_the_cross_fit_size_and_without_a_split(monkeypatch):
+    import kernattn.learned._classifier as module
+
+    rng = np.random.default_rng(1)
+    calls = []
+    optimize = module.optimize
+
+    def counted(*args, **kwargs):
+        calls.append(len(kwargs["validation"]) if kwargs["validation"] is not None else 0)
+        return optimize(*args, **kwargs)
+
+    monkeypatch.setattr(module, "optimize", counted)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] > 0).astype(int)
+    AttentionClassifier(random_state=0).fit(X, y)
+    assert len(calls) == module.CROSS_FIT_FOLDS and sum(calls) == 60
+    calls.clear()
+    monkeypatch.setattr(module, "CROSS_FIT_GROUPS", 59)
+    AttentionClassifier(random_state=0).fit(X, y)
+    assert calls == [12]
+    calls.clear()
+    AttentionClassifier(random_state=0).fit(X[:15], y[:15])
+    assert calls == [0]
+
+
+def test_prior_share_is_chosen_on_every_held_out_row():
+    # Separated classes: no held-out row is mistaken, and the rule of succession's one
+    # unseen mistake among all n held-out rows sets the share to about 1 / (n (1 - π)),
+    # the minimum of -n log(1 - α (1 - π)) - log(α); a single fifth would give five times it.
+    rng = np.random.default_rng(2)
+    centers = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
+    y = np.repeat(np.arange(3), 50)
+    X = centers[y] + rng.normal(scale=0.5, size=(150, 2))
+    model = AttentionClassifier(random_state=0).fit(X, y)
+    expected = 1.0 / (150 * (1 - 1 / 3) + 1)
+    assert model.prior_share_ == pytest.approx(expected, rel=0.05)
