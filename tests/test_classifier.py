@@ -40,6 +40,11 @@ def one_hot(y, classes):
     return (np.asarray(y)[:, None] == classes[None, :]).astype(float)
 
 
+#: The namespace AttentionClassifier's methods read their module's names from (the doctest
+#: collection may import the module file again under another module object).
+CLASSIFIER_NAMES = AttentionClassifier._fit_heads_engine.__globals__
+
+
 @pytest.mark.parametrize("model", CLASSIFIERS, ids=lambda m: repr(m))
 def test_proba_is_weights_class_sums_smoothed_toward_prior(three_classes, model):
     X, y = three_classes
@@ -403,13 +408,11 @@ def test_discriminant_start_is_shrunk_lda_with_unit_within_class_spread():
 
 
 def test_two_pass_width_grid_finds_the_whole_grids_width(monkeypatch, three_classes):
-    import kernattn.learned._classifier as module
-
     X_iris, y_iris = load_iris(return_X_y=True)
     for X, y in (three_classes, (X_iris, y_iris)):
         two_pass = AttentionClassifier(random_state=0).fit(X, y)
         with monkeypatch.context() as patch:
-            patch.setattr(module, "COARSE", 1)  # every point in the first pass
+            patch.setitem(CLASSIFIER_NAMES, "COARSE", 1)  # every point in the first pass
             whole = AttentionClassifier(random_state=0).fit(X, y)
         assert two_pass.width_factor_ == whole.width_factor_
         assert two_pass.prior_share_ == whole.prior_share_
@@ -418,14 +421,12 @@ def test_two_pass_width_grid_finds_the_whole_grids_width(monkeypatch, three_clas
 
 @pytest.mark.parametrize("n_rows", [40, 150, 400])
 def test_held_out_splits_hold_out_every_row_once_whole_groups(n_rows):
-    import kernattn.learned._classifier as module
-
     rng = np.random.default_rng(n_rows)
     X = rng.normal(size=(n_rows, 2))
     X[1::3] = X[::3][: len(X[1::3])]  # duplicate inputs, held out together
     groups = DuplicateGroups(X)
-    splits = module.AttentionClassifier._held_out_splits(groups, np.random.RandomState(0))
-    assert len(splits) == module.CROSS_FIT_FOLDS
+    splits = AttentionClassifier._held_out_splits(groups, np.random.RandomState(0))
+    assert len(splits) == CLASSIFIER_NAMES["CROSS_FIT_FOLDS"]
     held = np.concatenate([validation for _, validation in splits])
     np.testing.assert_array_equal(np.sort(held), np.arange(n_rows))
     for train, validation in splits:
@@ -436,23 +437,21 @@ def test_held_out_splits_hold_out_every_row_once_whole_groups(n_rows):
 
 
 def test_one_training_above_the_cross_fit_size_and_without_a_split(monkeypatch):
-    import kernattn.learned._classifier as module
-
     rng = np.random.default_rng(1)
     calls = []
-    optimize = module.optimize
+    optimize = CLASSIFIER_NAMES["optimize"]
 
     def counted(*args, **kwargs):
         calls.append(len(kwargs["validation"]) if kwargs["validation"] is not None else 0)
         return optimize(*args, **kwargs)
 
-    monkeypatch.setattr(module, "optimize", counted)
+    monkeypatch.setitem(CLASSIFIER_NAMES, "optimize", counted)
     X = rng.normal(size=(60, 2))
     y = (X[:, 0] > 0).astype(int)
     AttentionClassifier(random_state=0).fit(X, y)
-    assert len(calls) == module.CROSS_FIT_FOLDS and sum(calls) == 60
+    assert len(calls) == CLASSIFIER_NAMES["CROSS_FIT_FOLDS"] and sum(calls) == 60
     calls.clear()
-    monkeypatch.setattr(module, "CROSS_FIT_GROUPS", 59)
+    monkeypatch.setitem(CLASSIFIER_NAMES, "CROSS_FIT_GROUPS", 59)
     AttentionClassifier(random_state=0).fit(X, y)
     assert calls == [12]
     calls.clear()
