@@ -103,6 +103,16 @@ def _block(degree, d=2, n=120, seed=3):
     return w @ columns, (w**2) @ squared, Q, keys, w
 
 
+def assert_same_design(design, eigen):
+    """``eigen`` (no row factored) fits as ``design`` does."""
+    assert not eigen.factored.any()
+    for name in ("coefficients", "leverage", "variance", "ridge"):
+        np.testing.assert_allclose(
+            getattr(design, name), getattr(eigen, name), rtol=1e-9, atol=1e-12, err_msg=name
+        )
+    np.testing.assert_array_equal(design.held_back, eigen.held_back)
+
+
 @pytest.mark.parametrize("degree", [1, 2])
 def test_factored_rows_are_the_eigen_solve(degree, monkeypatch):
     """The rows the one solve serves give the fit that the eigen-decomposition gives them
@@ -113,12 +123,7 @@ def test_factored_rows_are_the_eigen_solve(degree, monkeypatch):
     assert not np.any(design.factored & design.held_back)
     monkeypatch.setattr(polynomial, "inverse_trace", lambda L: np.full(len(Q), np.inf))
     eigen = local_design(moments, squared, Q, degree)
-    assert not eigen.factored.any()
-    for name in ("coefficients", "leverage", "variance", "ridge"):
-        np.testing.assert_allclose(
-            getattr(design, name), getattr(eigen, name), rtol=1e-9, atol=1e-12, err_msg=name
-        )
-    np.testing.assert_array_equal(design.held_back, eigen.held_back)
+    assert_same_design(design, eigen)
     rhs = np.random.default_rng(0).normal(size=(len(Q), 3, design.coefficients.shape[1]))
     for ridge in (True, False):
         np.testing.assert_allclose(
@@ -136,12 +141,7 @@ def test_designs_beyond_the_factored_size_take_the_eigen_solve(degree, monkeypat
     monkeypatch.setattr(polynomial, "FACTORED_UNKNOWNS", design.coefficients.shape[1] - 1)
     monkeypatch.setattr(polynomial, "cholesky_factor", None)  # never called
     eigen = local_design(moments, squared, Q, degree)
-    assert not eigen.factored.any()
-    for name in ("coefficients", "leverage", "variance", "ridge"):
-        np.testing.assert_allclose(
-            getattr(design, name), getattr(eigen, name), rtol=1e-9, atol=1e-12, err_msg=name
-        )
-    np.testing.assert_array_equal(design.held_back, eigen.held_back)
+    assert_same_design(design, eigen)
 
 
 def test_estimates_of_both_paths_agree_through_the_public_fit(monkeypatch):
