@@ -431,11 +431,10 @@ class AttentionClassifier(FittedHeadsMixin, NadarayaWatsonClassifier):
         if fits[0].rows is None:
             # No validation split: leave-one-out queries against every row.
             fits[0] = fits[0]._replace(rows=loo_queries(len(keep), rng), keys=None)
-        log_factor = self._widest_honest(objective, fits, offset, Yk, sw, weights @ Yk)
+        log_factor, held_out = self._widest_honest(objective, fits, offset, Yk, sw, weights @ Yk)
         self.width_factor_ = float(np.exp(log_factor))
         theta = layout.widened(theta, log_factor)
         rows = np.concatenate([fit.rows for fit in fits])
-        held_out = self._held_out_estimates(objective, fits, log_factor, offset)
         query, key, log_scale, a, _ = layout.unpack(theta)
         source = KernelSource(
             similarity=self.similarity,
@@ -522,19 +521,23 @@ class AttentionClassifier(FittedHeadsMixin, NadarayaWatsonClassifier):
         is lowest: a temperature of the softmax, which widens (or sharpens) a kernel trained
         on its own rows to what held-out rows support. The loss pools every training's
         held-out rows (``fits``, :class:`HeldOutFit`). A cosine head with a fixed scale
-        keeps its width (0).
+        keeps its width (0). Returns the logarithm and the held-out estimates there
+        (:meth:`_held_out_estimates`).
 
         The grid is searched in two passes, every fourth point and then the points around
         the best of those: 13 losses instead of 25, a sixth of the digits fit, with the same
         factor and prior share in all 100 fits of ``bench_classify.py``'s ten sets (two
         shuffles of 5 folds) as the whole grid."""
         if self.similarity == "cosine" and not objective.layout.learn_scale:
-            return 0.0
+            return 0.0, self._held_out_estimates(objective, fits, 0.0, offset)
         rows = np.concatenate([fit.rows for fit in fits])
         unseen = unseen_weight(objective.Z[rows], sw[rows])
+        estimates = {}
 
         def loss(log_factor):
-            p = self._held_out_estimates(objective, fits, log_factor, offset)
+            p = estimates[log_factor] = self._held_out_estimates(
+                objective, fits, log_factor, offset
+            )
             value = choose_prior_share(p, Y[rows], sw[rows], prior, unseen)[1]
             return value if np.isfinite(value) else np.inf
 
@@ -551,11 +554,16 @@ class AttentionClassifier(FittedHeadsMixin, NadarayaWatsonClassifier):
                     losses[i] = loss(grid[i])
             tried = np.flatnonzero(~np.isnan(losses))
             lowest = np.min(losses[tried])
-            return int(tried[np.flatnonzero(losses[tried] <= lowest + 1e-9 * abs(lowest))[0]])
+            best = int(tried[np.flatnonzero(losses[tried] <= lowest + 1e-9 * abs(lowest))[0]])
+            for log_factor in list(estimates):
+                if log_factor != grid[best]:
+                    del estimates[log_factor]  # only the best's estimates are kept
+            return best
 
         coarse = best_of(range(0, len(grid), COARSE))
         near = range(max(coarse - COARSE + 1, 0), min(coarse + COARSE, len(grid)))
-        return float(grid[best_of(near)])
+        best = grid[best_of(near)]
+        return float(best), estimates[best]
 
     def _start(self, objective, layout, Z, Y, sw, scale, head_dim, rng, user_init, train):
         """The initial parameters: the first head's projection (``init``), later heads
