@@ -34,9 +34,8 @@ fall — its quantiles, its CDF, an interval that contains it nine times out of 
   rows: one draw of 300 rows is off by about ±0.02 (0.86 in the full run; 0.90 on average
   over 30 draws of the data). Like jackknife+ they have one width for all x.
 
-**Run time.** About 40 s on 2 cores (8 s with ``KERNATTN_SMOKE=1``) without AVX-512; about
-6 s (3 s) on 2 cores with it, where numpy computes the float64 exponential in vector
-registers.
+**Run time.** About 40 s on 2 cores (8 s with ``KERNATTN_SMOKE=1``) of an AVX2 machine;
+about 6 s (3 s) on 2 cores of an AVX-512 machine.
 
 Run ``python 20_conditional_distribution.py [--out DIR]``; it writes
 ``20_conditional_distribution.png``.
