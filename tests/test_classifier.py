@@ -119,12 +119,13 @@ def test_common_factor_is_the_root_of_the_criterions_slope(three_classes):
         numeric = (criterion.loss(scaled(c + step)) - criterion.loss(scaled(c - step))) / (
             2 * step
         )
-        assert criterion._slope(scaled, c) == pytest.approx(numeric, rel=1e-5, abs=1e-9)
+        slope = criterion._slope(scaled, criterion._scaled_columns(scaled), c)
+        assert slope == pytest.approx(numeric, rel=1e-5, abs=1e-9)
     found = criterion.common_factor(start)
     assert found[3] == start[3]
     c = np.log(found[0] / start[0])
     np.testing.assert_allclose(found[:3], scaled(c)[:3], rtol=1e-12)
-    assert abs(criterion._slope(scaled, c)) < 1e-9
+    assert abs(criterion._slope(scaled, criterion._scaled_columns(scaled), c)) < 1e-9
 
 
 def test_likelihood_bandwidth_ignores_noise_feature(three_classes):

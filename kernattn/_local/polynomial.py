@@ -350,7 +350,8 @@ class LocalDesign(NamedTuple):
     query: np.ndarray
     #: (b, P'): g = (R + λI)⁻¹ v on the resolved directions.
     coefficients: np.ndarray
-    #: (P', P', b): the lower Cholesky factor of R (:mod:`kernattn._local.cholesky`).
+    #: (P', P', b): the lower Cholesky factor of R (:mod:`kernattn._local.cholesky`);
+    #: (0, 0, b) where no row is factored.
     cholesky: np.ndarray
     #: (b,) bool: the rows solved with it (every direction kept, no ridge); the others use
     #: R's eigen-decomposition.
@@ -569,7 +570,6 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
     # drops the directions the design does not resolve and finds the held-back ridge.
     # Beyond FACTORED_UNKNOWNS unknowns every row takes the eigen-decomposition: the one
     # solve's (P')³/6 vectorized operations would cost more than LAPACK's batched eigh.
-    cholesky = np.zeros((P - 1, P - 1, b))
     if P - 1 <= FACTORED_UNKNOWNS:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             L = cholesky_factor(*batch_entries(R))
@@ -579,6 +579,7 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
                 finite & (2.0 * threshold * inverse_trace(L) < 1.0) & (variance <= variance_bound)
             )
             leverage = np.einsum("bi,bi->b", v, coefficients)
+        cholesky = np.zeros((P - 1, P - 1, b))
         for i in range(P - 1):
             for j in range(i + 1):
                 cholesky[i, j] = L[i][j]
@@ -586,6 +587,7 @@ def local_design(design_moments, squared_moments, Q, degree, variance_bound=VARI
         coefficients = np.zeros((b, P - 1))
         variance, leverage = np.zeros(b), np.zeros(b)
         factored = np.zeros(b, dtype=bool)
+        cholesky = np.zeros((0, 0, b))  # read only for factored rows (solve_local)
     eigenvectors = np.broadcast_to(np.eye(P - 1), (b, P - 1, P - 1)).copy()
     e = np.ones((b, P - 1))
     kept = np.ones((b, P - 1), dtype=bool)

@@ -126,12 +126,11 @@ class LikelihoodCriterion:
             return bandwidth
         return scaled(self._polished_factor(scaled, float(result.x), spread))
 
-    def _slope(self, scaled, log_factor):
+    def _slope(self, scaled, moving, log_factor):
         """:math:`dL/dc` at the log-factor ``c`` of :meth:`common_factor`: the gradient of
         :math:`L` in the projection's diagonal :math:`1/s_j`, through
-        :math:`d(1/s_j)/dc = -1/s_j` on the columns the factor scales."""
-        base = self.encoding.column_scales(scaled(0.0))
-        moving = ~np.isclose(self.encoding.column_scales(scaled(1.0)), base, rtol=1e-3, atol=0)
+        :math:`d(1/s_j)/dc = -1/s_j` on the columns the factor scales (``moving``,
+        :meth:`_scaled_columns`)."""
         scales = self.encoding.column_scales(scaled(log_factor))
         grad = self.objective.loss_and_grad(self._theta(scales), queries=self.queries)[1]
         g_W = self.layout.unpack(grad)[0][0]
@@ -143,12 +142,22 @@ class LikelihoodCriterion:
         minimum only to about the square root of their rounding (near 1e-8: integer weights
         and repeated rows gave bandwidths 5e-8 apart and probabilities 7e-8 apart on some
         builds); the slope's root is settled to the rounding of the slope."""
+        moving = self._scaled_columns(scaled)
+
+        def slope(c):
+            return self._slope(scaled, moving, c)
+
         low = max(log_factor - 1e-4, -spread)
         high = min(log_factor + 1e-4, spread)
-        s_low, s_high = self._slope(scaled, low), self._slope(scaled, high)
+        s_low, s_high = slope(low), slope(high)
         if not (np.isfinite(s_low) and np.isfinite(s_high) and s_low < 0.0 < s_high):
             return log_factor
-        return float(brentq(lambda c: self._slope(scaled, c), low, high, xtol=1e-15))
+        return float(brentq(slope, low, high, xtol=1e-15))
+
+    def _scaled_columns(self, scaled):
+        """The columns of the encoding whose scales the factor of ``scaled`` moves."""
+        base = self.encoding.column_scales(scaled(0.0))
+        return ~np.isclose(self.encoding.column_scales(scaled(1.0)), base, rtol=1e-3, atol=0)
 
     def minimize(self, bandwidth, features=None):
         """The bandwidths minimizing :math:`L` from ``bandwidth``: one log-scale per
